@@ -1,0 +1,4 @@
+export * from './assert.js';
+export * from './errors.js';
+export * from './ids.js';
+export * from './limits.js';

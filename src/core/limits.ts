@@ -1,0 +1,28 @@
+/**
+ * Named limits. Every queue, map, retry loop and message in Basalt has a bound, and it is written here so that it can
+ * be found, reasoned about and tuned in one place. Units go last in names.
+ */
+
+export const LIMITS = {
+  /** Largest key, in UTF-8 bytes. */
+  keyBytesMax: 1024,
+  /** Largest encoded value. */
+  valueBytesMax: 1024 * 1024,
+  /** Largest frame on a TCP connection (payload after the length prefix). */
+  frameBytesMax: 16 * 1024 * 1024,
+  /** Messages queued for one peer while its connection is down; older ones are dropped past this. */
+  peerSendQueueMax: 100_000,
+  /** Requests awaiting a response on one node. */
+  pendingRequestsMax: 100_000,
+  /** Default per-request timeout. */
+  requestTimeoutMsDefault: 10_000,
+  /** Handshake must complete within this time or the connection is dropped. */
+  handshakeTimeoutMs: 5_000,
+  /** Reconnect backoff bounds. */
+  reconnectBackoffMsMin: 20,
+  reconnectBackoffMsMax: 2_000,
+  /** Default maximum clock offset tolerated between nodes. */
+  maxClockSkewMsDefault: 500,
+  /** Simulator: events run in one simulation before it is declared runaway. */
+  simEventsMax: 50_000_000,
+} as const;

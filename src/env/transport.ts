@@ -1,0 +1,33 @@
+/**
+ * The transport seam: how a node exchanges messages with its peers. Two implementations: real TCP (src/net) and the
+ * simulated network (src/sim). Guarantees, the same for both:
+ *   - a payload sent to a peer is delivered at most once, and payloads on one connection arrive in send order;
+ *   - payloads may be lost when a connection drops (the layer above retries; it never assumes delivery);
+ *   - `up` is reported once a connection to a peer completed its handshake, with the peer's ephemeral id; a peer that
+ *     restarted comes back `up` under the same name with a new id;
+ *   - a malformed or oversized frame closes only the connection it arrived on.
+ * Payloads are plain data (msgpack-encodable: objects, arrays, strings, numbers, bigint, Uint8Array, booleans, null).
+ */
+import type { NodeId, NodeName } from '../core/ids.js';
+
+export interface PeerIdentity {
+  readonly name: NodeName;
+  readonly id: NodeId;
+}
+
+export type TransportEvent =
+  | { readonly kind: 'message'; readonly from: PeerIdentity; readonly payload: unknown }
+  | { readonly kind: 'up'; readonly peer: PeerIdentity }
+  | { readonly kind: 'down'; readonly peer: PeerIdentity };
+
+export type TransportHandler = (event: TransportEvent) => void;
+
+export interface Transport {
+  readonly self: PeerIdentity;
+  /** Queues `payload` for peer `to`. Never throws for an unreachable peer; the payload may be lost. */
+  send(to: NodeName, payload: unknown): void;
+  /** Installs the single receiver of transport events. */
+  setHandler(handler: TransportHandler): void;
+  /** Closes every connection; later sends are dropped. */
+  close(): Promise<void>;
+}

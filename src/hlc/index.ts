@@ -1,0 +1,2 @@
+export * from './hybrid-clock.js';
+export * from './timestamp.js';
