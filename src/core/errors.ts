@@ -14,6 +14,10 @@ export const ERROR_CODES = {
   MALFORMED_FRAME: { retryable: false },
   FRAME_TOO_LARGE: { retryable: false },
   HANDSHAKE_FAILED: { retryable: true },
+  /** A message kind no handler is registered for on the receiving node. */
+  UNKNOWN_MESSAGE: { retryable: false },
+  /** A bounded queue or table is full (e.g. pending requests); retry after backing off. */
+  OVERLOADED: { retryable: true },
   PRIMARY_MISS: { retryable: true },
   NOT_LEADER: { retryable: true },
   UNKNOWN_TABLE: { retryable: false },

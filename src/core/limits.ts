@@ -12,6 +12,12 @@ export const LIMITS = {
   frameBytesMax: 16 * 1024 * 1024,
   /** Messages queued for one peer while its connection is down; older ones are dropped past this. */
   peerSendQueueMax: 100_000,
+  /** Bytes buffered in one outgoing socket before the peer is deemed too slow and its connection is dropped. */
+  peerWriteBufferBytesMax: 64 * 1024 * 1024,
+  /** Inbound connections one node accepts at a time (handshaking or established). */
+  inboundConnectionsMax: 1024,
+  /** Nesting depth of a value accepted by the wire codec (deeper values are malformed). */
+  codecDepthMax: 64,
   /** Requests awaiting a response on one node. */
   pendingRequestsMax: 100_000,
   /** Default per-request timeout. */
