@@ -29,6 +29,16 @@ export const LIMITS = {
   reconnectBackoffMsMax: 2_000,
   /** Default maximum clock offset tolerated between nodes. */
   maxClockSkewMsDefault: 500,
+  /** Storage: most rows one scan call returns (callers page with the returned next key). */
+  storageScanRowsMax: 10_000,
+  /** Storage: most GC queue entries one gc() call processes, so one call is a bounded piece of work. */
+  storageGcBatchMax: 10_000,
+  /** Storage: most tx state records one listing call returns (recovery pages through them). */
+  txStateListMax: 10_000,
+  /** Storage: a snapshot chunk is cut once its encoded entries reach this many bytes (one entry may exceed it). */
+  storageSnapshotChunkBytes: 1024 * 1024,
+  /** Storage: entries deleted per range step when destroying or restoring a partition. */
+  storageRangeDeleteBatch: 10_000,
   /** Simulator: events run in one simulation before it is declared runaway. */
   simEventsMax: 50_000_000,
 } as const;
