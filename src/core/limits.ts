@@ -39,6 +39,16 @@ export const LIMITS = {
   storageSnapshotChunkBytes: 1024 * 1024,
   /** Storage: entries deleted per range step when destroying or restoring a partition. */
   storageRangeDeleteBatch: 10_000,
+  /** Entries in one node's volatile tx state map; past it new entries are refused (live state is never evicted). */
+  txStateMapEntriesMax: 1_000_000,
+  /** Callbacks waiting for tx outcomes on one node's tx state map (all txs together). */
+  txFinalWaitersMax: 100_000,
+  /** How long a final entry stays in the tx state map after cleanup completed (or after it became final). */
+  txStateRetentionMsDefault: 30_000,
+  /** Lock requests queued behind one lock key; past it a request fails with TX_LOCK_CONFLICT. */
+  lockWaitersPerKeyMax: 1_024,
+  /** Distinct lock keys (held or awaited) in one node's lock manager; past it new keys fail with TX_LOCK_CONFLICT. */
+  lockKeysMax: 1_000_000,
   /** Simulator: events run in one simulation before it is declared runaway. */
   simEventsMax: 50_000_000,
 } as const;
