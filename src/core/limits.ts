@@ -16,6 +16,8 @@ export const LIMITS = {
   peerWriteBufferBytesMax: 64 * 1024 * 1024,
   /** Inbound connections one node accepts at a time (handshaking or established). */
   inboundConnectionsMax: 1024,
+  /** Longest node name or ephemeral id accepted in a handshake or envelope. */
+  identityCharsMax: 256,
   /** Nesting depth of a value accepted by the wire codec (deeper values are malformed). */
   codecDepthMax: 64,
   /** Requests awaiting a response on one node. */
