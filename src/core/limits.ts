@@ -51,6 +51,25 @@ export const LIMITS = {
   lockWaitersPerKeyMax: 1_024,
   /** Distinct lock keys (held or awaited) in one node's lock manager; past it new keys fail with TX_LOCK_CONFLICT. */
   lockKeysMax: 1_000_000,
+  /** Raft: a follower campaigns after [1, 2) × this many ticks without hearing from a leader. */
+  raftElectionTicks: 10,
+  /** Raft: a leader sends heartbeats every this many ticks. */
+  raftHeartbeatTicks: 1,
+  /** Raft driver: real time between two ticks. */
+  raftTickIntervalMs: 50,
+  /** Raft: unanswered Appends pipelined to one follower in the replicate state. */
+  raftInflightAppendsMax: 256,
+  /** Raft: entries in one Append message (and the byte bound below; an Append always carries at least one). */
+  raftAppendEntriesMax: 512,
+  raftAppendBytesMax: 1024 * 1024,
+  /** Raft: committed entries handed to the state machine in one Ready. */
+  raftApplyEntriesMax: 1024,
+  /** Raft: entries a leader holds beyond its commit index; proposals past this are refused as OVERLOADED. */
+  raftUncommittedEntriesMax: 10_000,
+  /** Raft driver: proposals of one node awaiting their apply; more are refused as OVERLOADED. */
+  raftPendingProposalsMax: 100_000,
+  /** Raft driver: applied entries kept in the log before the state machine is asked for a snapshot to compact it. */
+  raftCompactEntriesMin: 10_000,
   /** Simulator: events run in one simulation before it is declared runaway. */
   simEventsMax: 50_000_000,
 } as const;
