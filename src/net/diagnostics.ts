@@ -1,0 +1,38 @@
+/**
+ * Diagnostics: what the net layer observed but could not hand to anyone as an error, because nobody asked: a
+ * malformed frame from a peer, a failed handshake, a dropped queue entry, a late response. They are reported to an
+ * injected callback (the node wires it to its logger; tests collect them) and never thrown into the process.
+ */
+import type { ErrorCode } from '../core/errors.js';
+
+export type NetDiagnosticKind =
+  /** A frame that did not decode, or decoded into something that is not a valid envelope; its connection is closed. */
+  | 'malformed-frame'
+  /** A length prefix above the frame limit; its connection is closed. */
+  | 'frame-too-large'
+  /** A handshake that was wrong, timed out, or named an unexpected peer; the connection is closed. */
+  | 'handshake-failed'
+  /** A connection ended by an error (refused, reset, too slow to drain its write buffer). */
+  | 'connection-error'
+  /** A payload dropped: the peer's queue was full, the peer has no known address, or the transport is closed. */
+  | 'payload-dropped'
+  /** An envelope whose sender does not match the connection it arrived on. */
+  | 'sender-mismatch'
+  /** A response for a request that is no longer pending (it timed out, was cancelled, or never existed). */
+  | 'unexpected-response'
+  /** A one-way message of a kind without a handler. */
+  | 'unknown-message'
+  /** A handler or listener threw something other than a BasaltError (a bug on this node). */
+  | 'handler-failed';
+
+export interface NetDiagnostic {
+  readonly kind: NetDiagnosticKind;
+  readonly message: string;
+  /** The peer concerned: a node name when known, else a remote address. */
+  readonly peer?: string | undefined;
+  readonly code?: ErrorCode | undefined;
+}
+
+export type DiagnosticListener = (diagnostic: NetDiagnostic) => void;
+
+export const ignoreDiagnostics: DiagnosticListener = () => {};

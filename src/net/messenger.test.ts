@@ -1,0 +1,406 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { BasaltError, isBasaltError } from '../core/errors.js';
+import { type HybridTimestamp, type NodeName, nodeId, nodeName } from '../core/ids.js';
+import type { Clock } from '../env/clock.js';
+import type { TimerHandle, Timers } from '../env/timers.js';
+import type { PeerIdentity, Transport, TransportHandler } from '../env/transport.js';
+import { HybridClock } from '../hlc/hybrid-clock.js';
+import { hybridTimestamp } from '../hlc/timestamp.js';
+import { decode, encode } from './codec.js';
+import type { NetDiagnostic } from './diagnostics.js';
+import type { Envelope } from './envelope.js';
+import { Messenger, type PeerEvent } from './messenger.js';
+
+class ManualClock implements Clock {
+  constructor(public ms: number) {}
+  nowMs(): number {
+    return this.ms;
+  }
+  monotonicMs(): number {
+    return this.ms;
+  }
+}
+
+/** Timers that fire only when the test advances time. */
+class ManualTimers implements Timers {
+  private nowMs = 0;
+  private nextId = 1;
+  private readonly due = new Map<number, { atMs: number; fn: () => void }>();
+  setTimer(fn: () => void, delayMs: number): TimerHandle {
+    const timerId = this.nextId++;
+    this.due.set(timerId, { atMs: this.nowMs + delayMs, fn });
+    return { timerId };
+  }
+  clearTimer(handle: TimerHandle): void {
+    this.due.delete(handle.timerId);
+  }
+  get size(): number {
+    return this.due.size;
+  }
+  advance(ms: number): void {
+    this.nowMs += ms;
+    const ready = [...this.due].filter(([, t]) => t.atMs <= this.nowMs).sort((a, b) => a[1].atMs - b[1].atMs);
+    for (const [id, t] of ready) {
+      this.due.delete(id);
+      t.fn();
+    }
+  }
+}
+
+/** Endpoints wired directly: payloads go through the codec and arrive on a microtask, in order. */
+class LoopbackNetwork {
+  private readonly endpoints = new Map<NodeName, LoopbackTransport>();
+  private readonly links = new Set<string>();
+
+  endpoint(name: string): LoopbackTransport {
+    const transport = new LoopbackTransport(this, { name: nodeName(name), id: nodeId(`${name}-id`) });
+    this.endpoints.set(transport.self.name, transport);
+    return transport;
+  }
+  private key(a: NodeName, b: NodeName): string {
+    return [a, b].sort().join('|');
+  }
+  connect(a: LoopbackTransport, b: LoopbackTransport): void {
+    this.links.add(this.key(a.self.name, b.self.name));
+    a.deliver({ kind: 'up', peer: b.self });
+    b.deliver({ kind: 'up', peer: a.self });
+  }
+  disconnect(a: LoopbackTransport, b: LoopbackTransport): void {
+    this.links.delete(this.key(a.self.name, b.self.name));
+    a.deliver({ kind: 'down', peer: b.self });
+    b.deliver({ kind: 'down', peer: a.self });
+  }
+  route(from: PeerIdentity, to: NodeName, payload: unknown): void {
+    const target = this.endpoints.get(to);
+    if (target === undefined || !this.links.has(this.key(from.name, to))) return;
+    const bytes = encode(payload);
+    queueMicrotask(() => target.deliver({ kind: 'message', from, payload: decode(bytes) }));
+  }
+}
+
+class LoopbackTransport implements Transport {
+  private handler: TransportHandler = () => {};
+  sent = 0;
+  constructor(
+    private readonly network: LoopbackNetwork,
+    readonly self: PeerIdentity,
+  ) {}
+  send(to: NodeName, payload: unknown): void {
+    this.sent++;
+    this.network.route(this.self, to, payload);
+  }
+  setHandler(handler: TransportHandler): void {
+    this.handler = handler;
+  }
+  deliver(event: Parameters<TransportHandler>[0]): void {
+    this.handler(event);
+  }
+  async close(): Promise<void> {}
+}
+
+type Body =
+  | { readonly kind: 'Echo'; readonly text: string }
+  | { readonly kind: 'EchoReply'; readonly text: string }
+  | { readonly kind: 'Fail'; readonly how: 'basalt' | 'bug' | 'async' | 'nothing' | 'unencodable' }
+  | { readonly kind: 'Hang' }
+  | { readonly kind: 'Note'; readonly n: number }
+  | { readonly kind: 'Nobody' };
+
+const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+function setup(options: { pendingRequestsMax?: number } = {}) {
+  const network = new LoopbackNetwork();
+  const timers = new ManualTimers();
+  const ta = network.endpoint('a');
+  const tb = network.endpoint('b');
+  const clockA = new HybridClock(new ManualClock(1_000_000));
+  const clockB = new HybridClock(new ManualClock(1_000));
+  const sentByA: Envelope[] = [];
+  const diagA: NetDiagnostic[] = [];
+  const diagB: NetDiagnostic[] = [];
+  const a = new Messenger<Body>({
+    transport: ta,
+    clock: clockA,
+    timers,
+    requestTimeoutMsDefault: 1000,
+    onSend: (_to, envelope) => sentByA.push(envelope),
+    onDiagnostic: (d) => diagA.push(d),
+    ...options,
+  });
+  const b = new Messenger<Body>({ transport: tb, clock: clockB, timers, onDiagnostic: (d) => diagB.push(d) });
+  network.connect(ta, tb);
+  b.handle('Echo', (body) => ({ kind: 'EchoReply', text: body.text }));
+  b.handle('Hang', () => new Promise<undefined>(() => {}));
+  return { network, timers, ta, tb, clockA, clockB, a, b, sentByA, diagA, diagB };
+}
+
+async function rejectsWith(promise: Promise<unknown>, code: string): Promise<BasaltError> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof BasaltError, `expected a BasaltError, got ${String(error)}`);
+    assert.equal(error.code, code, error.message);
+    return error;
+  }
+  assert.fail(`expected ${code}`);
+}
+
+describe('Messenger', () => {
+  it('answers a request with the handler result, naming the sender', async () => {
+    const { a, b } = setup();
+    let seen: PeerIdentity | undefined;
+    b.handle('Note', (_body, from) => {
+      seen = from;
+      return { kind: 'EchoReply', text: 'noted' };
+    });
+    assert.deepEqual(await a.request('b' as NodeName, { kind: 'Echo', text: 'hi' }), { kind: 'EchoReply', text: 'hi' });
+    assert.deepEqual(await a.request('b' as NodeName, { kind: 'Note', n: 1 }), { kind: 'EchoReply', text: 'noted' });
+    assert.deepEqual(seen, a.self);
+    assert.equal(a.pendingCount, 0);
+  });
+
+  it('delivers one-way messages in order', async () => {
+    const { a, b } = setup();
+    const got: number[] = [];
+    b.handle('Note', (body) => {
+      got.push(body.n);
+      return undefined;
+    });
+    for (let n = 0; n < 100; n++) a.send('b' as NodeName, { kind: 'Note', n });
+    await settle();
+    assert.deepEqual(
+      got,
+      Array.from({ length: 100 }, (_, i) => i),
+    );
+  });
+
+  it('absorbs the sender timestamp into the receiver clock before the handler runs', async () => {
+    const { a, b, clockB, sentByA } = setup();
+    let clockInHandler: HybridTimestamp | undefined;
+    b.handle('Note', () => {
+      clockInHandler = clockB.current();
+      return undefined;
+    });
+    a.send('b' as NodeName, { kind: 'Note', n: 1 });
+    await settle();
+    const sentTs = sentByA[0]!.ts;
+    assert.ok(sentTs >= hybridTimestamp(1_000_000), 'sender stamps with its own clock');
+    assert.ok(clockInHandler !== undefined && clockInHandler > sentTs, 'receiver clock passed the sender ts');
+  });
+
+  it('absorbs the responder timestamp before the request resolves', async () => {
+    const { a, b, clockA, clockB } = setup();
+    clockB.update(hybridTimestamp(5_000_000, 3));
+    let responderTs: HybridTimestamp | undefined;
+    b.handle('Note', () => {
+      responderTs = clockB.current();
+      return { kind: 'EchoReply', text: '' };
+    });
+    await a.request('b' as NodeName, { kind: 'Note', n: 1 });
+    assert.ok(responderTs !== undefined && clockA.current() > responderTs);
+  });
+
+  it('stamps every outgoing envelope with a fresh clock.now()', async () => {
+    const { a, sentByA } = setup();
+    a.send('b' as NodeName, { kind: 'Note', n: 1 });
+    await a.request('b' as NodeName, { kind: 'Echo', text: 'x' });
+    a.send('b' as NodeName, { kind: 'Note', n: 2 });
+    assert.equal(sentByA.length, 3);
+    assert.ok(sentByA[0]!.ts < sentByA[1]!.ts && sentByA[1]!.ts < sentByA[2]!.ts);
+  });
+
+  it('fails a request with TIMEOUT after timeoutMs and reports the late response', async () => {
+    const { a, b, timers, diagA } = setup();
+    let release: (() => void) | undefined;
+    b.handle(
+      'Note',
+      () =>
+        new Promise((resolve) => {
+          release = () => resolve({ kind: 'EchoReply', text: 'late' });
+        }),
+    );
+    const pending = a.request('b' as NodeName, { kind: 'Note', n: 1 }, { timeoutMs: 50 });
+    await settle();
+    timers.advance(49);
+    assert.equal(a.pendingCount, 1);
+    timers.advance(1);
+    const error = await rejectsWith(pending, 'TIMEOUT');
+    assert.equal(error.retryable, true);
+    assert.equal(a.pendingCount, 0);
+    release?.();
+    await settle();
+    assert.ok(diagA.some((d) => d.kind === 'unexpected-response'));
+  });
+
+  it('uses the default timeout when none is given and clears the timer on success', async () => {
+    const { a, timers } = setup();
+    await a.request('b' as NodeName, { kind: 'Echo', text: 'x' });
+    assert.equal(timers.size, 0, 'a settled request leaves no timer behind');
+    const hang = a.request('b' as NodeName, { kind: 'Hang' });
+    timers.advance(999);
+    assert.equal(a.pendingCount, 1);
+    timers.advance(1);
+    await rejectsWith(hang, 'TIMEOUT');
+  });
+
+  it('fails a request with CANCELLED when its signal aborts', async () => {
+    const { a, timers } = setup();
+    const controller = new AbortController();
+    const pending = a.request('b' as NodeName, { kind: 'Hang' }, { signal: controller.signal });
+    await settle();
+    controller.abort(new Error('user gave up'));
+    const error = await rejectsWith(pending, 'CANCELLED');
+    assert.equal((error.cause as Error).message, 'user gave up');
+    assert.equal(a.pendingCount, 0);
+    assert.equal(timers.size, 0);
+  });
+
+  it('does not send a request whose signal is already aborted', async () => {
+    const { a, sentByA } = setup();
+    await rejectsWith(
+      a.request('b' as NodeName, { kind: 'Echo', text: 'x' }, { signal: AbortSignal.abort() }),
+      'CANCELLED',
+    );
+    assert.equal(sentByA.length, 0);
+  });
+
+  it('rethrows a remote BasaltError with its code, retryability and details', async () => {
+    const { a, b } = setup();
+    b.handle('Fail', (body) => {
+      if (body.how === 'basalt') throw new BasaltError('PRIMARY_MISS', 'not primary', { hint: 'c' });
+      return undefined;
+    });
+    const error = await rejectsWith(a.request('b' as NodeName, { kind: 'Fail', how: 'basalt' }), 'PRIMARY_MISS');
+    assert.equal(error.retryable, true);
+    assert.deepEqual(error.details, { hint: 'c' });
+    assert.match(error.message, /not primary/);
+  });
+
+  it('answers a handler bug as INTERNAL without crashing, and reports it', async () => {
+    const { a, b, diagB } = setup();
+    b.handle('Fail', async (body) => {
+      if (body.how === 'bug') throw new TypeError('oops');
+      if (body.how === 'async') await Promise.reject(new BasaltError('TX_ABORTED', 'aborted'));
+      if (body.how === 'unencodable') return { kind: 'EchoReply', text: new Date(0) as unknown as string };
+      return undefined;
+    });
+    await rejectsWith(a.request('b' as NodeName, { kind: 'Fail', how: 'bug' }), 'INTERNAL');
+    assert.ok(diagB.some((d) => d.kind === 'handler-failed' && /oops/.test(d.message)));
+    await rejectsWith(a.request('b' as NodeName, { kind: 'Fail', how: 'async' }), 'TX_ABORTED');
+    await rejectsWith(a.request('b' as NodeName, { kind: 'Fail', how: 'nothing' }), 'INTERNAL');
+    await rejectsWith(a.request('b' as NodeName, { kind: 'Fail', how: 'unencodable' }), 'MALFORMED_FRAME');
+    assert.deepEqual(await a.request('b' as NodeName, { kind: 'Echo', text: 'still up' }), {
+      kind: 'EchoReply',
+      text: 'still up',
+    });
+  });
+
+  it('answers an unknown kind with UNKNOWN_MESSAGE; a one-way of unknown kind is only reported', async () => {
+    const { a, diagB } = setup();
+    await rejectsWith(a.request('b' as NodeName, { kind: 'Nobody' }), 'UNKNOWN_MESSAGE');
+    a.send('b' as NodeName, { kind: 'Nobody' });
+    await settle();
+    assert.ok(diagB.some((d) => d.kind === 'unknown-message'));
+  });
+
+  it('answers a request with a malformed body with MALFORMED_FRAME', async () => {
+    const { a, ta, diagB } = setup();
+    const responses: Envelope[] = [];
+    ta.setHandler((event) => {
+      if (event.kind === 'message') responses.push(event.payload as Envelope);
+    });
+    const ts = hybridTimestamp(1_000_000);
+    ta.send('b' as NodeName, { type: 'request', from: a.self, ts, requestId: 9, body: { text: 'no kind' } });
+    ta.send('b' as NodeName, { type: 'whatever' });
+    await settle();
+    assert.equal(responses.length, 1);
+    const response = responses[0]!;
+    assert.ok(response.type === 'response' && response.requestId === 9 && response.error?.code === 'MALFORMED_FRAME');
+    assert.equal(diagB.filter((d) => d.kind === 'malformed-frame').length, 2);
+  });
+
+  it('drops an envelope whose sender does not match its connection', async () => {
+    const { ta, b, diagB } = setup();
+    let handled = 0;
+    b.handle('Note', () => {
+      handled++;
+      return undefined;
+    });
+    const forged = { name: nodeName('c'), id: nodeId('c-id') };
+    ta.send('b' as NodeName, { type: 'oneway', from: forged, ts: 5n, body: { kind: 'Note', n: 1 } });
+    await settle();
+    assert.equal(handled, 0);
+    assert.ok(diagB.some((d) => d.kind === 'sender-mismatch'));
+  });
+
+  it('fails pending requests fast with CONNECTION_CLOSED when their peer goes down', async () => {
+    const { network, ta, tb, a, timers } = setup();
+    const c = network.endpoint('c');
+    const mc = new Messenger<Body>({ transport: c, clock: new HybridClock(new ManualClock(1)), timers });
+    mc.handle('Hang', () => new Promise<undefined>(() => {}));
+    network.connect(ta, c);
+    const toB = a.request('b' as NodeName, { kind: 'Hang' });
+    const toC = a.request('c' as NodeName, { kind: 'Hang' });
+    await settle();
+    network.disconnect(ta, tb);
+    const error = await rejectsWith(toB, 'CONNECTION_CLOSED');
+    assert.match(error.message, /outcome unknown/);
+    assert.equal(a.pendingCount, 1, 'the request to c is still pending');
+    network.disconnect(ta, c);
+    await rejectsWith(toC, 'CONNECTION_CLOSED');
+    assert.equal(timers.size, 0);
+  });
+
+  it('bounds pending requests with OVERLOADED', async () => {
+    const { a } = setup({ pendingRequestsMax: 2 });
+    const first = a.request('b' as NodeName, { kind: 'Hang' });
+    const second = a.request('b' as NodeName, { kind: 'Hang' });
+    await rejectsWith(a.request('b' as NodeName, { kind: 'Hang' }), 'OVERLOADED');
+    assert.equal(a.pendingCount, 2);
+    await a.close();
+    await rejectsWith(first, 'CONNECTION_CLOSED');
+    await rejectsWith(second, 'CONNECTION_CLOSED');
+    await rejectsWith(a.request('b' as NodeName, { kind: 'Hang' }), 'CONNECTION_CLOSED');
+  });
+
+  it('keeps one handler per kind', () => {
+    const { b } = setup();
+    assert.throws(
+      () => b.handle('Echo', () => undefined),
+      (e: unknown) => isBasaltError(e, 'ALREADY_EXISTS'),
+    );
+    const off = b.handle('Note', () => undefined);
+    off();
+    b.handle('Note', () => undefined);
+  });
+
+  it('re-publishes peer up/down events and tracks live ids', () => {
+    const network = new LoopbackNetwork();
+    const ta = network.endpoint('a');
+    const tb = network.endpoint('b');
+    const a = new Messenger<Body>({
+      transport: ta,
+      clock: new HybridClock(new ManualClock(1)),
+      timers: new ManualTimers(),
+    });
+    const events: PeerEvent[] = [];
+    a.onPeer((event) => events.push(event));
+    network.connect(ta, tb);
+    assert.equal(a.peerId(tb.self.name), tb.self.id);
+    network.disconnect(ta, tb);
+    assert.equal(a.peerId(tb.self.name), undefined);
+    assert.deepEqual(events, [
+      { kind: 'up', peer: tb.self },
+      { kind: 'down', peer: tb.self },
+    ]);
+  });
+
+  it('delivers messages to its own name locally', async () => {
+    const { b } = setup();
+    assert.deepEqual(await b.request('b' as NodeName, { kind: 'Echo', text: 'self' }), {
+      kind: 'EchoReply',
+      text: 'self',
+    });
+  });
+});

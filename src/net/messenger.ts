@@ -1,0 +1,415 @@
+/**
+ * The messenger: one-way messages and request/response over any Transport, with the node's hybrid clock.
+ *
+ * Invariants:
+ *   - every outgoing envelope is stamped with `clock.now()`; every received envelope is validated, then its timestamp
+ *     is absorbed with `clock.update(ts)` before its handler runs or its response settles a request (DESIGN §2 HLC,
+ *     safety rule 8);
+ *   - each pending request settles exactly once: with the response body, with the remote error rethrown as a
+ *     BasaltError carrying the remote code, with TIMEOUT, with CANCELLED (its AbortSignal), or with CONNECTION_CLOSED
+ *     when the connection to its peer goes down (outcome unknown: the peer may have executed it);
+ *   - at most `pendingRequestsMax` requests are pending; past it a request fails at once with OVERLOADED;
+ *   - one handler per message kind; a handler never crashes the node: a thrown BasaltError is answered as its error
+ *     data, anything else as INTERNAL, an unknown kind as UNKNOWN_MESSAGE, a malformed request as MALFORMED_FRAME.
+ * Messages to this node's own name are delivered locally on a microtask, through the same path as remote ones.
+ * Only the injected timers and transport settle its promises, so it runs unchanged in the simulator.
+ */
+import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
+import type { NodeId, NodeName } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import type { TimerHandle, Timers } from '../env/timers.js';
+import type { PeerIdentity, Transport, TransportEvent } from '../env/transport.js';
+import type { HybridClock } from '../hlc/hybrid-clock.js';
+import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnostic } from './diagnostics.js';
+import {
+  type Envelope,
+  type MessageBody,
+  parseEnvelope,
+  type RequestEnvelope,
+  type RequestId,
+  type ResponseEnvelope,
+  sameIdentity,
+} from './envelope.js';
+
+/** Answers one message kind. The result answers a request; for a one-way message it is ignored. */
+export type MessageHandler<B extends MessageBody, K extends B['kind'] = B['kind']> = (
+  body: Extract<B, { readonly kind: K }>,
+  from: PeerIdentity,
+) => B | undefined | Promise<B | undefined>;
+
+export type PeerEvent = { readonly kind: 'up' | 'down'; readonly peer: PeerIdentity };
+export type PeerListener = (event: PeerEvent) => void;
+
+/** Sees every envelope just before it is handed to the transport (or delivered locally). */
+export type SendObserver = (to: NodeName, envelope: Envelope) => void;
+
+export interface RequestOptions {
+  /** Fails the request with TIMEOUT after this long (default `requestTimeoutMsDefault`). */
+  readonly timeoutMs?: number;
+  /** Aborting fails the request with CANCELLED; the peer may still execute it. */
+  readonly signal?: AbortSignal;
+}
+
+export interface MessengerOptions {
+  readonly transport: Transport;
+  readonly clock: HybridClock;
+  readonly timers: Timers;
+  readonly pendingRequestsMax?: number;
+  readonly requestTimeoutMsDefault?: number;
+  readonly onSend?: SendObserver;
+  readonly onDiagnostic?: DiagnosticListener;
+}
+
+interface PendingRequest {
+  readonly to: NodeName;
+  readonly kind: string;
+  readonly resolve: (body: MessageBody) => void;
+  readonly reject: (error: BasaltError) => void;
+  timer: TimerHandle | undefined;
+  detachSignal: (() => void) | undefined;
+}
+
+type AnyHandler = (body: MessageBody, from: PeerIdentity) => MessageBody | undefined | Promise<MessageBody | undefined>;
+
+export class Messenger<B extends MessageBody = MessageBody> {
+  readonly self: PeerIdentity;
+  private readonly transport: Transport;
+  private readonly clock: HybridClock;
+  private readonly timers: Timers;
+  private readonly pendingRequestsMax: number;
+  private readonly requestTimeoutMsDefault: number;
+  private readonly onSend: SendObserver | undefined;
+  private readonly diagnose: DiagnosticListener;
+  private readonly handlers = new Map<string, AnyHandler>();
+  private readonly pending = new Map<RequestId, PendingRequest>();
+  private readonly peerListeners = new Set<PeerListener>();
+  /** Live ephemeral id of each peer whose connection is up. */
+  private readonly live = new Map<NodeName, NodeId>();
+  private nextRequestId: RequestId = 1;
+  private closed = false;
+
+  constructor(options: MessengerOptions) {
+    this.transport = options.transport;
+    this.self = options.transport.self;
+    this.clock = options.clock;
+    this.timers = options.timers;
+    this.pendingRequestsMax = options.pendingRequestsMax ?? LIMITS.pendingRequestsMax;
+    this.requestTimeoutMsDefault = options.requestTimeoutMsDefault ?? LIMITS.requestTimeoutMsDefault;
+    this.onSend = options.onSend;
+    this.diagnose = options.onDiagnostic ?? ignoreDiagnostics;
+    this.transport.setHandler((event) => this.onTransportEvent(event));
+  }
+
+  /** Sends a one-way message; it may be lost. */
+  send(to: NodeName, body: B): void {
+    if (this.closed) return;
+    this.emit(to, { type: 'oneway', from: this.self, ts: this.clock.now(), body });
+  }
+
+  /**
+   * Sends a request and resolves with the response body. The messenger checks only that the response is a body with
+   * a kind; `R` is the caller's claim about which kind it is.
+   */
+  request<R extends B = B>(to: NodeName, body: B, options: RequestOptions = {}): Promise<R> {
+    const timeoutMs = options.timeoutMs ?? this.requestTimeoutMsDefault;
+    const refusal = this.refusal(to, body, timeoutMs, options.signal);
+    if (refusal !== undefined) return Promise.reject(refusal);
+    const requestId = this.nextRequestId++;
+    return new Promise<R>((resolve, reject) => {
+      const entry: PendingRequest = {
+        to,
+        kind: body.kind,
+        resolve: resolve as (body: MessageBody) => void,
+        reject,
+        timer: undefined,
+        detachSignal: undefined,
+      };
+      this.pending.set(requestId, entry);
+      entry.timer = this.timers.setTimer(() => this.fail(requestId, this.timeoutError(entry, timeoutMs)), timeoutMs);
+      entry.detachSignal = this.attachSignal(requestId, entry, options.signal);
+      try {
+        this.emit(to, { type: 'request', from: this.self, ts: this.clock.now(), requestId, body });
+      } catch (error) {
+        this.fail(requestId, asBasaltError(error));
+      }
+    });
+  }
+
+  /** Registers the handler of one message kind; returns a function that unregisters it. */
+  handle<K extends B['kind']>(kind: K, handler: MessageHandler<B, K>): () => void {
+    if (this.handlers.has(kind)) throw new BasaltError('ALREADY_EXISTS', `a handler for ${kind} is registered`);
+    this.handlers.set(kind, handler as unknown as AnyHandler);
+    return () => {
+      if (this.handlers.get(kind) === (handler as unknown)) this.handlers.delete(kind);
+    };
+  }
+
+  /** Subscribes to peer up/down events (membership); returns the unsubscribe function. */
+  onPeer(listener: PeerListener): () => void {
+    this.peerListeners.add(listener);
+    return () => this.peerListeners.delete(listener);
+  }
+
+  /** The ephemeral id of `name` while its connection is up. */
+  peerId(name: NodeName): NodeId | undefined {
+    return this.live.get(name);
+  }
+
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
+  /** Fails every pending request with CONNECTION_CLOSED, stops handling, closes the transport. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const [requestId, entry] of [...this.pending]) {
+      this.fail(requestId, new BasaltError('CONNECTION_CLOSED', `messenger closed with ${entry.kind} pending`));
+    }
+    await this.transport.close();
+  }
+
+  private refusal(to: NodeName, body: B, timeoutMs: number, signal?: AbortSignal): BasaltError | undefined {
+    if (this.closed) return new BasaltError('CONNECTION_CLOSED', 'messenger is closed');
+    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) return new BasaltError('INVALID_ARGUMENT', 'timeoutMs > 0');
+    if (signal?.aborted) return new BasaltError('CANCELLED', `${body.kind} to ${to} cancelled before sending`);
+    if (this.pending.size >= this.pendingRequestsMax) {
+      return new BasaltError('OVERLOADED', `${this.pending.size} requests pending`, {
+        pendingRequestsMax: this.pendingRequestsMax,
+      });
+    }
+    return undefined;
+  }
+
+  private attachSignal(requestId: RequestId, entry: PendingRequest, signal?: AbortSignal): (() => void) | undefined {
+    if (signal === undefined) return undefined;
+    const onAbort = (): void =>
+      this.fail(
+        requestId,
+        new BasaltError('CANCELLED', `${entry.kind} to ${entry.to} cancelled`, undefined, { cause: signal.reason }),
+      );
+    signal.addEventListener('abort', onAbort, { once: true });
+    return () => signal.removeEventListener('abort', onAbort);
+  }
+
+  private timeoutError(entry: PendingRequest, timeoutMs: number): BasaltError {
+    return new BasaltError('TIMEOUT', `${entry.kind} to ${entry.to} timed out after ${timeoutMs} ms`, {
+      to: entry.to,
+      kind: entry.kind,
+      timeoutMs,
+    });
+  }
+
+  /** Removes a pending request and releases its timer and signal listener; returns it, or undefined if settled. */
+  private take(requestId: RequestId): PendingRequest | undefined {
+    const entry = this.pending.get(requestId);
+    if (entry === undefined) return undefined;
+    this.pending.delete(requestId);
+    if (entry.timer !== undefined) this.timers.clearTimer(entry.timer);
+    entry.detachSignal?.();
+    return entry;
+  }
+
+  private fail(requestId: RequestId, error: BasaltError): void {
+    this.take(requestId)?.reject(error);
+  }
+
+  private emit(to: NodeName, envelope: Envelope): void {
+    this.onSend?.(to, envelope);
+    if (to === this.self.name) {
+      queueMicrotask(() => this.receive(this.self, envelope));
+    } else {
+      this.transport.send(to, envelope);
+    }
+  }
+
+  private onTransportEvent(event: TransportEvent): void {
+    switch (event.kind) {
+      case 'message':
+        this.receive(event.from, event.payload);
+        return;
+      case 'up':
+        this.live.set(event.peer.name, event.peer.id);
+        this.publish(event);
+        return;
+      case 'down':
+        if (this.live.get(event.peer.name) === event.peer.id) this.live.delete(event.peer.name);
+        this.failRequestsTo(event.peer);
+        this.publish(event);
+        return;
+    }
+  }
+
+  private failRequestsTo(peer: PeerIdentity): void {
+    for (const [requestId, entry] of [...this.pending]) {
+      if (entry.to !== peer.name) continue;
+      const message = `connection to ${peer.name} closed while ${entry.kind} was pending; outcome unknown`;
+      this.fail(requestId, new BasaltError('CONNECTION_CLOSED', message, { to: peer.name, peerId: peer.id }));
+    }
+  }
+
+  private publish(event: PeerEvent): void {
+    for (const listener of [...this.peerListeners]) {
+      try {
+        listener({ kind: event.kind, peer: event.peer });
+      } catch (error) {
+        this.report({
+          kind: 'handler-failed',
+          message: `peer listener threw: ${String(error)}`,
+          peer: event.peer.name,
+        });
+      }
+    }
+  }
+
+  private receive(from: PeerIdentity, payload: unknown): void {
+    if (this.closed) return;
+    const parsed = parseEnvelope(payload);
+    if (!parsed.ok) {
+      this.rejectMalformed(from, payload, parsed.reason);
+      return;
+    }
+    const envelope = parsed.envelope;
+    if (!sameIdentity(envelope.from, from)) {
+      const message = `envelope from ${envelope.from.name}/${envelope.from.id} on the connection of ${from.name}/${from.id}`;
+      this.report({ kind: 'sender-mismatch', message, peer: from.name });
+      return;
+    }
+    this.clock.update(envelope.ts);
+    switch (envelope.type) {
+      case 'oneway':
+        this.dispatchOneWay(envelope.body, from);
+        return;
+      case 'request':
+        this.dispatchRequest(envelope, from);
+        return;
+      case 'response':
+        this.settle(envelope, from);
+        return;
+    }
+  }
+
+  /** A request whose envelope header is readable gets a MALFORMED_FRAME answer; anything else is only reported. */
+  private rejectMalformed(from: PeerIdentity, payload: unknown, reason: string): void {
+    this.report({ kind: 'malformed-frame', message: reason, peer: from.name, code: 'MALFORMED_FRAME' });
+    if (typeof payload !== 'object' || payload === null) return;
+    const { type, requestId } = payload as { type?: unknown; requestId?: unknown };
+    if (type !== 'request' || typeof requestId !== 'number' || !Number.isSafeInteger(requestId) || requestId < 1)
+      return;
+    this.respond(from.name, requestId, { error: { code: 'MALFORMED_FRAME', message: reason } });
+  }
+
+  private dispatchOneWay(body: MessageBody, from: PeerIdentity): void {
+    const handler = this.handlers.get(body.kind);
+    if (handler === undefined) {
+      this.report({ kind: 'unknown-message', message: `no handler for ${body.kind}`, peer: from.name });
+      return;
+    }
+    try {
+      const result = handler(body, from);
+      if (isPromiseLike(result)) result.then(undefined, (error: unknown) => this.reportHandlerError(body, from, error));
+    } catch (error) {
+      this.reportHandlerError(body, from, error);
+    }
+  }
+
+  private dispatchRequest(envelope: RequestEnvelope, from: PeerIdentity): void {
+    const { body, requestId } = envelope;
+    const handler = this.handlers.get(body.kind);
+    if (handler === undefined) {
+      const error: ErrorData = {
+        code: 'UNKNOWN_MESSAGE',
+        message: `${this.self.name} has no handler for ${body.kind}`,
+      };
+      this.respond(from.name, requestId, { error });
+      return;
+    }
+    let result: ReturnType<AnyHandler>;
+    try {
+      result = handler(body, from);
+    } catch (error) {
+      this.respond(from.name, requestId, { error: this.handlerErrorData(body, from, error) });
+      return;
+    }
+    if (isPromiseLike(result)) {
+      result.then(
+        (answer) => this.answer(from.name, requestId, body.kind, answer),
+        (error: unknown) => this.respond(from.name, requestId, { error: this.handlerErrorData(body, from, error) }),
+      );
+    } else {
+      this.answer(from.name, requestId, body.kind, result);
+    }
+  }
+
+  private answer(to: NodeName, requestId: RequestId, kind: string, answer: MessageBody | undefined): void {
+    if (answer === undefined || typeof answer.kind !== 'string') {
+      this.respond(to, requestId, {
+        error: { code: 'INTERNAL', message: `the handler of ${kind} gave no response body` },
+      });
+      return;
+    }
+    this.respond(to, requestId, { body: answer });
+  }
+
+  private respond(to: NodeName, requestId: RequestId, result: { body: MessageBody } | { error: ErrorData }): void {
+    if (this.closed) return;
+    const header = { type: 'response', from: this.self, ts: this.clock.now(), requestId } as const;
+    const envelope: ResponseEnvelope =
+      'body' in result ? { ...header, body: result.body } : { ...header, error: result.error };
+    try {
+      this.emit(to, envelope);
+    } catch (error) {
+      // The answer could not be encoded (not plain data, too large): answer that instead, then without details.
+      if ('body' in result) {
+        this.respond(to, requestId, { error: toErrorData(error) });
+      } else if (result.error.details !== undefined) {
+        this.respond(to, requestId, { error: { code: result.error.code, message: result.error.message } });
+      } else {
+        this.report({ kind: 'handler-failed', message: `cannot answer ${requestId}: ${String(error)}`, peer: to });
+      }
+    }
+  }
+
+  private settle(envelope: ResponseEnvelope, from: PeerIdentity): void {
+    const entry = this.pending.get(envelope.requestId);
+    if (entry === undefined || entry.to !== from.name) {
+      const message = `response ${envelope.requestId} from ${from.name} matches no pending request`;
+      this.report({ kind: 'unexpected-response', message, peer: from.name });
+      return;
+    }
+    this.take(envelope.requestId);
+    if (envelope.error !== undefined) entry.reject(BasaltError.fromData(envelope.error));
+    else entry.resolve(envelope.body);
+  }
+
+  private handlerErrorData(body: MessageBody, from: PeerIdentity, error: unknown): ErrorData {
+    if (!(error instanceof BasaltError)) this.reportHandlerError(body, from, error);
+    return toErrorData(error);
+  }
+
+  private reportHandlerError(body: MessageBody, from: PeerIdentity, error: unknown): void {
+    const code = error instanceof BasaltError ? error.code : 'INTERNAL';
+    this.report({
+      kind: 'handler-failed',
+      message: `handler of ${body.kind} threw: ${String(error)}`,
+      peer: from.name,
+      code,
+    });
+  }
+
+  private report(diagnostic: NetDiagnostic): void {
+    try {
+      this.diagnose(diagnostic);
+    } catch {
+      // A failing diagnostics sink must not take message handling down with it.
+    }
+  }
+}
+
+function isPromiseLike<T>(value: T | Promise<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown } | undefined)?.then === 'function';
+}
+
+function asBasaltError(error: unknown): BasaltError {
+  return error instanceof BasaltError ? error : new BasaltError('INTERNAL', String(error), undefined, { cause: error });
+}
