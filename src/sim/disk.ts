@@ -10,6 +10,7 @@
  */
 import { assert } from '../core/assert.js';
 import { invalidArgument } from '../core/errors.js';
+import type { Timers } from '../env/timers.js';
 import type { SeededRandom } from './random.js';
 
 export type DiskFaultMode =
@@ -38,6 +39,9 @@ export class SimDisk {
   /** What reads see: durable state plus pending writes. */
   private readonly visible = new Map<string, Map<string, unknown>>();
   private pending: PendingWrite[] = [];
+  /** Writes ever made, and how many of them are durable: the first `durableWrites` of the sequence. */
+  private writes = 0;
+  private durableWrites = 0;
   private syncs = 0;
 
   constructor(
@@ -78,8 +82,23 @@ export class SimDisk {
 
   /** Makes every write so far durable. */
   sync(): void {
-    for (const write of this.pending) apply(this.durable, write);
-    this.pending = [];
+    this.syncThrough(this.writes);
+  }
+
+  /** Position in the write sequence, to make durable later with `syncThrough` (an fsync that takes time). */
+  get writeMark(): number {
+    return this.writes;
+  }
+
+  /** Makes durable the writes made before `mark` was read; later ones stay pending. */
+  syncThrough(mark: number): void {
+    assert(mark <= this.writes, 'a write mark comes from this disk');
+    const count = mark - this.durableWrites;
+    if (count > 0) {
+      for (const write of this.pending.slice(0, count)) apply(this.durable, write);
+      this.pending = this.pending.slice(count);
+      this.durableWrites = mark;
+    }
     this.syncs++;
   }
 
@@ -97,6 +116,7 @@ export class SimDisk {
     const survivors = this.survivingWrites();
     for (const write of survivors) apply(this.durable, write);
     this.pending = [];
+    this.durableWrites = this.writes;
     this.visible.clear();
     for (const [store, map] of this.durable) this.visible.set(store, new Map(map));
   }
@@ -104,6 +124,7 @@ export class SimDisk {
   private write(write: PendingWrite): void {
     assert(this.pending.length < PENDING_WRITES_MAX, 'too many unsynced disk writes: sync() is never called?');
     this.pending.push(write);
+    this.writes++;
     apply(this.visible, write);
   }
 
@@ -123,7 +144,11 @@ export class SimDiskView {
   private fenced = false;
   private ignored = 0;
 
-  constructor(readonly disk: SimDisk) {}
+  constructor(
+    readonly disk: SimDisk,
+    private readonly timers?: Timers,
+    private readonly syncLatencyMs = 0,
+  ) {}
 
   get(store: string, key: string): unknown {
     return this.disk.get(store, key);
@@ -154,6 +179,30 @@ export class SimDiskView {
   sync(): void {
     if (this.fenced) this.ignored++;
     else this.disk.sync();
+  }
+
+  /**
+   * An fsync that takes the disk's sync latency: the writes made before the call become durable when the promise
+   * resolves. If the incarnation dies first they stay unsynced and the promise never settles (the process is gone).
+   */
+  syncAsync(): Promise<void> {
+    if (this.fenced) {
+      this.ignored++;
+      return new Promise(() => {});
+    }
+    const mark = this.disk.writeMark;
+    const timers = this.timers;
+    if (timers === undefined || this.syncLatencyMs <= 0) {
+      this.disk.syncThrough(mark);
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      timers.setTimer(() => {
+        if (this.fenced) return;
+        this.disk.syncThrough(mark);
+        resolve();
+      }, this.syncLatencyMs);
+    });
   }
 
   /** @internal Called by the world when the incarnation dies. */

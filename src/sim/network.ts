@@ -108,7 +108,7 @@ export interface NetworkStats {
   readonly held: number;
 }
 
-const SENT_LOG_MAX_DEFAULT = 1_000_000;
+const SENT_LOG_MAX_DEFAULT = 200_000;
 const CONNECT_MS_DEFAULT = 1;
 const DETECT_DOWN_MS_DEFAULT = 5;
 

@@ -329,14 +329,11 @@ export class Scheduler {
   private fold(timeMs: number, label: string): void {
     const relMs = timeMs - this.startMs;
     const whole = Math.floor(relMs);
+    this.mixWord(whole >>> 0);
+    this.mixWord(Math.floor(whole / 4294967296) >>> 0);
+    this.mixWord(Math.round((relMs - whole) * 1048576));
     let a = this.hashA;
     let b = this.hashB;
-    const words = [whole >>> 0, Math.floor(whole / 4294967296) >>> 0, Math.round((relMs - whole) * 1048576)];
-    for (const w of words) {
-      a = Math.imul(a ^ w, FNV_PRIME);
-      b = Math.imul(b ^ w, MIX_PRIME);
-      b ^= b >>> 15;
-    }
     for (let i = 0; i < label.length; i++) {
       const c = label.charCodeAt(i);
       a = Math.imul(a ^ c, FNV_PRIME);
@@ -346,6 +343,12 @@ export class Scheduler {
     this.hashA = a;
     this.hashB = b;
     if (this.traceMax > 0) this.record({ timeMs, label });
+  }
+
+  private mixWord(word: number): void {
+    this.hashA = Math.imul(this.hashA ^ word, FNV_PRIME);
+    const b = Math.imul(this.hashB ^ word, MIX_PRIME);
+    this.hashB = b ^ (b >>> 15);
   }
 
   private record(entry: TraceEntry): void {

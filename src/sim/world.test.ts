@@ -203,6 +203,40 @@ describe('SimWorld crash and restart', () => {
     assert.ok(world.nowMs() < SIM_EPOCH_MS + 100);
   });
 
+  it('syncAsync makes the writes before it durable after the sync latency, unless the node dies first', async () => {
+    const world = new SimWorld({ seed: 'fsync', diskSyncLatencyMs: 2 });
+    const synced: number[] = [];
+    world.addNode('n1', (env) => {
+      env.disk.set('log', '1', 'a');
+      void env.disk.syncAsync().then(() => synced.push(world.nowMs() - SIM_EPOCH_MS));
+      env.disk.set('log', '2', 'b');
+      return {};
+    });
+    await world.run();
+    assert.deepEqual(synced, [2]);
+    assert.equal(world.disk('n1').unsyncedCount, 1, 'the write after the sync call is still pending');
+    world.env('n1')!.disk.set('log', '3', 'c');
+    void world
+      .env('n1')!
+      .disk.syncAsync()
+      .then(() => synced.push(-1));
+    await world.run({ forMs: 1 });
+    world.crash('n1');
+    await world.run();
+    assert.deepEqual(synced, [2], 'the sync of a dead node never completes');
+    assert.deepEqual(world.disk('n1').keys('log'), ['1']);
+  });
+
+  it('runUntil fails with the seed when a condition does not hold in time', async () => {
+    const { world, nodes } = echoWorld('liveness');
+    await world.runUntil(() => nodes.get('n1')![0]!.counter >= 3, 100, 'three ticks');
+    assert.equal(world.nowMs(), SIM_EPOCH_MS + 21);
+    await assert.rejects(
+      world.runUntil(() => nodes.get('n1')![0]!.counter >= 1000, 100, 'a thousand ticks'),
+      /a thousand ticks did not hold within 100 ms.*"liveness"/,
+    );
+  });
+
   it('setClockOffset shifts one node’s clock and survives restarts', () => {
     const { world } = echoWorld('skew');
     world.setClockOffset('n2', 250);

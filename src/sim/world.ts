@@ -29,6 +29,8 @@ export interface SimWorldOptions {
   /** Recent events kept for failure reports (the trace hash covers all of them regardless). */
   readonly traceMax?: number;
   readonly diskFaultMode?: DiskFaultMode;
+  /** Time a `disk.syncAsync()` takes (0 = immediate). */
+  readonly diskSyncLatencyMs?: number;
 }
 
 export interface SimNodeEnv {
@@ -86,6 +88,7 @@ export class SimWorld {
   private readonly ids: SeededRandom;
   private readonly slots = new Map<string, NodeSlot>();
   private readonly diskFaultMode: DiskFaultMode;
+  private readonly diskSyncLatencyMs: number;
   private failure: unknown;
 
   constructor(options: SimWorldOptions) {
@@ -100,6 +103,7 @@ export class SimWorld {
     this.network = new SimNetwork(this.scheduler, this.random.fork('net'), options.network);
     this.ids = this.random.fork('node-ids');
     this.diskFaultMode = options.diskFaultMode ?? 'lose-unsynced';
+    this.diskSyncLatencyMs = options.diskSyncLatencyMs ?? 0;
   }
 
   /** Adds a node and starts its first incarnation. */
@@ -195,6 +199,17 @@ export class SimWorld {
     return result;
   }
 
+  /**
+   * Runs until `condition` holds, failing with the seed if it does not within `withinMs` of virtual time (a liveness
+   * check: after the faults heal, the cluster must converge).
+   */
+  async runUntil(condition: () => boolean, withinMs: number, what = 'condition'): Promise<RunResult> {
+    const deadlineMs = this.nowMs() + withinMs;
+    const result = await this.run({ until: condition, untilMs: deadlineMs });
+    if (!condition()) this.fail(`${what} did not hold within ${withinMs} ms`, { stop: result.stop });
+    return result;
+  }
+
   runSync(options: RunOptions = {}): RunResult {
     const result = this.scheduler.runSync({ ...options, until: this.untilOrFailure(options) });
     this.throwReported();
@@ -223,15 +238,16 @@ export class SimWorld {
     const id = nodeId(this.ids.uuid());
     slot.lastId = id;
     const owner = `${slot.name}#${slot.incarnation}`;
+    const timers = this.scheduler.timers(owner);
     const env: SimNodeEnv = {
       name: slot.name,
       id,
       incarnation: slot.incarnation,
       clock: slot.clock,
-      timers: this.scheduler.timers(owner),
+      timers,
       random: this.random.fork(`node/${slot.name}/${slot.incarnation}`),
       transport: this.network.endpoint({ name: slot.name, id }),
-      disk: new SimDiskView(slot.disk),
+      disk: new SimDiskView(slot.disk, timers, this.diskSyncLatencyMs),
       reportError: (error) => this.report(error),
     };
     slot.env = env;
