@@ -1,0 +1,683 @@
+/**
+ * Raft consensus for one group as a synchronous state machine with no IO (the model is etcd-io/raft's raft.go and
+ * rawnode.go). Inputs: `step(message)`, `tick()`, `propose(data)`, `transferLeader(to)`. Output: `ready()` lists what
+ * to persist, send and apply; the driver does so in that order and calls `advance(ready)`. One Ready is outstanding at
+ * a time. Roles are swapped step functions, not subclasses.
+ *
+ * Beyond the paper: pre-vote (a node that cannot win does not bump terms), check-quorum with leader stickiness (a
+ * leader without recent contact from a quorum steps down; a follower that heard from its leader within the election
+ * timeout ignores (pre)votes, so a node back from a partition cannot depose a healthy leader), pipelined replication
+ * under `inflightMax`, and leadership transfer via TimeoutNow.
+ *
+ * Safety rests on: a vote and a term are durable before any message that depends on them is sent (Ready order);
+ * a leader counts its own log only once it is durable (`advance`); a leader commits only an entry of its own term
+ * counted on a quorum, earlier entries ride along (it appends a noop on election so that this happens promptly).
+ */
+import { assert, unreachable } from '../core/assert.js';
+import { BasaltError } from '../core/errors.js';
+import { type LogIndex, logIndex, type NodeName, type Term, term as toTerm } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import type { Random } from '../env/random.js';
+import { majorityIndex, Progress, tally } from './progress.js';
+import { makeEntry, RaftLog } from './raft-log.js';
+import type {
+  AppendMessage,
+  AppendRespMessage,
+  Entry,
+  HardState,
+  HeartbeatMessage,
+  Message,
+  ProposeResult,
+  Ready,
+  Role,
+  Snapshot,
+  SnapshotMessage,
+  Status,
+} from './types.js';
+
+export interface RaftConfig {
+  readonly self: NodeName;
+  /** Every voter of the group, this node included. Static membership. */
+  readonly voters: readonly NodeName[];
+  readonly random: Random;
+  /** A follower campaigns after a random number of ticks in [electionTicks, 2·electionTicks) without a leader. */
+  readonly electionTicks?: number;
+  readonly heartbeatTicks?: number;
+  readonly preVote?: boolean;
+  readonly checkQuorum?: boolean;
+  readonly inflightMax?: number;
+  readonly appendEntriesMax?: number;
+  readonly appendBytesMax?: number;
+  readonly applyEntriesMax?: number;
+  readonly uncommittedEntriesMax?: number;
+  /** Ticks a leader waits for a snapshot to be acknowledged before probing again. */
+  readonly snapshotTicksMax?: number;
+  /** Durable state to resume from after a restart. */
+  readonly restore?: RaftRestore;
+}
+
+export interface RaftRestore {
+  readonly hardState: HardState;
+  readonly snapshot: Snapshot | null;
+  readonly entries: readonly Entry[];
+  /** The state machine's applied index (≥ the snapshot index: restore the snapshot into it first). */
+  readonly applied: number;
+}
+
+const EMPTY = new Uint8Array(0);
+
+type StepFn = (m: Message) => void;
+
+export class Raft {
+  readonly self: NodeName;
+  private readonly voters: readonly NodeName[];
+  private readonly random: Random;
+  private readonly electionTicks: number;
+  private readonly heartbeatTicks: number;
+  private readonly preVote: boolean;
+  private readonly checkQuorum: boolean;
+  private readonly inflightMax: number;
+  private readonly appendEntriesMax: number;
+  private readonly appendBytesMax: number;
+  private readonly applyEntriesMax: number;
+  private readonly uncommittedEntriesMax: number;
+  private readonly snapshotTicksMax: number;
+
+  private term = 0;
+  private vote: NodeName | null = null;
+  private lead: NodeName | null = null;
+  private role: Role = 'follower';
+  private stepRole: StepFn = (m) => this.stepFollower(m);
+  readonly log: RaftLog;
+
+  private electionElapsed = 0;
+  private heartbeatElapsed = 0;
+  private randomizedElectionTicks = 0;
+  private readonly votes = new Map<NodeName, boolean>();
+  /** Leader only: one Progress per voter, itself included (its match is its durable last index). */
+  private readonly progress = new Map<NodeName, Progress>();
+  private transferee: NodeName | null = null;
+
+  private outbox: Message[] = [];
+  private persistedHardState: HardState;
+  private outstanding: Ready | null = null;
+
+  constructor(config: RaftConfig) {
+    this.self = config.self;
+    this.voters = [...new Set(config.voters)];
+    if (!this.voters.includes(config.self)) {
+      throw new BasaltError('INVALID_ARGUMENT', 'a Raft node must be one of its voters', { self: config.self });
+    }
+    this.random = config.random;
+    this.electionTicks = config.electionTicks ?? LIMITS.raftElectionTicks;
+    this.heartbeatTicks = config.heartbeatTicks ?? LIMITS.raftHeartbeatTicks;
+    if (!(this.heartbeatTicks > 0 && this.electionTicks > this.heartbeatTicks)) {
+      throw new BasaltError('INVALID_ARGUMENT', 'need 0 < heartbeatTicks < electionTicks');
+    }
+    this.preVote = config.preVote ?? true;
+    this.checkQuorum = config.checkQuorum ?? true;
+    this.inflightMax = config.inflightMax ?? LIMITS.raftInflightAppendsMax;
+    this.appendEntriesMax = config.appendEntriesMax ?? LIMITS.raftAppendEntriesMax;
+    this.appendBytesMax = config.appendBytesMax ?? LIMITS.raftAppendBytesMax;
+    this.applyEntriesMax = config.applyEntriesMax ?? LIMITS.raftApplyEntriesMax;
+    this.uncommittedEntriesMax = config.uncommittedEntriesMax ?? LIMITS.raftUncommittedEntriesMax;
+    this.snapshotTicksMax = config.snapshotTicksMax ?? 2 * this.electionTicks;
+    const r = config.restore;
+    this.log = new RaftLog(r?.snapshot ?? null, r?.entries ?? [], r?.hardState.commit ?? 0, r?.applied ?? 0);
+    if (r !== undefined) {
+      this.term = r.hardState.term;
+      this.vote = r.hardState.vote;
+    }
+    this.persistedHardState = this.hardState();
+    this.becomeFollower(this.term, null);
+  }
+
+  // ---------------------------------------------------------------- inputs
+
+  tick(): void {
+    if (this.role === 'leader') this.tickLeader();
+    else this.tickElection();
+  }
+
+  step(m: Message): void {
+    assert(m.to === this.self, `message for ${m.to} stepped into ${this.self}`);
+    if (!this.voters.includes(m.from)) return;
+    if (m.term > this.term) {
+      if (m.kind === 'PreVote' || m.kind === 'Vote') {
+        const force = m.kind === 'Vote' && m.transfer;
+        const inLease = this.checkQuorum && this.lead !== null && this.electionElapsed < this.electionTicks;
+        // Leader stickiness: while this node hears from a live leader it neither votes nor adopts the higher term.
+        if (!force && inLease) return;
+      }
+      if (m.kind === 'PreVote' || (m.kind === 'PreVoteResp' && !m.reject)) {
+        // A pre-vote changes no term: the request carries the term the sender would use, the grant echoes it.
+      } else {
+        const fromLeader = m.kind === 'Append' || m.kind === 'Heartbeat' || m.kind === 'Snapshot';
+        this.becomeFollower(m.term, fromLeader ? m.from : null);
+      }
+    } else if (m.term < this.term) {
+      this.stepStale(m);
+      return;
+    }
+    if (m.kind === 'PreVote' || m.kind === 'Vote') this.handleVoteRequest(m);
+    else this.stepRole(m);
+  }
+
+  propose(data: Uint8Array): ProposeResult {
+    return this.proposeBatch([data]);
+  }
+
+  /** Appends `batch` as consecutive entries; the result names the first one's index. */
+  proposeBatch(batch: readonly Uint8Array[]): ProposeResult {
+    if (this.role !== 'leader' || this.transferee !== null) {
+      return { status: 'NOT_LEADER', leader: this.role === 'leader' ? this.transferee : this.lead };
+    }
+    const uncommitted = this.log.lastIndex() - this.log.committed;
+    if (uncommitted + batch.length > this.uncommittedEntriesMax) return { status: 'OVERLOADED', uncommitted };
+    const first = this.log.lastIndex() + 1;
+    this.appendEntries(batch.map((data, i) => makeEntry(first + i, this.term, 'data', data)));
+    this.broadcastAppend();
+    return { status: 'OK', index: logIndex(first), term: toTerm(this.term) };
+  }
+
+  /** Starts handing leadership to `to`; returns false when this node is not the leader or `to` is no other voter. */
+  transferLeader(to: NodeName): boolean {
+    if (this.role !== 'leader' || to === this.self || !this.voters.includes(to)) return false;
+    if (this.transferee === to) return true;
+    this.transferee = to;
+    // The transfer must finish within one election timeout or it is abandoned (tickLeader).
+    this.electionElapsed = 0;
+    const pr = this.progress.get(to)!;
+    if (pr.match === this.log.lastIndex()) this.send({ kind: 'TimeoutNow', to });
+    else this.sendAppend(to, true);
+    return true;
+  }
+
+  /** Drops the log up to `index` (≤ applied), which the state machine captured in `data`. */
+  compact(index: number, data: Uint8Array): Snapshot | null {
+    return this.log.compact(index, data);
+  }
+
+  // ---------------------------------------------------------------- outputs
+
+  hasReady(): boolean {
+    if (this.outstanding !== null) return false;
+    return (
+      this.outbox.length > 0 ||
+      !sameHardState(this.hardState(), this.persistedHardState) ||
+      this.log.stableIndex() < this.log.lastIndex() ||
+      this.log.pendingSnapshot !== null ||
+      (this.log.committed > this.log.applied && this.log.pendingSnapshot === null)
+    );
+  }
+
+  ready(): Ready {
+    assert(this.outstanding === null, 'ready() called again before advance()');
+    const hs = this.hardState();
+    const rd: Ready = {
+      hardState: sameHardState(hs, this.persistedHardState) ? null : hs,
+      entries: this.log.unstableEntries(),
+      snapshot: this.log.pendingSnapshot,
+      messages: this.outbox,
+      committedEntries: this.log.nextCommitted(this.applyEntriesMax, Number.POSITIVE_INFINITY),
+    };
+    this.outbox = [];
+    this.outstanding = rd;
+    return rd;
+  }
+
+  advance(rd: Ready): void {
+    assert(rd === this.outstanding, 'advance() with a Ready that is not the outstanding one');
+    this.outstanding = null;
+    if (rd.hardState !== null) this.persistedHardState = rd.hardState;
+    if (rd.snapshot !== null) this.log.snapshotApplied(rd.snapshot);
+    const last = rd.entries[rd.entries.length - 1];
+    if (last !== undefined) this.log.stableTo(last.index, last.term);
+    const lastApplied = rd.committedEntries[rd.committedEntries.length - 1];
+    if (lastApplied !== undefined) this.log.appliedTo(lastApplied.index);
+    if (this.role === 'leader') {
+      // The leader's own copy counts towards a quorum only once it is durable.
+      if (this.progress.get(this.self)!.maybeUpdate(this.log.stableIndex()) && this.maybeCommit()) {
+        this.broadcastAppend();
+      }
+    }
+  }
+
+  status(): Status {
+    return {
+      self: this.self,
+      role: this.role,
+      term: toTerm(this.term),
+      vote: this.vote,
+      leader: this.lead,
+      commit: logIndex(this.log.committed),
+      applied: logIndex(this.log.applied),
+      lastIndex: logIndex(this.log.lastIndex()),
+      snapshotIndex: logIndex(this.log.snapshotIndex()),
+      transferee: this.transferee,
+    };
+  }
+
+  /** Leader only: each voter's (match, next, state), for tests and metrics. */
+  progressOf(peer: NodeName): Readonly<Progress> | undefined {
+    return this.progress.get(peer);
+  }
+
+  private hardState(): HardState {
+    return { term: toTerm(this.term), vote: this.vote, commit: logIndex(this.log.committed) };
+  }
+
+  // ---------------------------------------------------------------- roles
+
+  private reset(term: number): void {
+    if (this.term !== term) {
+      this.term = term;
+      this.vote = null;
+    }
+    this.lead = null;
+    this.electionElapsed = 0;
+    this.heartbeatElapsed = 0;
+    this.randomizedElectionTicks = this.electionTicks + this.random.int(this.electionTicks);
+    this.votes.clear();
+    this.progress.clear();
+    this.transferee = null;
+  }
+
+  private becomeFollower(term: number, lead: NodeName | null): void {
+    this.reset(term);
+    this.lead = lead;
+    this.role = 'follower';
+    this.stepRole = (m) => this.stepFollower(m);
+  }
+
+  private becomePreCandidate(): void {
+    assert(this.role !== 'leader', 'a leader never pre-campaigns');
+    // Neither term nor vote change: a failed pre-campaign leaves no trace on anyone's durable state.
+    this.votes.clear();
+    this.lead = null;
+    this.role = 'precandidate';
+    this.stepRole = (m) => this.stepCandidate(m);
+  }
+
+  private becomeCandidate(): void {
+    assert(this.role !== 'leader', 'a leader never campaigns');
+    this.reset(this.term + 1);
+    this.vote = this.self;
+    this.role = 'candidate';
+    this.stepRole = (m) => this.stepCandidate(m);
+  }
+
+  private becomeLeader(): void {
+    assert(this.role === 'candidate', 'only a candidate becomes leader');
+    this.reset(this.term);
+    this.lead = this.self;
+    this.role = 'leader';
+    this.stepRole = (m) => this.stepLeader(m);
+    for (const v of this.voters) this.progress.set(v, new Progress(this.log.lastIndex() + 1, this.inflightMax));
+    const own = this.progress.get(this.self)!;
+    own.maybeUpdate(this.log.stableIndex());
+    own.becomeReplicate();
+    own.recentActive = true;
+    // Commits of earlier terms' entries happen only through an entry of this term.
+    this.appendEntries([makeEntry(this.log.lastIndex() + 1, this.term, 'noop', EMPTY)]);
+    this.broadcastAppend();
+  }
+
+  private campaign(kind: 'preVote' | 'election' | 'transfer'): void {
+    let voteTerm: number;
+    if (kind === 'preVote') {
+      this.becomePreCandidate();
+      voteTerm = this.term + 1;
+    } else {
+      this.becomeCandidate();
+      voteTerm = this.term;
+    }
+    if (this.poll(this.self, true) === 'won') return;
+    for (const to of this.voters) {
+      if (to === this.self) continue;
+      const lastIndex = logIndex(this.log.lastIndex());
+      const lastTerm = toTerm(this.log.lastTerm());
+      if (kind === 'preVote') this.send({ kind: 'PreVote', to, term: toTerm(voteTerm), lastIndex, lastTerm });
+      else this.send({ kind: 'Vote', to, term: toTerm(voteTerm), lastIndex, lastTerm, transfer: kind === 'transfer' });
+    }
+  }
+
+  /** Records a (pre)vote answer and acts on a decided election. */
+  private poll(from: NodeName, granted: boolean): 'won' | 'lost' | 'pending' {
+    if (!this.votes.has(from)) this.votes.set(from, granted);
+    let yes = 0;
+    for (const g of this.votes.values()) if (g) yes++;
+    const result = tally(yes, this.votes.size - yes, this.voters.length);
+    if (result === 'won') {
+      if (this.role === 'precandidate') this.campaign('election');
+      else this.becomeLeader();
+    } else if (result === 'lost') {
+      this.becomeFollower(this.term, null);
+    }
+    return result;
+  }
+
+  // ---------------------------------------------------------------- ticks
+
+  private tickElection(): void {
+    this.electionElapsed++;
+    if (this.electionElapsed >= this.randomizedElectionTicks) {
+      this.electionElapsed = 0;
+      this.campaign(this.preVote ? 'preVote' : 'election');
+    }
+  }
+
+  private tickLeader(): void {
+    this.heartbeatElapsed++;
+    this.electionElapsed++;
+    for (const [peer, pr] of this.progress) {
+      if (pr.state === 'snapshot' && ++pr.snapshotTicks >= this.snapshotTicksMax) {
+        // The snapshot (or its answer) was probably lost; probe again, which resends it if still needed.
+        pr.becomeProbe();
+        this.sendAppend(peer, true);
+      }
+    }
+    if (this.electionElapsed >= this.electionTicks) {
+      this.electionElapsed = 0;
+      if (this.checkQuorum && !this.quorumActive()) {
+        this.becomeFollower(this.term, null);
+        return;
+      }
+      this.transferee = null;
+    }
+    if (this.heartbeatElapsed >= this.heartbeatTicks) {
+      this.heartbeatElapsed = 0;
+      this.broadcastHeartbeat();
+    }
+  }
+
+  /** True when a quorum (this leader included) was heard from since the last check; starts a new period. */
+  private quorumActive(): boolean {
+    let active = 0;
+    for (const [peer, pr] of this.progress) {
+      if (peer === this.self || pr.recentActive) active++;
+      if (peer !== this.self) pr.recentActive = false;
+    }
+    return tally(active, 0, this.voters.length) === 'won';
+  }
+
+  // ---------------------------------------------------------------- steps
+
+  /** A message from an older term: tell a stale leader about the newer term; answer a pre-vote with a rejection. */
+  private stepStale(m: Message): void {
+    if ((this.checkQuorum || this.preVote) && (m.kind === 'Append' || m.kind === 'Heartbeat')) {
+      // Without this a leader cut off by a partition that pre-vote kept from learning the new term never would.
+      this.send({
+        kind: 'AppendResp',
+        to: m.from,
+        reject: false,
+        index: logIndex(0),
+        hintIndex: logIndex(0),
+        hintTerm: toTerm(0),
+      });
+    } else if (m.kind === 'PreVote') {
+      this.send({ kind: 'PreVoteResp', to: m.from, reject: true });
+    }
+  }
+
+  private handleVoteRequest(m: Extract<Message, { kind: 'PreVote' | 'Vote' }>): void {
+    const canVote =
+      this.vote === m.from ||
+      (this.vote === null && this.lead === null) ||
+      (m.kind === 'PreVote' && m.term > this.term);
+    const upToDate =
+      m.lastTerm > this.log.lastTerm() || (m.lastTerm === this.log.lastTerm() && m.lastIndex >= this.log.lastIndex());
+    const respKind = m.kind === 'PreVote' ? 'PreVoteResp' : 'VoteResp';
+    if (canVote && upToDate) {
+      // A pre-vote grant echoes the requested term; a real vote is cast in m.term, which is now this node's term.
+      this.send({ kind: respKind, to: m.from, term: toTerm(m.term), reject: false });
+      if (m.kind === 'Vote') {
+        this.electionElapsed = 0;
+        this.vote = m.from;
+      }
+    } else {
+      this.send({ kind: respKind, to: m.from, reject: true });
+    }
+  }
+
+  private stepFollower(m: Message): void {
+    switch (m.kind) {
+      case 'Append':
+        this.electionElapsed = 0;
+        this.lead = m.from;
+        this.handleAppend(m);
+        return;
+      case 'Heartbeat':
+        this.electionElapsed = 0;
+        this.lead = m.from;
+        this.handleHeartbeat(m);
+        return;
+      case 'Snapshot':
+        this.electionElapsed = 0;
+        this.lead = m.from;
+        this.handleSnapshot(m);
+        return;
+      case 'TimeoutNow':
+        this.campaign('transfer');
+        return;
+      case 'PreVoteResp':
+      case 'VoteResp':
+      case 'AppendResp':
+      case 'HeartbeatResp':
+      case 'PreVote':
+      case 'Vote':
+        return;
+      default:
+        unreachable(m);
+    }
+  }
+
+  private stepCandidate(m: Message): void {
+    switch (m.kind) {
+      case 'Append':
+        this.becomeFollower(m.term, m.from);
+        this.handleAppend(m);
+        return;
+      case 'Heartbeat':
+        this.becomeFollower(m.term, m.from);
+        this.handleHeartbeat(m);
+        return;
+      case 'Snapshot':
+        this.becomeFollower(m.term, m.from);
+        this.handleSnapshot(m);
+        return;
+      case 'PreVoteResp':
+        if (this.role === 'precandidate') this.poll(m.from, !m.reject);
+        return;
+      case 'VoteResp':
+        if (this.role === 'candidate') this.poll(m.from, !m.reject);
+        return;
+      case 'TimeoutNow':
+      case 'AppendResp':
+      case 'HeartbeatResp':
+      case 'PreVote':
+      case 'Vote':
+        return;
+      default:
+        unreachable(m);
+    }
+  }
+
+  private stepLeader(m: Message): void {
+    const pr = this.progress.get(m.from);
+    if (pr === undefined) return;
+    switch (m.kind) {
+      case 'AppendResp':
+        pr.recentActive = true;
+        this.handleAppendResp(m, pr);
+        return;
+      case 'HeartbeatResp':
+        pr.recentActive = true;
+        pr.probeSent = false;
+        if (pr.state === 'replicate' && pr.inflight.length >= this.inflightMax) pr.inflight.shift();
+        if (pr.match < this.log.lastIndex()) this.sendAppend(m.from, true);
+        return;
+      case 'Append':
+      case 'Heartbeat':
+      case 'Snapshot':
+        assert(false, `two leaders in term ${this.term}: ${this.self} and ${m.from}`);
+        return;
+      case 'PreVoteResp':
+      case 'VoteResp':
+      case 'TimeoutNow':
+      case 'PreVote':
+      case 'Vote':
+        return;
+      default:
+        unreachable(m);
+    }
+  }
+
+  // ---------------------------------------------------------------- follower side of replication
+
+  private handleAppend(m: AppendMessage): void {
+    if (m.prevIndex < this.log.committed) {
+      this.sendAppendResp(m.from, false, this.log.committed);
+      return;
+    }
+    if (this.log.matchTerm(m.prevIndex, m.prevTerm)) {
+      const conflict = this.log.findConflict(m.entries);
+      if (conflict !== 0) {
+        assert(conflict > this.log.committed, `entry ${conflict} conflicts with a committed one`);
+        this.log.append(m.entries.slice(conflict - m.prevIndex - 1));
+      }
+      const lastNew = m.prevIndex + m.entries.length;
+      this.log.commitTo(Math.min(m.commit, lastNew));
+      this.sendAppendResp(m.from, false, lastNew);
+      return;
+    }
+    const hint = this.log.findConflictByTerm(m.prevIndex, m.prevTerm);
+    this.send({
+      kind: 'AppendResp',
+      to: m.from,
+      reject: true,
+      index: m.prevIndex,
+      hintIndex: logIndex(hint.index),
+      hintTerm: toTerm(hint.term),
+    });
+  }
+
+  private handleHeartbeat(m: HeartbeatMessage): void {
+    this.log.commitTo(Math.min(m.commit, this.log.lastIndex()));
+    this.send({ kind: 'HeartbeatResp', to: m.from });
+  }
+
+  private handleSnapshot(m: SnapshotMessage): void {
+    const s = m.snapshot;
+    if (s.index <= this.log.committed) {
+      this.sendAppendResp(m.from, false, this.log.committed);
+    } else if (this.log.matchTerm(s.index, s.term)) {
+      // The log already holds the snapshot's last entry, hence everything before it: fast-forward the commit only.
+      this.log.commitTo(s.index);
+      this.sendAppendResp(m.from, false, this.log.lastIndex());
+    } else {
+      this.log.restore(s);
+      this.sendAppendResp(m.from, false, s.index);
+    }
+  }
+
+  private sendAppendResp(to: NodeName, reject: boolean, index: number): void {
+    this.send({ kind: 'AppendResp', to, reject, index: logIndex(index), hintIndex: logIndex(0), hintTerm: toTerm(0) });
+  }
+
+  // ---------------------------------------------------------------- leader side of replication
+
+  private appendEntries(entries: readonly Entry[]): void {
+    this.log.append(entries);
+  }
+
+  private handleAppendResp(m: AppendRespMessage, pr: Progress): void {
+    if (m.reject) {
+      const matchHint = m.hintTerm > 0 ? this.log.findConflictByTerm(m.hintIndex, m.hintTerm).index : m.hintIndex;
+      if (pr.maybeDecrTo(m.index, matchHint)) {
+        if (pr.state === 'replicate') pr.becomeProbe();
+        this.sendAppend(m.from, true);
+      }
+      return;
+    }
+    if (!pr.maybeUpdate(m.index)) {
+      // A duplicate or reordered answer still frees the pipeline slots it covers.
+      if (pr.state === 'replicate') pr.freeTo(m.index);
+      return;
+    }
+    if (pr.state === 'probe') pr.becomeReplicate();
+    else if (pr.state === 'snapshot' && pr.match >= pr.pendingSnapshot) {
+      pr.becomeProbe();
+      pr.becomeReplicate();
+    } else if (pr.state === 'replicate') pr.freeTo(m.index);
+    if (this.maybeCommit()) this.broadcastAppend();
+    else while (this.sendAppend(m.from, false)) {}
+    if (m.from === this.transferee && pr.match === this.log.lastIndex()) this.send({ kind: 'TimeoutNow', to: m.from });
+  }
+
+  /** Advances the commit index to what a quorum holds, if that entry is of the current term. */
+  private maybeCommit(): boolean {
+    const matches: number[] = [];
+    for (const pr of this.progress.values()) matches.push(pr.match);
+    const index = majorityIndex(matches);
+    if (index <= this.log.committed || this.log.term(index) !== this.term) return false;
+    this.log.commitTo(index);
+    return true;
+  }
+
+  private broadcastAppend(): void {
+    for (const peer of this.voters) if (peer !== this.self) this.sendAppend(peer, true);
+  }
+
+  private broadcastHeartbeat(): void {
+    for (const [peer, pr] of this.progress) {
+      if (peer === this.self) continue;
+      this.send({ kind: 'Heartbeat', to: peer, commit: logIndex(Math.min(pr.match, this.log.committed)) });
+    }
+  }
+
+  /** Sends the next batch of entries (or a snapshot) to `to`; returns whether anything was sent. */
+  private sendAppend(to: NodeName, sendIfEmpty: boolean): boolean {
+    const pr = this.progress.get(to)!;
+    if (pr.isPaused()) return false;
+    const prevIndex = pr.next - 1;
+    const prevTerm = this.log.term(prevIndex);
+    if (prevTerm === undefined) return this.sendSnapshot(to, pr);
+    const entries =
+      pr.next <= this.log.lastIndex()
+        ? this.log.slice(pr.next, this.log.lastIndex(), this.appendEntriesMax, this.appendBytesMax)
+        : [];
+    if (entries.length === 0 && !sendIfEmpty) return false;
+    this.send({
+      kind: 'Append',
+      to,
+      prevIndex: logIndex(prevIndex),
+      prevTerm: toTerm(prevTerm),
+      entries,
+      commit: logIndex(this.log.committed),
+    });
+    pr.sentEntries(prevIndex + entries.length, entries.length);
+    return true;
+  }
+
+  private sendSnapshot(to: NodeName, pr: Progress): boolean {
+    // A follower not heard from lately is probably down: do not ship it a large snapshot yet.
+    if (!pr.recentActive) return false;
+    const snapshot = this.log.snapshot();
+    this.send({ kind: 'Snapshot', to, snapshot });
+    pr.becomeSnapshot(snapshot.index);
+    return true;
+  }
+
+  private send(m: DistributiveOmit<Message, 'from' | 'term'> & { term?: Term }): void {
+    this.outbox.push({ ...m, from: this.self, term: m.term ?? toTerm(this.term) } as Message);
+  }
+}
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+function sameHardState(a: HardState, b: HardState): boolean {
+  return a.term === b.term && a.vote === b.vote && a.commit === b.commit;
+}
+
+export type { LogIndex };

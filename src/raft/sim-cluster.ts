@@ -1,0 +1,493 @@
+/**
+ * A cluster of Raft cores stepped directly, with no driver, no IO and no real time (etcd's `network` in its tests, made
+ * into a fault-injecting simulator). One `Random` drives everything, so one seed replays one run exactly.
+ *
+ * Model: virtual time advances in units; a node ticks every `unitsPerTick` units; each unit a node handles at most one
+ * Ready (persist to its simulated disk, then send, then apply), which plays the role of disk latency. Messages
+ * travel with a delay drawn per message and may be dropped, duplicated or cut by a partition when they arrive.
+ * A crash throws away everything but the disk; a restart rebuilds the core and the state machine from it.
+ *
+ * Checked on every unit (a violation throws with the seed): at most one leader per term; no two nodes apply different
+ * entries at one index; a node that becomes leader holds every entry any node applied (leader completeness), which
+ * together with the former means an acknowledged proposal is never lost.
+ */
+import { assert } from '../core/assert.js';
+import { type NodeName, nodeName } from '../core/ids.js';
+import type { Random } from '../env/random.js';
+import { Raft, type RaftConfig } from './raft.js';
+import type { Entry, HardState, Message, Ready, Snapshot } from './types.js';
+
+export interface SimFaults {
+  dropRate: number;
+  duplicateRate: number;
+  delayUnitsMax: number;
+  /** Chance per unit that a partition starts (when none is active). */
+  partitionRate: number;
+  partitionUnitsMax: number;
+  /** Chance per unit that a live node crashes (at most a minority is down at once). */
+  crashRate: number;
+  downUnitsMax: number;
+}
+
+export const NO_FAULTS: SimFaults = {
+  dropRate: 0,
+  duplicateRate: 0,
+  delayUnitsMax: 0,
+  partitionRate: 0,
+  partitionUnitsMax: 0,
+  crashRate: 0,
+  downUnitsMax: 0,
+};
+
+export interface SimClusterOptions {
+  readonly size: number;
+  readonly random: Random;
+  readonly faults?: SimFaults;
+  readonly unitsPerTick?: number;
+  /** Applied entries kept before a node compacts its log into a snapshot. */
+  readonly compactEvery?: number;
+  readonly raft?: Partial<Omit<RaftConfig, 'self' | 'voters' | 'random' | 'restore'>>;
+}
+
+/** What survives a crash. */
+interface Disk {
+  hardState: HardState | null;
+  snapshot: Snapshot | null;
+  entries: Entry[];
+}
+
+/** The replicated state machine of the test: the key applied at each index ('' for a noop). */
+interface StateMachine {
+  keys: string[];
+}
+
+interface Live {
+  raft: Raft;
+  sm: StateMachine;
+  /** Proposals this node made as leader, awaiting their apply: index → (term, key). */
+  pending: Map<number, { term: number; key: string }>;
+}
+
+interface InFlight {
+  readonly at: number;
+  readonly seq: number;
+  readonly msg: Message;
+}
+
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+export class SimCluster {
+  readonly names: readonly NodeName[];
+  readonly disks = new Map<NodeName, Disk>();
+  readonly live = new Map<NodeName, Live>();
+  private readonly downUntil = new Map<NodeName, number>();
+  private readonly random: Random;
+  faults: SimFaults;
+  private readonly unitsPerTick: number;
+  private readonly compactEvery: number;
+  private readonly raftOptions: SimClusterOptions['raft'];
+  private queue: InFlight[] = [];
+  private seq = 0;
+  now = 0;
+  /** Partition: node → side; messages between sides are lost. Null when the network is whole. */
+  private sides: Map<NodeName, number> | null = null;
+  private partitionUntil = 0;
+  /** Links cut by scripted tests, as "from>to". */
+  private readonly cut = new Set<string>();
+
+  /** The key applied at each index by whoever applied it first. */
+  readonly canonical: string[] = [];
+  readonly leaders = new Map<number, NodeName>();
+  /** Proposals whose apply the proposing leader saw: acknowledged to a client. key → index. */
+  readonly acked = new Map<string, number>();
+  private nextKey = 1;
+  readonly stats = { proposals: 0, crashes: 0, partitions: 0, snapshotsSent: 0, transfers: 0, elections: 0 };
+
+  constructor(options: SimClusterOptions) {
+    this.random = options.random;
+    this.faults = options.faults ?? NO_FAULTS;
+    this.unitsPerTick = options.unitsPerTick ?? 10;
+    this.compactEvery = options.compactEvery ?? Number.POSITIVE_INFINITY;
+    this.raftOptions = options.raft;
+    this.names = Array.from({ length: options.size }, (_, i) => nodeName(`n${i + 1}`));
+    for (const n of this.names) {
+      this.disks.set(n, { hardState: null, snapshot: null, entries: [] });
+      this.start(n);
+    }
+  }
+
+  raft(name: NodeName | string): Raft {
+    const l = this.live.get(name as NodeName);
+    assert(l !== undefined, `${name} is down`);
+    return l.raft;
+  }
+
+  appliedKeys(name: NodeName | string): readonly string[] {
+    return this.live.get(name as NodeName)?.sm.keys ?? [];
+  }
+
+  leader(): NodeName | null {
+    let best: Raft | null = null;
+    for (const l of this.live.values()) {
+      const s = l.raft.status();
+      if (s.role === 'leader' && (best === null || s.term > best.status().term)) best = l.raft;
+    }
+    return best?.self ?? null;
+  }
+
+  // ---------------------------------------------------------------- scripted control
+
+  /** Ticks one node `count` times and handles its Readies (no delivery). */
+  tick(name: NodeName | string, count = 1): void {
+    for (let i = 0; i < count; i++) {
+      this.raft(name).tick();
+      this.handleReady(name as NodeName);
+    }
+  }
+
+  /** Ticks `name` until it starts a (pre-)campaign, then delivers until quiet. */
+  campaign(name: NodeName | string): void {
+    const raft = this.raft(name);
+    const term = raft.status().term;
+    for (let i = 0; i < 1000 && raft.status().role === 'follower' && raft.status().term === term; i++) {
+      this.tick(name);
+    }
+    this.stabilize();
+  }
+
+  /** Proposes `key` on `name`; returns the proposal's index, or null when refused. */
+  propose(name: NodeName | string, key?: string): number | null {
+    const l = this.live.get(name as NodeName);
+    if (l === undefined) return null;
+    const k = key ?? `k${this.nextKey++}`;
+    const r = l.raft.propose(encoder.encode(k));
+    if (r.status !== 'OK') return null;
+    this.stats.proposals++;
+    l.pending.set(r.index, { term: r.term, key: k });
+    return r.index;
+  }
+
+  /** Delivers messages and handles Readies until nothing moves. */
+  stabilize(limit = 100_000): void {
+    for (let i = 0; i < limit; i++) {
+      let moved = false;
+      for (const n of this.names) if (this.handleReady(n)) moved = true;
+      const due = this.queue;
+      this.queue = [];
+      for (const f of due) {
+        moved = true;
+        this.deliver(f.msg);
+      }
+      this.check();
+      if (!moved) return;
+    }
+    assert(false, 'cluster did not stabilize');
+  }
+
+  /** Cuts both directions between `a` and each of `others` (all other nodes when omitted). */
+  isolate(a: NodeName | string, others: readonly string[] = this.names.filter((n) => n !== a)): void {
+    for (const b of others) {
+      this.cut.add(`${a}>${b}`);
+      this.cut.add(`${b}>${a}`);
+    }
+  }
+
+  cutLink(from: string, to: string): void {
+    this.cut.add(`${from}>${to}`);
+  }
+
+  heal(): void {
+    this.cut.clear();
+    this.sides = null;
+  }
+
+  crash(name: NodeName | string): void {
+    const l = this.live.get(name as NodeName);
+    if (l === undefined) return;
+    this.live.delete(name as NodeName);
+    this.stats.crashes++;
+  }
+
+  restart(name: NodeName | string): void {
+    if (!this.live.has(name as NodeName)) this.start(name as NodeName);
+  }
+
+  // ---------------------------------------------------------------- the seeded run
+
+  /** One unit of virtual time with faults: deliver what is due, tick, handle one Ready per node, inject faults. */
+  stepUnit(proposeRate: number): void {
+    this.now++;
+    this.injectFaults();
+    const due: InFlight[] = [];
+    const later: InFlight[] = [];
+    for (const f of this.queue) (f.at <= this.now ? due : later).push(f);
+    this.queue = later;
+    due.sort((a, b) => a.at - b.at || a.seq - b.seq);
+    for (const f of due) this.deliver(f.msg);
+    for (let i = 0; i < this.names.length; i++) {
+      const n = this.names[i]!;
+      // Nodes tick out of phase with one another, as real nodes do.
+      if ((this.now + i * 3) % this.unitsPerTick === 0) this.live.get(n)?.raft.tick();
+    }
+    if (this.random.next() < proposeRate) {
+      const leader = this.leader();
+      if (leader !== null) this.propose(leader);
+    }
+    if (this.random.next() < proposeRate / 50) this.randomTransfer();
+    for (const n of this.names) this.handleReady(n);
+    this.check();
+  }
+
+  /** Stops injecting faults, restarts every node, reconnects the network and bounds message delays. */
+  healAll(): void {
+    const delayUnitsMax = Math.min(this.faults.delayUnitsMax, 5);
+    this.faults = { ...this.faults, dropRate: 0, duplicateRate: 0, partitionRate: 0, crashRate: 0, delayUnitsMax };
+    this.heal();
+    for (const n of this.names) this.restart(n);
+    this.downUntil.clear();
+  }
+
+  /** True when every live node applied every acknowledged proposal. */
+  converged(): boolean {
+    for (const l of this.live.values()) {
+      for (const [key, index] of this.acked) if (l.sm.keys[index - 1] !== key) return false;
+    }
+    return true;
+  }
+
+  private randomTransfer(): void {
+    const leader = this.leader();
+    if (leader === null) return;
+    const to = this.names[this.random.int(this.names.length)]!;
+    if (this.raft(leader).transferLeader(to)) this.stats.transfers++;
+  }
+
+  private injectFaults(): void {
+    const f = this.faults;
+    if (this.sides !== null && this.now >= this.partitionUntil) this.sides = null;
+    if (this.sides === null && this.random.next() < f.partitionRate) {
+      this.sides = new Map(this.names.map((n) => [n, this.random.int(2)]));
+      this.partitionUntil = this.now + 1 + this.random.int(f.partitionUnitsMax);
+      this.stats.partitions++;
+    }
+    for (const [n, until] of this.downUntil) {
+      if (this.now >= until) {
+        this.downUntil.delete(n);
+        this.restart(n);
+      }
+    }
+    const downMax = Math.floor((this.names.length - 1) / 2);
+    if (this.downUntil.size < downMax && this.random.next() < f.crashRate) {
+      const n = this.names[this.random.int(this.names.length)]!;
+      if (this.live.has(n)) {
+        this.crash(n);
+        this.downUntil.set(n, this.now + 1 + this.random.int(f.downUnitsMax));
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- one node
+
+  private start(name: NodeName): void {
+    const disk = this.disks.get(name)!;
+    const sm: StateMachine = { keys: disk.snapshot === null ? [] : decodeKeys(disk.snapshot.data) };
+    const restore =
+      disk.hardState === null
+        ? undefined
+        : { hardState: disk.hardState, snapshot: disk.snapshot, entries: disk.entries, applied: sm.keys.length };
+    const raft = new Raft({
+      ...this.raftOptions,
+      self: name,
+      voters: this.names,
+      random: this.random.fork(`raft/${name}/${this.now}`),
+      ...(restore === undefined ? {} : { restore }),
+    });
+    this.live.set(name, { raft, sm, pending: new Map() });
+  }
+
+  /** Persist, send, apply, advance: the driver's loop for one Ready. Returns whether there was one. */
+  private handleReady(name: NodeName): boolean {
+    const l = this.live.get(name);
+    if (l === undefined || !l.raft.hasReady()) return false;
+    const rd = l.raft.ready();
+    this.persist(name, rd);
+    for (const m of rd.messages) this.send(m);
+    if (rd.snapshot !== null) {
+      l.sm.keys = decodeKeys(rd.snapshot.data);
+      this.checkPrefix(name, l.sm.keys);
+    }
+    for (const e of rd.committedEntries) this.apply(name, l, e);
+    l.raft.advance(rd);
+    const s = l.raft.status();
+    if (s.applied - s.snapshotIndex >= this.compactEvery) this.compact(name, l);
+    return true;
+  }
+
+  private persist(name: NodeName, rd: Ready): void {
+    const disk = this.disks.get(name)!;
+    if (rd.hardState !== null) disk.hardState = rd.hardState;
+    if (rd.snapshot !== null) {
+      disk.snapshot = rd.snapshot;
+      disk.entries = [];
+    }
+    const first = rd.entries[0];
+    if (first !== undefined) {
+      const base = disk.snapshot?.index ?? 0;
+      disk.entries.length = Math.min(disk.entries.length, first.index - base - 1);
+      assert(disk.entries.length === first.index - base - 1, `${name}: gap in the persisted log at ${first.index}`);
+      disk.entries.push(...rd.entries);
+    }
+  }
+
+  private compact(name: NodeName, l: Live): void {
+    const applied = l.raft.status().applied;
+    const snap = l.raft.compact(applied, encodeKeys(l.sm.keys.slice(0, applied)));
+    if (snap === null) return;
+    const disk = this.disks.get(name)!;
+    disk.snapshot = snap;
+    disk.entries = disk.entries.filter((e) => e.index > snap.index);
+  }
+
+  private apply(name: NodeName, l: Live, e: Entry): void {
+    assert(e.index === l.sm.keys.length + 1, `${name} applies ${e.index} after ${l.sm.keys.length}`);
+    const key = e.kind === 'noop' ? '' : decoder.decode(e.data);
+    l.sm.keys.push(key);
+    const known = this.canonical[e.index - 1];
+    if (known === undefined) this.canonical[e.index - 1] = key;
+    else assert(known === key, `${name} applied '${key}' at ${e.index} where another node applied '${known}'`);
+    const p = l.pending.get(e.index);
+    if (p !== undefined) {
+      l.pending.delete(e.index);
+      if (p.term === e.term) {
+        assert(p.key === key, `${name} proposed '${p.key}' at ${e.index} in term ${e.term} but applied '${key}'`);
+        this.acked.set(key, e.index);
+      }
+    }
+  }
+
+  private checkPrefix(name: NodeName, keys: readonly string[]): void {
+    for (let i = 0; i < keys.length; i++) {
+      const known = this.canonical[i];
+      if (known === undefined) this.canonical[i] = keys[i]!;
+      else assert(known === keys[i], `${name} restored '${keys[i]}' at ${i + 1} where another node applied '${known}'`);
+    }
+  }
+
+  // ---------------------------------------------------------------- network
+
+  private send(m: Message): void {
+    if (m.kind === 'Snapshot') this.stats.snapshotsSent++;
+    const f = this.faults;
+    if (this.random.next() < f.dropRate) return;
+    const copies = this.random.next() < f.duplicateRate ? 2 : 1;
+    for (let i = 0; i < copies; i++) {
+      const delay = f.delayUnitsMax > 0 ? 1 + this.random.int(f.delayUnitsMax) : 0;
+      this.queue.push({ at: this.now + delay, seq: this.seq++, msg: m });
+    }
+  }
+
+  private deliver(m: Message): void {
+    if (this.cut.has(`${m.from}>${m.to}`)) return;
+    if (this.sides !== null && this.sides.get(m.from) !== this.sides.get(m.to)) return;
+    const l = this.live.get(m.to);
+    if (l === undefined) return;
+    l.raft.step(m);
+  }
+
+  // ---------------------------------------------------------------- invariants
+
+  private check(): void {
+    for (const l of this.live.values()) {
+      const s = l.raft.status();
+      if (s.role !== 'leader') continue;
+      const known = this.leaders.get(s.term);
+      if (known === undefined) {
+        this.leaders.set(s.term, s.self);
+        this.stats.elections++;
+        this.checkLeaderCompleteness(l.raft);
+      } else {
+        assert(known === s.self, `two leaders in term ${s.term}: ${known} and ${s.self}`);
+      }
+    }
+  }
+
+  /** A new leader's log holds every entry applied anywhere. */
+  private checkLeaderCompleteness(raft: Raft): void {
+    const log = raft.log;
+    for (let i = log.snapshotIndex() + 1; i <= this.canonical.length; i++) {
+      assert(i <= log.lastIndex(), `leader ${raft.self} lacks applied entry ${i}`);
+      const e = log.entry(i);
+      const key = e.kind === 'noop' ? '' : decoder.decode(e.data);
+      assert(
+        key === this.canonical[i - 1],
+        `leader ${raft.self} holds '${key}' at ${i}, applied elsewhere as '${this.canonical[i - 1]}'`,
+      );
+    }
+    const snapKeys = decodeKeys(log.snapshot().data);
+    for (let i = 0; i < snapKeys.length; i++) assert(snapKeys[i] === this.canonical[i], 'leader snapshot diverges');
+  }
+}
+
+function encodeKeys(keys: readonly string[]): Uint8Array {
+  return encoder.encode(JSON.stringify(keys));
+}
+
+function decodeKeys(data: Uint8Array): string[] {
+  return data.length === 0 ? [] : (JSON.parse(decoder.decode(data)) as string[]);
+}
+
+export interface SimRunResult {
+  readonly size: number;
+  readonly acked: number;
+  readonly unitsToConverge: number;
+  readonly stats: SimCluster['stats'];
+}
+
+export interface SimRunOptions {
+  readonly size: number;
+  /** Units of the safety phase, with faults and proposals. */
+  readonly faultUnits?: number;
+  /** Units the healed cluster gets to apply every acknowledged proposal everywhere. */
+  readonly convergeUnitsMax?: number;
+}
+
+/**
+ * One seeded run: a safety phase under faults drawn from `random`, then a liveness phase in which the network heals,
+ * every node restarts and the cluster must converge within `convergeUnitsMax`. Throws on any violation.
+ */
+export function runRaftSimulation(random: Random, options: SimRunOptions): SimRunResult {
+  const params = random.fork('params');
+  const faults: SimFaults = {
+    dropRate: params.next() * 0.2,
+    duplicateRate: params.next() * 0.1,
+    delayUnitsMax: 1 + params.int(30),
+    partitionRate: params.next() * 0.004,
+    partitionUnitsMax: 50 + params.int(500),
+    crashRate: params.next() * 0.003,
+    downUnitsMax: 50 + params.int(500),
+  };
+  const compactEvery = [5, 20, 100, Number.POSITIVE_INFINITY][params.int(4)]!;
+  const proposeRate = 0.05 + params.next() * 0.4;
+  // Small batches and pipelines make partial appends, probing and stale answers common.
+  const raft = {
+    appendEntriesMax: [1, 3, 64][params.int(3)]!,
+    inflightMax: [1, 4, 256][params.int(3)]!,
+    electionTicks: 5 + params.int(10),
+  };
+  const cluster = new SimCluster({ size: options.size, random: random.fork('cluster'), faults, compactEvery, raft });
+  const faultUnits = options.faultUnits ?? 3000;
+  for (let u = 0; u < faultUnits; u++) cluster.stepUnit(proposeRate);
+  cluster.healAll();
+  // Generous: a backlog of hundreds of entries may have to travel one entry per round trip (appendEntriesMax 1).
+  const convergeUnitsMax = options.convergeUnitsMax ?? 6000;
+  let units = 0;
+  while (!(cluster.converged() && cluster.leader() !== null)) {
+    assert(
+      ++units <= convergeUnitsMax,
+      `no convergence within ${convergeUnitsMax} units after healing (acked ${cluster.acked.size})`,
+    );
+    cluster.stepUnit(0);
+  }
+  return { size: options.size, acked: cluster.acked.size, unitsToConverge: units, stats: cluster.stats };
+}
