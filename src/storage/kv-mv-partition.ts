@@ -1,0 +1,382 @@
+/**
+ * `MvPartitionStorage` over a `KvStore` (memory or LMDB), one object per partition. Tables (all keys start with the
+ * partition prefix):
+ *   mv:rows     rowId → row record (key, intent, committed versions; see version-chain.ts)
+ *   mv:keys     utf8(key) → rowId          the key index, in UTF-8 byte order, for point lookups and scans
+ *   mv:txrows   txId 0x00 rowId → ∅        rows holding an intent of a tx (cleanup, recovery)
+ *   mv:gc       ts(8 bytes BE) rowId → ∅   rows with versions that become garbage once the watermark reaches ts
+ *   mv:meta     (prefix) → [appliedIndex, appliedTerm, appliedTs, nextRowId]
+ * Invariants: a row's key index entry exists iff the row exists; a txrows entry exists iff the row's intent belongs to
+ * that tx; a row whose chain has GC work at or below a watermark has a gc entry at or below it. Every mutating
+ * method is one atomic step (joining the caller's `runConsistently` if any).
+ *
+ * Row ids come from a per-partition counter persisted in the meta record, so replicas applying the same commands
+ * assign the same ids, but local-only operations (GC, write-intent switches) can make them differ: row ids are
+ * replica-local and replicated commands should name keys.
+ */
+import { assert } from '../core/assert.js';
+import { BasaltError, invalidArgument } from '../core/errors.js';
+import type { HybridTimestamp, LogIndex, PartitionId, RowId, Term, TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import { MAX_TIMESTAMP } from '../hlc/timestamp.js';
+import { decode, encode, utf8Bytes, utf8Text } from './codec.js';
+import { partitionPrefix, prefixEnd, rowIdBytes, timestampBytes, txIdPrefixBytes, withSuffix } from './keys.js';
+import type { KvStore, TableName } from './kv-store.js';
+import type {
+  AbortWriteResult,
+  AddWriteCommittedResult,
+  AddWriteResult,
+  CommitWriteResult,
+  GcResult,
+  KeyRange,
+  MvPartitionStorage,
+  ReadAt,
+  ReadResult,
+  RowValue,
+  ScanResult,
+  ScanRow,
+} from './mv-partition-storage.js';
+import { TOMBSTONE } from './mv-partition-storage.js';
+import { clearPartition, restoreChunks, snapshotChunks } from './partition-tables.js';
+import type { AppliedPosition, PartitionSnapshot } from './replicated-storage.js';
+import {
+  assertNewerThanChain,
+  decodeRow,
+  EMPTY_READ,
+  encodeRow,
+  encodeValue,
+  type RowRecord,
+  readAt,
+  readLatest,
+  trimRow,
+  validateKey,
+} from './version-chain.js';
+
+const MV_TABLES: readonly TableName[] = ['mv:rows', 'mv:keys', 'mv:txrows', 'mv:gc', 'mv:meta'];
+
+interface MvMeta {
+  readonly index: LogIndex;
+  readonly term: Term;
+  readonly ts: HybridTimestamp;
+  readonly nextRowId: number;
+}
+
+const INITIAL_META: MvMeta = { index: 0 as LogIndex, term: 0 as Term, ts: 0n as HybridTimestamp, nextRowId: 1 };
+
+export class KvMvPartition implements MvPartitionStorage {
+  readonly partitionId: PartitionId;
+  private readonly store: KvStore;
+  private readonly prefix: Uint8Array;
+  private readonly onDestroy: () => void;
+  private destroyed = false;
+
+  constructor(store: KvStore, partitionId: PartitionId, onDestroy: () => void = () => {}) {
+    this.store = store;
+    this.partitionId = partitionId;
+    this.prefix = partitionPrefix(partitionId);
+    this.onDestroy = onDestroy;
+  }
+
+  // ---- key index ----
+
+  rowIdOf(key: string): RowId | undefined {
+    this.checkLive();
+    const value = this.store.get('mv:keys', withSuffix(this.prefix, validateKey(key)));
+    return value === undefined ? undefined : (utf8Text(value) as RowId);
+  }
+
+  ensureRowId(key: string): RowId {
+    this.checkLive();
+    const keyBytes = validateKey(key);
+    return this.store.atomically(() => {
+      const existing = this.store.get('mv:keys', withSuffix(this.prefix, keyBytes));
+      if (existing !== undefined) return utf8Text(existing) as RowId;
+      const meta = this.meta();
+      const rowId = String(meta.nextRowId) as RowId;
+      this.putMeta({ ...meta, nextRowId: meta.nextRowId + 1 });
+      this.store.put('mv:keys', withSuffix(this.prefix, keyBytes), utf8Bytes(rowId));
+      this.putRow(rowId, { key, intent: undefined, versions: [] });
+      return rowId;
+    });
+  }
+
+  keyOf(rowId: RowId): string | undefined {
+    this.checkLive();
+    return this.row(rowId)?.key;
+  }
+
+  // ---- writes ----
+
+  addWrite(rowId: RowId, value: RowValue, txId: TxId, commitPartitionId: PartitionId): AddWriteResult {
+    this.checkLive();
+    const stored = encodeValue(value);
+    return this.store.atomically(() => {
+      const row = this.existingRow(rowId);
+      if (row.intent !== undefined && row.intent.txId !== txId) {
+        return { status: 'TX_MISMATCH', intentTxId: row.intent.txId };
+      }
+      if (row.intent === undefined) this.store.put('mv:txrows', this.txRowKey(txId, rowId), EMPTY);
+      this.putRow(rowId, { ...row, intent: { txId, commitPartitionId, value: stored } });
+      return { status: 'SUCCESS' };
+    });
+  }
+
+  commitWrite(rowId: RowId, commitTs: HybridTimestamp, txId: TxId): CommitWriteResult {
+    this.checkLive();
+    return this.store.atomically(() => {
+      const row = this.row(rowId);
+      if (row?.intent === undefined) return { status: 'NO_WRITE_INTENT' };
+      if (row.intent.txId !== txId) return { status: 'TX_MISMATCH', intentTxId: row.intent.txId };
+      assertNewerThanChain(row, commitTs);
+      this.store.delete('mv:txrows', this.txRowKey(txId, rowId));
+      this.putCommitted(rowId, row, { commitTs, value: row.intent.value });
+      return { status: 'SUCCESS' };
+    });
+  }
+
+  abortWrite(rowId: RowId, txId: TxId): AbortWriteResult {
+    this.checkLive();
+    return this.store.atomically(() => {
+      const row = this.row(rowId);
+      if (row?.intent === undefined) return { status: 'NO_WRITE_INTENT' };
+      if (row.intent.txId !== txId) return { status: 'TX_MISMATCH', intentTxId: row.intent.txId };
+      this.store.delete('mv:txrows', this.txRowKey(txId, rowId));
+      const aborted: RowRecord = { ...row, intent: undefined };
+      const head = aborted.versions[0];
+      if (head === undefined) {
+        this.removeRow(rowId, aborted.key);
+      } else {
+        this.putRow(rowId, aborted);
+        // A tombstone kept only because the intent was newer may now go entirely: queue it for GC again.
+        if (head.value === null) this.queueGc(head.commitTs, rowId);
+      }
+      return { status: 'SUCCESS' };
+    });
+  }
+
+  addWriteCommitted(rowId: RowId, value: RowValue, commitTs: HybridTimestamp): AddWriteCommittedResult {
+    this.checkLive();
+    const stored = encodeValue(value);
+    return this.store.atomically(() => {
+      const row = this.existingRow(rowId);
+      if (row.intent !== undefined) return { status: 'WRITE_INTENT_EXISTS', intentTxId: row.intent.txId };
+      assertNewerThanChain(row, commitTs);
+      this.putCommitted(rowId, row, { commitTs, value: stored });
+      return { status: 'SUCCESS' };
+    });
+  }
+
+  private putCommitted(rowId: RowId, row: RowRecord, version: RowRecord['versions'][number]): void {
+    const next: RowRecord = { key: row.key, intent: undefined, versions: [version, ...row.versions] };
+    this.putRow(rowId, next);
+    if (next.versions.length > 1 || version.value === null) this.queueGc(version.commitTs, rowId);
+  }
+
+  // ---- reads ----
+
+  read(rowId: RowId, ts: HybridTimestamp): ReadResult {
+    this.checkLive();
+    if (typeof ts !== 'bigint' || ts <= 0n) throw invalidArgument('a read timestamp must be a positive bigint');
+    const row = this.row(rowId);
+    return row === undefined ? EMPTY_READ : readAt(row, ts);
+  }
+
+  readLatest(rowId: RowId): ReadResult {
+    this.checkLive();
+    const row = this.row(rowId);
+    return row === undefined ? EMPTY_READ : readLatest(row);
+  }
+
+  scan(range: KeyRange, at: ReadAt, limit: number): ScanResult {
+    this.checkLive();
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIMITS.storageScanRowsMax) {
+      throw invalidArgument(`scan limit must be an integer in 1..${LIMITS.storageScanRowsMax}`, { limit });
+    }
+    if (at !== 'latest' && (typeof at !== 'bigint' || at <= 0n)) {
+      throw invalidArgument('a read timestamp must be a positive bigint');
+    }
+    const [start, end] = this.keyBounds(range);
+    const rows: ScanRow[] = [];
+    for (const { key, value } of this.store.range('mv:keys', start, end)) {
+      const userKey = utf8Text(key.subarray(this.prefix.length));
+      if (rows.length === limit) return { rows, nextKey: userKey };
+      const rowId = utf8Text(value) as RowId;
+      const row = this.row(rowId);
+      assert(row !== undefined, `key index names a missing row ${rowId}`);
+      const read = at === 'latest' ? readLatest(row) : readAt(row, at);
+      if (read.kind === 'empty' || (read.kind === 'committed' && read.value === TOMBSTONE)) continue;
+      rows.push({ key: userKey, rowId, read });
+    }
+    return { rows, nextKey: undefined };
+  }
+
+  private keyBounds(range: KeyRange): [Uint8Array, Uint8Array | undefined] {
+    const partitionEnd = prefixEnd(this.prefix);
+    switch (range.kind) {
+      case 'prefix': {
+        const start = withSuffix(this.prefix, validateKey(range.prefix));
+        return [start, prefixEnd(start) ?? partitionEnd];
+      }
+      case 'range': {
+        const start = withSuffix(this.prefix, validateKey(range.start ?? ''));
+        const end = range.end === undefined ? partitionEnd : withSuffix(this.prefix, validateKey(range.end));
+        return [start, end];
+      }
+    }
+  }
+
+  rowsWrittenBy(txId: TxId): readonly RowId[] {
+    this.checkLive();
+    const start = withSuffix(this.prefix, txIdPrefixBytes(txId));
+    const rows: RowId[] = [];
+    for (const { key } of this.store.range('mv:txrows', start, prefixEnd(start))) {
+      rows.push(utf8Text(key.subarray(start.length)) as RowId);
+    }
+    return rows;
+  }
+
+  // ---- applied position and atomicity ----
+
+  lastApplied(): AppliedPosition {
+    this.checkLive();
+    const { index, term } = this.meta();
+    return { index, term };
+  }
+
+  lastAppliedTs(): HybridTimestamp {
+    this.checkLive();
+    return this.meta().ts;
+  }
+
+  setLastApplied(index: LogIndex, term: Term, ts: HybridTimestamp): void {
+    this.checkLive();
+    this.store.atomically(() => {
+      const meta = this.meta();
+      assert(index >= meta.index, `applied index going back from ${meta.index} to ${index}`);
+      assert(ts >= meta.ts, `applied timestamp going back from ${meta.ts} to ${ts}`);
+      this.putMeta({ ...meta, index, term, ts });
+    });
+  }
+
+  runConsistently<T>(fn: () => T): T {
+    this.checkLive();
+    return this.store.atomically(fn);
+  }
+
+  flush(): Promise<void> {
+    return this.store.flush();
+  }
+
+  // ---- GC ----
+
+  gc(lowWatermark: HybridTimestamp, limit: number = LIMITS.storageGcBatchMax): GcResult {
+    this.checkLive();
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIMITS.storageGcBatchMax) {
+      throw invalidArgument(`gc limit must be an integer in 1..${LIMITS.storageGcBatchMax}`, { limit });
+    }
+    return this.store.atomically(() => {
+      const start = withSuffix(this.prefix, GC_KEY_START);
+      const end =
+        lowWatermark >= MAX_TIMESTAMP
+          ? prefixEnd(this.prefix)
+          : withSuffix(this.prefix, timestampBytes((lowWatermark + 1n) as HybridTimestamp));
+      const entries = [...this.store.range('mv:gc', start, end, limit + 1)].map((e) => Uint8Array.from(e.key));
+      let versionsRemoved = 0;
+      let rowsRemoved = 0;
+      for (const entryKey of entries.slice(0, limit)) {
+        this.store.delete('mv:gc', entryKey);
+        const rowId = utf8Text(entryKey.subarray(this.prefix.length + 8)) as RowId;
+        const row = this.row(rowId);
+        if (row === undefined) continue;
+        const trimmed = trimRow(row, lowWatermark);
+        versionsRemoved += trimmed.versionsRemoved;
+        if (trimmed.row === undefined) {
+          this.removeRow(rowId, row.key);
+          rowsRemoved++;
+        } else if (trimmed.versionsRemoved > 0) {
+          this.putRow(rowId, trimmed.row);
+        }
+      }
+      return { versionsRemoved, rowsRemoved, more: entries.length > limit };
+    });
+  }
+
+  // ---- whole partition ----
+
+  snapshot(): PartitionSnapshot {
+    this.checkLive();
+    const store = this.store;
+    const prefix = this.prefix;
+    return { [Symbol.iterator]: () => snapshotChunks(store.view(), 'mv', MV_TABLES, prefix) };
+  }
+
+  restore(snapshot: Iterable<Uint8Array>): void {
+    this.checkLive();
+    this.store.atomically(() => restoreChunks(this.store, 'mv', MV_TABLES, this.prefix, snapshot));
+  }
+
+  destroy(): void {
+    this.checkLive();
+    this.store.atomically(() => clearPartition(this.store, MV_TABLES, this.prefix));
+    this.destroyed = true;
+    this.onDestroy();
+  }
+
+  // ---- helpers ----
+
+  private checkLive(): void {
+    if (this.destroyed) throw new BasaltError('STORAGE_CLOSED', `partition ${this.partitionId} was destroyed`);
+  }
+
+  private row(rowId: RowId): RowRecord | undefined {
+    const bytes = this.store.get('mv:rows', withSuffix(this.prefix, rowIdBytes(rowId)));
+    return bytes === undefined ? undefined : decodeRow(bytes);
+  }
+
+  private existingRow(rowId: RowId): RowRecord {
+    const row = this.row(rowId);
+    if (row === undefined) throw invalidArgument(`no row ${rowId} in partition ${this.partitionId}`, { rowId });
+    return row;
+  }
+
+  private putRow(rowId: RowId, row: RowRecord): void {
+    this.store.put('mv:rows', withSuffix(this.prefix, rowIdBytes(rowId)), encodeRow(row));
+  }
+
+  private removeRow(rowId: RowId, key: string): void {
+    this.store.delete('mv:rows', withSuffix(this.prefix, rowIdBytes(rowId)));
+    this.store.delete('mv:keys', withSuffix(this.prefix, utf8Bytes(key)));
+  }
+
+  private txRowKey(txId: TxId, rowId: RowId): Uint8Array {
+    return withSuffix(this.prefix, txIdPrefixBytes(txId), rowIdBytes(rowId));
+  }
+
+  private queueGc(ts: HybridTimestamp, rowId: RowId): void {
+    this.store.put('mv:gc', withSuffix(this.prefix, timestampBytes(ts), rowIdBytes(rowId)), EMPTY);
+  }
+
+  private meta(): MvMeta {
+    const bytes = this.store.get('mv:meta', this.prefix);
+    if (bytes === undefined) return INITIAL_META;
+    const fields = decode(bytes);
+    if (!Array.isArray(fields) || fields.length !== 4) throw new BasaltError('STORAGE_CORRUPTED', 'malformed mv meta');
+    const [index, term, ts, nextRowId] = fields as [unknown, unknown, unknown, unknown];
+    if (
+      typeof index !== 'number' ||
+      typeof term !== 'number' ||
+      typeof ts !== 'bigint' ||
+      typeof nextRowId !== 'number'
+    ) {
+      throw new BasaltError('STORAGE_CORRUPTED', 'malformed mv meta fields');
+    }
+    return { index: index as LogIndex, term: term as Term, ts: ts as HybridTimestamp, nextRowId };
+  }
+
+  private putMeta(meta: MvMeta): void {
+    this.store.put('mv:meta', this.prefix, encode([meta.index, meta.term, meta.ts, meta.nextRowId]));
+  }
+}
+
+const EMPTY = new Uint8Array(0);
+const GC_KEY_START = new Uint8Array(0);

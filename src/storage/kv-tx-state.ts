@@ -1,0 +1,246 @@
+/**
+ * `TxStateStorage` over a `KvStore` (memory or LMDB), one object per commit partition. Tables (keys start with the
+ * partition prefix):
+ *   txstate:records  txId → [state, commitTs | null, enlistedPartitions, cleanupCompleted]
+ *   txstate:pending  txId → ∅    finished txs whose cleanup has not completed (recovery iterates these)
+ *   txstate:meta     (prefix) → [appliedIndex, appliedTerm, appliedTs, vacuumHorizon]
+ * Invariants: a record is final and never overwritten; a pending entry exists iff its record exists with
+ * `cleanupCompleted` false; a record is removed only with `cleanupCompleted` true.
+ */
+import { assert } from '../core/assert.js';
+import { BasaltError, invalidArgument } from '../core/errors.js';
+import type { HybridTimestamp, LogIndex, PartitionId, Term, TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import { decode, encode, utf8Text } from './codec.js';
+import { partitionPrefix, prefixEnd, txIdBytes, withSuffix } from './keys.js';
+import type { KvStore, TableName } from './kv-store.js';
+import { clearPartition, restoreChunks, snapshotChunks } from './partition-tables.js';
+import type { AppliedPosition, PartitionSnapshot } from './replicated-storage.js';
+import type {
+  CompareAndSetResult,
+  MarkCleanupCompletedResult,
+  StoredTxMeta,
+  TxMeta,
+  TxStateStorage,
+} from './tx-state-storage.js';
+
+const TX_TABLES: readonly TableName[] = ['txstate:records', 'txstate:pending', 'txstate:meta'];
+
+interface TxStateMeta {
+  readonly index: LogIndex;
+  readonly term: Term;
+  readonly ts: HybridTimestamp;
+  readonly vacuumHorizon: HybridTimestamp;
+}
+
+const INITIAL_META: TxStateMeta = {
+  index: 0 as LogIndex,
+  term: 0 as Term,
+  ts: 0n as HybridTimestamp,
+  vacuumHorizon: 0n as HybridTimestamp,
+};
+
+const EMPTY = new Uint8Array(0);
+
+function corrupted(what: string): BasaltError {
+  return new BasaltError('STORAGE_CORRUPTED', `malformed tx state ${what}`);
+}
+
+function validateMeta(meta: TxMeta): void {
+  if (meta.state !== 'COMMITTED' && meta.state !== 'ABORTED') {
+    throw invalidArgument(`only final states are stored, not ${String(meta.state)}`);
+  }
+  if ((meta.state === 'COMMITTED') !== (typeof meta.commitTs === 'bigint' && meta.commitTs > 0n)) {
+    throw invalidArgument('a commit timestamp is set exactly when the state is COMMITTED');
+  }
+  if (!Array.isArray(meta.enlistedPartitions)) throw invalidArgument('enlistedPartitions must be an array');
+}
+
+function encodeRecord(meta: TxMeta, cleanupCompleted: boolean): Uint8Array {
+  return encode([meta.state, meta.commitTs ?? null, [...meta.enlistedPartitions], cleanupCompleted]);
+}
+
+function decodeRecord(txId: TxId, bytes: Uint8Array): StoredTxMeta {
+  const fields = decode(bytes);
+  if (!Array.isArray(fields) || fields.length !== 4) throw corrupted('record');
+  const [state, commitTs, enlisted, cleanupCompleted] = fields as [unknown, unknown, unknown, unknown];
+  if (state !== 'COMMITTED' && state !== 'ABORTED') throw corrupted('record state');
+  if (commitTs !== null && typeof commitTs !== 'bigint') throw corrupted('record commit timestamp');
+  if (!Array.isArray(enlisted) || !enlisted.every((p) => typeof p === 'string')) throw corrupted('record partitions');
+  if (typeof cleanupCompleted !== 'boolean') throw corrupted('record cleanup flag');
+  return {
+    txId,
+    state,
+    commitTs: commitTs === null ? undefined : (commitTs as HybridTimestamp),
+    enlistedPartitions: enlisted as PartitionId[],
+    cleanupCompleted,
+  };
+}
+
+export class KvTxState implements TxStateStorage {
+  readonly partitionId: PartitionId;
+  private readonly store: KvStore;
+  private readonly prefix: Uint8Array;
+  private readonly onDestroy: () => void;
+  private destroyed = false;
+
+  constructor(store: KvStore, partitionId: PartitionId, onDestroy: () => void = () => {}) {
+    this.store = store;
+    this.partitionId = partitionId;
+    this.prefix = partitionPrefix(partitionId);
+    this.onDestroy = onDestroy;
+  }
+
+  get(txId: TxId): StoredTxMeta | undefined {
+    this.checkLive();
+    const bytes = this.store.get('txstate:records', this.key(txId));
+    return bytes === undefined ? undefined : decodeRecord(txId, bytes);
+  }
+
+  compareAndSet(txId: TxId, expected: null, meta: TxMeta): CompareAndSetResult {
+    this.checkLive();
+    assert(expected === null, 'tx state compare-and-set only supports "no record" as the expected state');
+    validateMeta(meta);
+    return this.store.atomically(() => {
+      const existing = this.get(txId);
+      if (existing !== undefined) return { status: 'MISMATCH', stored: existing };
+      this.store.put('txstate:records', this.key(txId), encodeRecord(meta, false));
+      this.store.put('txstate:pending', this.key(txId), EMPTY);
+      return { status: 'SUCCESS', stored: { ...meta, txId, cleanupCompleted: false } };
+    });
+  }
+
+  markCleanupCompleted(txId: TxId): MarkCleanupCompletedResult {
+    this.checkLive();
+    return this.store.atomically(() => {
+      const existing = this.get(txId);
+      if (existing === undefined) return { status: 'NOT_FOUND' };
+      if (!existing.cleanupCompleted) {
+        this.store.put('txstate:records', this.key(txId), encodeRecord(existing, true));
+        this.store.delete('txstate:pending', this.key(txId));
+      }
+      return { status: 'SUCCESS' };
+    });
+  }
+
+  remove(txId: TxId): boolean {
+    this.checkLive();
+    return this.store.atomically(() => {
+      const existing = this.get(txId);
+      if (existing === undefined) return false;
+      assert(existing.cleanupCompleted, `tx ${txId} removed from tx state storage before its cleanup completed`);
+      this.store.delete('txstate:records', this.key(txId));
+      return true;
+    });
+  }
+
+  finishedNotCleanedUp(afterTxId: TxId | undefined, limit: number = LIMITS.txStateListMax): readonly StoredTxMeta[] {
+    this.checkLive();
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIMITS.txStateListMax) {
+      throw invalidArgument(`limit must be an integer in 1..${LIMITS.txStateListMax}`, { limit });
+    }
+    // Start just after `afterTxId`: its key followed by a zero byte is the smallest key greater than it.
+    const start = afterTxId === undefined ? this.prefix : withSuffix(this.key(afterTxId), new Uint8Array([0]));
+    const out: StoredTxMeta[] = [];
+    for (const { key } of this.store.range('txstate:pending', start, prefixEnd(this.prefix), limit)) {
+      const txId = utf8Text(key.subarray(this.prefix.length)) as TxId;
+      const record = this.get(txId);
+      assert(
+        record !== undefined && !record.cleanupCompleted,
+        `pending index names tx ${txId} without a pending record`,
+      );
+      out.push(record);
+    }
+    return out;
+  }
+
+  vacuumHorizon(): HybridTimestamp {
+    this.checkLive();
+    return this.meta().vacuumHorizon;
+  }
+
+  setVacuumHorizon(ts: HybridTimestamp): void {
+    this.checkLive();
+    this.store.atomically(() => {
+      const meta = this.meta();
+      if (ts > meta.vacuumHorizon) this.putMeta({ ...meta, vacuumHorizon: ts });
+    });
+  }
+
+  lastApplied(): AppliedPosition {
+    this.checkLive();
+    const { index, term } = this.meta();
+    return { index, term };
+  }
+
+  lastAppliedTs(): HybridTimestamp {
+    this.checkLive();
+    return this.meta().ts;
+  }
+
+  setLastApplied(index: LogIndex, term: Term, ts: HybridTimestamp): void {
+    this.checkLive();
+    this.store.atomically(() => {
+      const meta = this.meta();
+      assert(index >= meta.index, `applied index going back from ${meta.index} to ${index}`);
+      assert(ts >= meta.ts, `applied timestamp going back from ${meta.ts} to ${ts}`);
+      this.putMeta({ ...meta, index, term, ts });
+    });
+  }
+
+  runConsistently<T>(fn: () => T): T {
+    this.checkLive();
+    return this.store.atomically(fn);
+  }
+
+  flush(): Promise<void> {
+    return this.store.flush();
+  }
+
+  snapshot(): PartitionSnapshot {
+    this.checkLive();
+    const store = this.store;
+    const prefix = this.prefix;
+    return { [Symbol.iterator]: () => snapshotChunks(store.view(), 'txstate', TX_TABLES, prefix) };
+  }
+
+  restore(snapshot: Iterable<Uint8Array>): void {
+    this.checkLive();
+    this.store.atomically(() => restoreChunks(this.store, 'txstate', TX_TABLES, this.prefix, snapshot));
+  }
+
+  destroy(): void {
+    this.checkLive();
+    this.store.atomically(() => clearPartition(this.store, TX_TABLES, this.prefix));
+    this.destroyed = true;
+    this.onDestroy();
+  }
+
+  private checkLive(): void {
+    if (this.destroyed) throw new BasaltError('STORAGE_CLOSED', `tx state of ${this.partitionId} was destroyed`);
+  }
+
+  private key(txId: TxId): Uint8Array {
+    return withSuffix(this.prefix, txIdBytes(txId));
+  }
+
+  private meta(): TxStateMeta {
+    const bytes = this.store.get('txstate:meta', this.prefix);
+    if (bytes === undefined) return INITIAL_META;
+    const fields = decode(bytes);
+    if (!Array.isArray(fields) || fields.length !== 4) throw corrupted('meta');
+    const [index, term, ts, vacuumHorizon] = fields as [unknown, unknown, unknown, unknown];
+    if (typeof index !== 'number' || typeof term !== 'number' || typeof ts !== 'bigint') throw corrupted('meta fields');
+    if (typeof vacuumHorizon !== 'bigint') throw corrupted('meta vacuum horizon');
+    return {
+      index: index as LogIndex,
+      term: term as Term,
+      ts: ts as HybridTimestamp,
+      vacuumHorizon: vacuumHorizon as HybridTimestamp,
+    };
+  }
+
+  private putMeta(meta: TxStateMeta): void {
+    this.store.put('txstate:meta', this.prefix, encode([meta.index, meta.term, meta.ts, meta.vacuumHorizon]));
+  }
+}

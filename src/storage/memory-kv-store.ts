@@ -1,0 +1,138 @@
+/**
+ * In-memory `KvStore` for the simulator and unit tests. Each table is a map from the key's latin1 text (one char per
+ * byte, so JS string order is byte order) plus a sorted array of those texts for ranges. Values are immutable byte
+ * arrays, never mutated after `put`, so a view is a cheap shallow copy of the tables.
+ *
+ * `atomically` keeps an undo log: if the function throws, every write it made is undone, matching LMDB's abort.
+ * Durability is trivial: `flush` resolves at once (the store lives exactly as long as the process or the simulated
+ * disk that owns it).
+ */
+import { assert } from '../core/assert.js';
+import { type KvEntry, type KvStore, type KvView, TABLES, type TableName } from './kv-store.js';
+
+function keyText(key: Uint8Array): string {
+  return Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('latin1');
+}
+
+function keyBytes(text: string): Uint8Array {
+  return new Uint8Array(Buffer.from(text, 'latin1'));
+}
+
+/** Index of the first element of `sorted` that is >= `text`. */
+function lowerBound(sorted: readonly string[], text: string): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]! < text) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+class MemoryTable {
+  readonly values: Map<string, Uint8Array>;
+  readonly sorted: string[];
+
+  constructor(values = new Map<string, Uint8Array>(), sorted: string[] = []) {
+    this.values = values;
+    this.sorted = sorted;
+  }
+
+  copy(): MemoryTable {
+    return new MemoryTable(new Map(this.values), [...this.sorted]);
+  }
+
+  set(text: string, value: Uint8Array): void {
+    if (!this.values.has(text)) this.sorted.splice(lowerBound(this.sorted, text), 0, text);
+    this.values.set(text, value);
+  }
+
+  remove(text: string): void {
+    if (!this.values.delete(text)) return;
+    const at = lowerBound(this.sorted, text);
+    assert(this.sorted[at] === text, 'memory table index out of sync');
+    this.sorted.splice(at, 1);
+  }
+
+  *range(start: Uint8Array, end: Uint8Array | undefined, limit: number): Generator<KvEntry> {
+    const endText = end === undefined ? undefined : keyText(end);
+    let yielded = 0;
+    for (let i = lowerBound(this.sorted, keyText(start)); i < this.sorted.length && yielded < limit; i++) {
+      const text = this.sorted[i]!;
+      if (endText !== undefined && text >= endText) return;
+      yielded++;
+      yield { key: keyBytes(text), value: this.values.get(text)! };
+    }
+  }
+}
+
+type UndoEntry = readonly [TableName, string, Uint8Array | undefined];
+
+export class MemoryKvStore implements KvStore {
+  private readonly tables = new Map<TableName, MemoryTable>(TABLES.map((name) => [name, new MemoryTable()]));
+  /** Undo log of the running `atomically` call; undefined outside one. */
+  private undo: UndoEntry[] | undefined;
+
+  private table(name: TableName): MemoryTable {
+    return this.tables.get(name)!;
+  }
+
+  get(table: TableName, key: Uint8Array): Uint8Array | undefined {
+    return this.table(table).values.get(keyText(key));
+  }
+
+  range(table: TableName, start: Uint8Array, end: Uint8Array | undefined, limit = Number.POSITIVE_INFINITY) {
+    return this.table(table).range(start, end, limit);
+  }
+
+  put(table: TableName, key: Uint8Array, value: Uint8Array): void {
+    const text = keyText(key);
+    const t = this.table(table);
+    this.undo?.push([table, text, t.values.get(text)]);
+    t.set(text, Uint8Array.from(value));
+  }
+
+  delete(table: TableName, key: Uint8Array): void {
+    const text = keyText(key);
+    const t = this.table(table);
+    this.undo?.push([table, text, t.values.get(text)]);
+    t.remove(text);
+  }
+
+  atomically<T>(fn: () => T): T {
+    if (this.undo !== undefined) return fn();
+    const undo: UndoEntry[] = [];
+    this.undo = undo;
+    try {
+      return fn();
+    } catch (error) {
+      this.rollback(undo);
+      throw error;
+    } finally {
+      this.undo = undefined;
+    }
+  }
+
+  private rollback(undo: readonly UndoEntry[]): void {
+    for (let i = undo.length - 1; i >= 0; i--) {
+      const [table, text, previous] = undo[i]!;
+      if (previous === undefined) this.table(table).remove(text);
+      else this.table(table).set(text, previous);
+    }
+  }
+
+  view(): KvView {
+    const copies = new Map<TableName, MemoryTable>();
+    for (const [name, table] of this.tables) copies.set(name, table.copy());
+    return {
+      get: (table, key) => copies.get(table)!.values.get(keyText(key)),
+      range: (table, start, end, limit = Number.POSITIVE_INFINITY) => copies.get(table)!.range(start, end, limit),
+      release: () => copies.clear(),
+    };
+  }
+
+  flush(): Promise<void> {
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,133 @@
+/**
+ * The MVCC partition storage contract (after Apache Ignite 3's `MvPartitionStorage`).
+ *
+ * Each row (a `RowId`, found through the key index) has a version chain, newest first: at most one *write intent* at
+ * its head, tagged with the writing tx and its commit partition, then committed versions with strictly decreasing
+ * commit timestamps. Invariant: an intent is newer than every committed version of its row, so if any committed
+ * version is newer than a read timestamp the intent cannot be visible at it, and `read` returns the committed
+ * version instead.
+ *
+ * Every operation is synchronous (the Raft state machine applies commands synchronously and deterministically).
+ * Expected outcomes are result values; API misuse (oversized key or value, malformed key) throws a coded BasaltError;
+ * a broken invariant is an assertion. `runConsistently` groups the writes of one Raft command, including
+ * `setLastApplied`, into one atomic step, so after a crash the data and the applied position always agree.
+ * `flush()` resolves once everything written before it is durable.
+ */
+import type { HybridTimestamp, PartitionId, RowId, TxId } from '../core/ids.js';
+import type { ReplicatedStorage } from './replicated-storage.js';
+
+/** A value as stored: JSON-compatible data or bytes (bytes come back as a fresh `Buffer`, a Uint8Array subclass). */
+export type JsonValue = null | boolean | number | string | readonly JsonValue[] | { readonly [key: string]: JsonValue };
+export type Value = JsonValue | Uint8Array;
+
+/** Marks a removed row. A symbol, so that no user value (not even `null`) can be mistaken for it. */
+export const TOMBSTONE: unique symbol = Symbol('basalt.tombstone');
+export type Tombstone = typeof TOMBSTONE;
+/** What one version holds: a value or a tombstone. */
+export type RowValue = Value | Tombstone;
+
+export interface CommittedRead {
+  readonly kind: 'committed';
+  readonly value: RowValue;
+  readonly commitTs: HybridTimestamp;
+}
+
+export interface IntentRead {
+  readonly kind: 'intent';
+  readonly value: RowValue;
+  readonly txId: TxId;
+  readonly commitPartitionId: PartitionId;
+  /** Commit timestamp of the row's newest committed version (the reader's fallback if the intent is not visible). */
+  readonly newestCommitTimestamp: HybridTimestamp | undefined;
+  /** Value of that newest committed version (undefined when there is none), saving the reader a second lookup. */
+  readonly newestCommittedValue: RowValue | undefined;
+}
+
+export interface EmptyRead {
+  readonly kind: 'empty';
+}
+
+export type ReadResult = CommittedRead | IntentRead | EmptyRead;
+
+export type AddWriteResult =
+  | { readonly status: 'SUCCESS' }
+  | { readonly status: 'TX_MISMATCH'; readonly intentTxId: TxId };
+
+export type CommitWriteResult =
+  | { readonly status: 'SUCCESS' }
+  | { readonly status: 'NO_WRITE_INTENT' }
+  | { readonly status: 'TX_MISMATCH'; readonly intentTxId: TxId };
+
+export type AbortWriteResult = CommitWriteResult;
+
+export type AddWriteCommittedResult =
+  | { readonly status: 'SUCCESS' }
+  | { readonly status: 'WRITE_INTENT_EXISTS'; readonly intentTxId: TxId };
+
+/** A scan range over keys in UTF-8 byte order: a prefix, or `[start, end)` with either bound optional. */
+export type KeyRange =
+  | { readonly kind: 'prefix'; readonly prefix: string }
+  | { readonly kind: 'range'; readonly start?: string; readonly end?: string };
+
+/** Where a scan reads: at a timestamp (like `read`), or the latest state (like `readLatest`, for RW scans). */
+export type ReadAt = HybridTimestamp | 'latest';
+
+export interface ScanRow {
+  readonly key: string;
+  readonly rowId: RowId;
+  /** Never empty and never a committed tombstone: those rows are skipped. An intent may hold a tombstone. */
+  readonly read: CommittedRead | IntentRead;
+}
+
+export interface ScanResult {
+  readonly rows: readonly ScanRow[];
+  /**
+   * The first key in range that the scan did not look at because `limit` rows were returned, or undefined when the
+   * range was exhausted. A scan that locks its range locks up to and including this key (DESIGN §2b rule 18), and the
+   * next page starts at it.
+   */
+  readonly nextKey: string | undefined;
+}
+
+export interface GcResult {
+  /** Committed versions removed (a removed tombstone counts as one). */
+  readonly versionsRemoved: number;
+  /** Rows that ended empty and were removed with their key index entry. */
+  readonly rowsRemoved: number;
+  /** True if GC work at or below the watermark remains (the batch limit was reached). */
+  readonly more: boolean;
+}
+
+export interface MvPartitionStorage extends ReplicatedStorage {
+  /** The row id of `key`, if the key has a row. */
+  rowIdOf(key: string): RowId | undefined;
+  /** The row id of `key`, creating an empty row for it first if needed. Call it only to write the row next. */
+  ensureRowId(key: string): RowId;
+  /** The key of a row. */
+  keyOf(rowId: RowId): string | undefined;
+
+  /** Adds a write intent for `txId`, or replaces that tx's own intent; a foreign intent yields TX_MISMATCH. */
+  addWrite(rowId: RowId, value: RowValue, txId: TxId, commitPartitionId: PartitionId): AddWriteResult;
+  /** Turns `txId`'s intent into a committed version at `commitTs` (> every committed version of the row). */
+  commitWrite(rowId: RowId, commitTs: HybridTimestamp, txId: TxId): CommitWriteResult;
+  /** Removes `txId`'s intent. A row left with no version at all is removed with its key index entry. */
+  abortWrite(rowId: RowId, txId: TxId): AbortWriteResult;
+  /** Adds a committed version directly (one-phase commit); refused while an intent exists. */
+  addWriteCommitted(rowId: RowId, value: RowValue, commitTs: HybridTimestamp): AddWriteCommittedResult;
+
+  /** The newest committed version at or below `ts`, or the intent if no committed version is newer than `ts`. */
+  read(rowId: RowId, ts: HybridTimestamp): ReadResult;
+  /** The intent if any, else the newest committed version (RW reads, under locks). */
+  readLatest(rowId: RowId): ReadResult;
+  /** Rows of `range` in key order as `read`/`readLatest` sees them at `at`, at most `limit` rows. */
+  scan(range: KeyRange, at: ReadAt, limit: number): ScanResult;
+  /** Rows holding an intent of `txId` (for cleanup and recovery), in row id order. */
+  rowsWrittenBy(txId: TxId): readonly RowId[];
+
+  /**
+   * Removes committed versions that no read at or above `lowWatermark` can see: for each row it keeps the newest
+   * version at or below the watermark and everything newer; that version goes too if it is a tombstone with nothing
+   * newer (no newer version, no intent). Processes at most `limit` queued rows (≤ LIMITS.storageGcBatchMax).
+   */
+  gc(lowWatermark: HybridTimestamp, limit?: number): GcResult;
+}
