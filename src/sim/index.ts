@@ -2,6 +2,7 @@
 export * from './clock.js';
 export * from './disk.js';
 export * from './errors.js';
+export * from './nemesis.js';
 export * from './network.js';
 export * from './random.js';
 export * from './scheduler.js';

@@ -109,6 +109,8 @@ export interface NetworkStats {
 }
 
 const SENT_LOG_MAX_DEFAULT = 200_000;
+/** Messages one hold rule keeps; a test that holds more has forgotten to release. */
+const HELD_MESSAGES_MAX = 1_000_000;
 const CONNECT_MS_DEFAULT = 1;
 const DETECT_DOWN_MS_DEFAULT = 5;
 
@@ -239,6 +241,11 @@ export class SimNetwork {
     const key = laneKey(from, to);
     if (config === undefined) this.linkOverrides.delete(key);
     else this.linkOverrides.set(key, validLink({ ...this.link(from, to), ...config }));
+  }
+
+  /** The override of `from → to`, if any. */
+  linkOverride(from: string, to: string): LinkConfig | undefined {
+    return this.linkOverrides.get(laneKey(from, to));
   }
 
   link(from: string, to: string): LinkConfig {
@@ -377,6 +384,7 @@ export class SimNetwork {
     }
     for (const rule of this.holdRules) {
       if (matchesFilter(rule.filter, from.name, to, message.payload)) {
+        assert(rule.held.length < HELD_MESSAGES_MAX, 'a hold rule kept too many messages: release it');
         rule.held.push(message);
         this.counters.held++;
         this.emit({ kind: 'hold', message });

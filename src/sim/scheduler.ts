@@ -18,6 +18,9 @@ import { SimulationError } from './errors.js';
 /** Virtual time starts here so that hybrid timestamps built from it look like real ones (Nov 2023). */
 export const SIM_EPOCH_MS = 1_700_000_000_000;
 
+/** Pending events at once; more means a runaway producer (e.g. a timer loop scheduling several per firing). */
+const PENDING_EVENTS_MAX = 10_000_000;
+
 /** Compaction of cancelled heap entries starts above this many (and when they are at least half the heap). */
 const CANCELLED_COMPACT_MIN = 4096;
 
@@ -287,6 +290,9 @@ export class Scheduler {
         this.byOwner.set(owner, set);
       }
       set.add(event);
+    }
+    if (this.heap.length >= PENDING_EVENTS_MAX) {
+      throw new SimulationError(this.seed, `more than ${PENDING_EVENTS_MAX} pending events`, { label });
     }
     this.heap.push(event);
     this.siftUp(this.heap.length - 1);

@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import type { NodeName } from '../core/ids.js';
 import { sleep } from '../env/timers.js';
 import type { PeerIdentity } from '../env/transport.js';
+import { Nemesis } from './nemesis.js';
 import { type SimNodeEnv, SimWorld } from './world.js';
 
 type GossipMessage =
@@ -129,6 +130,35 @@ async function scenario(seed: string | number): Promise<Outcome> {
   return { hash: world.traceHash(), values, pongs, events: result.events };
 }
 
+interface SwarmOutcome {
+  readonly hash: string;
+  readonly faults: readonly string[];
+  readonly maxDownSeen: number;
+}
+
+/** Safety phase under a seeded swarm of faults, then a liveness phase: healed, the nodes must converge. */
+async function swarm(seed: string | number): Promise<SwarmOutcome> {
+  const names = ['n1', 'n2', 'n3', 'n4', 'n5'];
+  const world = new SimWorld({ seed, network: { link: { delay: { kind: 'exponential', minMs: 1, meanMs: 4 } } } });
+  const control = { writing: true };
+  const nodes = new Map<string, GossipNode>();
+  for (const name of names) world.addNode(name, (env) => gossipNode(env, world, control, nodes));
+  const nemesis = new Nemesis(world, { meanIntervalMs: 25 });
+  nemesis.start();
+  let maxDownSeen = 0;
+  const watch = (): void => {
+    maxDownSeen = Math.max(maxDownSeen, names.filter((n) => !world.isUp(n)).length);
+    world.schedule(1, watch, 'watch');
+  };
+  watch();
+  await world.run({ forMs: 600 });
+  nemesis.healAll();
+  control.writing = false;
+  const converged = (): boolean => new Set(names.map((n) => nodes.get(n)!.value)).size === 1;
+  await world.runUntil(converged, 1000, 'convergence after heal');
+  return { hash: world.traceHash(), faults: nemesis.log, maxDownSeen };
+}
+
 describe('simulated world scenario (acceptance)', () => {
   it('the same seed replays the same trace; different seeds give different traces', async () => {
     const first = await scenario('acceptance-1');
@@ -147,6 +177,22 @@ describe('simulated world scenario (acceptance)', () => {
         outcome.events > 300 && outcome.pongs > 50,
         `seed ${seed}: ${outcome.events} events, ${outcome.pongs} pongs`,
       );
+    }
+  });
+
+  it('a seeded swarm of faults replays, keeps a majority up, and the healed cluster converges', async () => {
+    const first = await swarm('swarm-1');
+    const again = await swarm('swarm-1');
+    assert.equal(again.hash, first.hash);
+    assert.deepEqual(again.faults, first.faults);
+    assert.ok(first.maxDownSeen <= 2, `at most a minority down (saw ${first.maxDownSeen})`);
+    const kinds = new Set(first.faults.map((line) => line.split(' ')[1]));
+    for (const kind of ['partition', 'isolate', 'cut', 'heal', 'crash', 'restart', 'lossy', 'skew']) {
+      assert.ok(kinds.has(kind), `fault ${kind} was injected (seed swarm-1): ${[...kinds].join(',')}`);
+    }
+    for (const seed of ['swarm-2', 'swarm-3', 'swarm-4']) {
+      const outcome = await swarm(seed);
+      assert.notEqual(outcome.hash, first.hash);
     }
   });
 });
