@@ -237,6 +237,27 @@ describe('SimWorld crash and restart', () => {
     );
   });
 
+  it('a factory that throws leaves the node down, with the seed in the error', () => {
+    const world = new SimWorld({ seed: 'bad-factory' });
+    let attempts = 0;
+    world.addNode('n1', (env) => {
+      env.transport.setHandler(() => {});
+      return {};
+    });
+    assert.throws(
+      () =>
+        world.addNode('n2', () => {
+          attempts++;
+          if (attempts === 1) throw new Error('no config');
+          return {};
+        }),
+      /n2 failed to start: Error: no config.*"bad-factory"/,
+    );
+    assert.equal(world.isUp('n2'), false);
+    assert.equal(world.restart('n2').incarnation, 2);
+    assert.ok(world.network.isConnected('n1', 'n2'));
+  });
+
   it('setClockOffset shifts one node’s clock and survives restarts', () => {
     const { world } = echoWorld('skew');
     world.setClockOffset('n2', 250);

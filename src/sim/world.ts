@@ -255,6 +255,7 @@ export class SimWorld {
     try {
       made = slot.factory(env);
     } catch (error) {
+      this.teardown(slot, 'process');
       throw new SimulationError(this.seed, `node ${slot.name} failed to start: ${String(error)}`, {}, error);
     }
     if (made instanceof Promise) {
