@@ -505,6 +505,35 @@ export function mvPartitionStorageContract(name: string, open: OpenEngine): void
           for (const c of chunks) assert.ok(c.length < LIMITS.storageSnapshotChunkBytes + 2 * value.length);
         }));
 
+      it('a snapshot is one consistent view: writes made while it is being read are not in it', () =>
+        withEngine(open, (engine) => {
+          const s = engine.mvPartition(P1);
+          const value = new Uint8Array(64 * 1024);
+          const rows = 2 * Math.ceil(LIMITS.storageSnapshotChunkBytes / value.length);
+          for (let i = 0; i < rows; i++) s.addWriteCommitted(s.ensureRowId(`k${i}`), value, ts(10));
+          s.setLastApplied(idx(1), term(1), ts(10));
+          const iterator = s.snapshot()[Symbol.iterator]();
+          const chunks: Uint8Array[] = [];
+          const first = iterator.next();
+          assert.ok(first.done !== true);
+          chunks.push(first.value);
+          // Written after the first chunk was read: a new row, a new version of every row, a new applied position.
+          s.runConsistently(() => {
+            s.addWriteCommitted(s.ensureRowId('late'), 'late', ts(20));
+            for (let i = 0; i < rows; i++) s.addWriteCommitted(s.rowIdOf(`k${i}`)!, 'new', ts(20));
+            s.setLastApplied(idx(2), term(1), ts(20));
+          });
+          for (let next = iterator.next(); next.done !== true; next = iterator.next()) chunks.push(next.value);
+          const copy = engine.mvPartition(P2);
+          copy.restore(chunks);
+          assert.equal(copy.rowIdOf('late'), undefined);
+          assert.deepEqual(copy.lastApplied(), { index: 1, term: 1 });
+          for (let i = 0; i < rows; i++) {
+            const read = copy.readLatest(copy.rowIdOf(`k${i}`)!);
+            assert.ok(read.kind === 'committed' && read.commitTs === 10n, `k${i} is as of the snapshot`);
+          }
+        }));
+
       it('restore refuses a tx state snapshot and malformed chunks with STORAGE_CORRUPTED, changing nothing', () =>
         withEngine(open, (engine) => {
           const s = engine.mvPartition(P1);

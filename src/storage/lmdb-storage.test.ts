@@ -1,0 +1,146 @@
+/**
+ * Durability of the LMDB implementation: data, applied positions and the vacuum horizon survive closing and
+ * reopening the environment, and every write acknowledged after `flush()` survives SIGKILL of the writing process
+ * (a child running dist/test/storage/crash-child.js), with the data and the applied position still in agreement.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { RootDatabase } from 'lmdb';
+import { CRASH_PARTITION, crashTxId, crashValue } from '../../test/storage/crash-child.js';
+import { idx, pid, term, ts, tx } from './contract-harness.js';
+import { openLmdbEnvironment } from './lmdb-environment.js';
+import { TOMBSTONE } from './mv-partition-storage.js';
+import { LmdbStorageEngine } from './storage-engine.js';
+
+const P = pid('t1p0');
+
+function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), 'basalt-lmdb-'));
+}
+
+async function withDir(body: (dir: string) => Promise<void>): Promise<void> {
+  const dir = tempDir();
+  try {
+    await body(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe('LMDB storage durability', () => {
+  it('data, intents, tx state, applied positions and the vacuum horizon survive close and reopen', () =>
+    withDir(async (dir) => {
+      let root: RootDatabase = openLmdbEnvironment(dir, { sync: true });
+      let engine = new LmdbStorageEngine(root);
+      const mv = engine.mvPartition(P);
+      const a = mv.ensureRowId('a');
+      const b = mv.ensureRowId('b');
+      mv.runConsistently(() => {
+        mv.addWriteCommitted(a, { v: 1 }, ts(10));
+        mv.addWriteCommitted(a, TOMBSTONE, ts(20));
+        mv.addWrite(b, new Uint8Array([7]), tx('A'), P);
+        mv.setLastApplied(idx(5), term(2), ts(20));
+      });
+      const txState = engine.txStatePartition(P);
+      txState.compareAndSet(tx('T'), null, { state: 'COMMITTED', commitTs: ts(15), enlistedPartitions: [P] });
+      txState.setVacuumHorizon(ts(3));
+      txState.setLastApplied(idx(4), term(2), ts(15));
+      await engine.flush();
+      await root.close();
+
+      root = openLmdbEnvironment(dir, { sync: true });
+      engine = new LmdbStorageEngine(root);
+      const mv2 = engine.mvPartition(P);
+      const tx2 = engine.txStatePartition(P);
+      try {
+        assert.equal(mv2.rowIdOf('a'), a);
+        assert.deepEqual(mv2.read(a, ts(15)), { kind: 'committed', value: { v: 1 }, commitTs: ts(10) });
+        assert.deepEqual(mv2.read(a, ts(25)), { kind: 'committed', value: TOMBSTONE, commitTs: ts(20) });
+        const wi = mv2.readLatest(b);
+        assert.ok(wi.kind === 'intent' && wi.txId === 'A' && wi.value instanceof Uint8Array && wi.value[0] === 7);
+        assert.deepEqual(mv2.rowsWrittenBy(tx('A')), [b]);
+        assert.deepEqual(mv2.lastApplied(), { index: 5, term: 2 });
+        assert.equal(mv2.lastAppliedTs(), 20n);
+        assert.notEqual(mv2.ensureRowId('c'), a, 'the row id counter survived: no id is handed out twice');
+        assert.notEqual(mv2.rowIdOf('c'), b);
+        assert.equal(tx2.get(tx('T'))?.commitTs, 15n);
+        assert.equal(tx2.vacuumHorizon(), 3n);
+        assert.deepEqual(tx2.lastApplied(), { index: 4, term: 2 });
+        assert.equal(mv2.gc(ts(25)).rowsRemoved, 1, 'the GC queue survived too');
+      } finally {
+        await root.close();
+      }
+    }));
+
+  it('every write acknowledged after flush survives SIGKILL of the writer, in 3 kill/restart rounds', () =>
+    withDir(async (dir) => {
+      const acksBeforeKill = [7, 23, 41];
+      let acked = 0;
+      for (const target of acksBeforeKill) {
+        acked = Math.max(acked, await runChildUntilKilled(dir, target));
+        await checkAfterCrash(dir, acked);
+      }
+    }));
+});
+
+const CHILD = fileURLToPath(new URL('../../test/storage/crash-child.js', import.meta.url));
+const CHILD_TIMEOUT_MS = 30_000;
+
+/** Runs the child until it has printed `acks` acknowledgements, kills it with SIGKILL; returns the last acked index. */
+function runChildUntilKilled(dir: string, acks: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CHILD, dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let lastAck = 0;
+    let seen = 0;
+    let buffered = '';
+    let stderr = '';
+    const guard = setTimeout(() => child.kill('SIGKILL'), CHILD_TIMEOUT_MS);
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    child.stdout.on('data', (d: Buffer) => {
+      buffered += d.toString();
+      const lines = buffered.split('\n');
+      buffered = lines.pop() ?? '';
+      for (const line of lines) {
+        const m = /^ack (\d+)$/.exec(line);
+        if (m === null) continue;
+        lastAck = Number(m[1]);
+        if (++seen === acks) child.kill('SIGKILL');
+      }
+    });
+    child.on('exit', (code, signal) => {
+      clearTimeout(guard);
+      if (signal === 'SIGKILL' && seen >= acks) resolve(lastAck);
+      else reject(new Error(`crash child ended early (code ${code}, signal ${signal}) after ${seen} acks: ${stderr}`));
+    });
+  });
+}
+
+async function checkAfterCrash(dir: string, acked: number): Promise<void> {
+  const root = openLmdbEnvironment(dir, { sync: true });
+  try {
+    const engine = new LmdbStorageEngine(root);
+    const mv = engine.mvPartition(CRASH_PARTITION);
+    const txState = engine.txStatePartition(CRASH_PARTITION);
+    const applied = mv.lastApplied().index;
+    assert.ok(applied >= acked, `applied index ${applied} is behind the acknowledged ${acked}`);
+    assert.equal(mv.lastAppliedTs(), BigInt(applied));
+    // Every command up to the applied index is there in full (so every acknowledged one), and none after it.
+    for (let i = 1; i <= applied; i++) {
+      const row = mv.rowIdOf(`k${i}`);
+      assert.ok(row !== undefined, `row k${i} lost (applied ${applied}, acked ${acked})`);
+      assert.deepEqual(mv.readLatest(row), { kind: 'committed', value: crashValue(i), commitTs: ts(i) });
+      if (i % 2 === 0) assert.equal(txState.get(crashTxId(i))?.state, 'COMMITTED');
+    }
+    assert.equal(mv.rowIdOf(`k${applied + 1}`), undefined, 'a write beyond the applied index survived');
+    assert.deepEqual(mv.rowsWrittenBy(crashTxId(applied)), []);
+  } finally {
+    await root.close();
+  }
+}
