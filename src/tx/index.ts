@@ -1,0 +1,5 @@
+export * from './lock-manager.js';
+export * from './lock-modes.js';
+export * from './tx-id.js';
+export * from './tx-state.js';
+export * from './tx-state-map.js';
