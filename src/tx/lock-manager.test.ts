@@ -229,6 +229,18 @@ describe('lock manager: re-entrancy and upgrades', () => {
       (e: unknown) => isBasaltError(e, 'INVALID_ARGUMENT'),
     );
   });
+
+  it('while an upgrade waits, re-reading under the held lock is still immediate', () => {
+    const lm = new LockManager();
+    lm.acquire(OLD, K, 'S', new Recorder());
+    lm.acquire(YOUNG, K, 'S', new Recorder());
+    expectWaiting(lm.acquire(OLD, K, 'X', new Recorder()));
+    assert.deepEqual(lm.acquire(OLD, K, 'S', new Recorder()), { kind: 'granted', mode: 'S' });
+    assert.throws(
+      () => lm.acquire(OLD, K, 'SIX', new Recorder()),
+      (e: unknown) => isBasaltError(e, 'INVALID_ARGUMENT'),
+    );
+  });
 });
 
 describe('lock manager: queues, release order and failures', () => {

@@ -135,19 +135,20 @@ export class LockManager {
 
   /**
    * Requests `mode` on `key` for `txId`. `listener` is called later only if the result is `waiting`. A tx may have
-   * at most one waiting request per key (a second one is API misuse: INVALID_ARGUMENT).
+   * at most one waiting request per key: asking again for a mode its held lock covers is granted at once, anything
+   * else while it waits is API misuse (INVALID_ARGUMENT).
    */
   acquire(txId: TxId, key: LockKey, mode: LockMode, listener: LockListener): AcquireResult {
-    if (this.waitingByTx.get(txId)?.has(key)) {
-      throw invalidArgument('tx already waits for this lock', { txId, key });
-    }
     const locks = this.keys.get(key);
-    if (locks === undefined && this.keys.size >= this.keysMax) {
-      return { kind: 'denied', denial: { txId, key, mode, code: 'TX_LOCK_CONFLICT', reason: 'table-full' } };
-    }
     const held = locks?.holders.get(txId);
     const target = held === undefined ? mode : joinModes(held, mode);
     if (held === target) return { kind: 'granted', mode: target };
+    if (this.waitingByTx.get(txId)?.has(key)) {
+      throw invalidArgument('tx already waits for this lock', { txId, key });
+    }
+    if (locks === undefined && this.keys.size >= this.keysMax) {
+      return { kind: 'denied', denial: { txId, key, mode, code: 'TX_LOCK_CONFLICT', reason: 'table-full' } };
+    }
     const k = locks ?? this.createKey(key);
     const waiter: Waiter = { txId, key, mode, target, upgrade: held !== undefined, listener };
     const result = waiter.upgrade ? this.requestUpgrade(k, waiter) : this.requestFresh(k, waiter);
