@@ -139,6 +139,15 @@ describe('tx state map: merge rule', () => {
     assert.equal(map.entry(tx(1))?.commitPartitionId, CP);
   });
 
+  it('UNKNOWN is never stored: putting it into the map is a bug', () => {
+    const { map } = newMap();
+    const unknown = { state: 'UNKNOWN', reason: 'resolution' } as unknown as TxStateUpdate;
+    assert.throws(() => map.update(tx(1), unknown), AssertionError);
+    put(map, tx(1), 'PENDING');
+    assert.throws(() => map.update(tx(1), unknown), AssertionError);
+    assert.equal(map.entry(tx(1))?.state, 'PENDING');
+  });
+
   it('a COMMITTED entry without a commit timestamp is a bug', () => {
     const { map } = newMap();
     assert.throws(() => map.update(tx(1), { state: 'COMMITTED', reason: 'resolution' }), AssertionError);

@@ -26,7 +26,7 @@ import { assert } from '../core/assert.js';
 import type { HybridTimestamp, NodeId, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
-import { type FinalTxState, isFinal, isLegalTransition, type TxState } from './tx-state.js';
+import { type FinalTxState, isFinal, isLegalTransition, isTxState, type TxState } from './tx-state.js';
 
 /** Where an update comes from: the seed's update points (ignite3-protocol.md §4 table) and recovery. */
 export type TxStateUpdateReason =
@@ -297,6 +297,7 @@ export class TxStateMap {
   }
 
   private decide(txId: TxId, previous: TxStateEntry | undefined, next: TxStateUpdate): TxStateUpdateResult {
+    assert(isTxState(next.state), `only stored states go into the map (rule 16: UNKNOWN never), got ${next.state}`);
     if (!isLegalTransition(previous?.state, next.state)) {
       assert(previous !== undefined, 'every stored state is reachable from absent');
       return { kind: 'ignored', entry: previous };

@@ -28,15 +28,15 @@ export const ABSENT = 'ABSENT';
 export type TxStateOrAbsent = TxResolutionState | typeof ABSENT;
 
 /** from → the states it may move to (ignite3-protocol.md §3, exactly). */
-export const TX_TRANSITIONS: Readonly<Record<TxStateOrAbsent, readonly TxResolutionState[]>> = {
-  ABSENT: ['PENDING', 'FINISHING', 'ABORTED', 'COMMITTED', 'ABANDONED'],
-  PENDING: ['PENDING', 'FINISHING', 'ABORTED', 'COMMITTED', 'ABANDONED'],
-  FINISHING: ['ABORTED', 'COMMITTED', 'ABANDONED'],
-  ABORTED: ['ABORTED'],
-  COMMITTED: ['COMMITTED'],
-  ABANDONED: ['FINISHING', 'ABORTED', 'COMMITTED', 'ABANDONED'],
-  UNKNOWN: [],
-};
+export const TX_TRANSITIONS: Readonly<Record<TxStateOrAbsent, readonly TxResolutionState[]>> = Object.freeze({
+  ABSENT: Object.freeze(['PENDING', 'FINISHING', 'ABORTED', 'COMMITTED', 'ABANDONED'] as const),
+  PENDING: Object.freeze(['PENDING', 'FINISHING', 'ABORTED', 'COMMITTED', 'ABANDONED'] as const),
+  FINISHING: Object.freeze(['ABORTED', 'COMMITTED', 'ABANDONED'] as const),
+  ABORTED: Object.freeze(['ABORTED'] as const),
+  COMMITTED: Object.freeze(['COMMITTED'] as const),
+  ABANDONED: Object.freeze(['FINISHING', 'ABORTED', 'COMMITTED', 'ABANDONED'] as const),
+  UNKNOWN: Object.freeze([] as const),
+});
 
 /** True if a state may move from `from` (undefined = no entry) to `to`. */
 export function isLegalTransition(from: TxResolutionState | undefined, to: TxResolutionState): boolean {
