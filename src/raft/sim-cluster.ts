@@ -12,9 +12,10 @@
  * together with the former means an acknowledged proposal is never lost.
  */
 import { assert } from '../core/assert.js';
-import { type NodeName, nodeName } from '../core/ids.js';
+import { logIndex, type NodeName, nodeName, term as toTerm } from '../core/ids.js';
 import type { Random } from '../env/random.js';
 import { Raft, type RaftConfig } from './raft.js';
+import { makeEntry } from './raft-log.js';
 import type { Entry, HardState, Message, Ready, Snapshot } from './types.js';
 
 export interface SimFaults {
@@ -95,6 +96,10 @@ export class SimCluster {
   private partitionUntil = 0;
   /** Links cut by scripted tests, as "from>to". */
   private readonly cut = new Set<string>();
+  /** Scripted tests: messages for which this returns true are lost. */
+  dropIf: ((m: Message) => boolean) | null = null;
+  /** Scripted tests: every delivered message, when not null. */
+  trace: Message[] | null = null;
 
   /** The key applied at each index by whoever applied it first. */
   readonly canonical: string[] = [];
@@ -211,6 +216,31 @@ export class SimCluster {
 
   restart(name: NodeName | string): void {
     if (!this.live.has(name as NodeName)) this.start(name as NodeName);
+  }
+
+  /** Loses every message in flight. */
+  discardInFlight(): void {
+    this.queue = [];
+  }
+
+  /** Ticks every live node `count` times, delivering everything after each round. */
+  tickAll(count = 1): void {
+    for (let i = 0; i < count; i++) {
+      for (const l of this.live.values()) l.raft.tick();
+      this.stabilize();
+    }
+  }
+
+  /**
+   * Replaces `name`'s disk with a log whose entries have the given terms (keys `i<index>t<term>`, so equal (index, term) means equal entries), the current term
+   * `term` and commit index `commit`, and restarts it from there.
+   */
+  preload(name: NodeName | string, terms: readonly number[], term: number, commit = 0): void {
+    const entries = terms.map((t, i) => makeEntry(i + 1, t, 'data', encoder.encode(`i${i + 1}t${t}`)));
+    const hardState: HardState = { term: toTerm(term), vote: null, commit: logIndex(commit) };
+    this.disks.set(name as NodeName, { hardState, snapshot: null, entries });
+    this.live.delete(name as NodeName);
+    this.start(name as NodeName);
   }
 
   // ---------------------------------------------------------------- the seeded run
@@ -389,9 +419,11 @@ export class SimCluster {
 
   private deliver(m: Message): void {
     if (this.cut.has(`${m.from}>${m.to}`)) return;
+    if (this.dropIf?.(m)) return;
     if (this.sides !== null && this.sides.get(m.from) !== this.sides.get(m.to)) return;
     const l = this.live.get(m.to);
     if (l === undefined) return;
+    this.trace?.push(m);
     l.raft.step(m);
   }
 
