@@ -10,10 +10,11 @@ import { utf8Bytes } from './codec.js';
 
 export type KeyBytes = Uint8Array;
 
+/** Keys are built as Buffers (pooled allocation, and LMDB takes them without wrapping). */
 function concat(parts: readonly Uint8Array[]): KeyBytes {
   let length = 0;
   for (const p of parts) length += p.length;
-  const out = new Uint8Array(length);
+  const out = Buffer.allocUnsafe(length);
   let offset = 0;
   for (const p of parts) {
     out.set(p, offset);
@@ -31,8 +32,13 @@ function idBytes(id: string, what: string): Uint8Array {
 
 /** `utf8(partitionId) 0x00`: the first bytes of every key of one partition. */
 export function partitionPrefix(partition: PartitionId): KeyBytes {
-  return concat([idBytes(partition, 'partition id'), NUL]);
+  const bytes = idBytes(partition, 'partition id');
+  // LMDB keys hold at most 1978 bytes: a prefix this short leaves room for the largest user key.
+  assert(bytes.length <= PARTITION_ID_BYTES_MAX, `partition id longer than ${PARTITION_ID_BYTES_MAX} bytes`);
+  return concat([bytes, NUL]);
 }
+
+const PARTITION_ID_BYTES_MAX = 256;
 
 /** The smallest key greater than every key starting with `prefix` (undefined: no such key, the range is open). */
 export function prefixEnd(prefix: KeyBytes): KeyBytes | undefined {

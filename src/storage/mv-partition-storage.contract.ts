@@ -275,6 +275,9 @@ export function mvPartitionStorageContract(name: string, open: OpenEngine): void
           assert.deepEqual(scanKeys(s, { kind: 'range', start: 'abd' }), ['abd', 'ac', 'b']);
           assert.deepEqual(scanKeys(s, { kind: 'range', end: 'ab' }), ['a']);
           assert.deepEqual(scanKeys(s, { kind: 'prefix', prefix: '' }).length, 6);
+          assert.deepEqual(scanKeys(s, { kind: 'range', start: 'b', end: 'a' }), []);
+          assert.deepEqual(scanKeys(s, { kind: 'range', start: 'ab', end: 'ab' }), []);
+          assert.deepEqual(scanKeys(s, { kind: 'prefix', prefix: 'zz' }), []);
         }));
 
       it('scan stops at limit rows and names the first key it did not look at; paging from it resumes', () =>

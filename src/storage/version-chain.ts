@@ -8,7 +8,7 @@ import { assert } from '../core/assert.js';
 import { BasaltError, invalidArgument } from '../core/errors.js';
 import type { HybridTimestamp, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import { decode, encode, utf8Bytes } from './codec.js';
+import { decode, decodeWithViews, encode, utf8Bytes } from './codec.js';
 import {
   type CommittedRead,
   type EmptyRead,
@@ -160,7 +160,7 @@ function storedValueField(field: unknown): StoredValue {
 }
 
 export function decodeRow(bytes: Uint8Array): RowRecord {
-  const fields = decode(bytes);
+  const fields = decodeWithViews(bytes);
   if (!Array.isArray(fields) || fields.length < 4 || fields.length % 2 !== 0) throw corrupted('bad field count');
   const [key, txId, commitPartitionId, intentValue] = fields;
   if (typeof key !== 'string') throw corrupted('key');
