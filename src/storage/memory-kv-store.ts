@@ -4,8 +4,9 @@
  * arrays, never mutated after `put`, so a view is a cheap shallow copy of the tables.
  *
  * `atomically` keeps an undo log: if the function throws, every write it made is undone, matching LMDB's abort.
- * Durability is trivial: `flush` resolves at once (the store lives exactly as long as the process or the simulated
- * disk that owns it).
+ * Durability: `flush` resolves at once; the store lives as long as its owner (a process, or a simulated disk). For
+ * the simulator, `trackUnflushed` keeps an undo log of every write since the last `flush` call, and `crash()` undoes
+ * them: what a process crash with a lazy disk may lose. That log grows until the next flush, so it is opt-in.
  */
 import { assert } from '../core/assert.js';
 import { type KvEntry, type KvStore, type KvView, TABLES, type TableName } from './kv-store.js';
@@ -73,6 +74,12 @@ export class MemoryKvStore implements KvStore {
   private readonly tables = new Map<TableName, MemoryTable>(TABLES.map((name) => [name, new MemoryTable()]));
   /** Undo log of the running `atomically` call; undefined outside one. */
   private undo: UndoEntry[] | undefined;
+  /** Undo log of every write since the last flush, when tracking is on. */
+  private readonly unflushed: UndoEntry[] | undefined;
+
+  constructor(options: { readonly trackUnflushed?: boolean } = {}) {
+    this.unflushed = options.trackUnflushed === true ? [] : undefined;
+  }
 
   private table(name: TableName): MemoryTable {
     return this.tables.get(name)!;
@@ -88,30 +95,47 @@ export class MemoryKvStore implements KvStore {
 
   put(table: TableName, key: Uint8Array, value: Uint8Array): void {
     const text = keyText(key);
-    const t = this.table(table);
-    this.undo?.push([table, text, t.values.get(text)]);
-    t.set(text, Uint8Array.from(value));
+    this.recordUndo(table, text);
+    this.table(table).set(text, Uint8Array.from(value));
   }
 
   delete(table: TableName, key: Uint8Array): void {
     const text = keyText(key);
-    const t = this.table(table);
-    this.undo?.push([table, text, t.values.get(text)]);
-    t.remove(text);
+    this.recordUndo(table, text);
+    this.table(table).remove(text);
+  }
+
+  private recordUndo(table: TableName, text: string): void {
+    if (this.undo === undefined && this.unflushed === undefined) return;
+    const entry: UndoEntry = [table, text, this.table(table).values.get(text)];
+    this.undo?.push(entry);
+    this.unflushed?.push(entry);
   }
 
   atomically<T>(fn: () => T): T {
     if (this.undo !== undefined) return fn();
     const undo: UndoEntry[] = [];
+    const unflushedBefore = this.unflushed?.length ?? 0;
     this.undo = undo;
     try {
       return fn();
     } catch (error) {
       this.rollback(undo);
+      this.unflushed?.splice(unflushedBefore);
       throw error;
     } finally {
       this.undo = undefined;
     }
+  }
+
+  /** Undoes every write made since the last `flush` call (requires `trackUnflushed`); returns how many. */
+  crash(): number {
+    assert(this.unflushed !== undefined, 'crash() needs a store created with trackUnflushed');
+    assert(this.undo === undefined, 'crash() inside an atomic step');
+    const lost = this.unflushed.length;
+    this.rollback(this.unflushed);
+    this.unflushed.length = 0;
+    return lost;
   }
 
   private rollback(undo: readonly UndoEntry[]): void {
@@ -133,6 +157,7 @@ export class MemoryKvStore implements KvStore {
   }
 
   flush(): Promise<void> {
+    if (this.unflushed !== undefined) this.unflushed.length = 0;
     return Promise.resolve();
   }
 }

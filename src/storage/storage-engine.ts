@@ -62,10 +62,28 @@ class KvStorageEngine implements StorageEngine {
   }
 }
 
+export interface MemoryStorageEngineOptions {
+  /** Keep what a crash would lose, so that `crash()` can drop it (simulator; costs memory until each flush). */
+  readonly trackUnflushed?: boolean;
+}
+
 /** Storage held in process memory; durable for as long as this object lives. */
 export class MemoryStorageEngine extends KvStorageEngine {
-  constructor() {
-    super(new MemoryKvStore());
+  private readonly memory: MemoryKvStore;
+
+  constructor(options: MemoryStorageEngineOptions = {}) {
+    const memory = new MemoryKvStore(options);
+    super(memory);
+    this.memory = memory;
+  }
+
+  /**
+   * Simulates a process crash with a lazy disk: every write made since the last `flush()` call is undone, whole
+   * atomic steps at a time. Storage objects handed out before stay usable and see the surviving state. Returns the
+   * number of undone writes.
+   */
+  crash(): number {
+    return this.memory.crash();
   }
 }
 
