@@ -4,6 +4,7 @@
  * written once against this interface; `MemoryKvStore` and `LmdbKvStore` are its two implementations, and both run
  * the same contract suites (through the partition storages built on them).
  *
+ * Keys are never empty (LMDB refuses empty keys; every storage key starts with a partition prefix).
  * Ordering: `range` yields keys in ascending byte order (memcmp), start inclusive, end exclusive.
  * Atomicity: every write outside `atomically` is its own atomic step; inside, all writes commit together or not at all
  * (LMDB; the memory store is poisoned instead, see its header). Reads inside `atomically` see its own writes.
