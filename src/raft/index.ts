@@ -1,3 +1,4 @@
+export * from './driver.js';
 export * from './lmdb-log-storage.js';
 export * from './log-storage.js';
 export * from './memory-log-storage.js';
@@ -5,3 +6,4 @@ export * from './progress.js';
 export * from './raft.js';
 export * from './raft-log.js';
 export * from './types.js';
+export * from './wire.js';

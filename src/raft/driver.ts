@@ -1,0 +1,376 @@
+/**
+ * Runs the Raft groups of one node: the thin IO shell around the pure cores. It ticks every core on one injected
+ * timer, feeds it the messages of a narrow transport, and for each Ready, in order: persists it to LogStorage
+ * (durable before anything else), sends its messages, restores a received snapshot and applies committed entries to
+ * the state machine, then advances the core. The same code runs on real timers and TCP, or in the simulator.
+ *
+ * Proposals made in one event-loop turn go into one batch (one Append per follower). A proposal resolves when its
+ * entry is committed *and applied on this node*; it rejects with NOT_LEADER (and the known leader) when this node
+ * cannot propose or the entry was overwritten by another leader's, and with TIMEOUT when a snapshot covered it, so
+ * that its fate is unknown here. Invariants: at most one Ready per group is being handled at a time; applies happen
+ * in log order; pending proposals are bounded by `raftPendingProposalsMax`.
+ */
+import { BasaltError } from '../core/errors.js';
+import type { LogIndex, NodeName, PartitionId, Term } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import type { Random } from '../env/random.js';
+import type { TimerHandle, Timers } from '../env/timers.js';
+import type { LogStorage } from './log-storage.js';
+import { Raft, type RaftConfig } from './raft.js';
+import type { Entry, Ready, Role, Snapshot, Status } from './types.js';
+import { isRaftEnvelope, type RaftEnvelope } from './wire.js';
+
+/** The transport as Raft needs it; the node layer adapts the messenger (or the simulated network) to it. */
+export interface RaftTransport {
+  /** Fire and forget: Raft retries on its own, so a lost message is only a delay. */
+  send(to: NodeName, envelope: RaftEnvelope): void;
+  /** Installs the receiver of envelopes from peers (anything: it is validated here). */
+  setHandler(handler: (from: NodeName, envelope: unknown) => void): void;
+}
+
+/** The replicated state machine of every group on this node. */
+export interface RaftStateMachine {
+  /** The index of the last entry applied to `group` (0 for a new group); read once when the group starts. */
+  appliedIndex(group: PartitionId): number;
+  /** Applies committed entries in log order; noop entries are included so the applied index is always known. */
+  apply(group: PartitionId, entries: readonly Entry[]): void | Promise<void>;
+  /** The state of `group` after every entry applied so far, to compact the log. */
+  snapshot(group: PartitionId): Uint8Array | Promise<Uint8Array>;
+  /** Replaces the state of `group` with a snapshot received from the leader. */
+  restore(group: PartitionId, snapshot: Snapshot): void | Promise<void>;
+}
+
+export interface LeaderChange {
+  readonly group: PartitionId;
+  readonly leader: NodeName | null;
+  readonly term: Term;
+  readonly role: Role;
+}
+
+export type RaftCoreOptions = Partial<Omit<RaftConfig, 'self' | 'voters' | 'random' | 'restore'>>;
+
+export interface RaftDriverOptions {
+  readonly self: NodeName;
+  readonly transport: RaftTransport;
+  readonly timers: Timers;
+  readonly random: Random;
+  readonly storage: LogStorage;
+  readonly stateMachine: RaftStateMachine;
+  readonly tickIntervalMs?: number;
+  readonly raft?: RaftCoreOptions;
+  /** Applied entries kept in the log before it is compacted into a snapshot. */
+  readonly compactEntriesMin?: number;
+  readonly onLeaderChange?: (change: LeaderChange) => void;
+  /** A group whose storage or state machine failed stops; its pending proposals are rejected. */
+  readonly onGroupFailed?: (group: PartitionId, error: unknown) => void;
+}
+
+export interface Committed {
+  readonly index: LogIndex;
+  readonly term: Term;
+}
+
+interface Pending {
+  readonly term: number;
+  readonly resolve: (c: Committed) => void;
+  readonly reject: (e: BasaltError) => void;
+}
+
+interface Queued {
+  readonly data: Uint8Array;
+  readonly resolve: (c: Committed) => void;
+  readonly reject: (e: BasaltError) => void;
+}
+
+interface Group {
+  readonly id: PartitionId;
+  readonly raft: Raft;
+  /** Proposals waiting for their apply, by log index. */
+  readonly pending: Map<number, Pending>;
+  /** Proposals of this turn, not yet handed to the core. */
+  queued: Queued[];
+  scheduled: boolean;
+  busy: boolean;
+  failed: boolean;
+  lastLeader: NodeName | null;
+  lastTerm: number;
+  lastRole: Role;
+}
+
+export class RaftDriver {
+  private readonly self: NodeName;
+  private readonly transport: RaftTransport;
+  private readonly timers: Timers;
+  private readonly random: Random;
+  private readonly storage: LogStorage;
+  private readonly sm: RaftStateMachine;
+  private readonly tickIntervalMs: number;
+  private readonly coreOptions: RaftCoreOptions;
+  private readonly compactEntriesMin: number;
+  private readonly onLeaderChange: ((change: LeaderChange) => void) | undefined;
+  private readonly onGroupFailed: ((group: PartitionId, error: unknown) => void) | undefined;
+  private readonly groups = new Map<PartitionId, Group>();
+  private pendingCount = 0;
+  private timer: TimerHandle | null = null;
+  private stopped = false;
+
+  constructor(options: RaftDriverOptions) {
+    this.self = options.self;
+    this.transport = options.transport;
+    this.timers = options.timers;
+    this.random = options.random;
+    this.storage = options.storage;
+    this.sm = options.stateMachine;
+    this.tickIntervalMs = options.tickIntervalMs ?? LIMITS.raftTickIntervalMs;
+    this.coreOptions = options.raft ?? {};
+    this.compactEntriesMin = options.compactEntriesMin ?? LIMITS.raftCompactEntriesMin;
+    this.onLeaderChange = options.onLeaderChange;
+    this.onGroupFailed = options.onGroupFailed;
+    this.transport.setHandler((from, envelope) => this.receive(from, envelope));
+    this.armTimer();
+  }
+
+  /**
+   * Starts (or restarts, from what LogStorage holds) the group `id` with static membership `voters`. When the state
+   * machine is behind the stored snapshot it is restored from it first.
+   */
+  async addGroup(id: PartitionId, voters: readonly NodeName[]): Promise<void> {
+    if (this.groups.has(id)) throw new BasaltError('ALREADY_EXISTS', `raft group ${id} already runs here`);
+    const stored = this.storage.load(id);
+    let applied = this.sm.appliedIndex(id);
+    if (stored.snapshot !== null && applied < stored.snapshot.index) {
+      await this.sm.restore(id, stored.snapshot);
+      applied = stored.snapshot.index;
+    }
+    const fresh = stored.hardState === null && stored.snapshot === null && stored.entries.length === 0;
+    const raft = new Raft({
+      ...this.coreOptions,
+      self: this.self,
+      voters,
+      random: this.random.fork(`raft/${id}`),
+      ...(fresh
+        ? {}
+        : {
+            restore: {
+              hardState: stored.hardState ?? {
+                term: stored.snapshot?.term ?? (0 as Term),
+                vote: null,
+                commit: stored.snapshot?.index ?? (0 as LogIndex),
+              },
+              snapshot: stored.snapshot,
+              entries: stored.entries,
+              applied,
+            },
+          }),
+    });
+    const s = raft.status();
+    this.groups.set(id, {
+      id,
+      raft,
+      pending: new Map(),
+      queued: [],
+      scheduled: false,
+      busy: false,
+      failed: false,
+      lastLeader: s.leader,
+      lastTerm: s.term,
+      lastRole: s.role,
+    });
+    this.schedule(this.groups.get(id)!);
+  }
+
+  /** Replicates `data` in `group`; resolves once it is committed and applied here. */
+  propose(group: PartitionId, data: Uint8Array): Promise<Committed> {
+    const g = this.groups.get(group);
+    if (g === undefined || g.failed || this.stopped) {
+      return Promise.reject(new BasaltError('NOT_FOUND', `raft group ${group} does not run here`, { group }));
+    }
+    const s = g.raft.status();
+    if (s.role !== 'leader') return Promise.reject(notLeader(group, s));
+    if (this.pendingCount + g.queued.length >= LIMITS.raftPendingProposalsMax) {
+      return Promise.reject(new BasaltError('OVERLOADED', 'too many Raft proposals in flight', { group }));
+    }
+    return new Promise((resolve, reject) => {
+      g.queued.push({ data, resolve, reject });
+      this.schedule(g);
+    });
+  }
+
+  /** Asks the leader of `group` (this node) to hand leadership to `to`. */
+  transferLeader(group: PartitionId, to: NodeName): boolean {
+    const g = this.groups.get(group);
+    if (g === undefined || g.failed) return false;
+    const started = g.raft.transferLeader(to);
+    this.schedule(g);
+    return started;
+  }
+
+  status(group: PartitionId): Status | undefined {
+    return this.groups.get(group)?.raft.status();
+  }
+
+  groupIds(): PartitionId[] {
+    return [...this.groups.keys()];
+  }
+
+  /** Stops ticking and receiving; pending proposals reject with NODE_UNAVAILABLE. Storage is left to its owner. */
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== null) this.timers.clearTimer(this.timer);
+    this.timer = null;
+    for (const g of this.groups.values()) this.failPending(g, new BasaltError('NODE_UNAVAILABLE', 'raft stopped'));
+  }
+
+  // ---------------------------------------------------------------- inputs
+
+  private armTimer(): void {
+    this.timer = this.timers.setTimer(() => {
+      if (this.stopped) return;
+      for (const g of this.groups.values()) {
+        if (g.failed) continue;
+        g.raft.tick();
+        this.schedule(g);
+      }
+      this.armTimer();
+    }, this.tickIntervalMs);
+  }
+
+  private receive(from: NodeName, envelope: unknown): void {
+    if (this.stopped || !isRaftEnvelope(envelope)) return;
+    const m = envelope.message;
+    // A message must come from the peer it names, to this node.
+    if (m.from !== from || m.to !== this.self) return;
+    const g = this.groups.get(envelope.group);
+    if (g === undefined || g.failed) return;
+    g.raft.step(m);
+    this.schedule(g);
+  }
+
+  // ---------------------------------------------------------------- the Ready loop
+
+  private schedule(g: Group): void {
+    if (g.scheduled || this.stopped) return;
+    g.scheduled = true;
+    // Everything that arrives in this turn (messages, proposals, ticks) is handled by one Ready.
+    queueMicrotask(() => {
+      g.scheduled = false;
+      void this.process(g);
+    });
+  }
+
+  private async process(g: Group): Promise<void> {
+    if (g.busy || g.failed || this.stopped) return;
+    g.busy = true;
+    try {
+      this.flushProposals(g);
+      while (!this.stopped && g.raft.hasReady()) {
+        const rd = g.raft.ready();
+        await this.handleReady(g, rd);
+        if (this.stopped) return;
+        g.raft.advance(rd);
+        this.notifyLeader(g);
+        await this.maybeCompact(g);
+        this.flushProposals(g);
+      }
+      this.notifyLeader(g);
+    } catch (error) {
+      g.failed = true;
+      this.failPending(g, new BasaltError('INTERNAL', `raft group ${g.id} failed`, { group: g.id }, { cause: error }));
+      this.onGroupFailed?.(g.id, error);
+    } finally {
+      g.busy = false;
+    }
+  }
+
+  private flushProposals(g: Group): void {
+    if (g.queued.length === 0) return;
+    const batch = g.queued;
+    g.queued = [];
+    const r = g.raft.proposeBatch(batch.map((q) => q.data));
+    if (r.status !== 'OK') {
+      const error =
+        r.status === 'NOT_LEADER'
+          ? notLeader(g.id, g.raft.status(), r.leader)
+          : new BasaltError('OVERLOADED', 'too many uncommitted Raft entries', { group: g.id });
+      for (const q of batch) q.reject(error);
+      return;
+    }
+    batch.forEach((q, i) => {
+      g.pending.set(r.index + i, { term: r.term, resolve: q.resolve, reject: q.reject });
+    });
+    this.pendingCount += batch.length;
+  }
+
+  private async handleReady(g: Group, rd: Ready): Promise<void> {
+    if (rd.hardState !== null || rd.snapshot !== null || rd.entries.length > 0) {
+      await this.storage.save(g.id, { hardState: rd.hardState, snapshot: rd.snapshot, entries: rd.entries });
+    }
+    if (this.stopped) return;
+    for (const message of rd.messages) this.transport.send(message.to, { group: g.id, message });
+    if (rd.snapshot !== null) {
+      await this.sm.restore(g.id, rd.snapshot);
+      this.settleCoveredBy(g, rd.snapshot.index);
+    }
+    if (rd.committedEntries.length > 0) {
+      await this.sm.apply(g.id, rd.committedEntries);
+      for (const e of rd.committedEntries) this.settle(g, e);
+    }
+  }
+
+  /** Resolves or rejects the proposal waiting at `e.index`, if any. */
+  private settle(g: Group, e: Entry): void {
+    const p = g.pending.get(e.index);
+    if (p === undefined) return;
+    g.pending.delete(e.index);
+    this.pendingCount--;
+    if (p.term === e.term) p.resolve({ index: e.index, term: e.term });
+    else p.reject(new BasaltError('NOT_LEADER', 'the proposal was overwritten by a new leader', leaderDetails(g)));
+  }
+
+  /** Proposals at or below a restored snapshot: committed or not, this node cannot tell. */
+  private settleCoveredBy(g: Group, index: number): void {
+    for (const [i, p] of g.pending) {
+      if (i > index) continue;
+      g.pending.delete(i);
+      this.pendingCount--;
+      p.reject(new BasaltError('TIMEOUT', 'outcome unknown: a snapshot replaced the log here', leaderDetails(g)));
+    }
+  }
+
+  private async maybeCompact(g: Group): Promise<void> {
+    const log = g.raft.log;
+    const applied = log.applied;
+    // The snapshot must stand for exactly the applied index, which must be durable in the log.
+    if (applied - log.snapshotIndex() < this.compactEntriesMin || applied > log.stableIndex()) return;
+    const data = await this.sm.snapshot(g.id);
+    if (this.stopped || log.applied !== applied) return;
+    const snapshot = g.raft.compact(applied, data);
+    if (snapshot !== null) await this.storage.compact(g.id, snapshot);
+  }
+
+  private notifyLeader(g: Group): void {
+    const s = g.raft.status();
+    if (s.leader === g.lastLeader && s.term === g.lastTerm && s.role === g.lastRole) return;
+    g.lastLeader = s.leader;
+    g.lastTerm = s.term;
+    g.lastRole = s.role;
+    this.onLeaderChange?.({ group: g.id, leader: s.leader, term: s.term, role: s.role });
+  }
+
+  private failPending(g: Group, error: BasaltError): void {
+    for (const p of g.pending.values()) p.reject(error);
+    this.pendingCount -= g.pending.size;
+    g.pending.clear();
+    for (const q of g.queued) q.reject(error);
+    g.queued = [];
+  }
+}
+
+function leaderDetails(g: Group): Record<string, unknown> {
+  const s = g.raft.status();
+  return { group: g.id, leader: s.leader, term: s.term };
+}
+
+function notLeader(group: PartitionId, s: Status, hint: NodeName | null = s.leader): BasaltError {
+  return new BasaltError('NOT_LEADER', `not the leader of ${group}`, { group, leader: hint, term: s.term });
+}

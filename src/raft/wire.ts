@@ -1,0 +1,85 @@
+/**
+ * Raft messages as they cross the network: `{ group, message }`. Whatever arrives is checked for shape before a core
+ * sees it, because the core treats a malformed message as a bug (assertions) and must never be crashed by a peer.
+ */
+import type { PartitionId } from '../core/ids.js';
+import type { Message, MessageKind } from './types.js';
+
+export interface RaftEnvelope {
+  readonly group: PartitionId;
+  readonly message: Message;
+}
+
+type FieldType = 'index' | 'bool' | 'entries' | 'snapshot';
+
+/** Fields each kind carries besides from, to and term. */
+const FIELDS: Readonly<Record<MessageKind, Readonly<Record<string, FieldType>>>> = {
+  PreVote: { lastIndex: 'index', lastTerm: 'index' },
+  PreVoteResp: { reject: 'bool' },
+  Vote: { lastIndex: 'index', lastTerm: 'index', transfer: 'bool' },
+  VoteResp: { reject: 'bool' },
+  Append: { prevIndex: 'index', prevTerm: 'index', entries: 'entries', commit: 'index' },
+  AppendResp: { reject: 'bool', index: 'index', hintIndex: 'index', hintTerm: 'index' },
+  Heartbeat: { commit: 'index' },
+  HeartbeatResp: {},
+  Snapshot: { snapshot: 'snapshot' },
+  TimeoutNow: {},
+};
+
+const isIndex = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isBytes = (v: unknown): boolean => v instanceof Uint8Array;
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
+
+function isEntry(v: unknown): boolean {
+  return (
+    isObject(v) &&
+    isIndex(v['index']) &&
+    isIndex(v['term']) &&
+    (v['kind'] === 'data' || v['kind'] === 'noop') &&
+    isBytes(v['data'])
+  );
+}
+
+function isEntries(v: unknown): boolean {
+  if (!Array.isArray(v)) return false;
+  for (let i = 0; i < v.length; i++) {
+    const e = v[i] as unknown;
+    if (!isEntry(e)) return false;
+    // Consecutive indexes with non-decreasing terms, as the core assumes.
+    if (i > 0) {
+      const prev = v[i - 1] as { index: number; term: number };
+      const cur = e as { index: number; term: number };
+      if (cur.index !== prev.index + 1 || cur.term < prev.term) return false;
+    }
+  }
+  return true;
+}
+
+function checkField(type: FieldType, v: unknown): boolean {
+  switch (type) {
+    case 'index':
+      return isIndex(v);
+    case 'bool':
+      return typeof v === 'boolean';
+    case 'entries':
+      return isEntries(v);
+    case 'snapshot':
+      return isObject(v) && isIndex(v['index']) && isIndex(v['term']) && isBytes(v['data']);
+  }
+}
+
+export function isRaftMessage(v: unknown): v is Message {
+  if (!isObject(v) || typeof v['kind'] !== 'string' || !Object.hasOwn(FIELDS, v['kind'])) return false;
+  if (typeof v['from'] !== 'string' || typeof v['to'] !== 'string' || !isIndex(v['term'])) return false;
+  const fields = FIELDS[v['kind'] as MessageKind];
+  for (const [name, type] of Object.entries(fields)) if (!checkField(type, v[name])) return false;
+  if (v['kind'] === 'Append') {
+    const entries = v['entries'] as { index: number }[];
+    if (entries.length > 0 && entries[0]!.index !== (v['prevIndex'] as number) + 1) return false;
+  }
+  return true;
+}
+
+export function isRaftEnvelope(v: unknown): v is RaftEnvelope {
+  return isObject(v) && typeof v['group'] === 'string' && isRaftMessage(v['message']);
+}
