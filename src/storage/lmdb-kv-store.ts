@@ -32,7 +32,11 @@ export class LmdbKvStore implements KvStore {
   }
 
   get(table: TableName, key: Uint8Array): Uint8Array | undefined {
-    return this.db(table).get(asBuffer(key));
+    try {
+      return this.db(table).get(asBuffer(key));
+    } catch (error) {
+      throw this.closedOr(error);
+    }
   }
 
   range(table: TableName, start: Uint8Array, end: Uint8Array | undefined, limit?: number): Iterable<KvEntry> {
@@ -53,17 +57,26 @@ export class LmdbKvStore implements KvStore {
     try {
       return this.root.transactionSync(fn) as T;
     } catch (error) {
-      if (error instanceof Error && /closed/i.test(error.message)) {
-        throw new BasaltError('STORAGE_CLOSED', 'the LMDB environment is closed', undefined, { cause: error });
-      }
-      throw error;
+      throw this.closedOr(error);
     } finally {
       this.depth--;
     }
   }
 
+  /** Turns a failure caused by a closed environment into STORAGE_CLOSED; anything else passes through. */
+  private closedOr(error: unknown): unknown {
+    const status = (this.root as unknown as { status?: string }).status;
+    if (status === 'open') return error;
+    return new BasaltError('STORAGE_CLOSED', 'the LMDB environment is closed', undefined, { cause: error });
+  }
+
   view(): KvView {
-    const transaction = this.root.useReadTransaction();
+    let transaction: ReturnType<RootDatabase['useReadTransaction']>;
+    try {
+      transaction = this.root.useReadTransaction();
+    } catch (error) {
+      throw this.closedOr(error);
+    }
     return {
       get: (table, key) => this.db(table).get(asBuffer(key), { transaction }),
       range: (table, start, end, limit) => rangeOf(this.db(table), start, end, limit, transaction),

@@ -12,6 +12,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { RootDatabase } from 'lmdb';
 import { CRASH_PARTITION, crashTxId, crashValue } from '../../test/storage/crash-child.js';
+import { isBasaltError } from '../core/errors.js';
 import { idx, pid, term, ts, tx } from './contract-harness.js';
 import { openLmdbEnvironment } from './lmdb-environment.js';
 import { TOMBSTONE } from './mv-partition-storage.js';
@@ -75,6 +76,18 @@ describe('LMDB storage durability', () => {
       } finally {
         await root.close();
       }
+    }));
+
+  it('using storage after its environment was closed throws STORAGE_CLOSED', () =>
+    withDir(async (dir) => {
+      const root = openLmdbEnvironment(dir, { sync: false });
+      const mv = new LmdbStorageEngine(root).mvPartition(P);
+      const row = mv.ensureRowId('k');
+      await root.close();
+      const closed = (e: unknown) => isBasaltError(e, 'STORAGE_CLOSED');
+      assert.throws(() => mv.readLatest(row), closed);
+      assert.throws(() => mv.addWriteCommitted(row, 1, ts(5)), closed);
+      assert.throws(() => [...mv.snapshot()], closed);
     }));
 
   it('every write acknowledged after flush survives SIGKILL of the writer, in 3 kill/restart rounds', () =>
