@@ -14,7 +14,7 @@
  * assign the same ids, but local-only operations (GC, write-intent switches) can make them differ: row ids are
  * replica-local and replicated commands should name keys.
  */
-import { assert } from '../core/assert.js';
+import { assert, unreachable } from '../core/assert.js';
 import { BasaltError, invalidArgument } from '../core/errors.js';
 import type { HybridTimestamp, LogIndex, PartitionId, RowId, Term, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -222,6 +222,8 @@ export class KvMvPartition implements MvPartitionStorage {
         const end = range.end === undefined ? partitionEnd : withSuffix(this.prefix, validateKey(range.end));
         return [start, end];
       }
+      default:
+        return unreachable(range, 'unknown key range kind');
     }
   }
 
