@@ -1,0 +1,31 @@
+/**
+ * `npm run bench`: every benchmark of the project, printed next to the physical floors measured in the same run
+ * (fsync of a small append; loopback TCP round trip) and as ratios to them, so that figures from different machines or
+ * runs can be compared. Benchmarks run outside `npm test`.
+ */
+import { measureFsync } from './floors.js';
+import { runStorageBench } from './storage.js';
+
+function fmt(n: number, digits = 0): string {
+  return n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+async function main(): Promise<void> {
+  console.log('basalt bench: measuring floors...');
+  const fsync = measureFsync(1000);
+  console.log(`floor  fsync (128 B append + fsync)          p50 ${fmt(fsync.p50Us)} µs   p99 ${fmt(fsync.p99Us)} µs`);
+
+  console.log('\nstorage (MVCC partition storage, one atomic step per command):');
+  for (const result of await runStorageBench()) {
+    // Durable writes are bounded by fsync: quote the time per write as a multiple of one fsync.
+    const durableWrite = /fsync on/i.test(result.name) && /add\+commit/.test(result.name);
+    const perOpUs = 1e6 / result.opsPerSec;
+    const ratio = durableWrite ? `   ${fmt(perOpUs)} µs/op = ${fmt(perOpUs / fsync.p50Us, 2)}× fsync p50` : '';
+    console.log(`  ${result.name.padEnd(72)} ${fmt(result.opsPerSec).padStart(10)} ops/s${ratio}`);
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
