@@ -5,20 +5,21 @@ import { runRaftSimulation } from './sim-cluster.js';
 
 /**
  * Many seeded runs of whole clusters of Raft cores under drops, duplicates, delays, partitions, crashes and restarts.
- * A failure names its seed; replay it alone with RAFT_SEED=<seed> (RAFT_SEEDS=<n> changes how many seeds run).
+ * A failure names its seed; replay it alone with RAFT_SEED=<seed> (RAFT_SEEDS=<n> changes how many seeds run;
+ * RAFT_SIZE=3|5 overrides the cluster size, which is otherwise 5 for even seeds and 3 for odd ones).
  */
 const only = process.env['RAFT_SEED'];
 const seedCount = Number(process.env['RAFT_SEEDS'] ?? 500);
 const seeds = only !== undefined ? [Number(only)] : Array.from({ length: seedCount }, (_, i) => i + 1);
 
 function runSeed(seed: number): ReturnType<typeof runRaftSimulation> {
-  const size = seed % 2 === 0 ? 5 : 3;
+  const size = Number(process.env['RAFT_SIZE'] ?? (seed % 2 === 0 ? 5 : 3));
   try {
     return runRaftSimulation(new SeededRandom(seed), { size });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     throw new Error(
-      `raft simulation failed for seed ${seed} (${size} nodes); replay with RAFT_SEED=${seed}: ${message}`,
+      `raft simulation failed for seed ${seed} (${size} nodes); replay with RAFT_SEED=${seed} RAFT_SIZE=${size}: ${message}`,
       {
         cause: error,
       },

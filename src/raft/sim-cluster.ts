@@ -28,6 +28,8 @@ export interface SimFaults {
   /** Chance per unit that a live node crashes (at most a minority is down at once). */
   crashRate: number;
   downUnitsMax: number;
+  /** A Ready's disk write takes up to this many units; the node keeps working meanwhile. */
+  diskUnitsMax: number;
 }
 
 export const NO_FAULTS: SimFaults = {
@@ -38,6 +40,7 @@ export const NO_FAULTS: SimFaults = {
   partitionUnitsMax: 0,
   crashRate: 0,
   downUnitsMax: 0,
+  diskUnitsMax: 0,
 };
 
 export interface SimClusterOptions {
@@ -65,6 +68,8 @@ interface StateMachine {
 interface Live {
   raft: Raft;
   sm: StateMachine;
+  /** The Ready whose disk write is under way, and the unit it completes in. */
+  writing: { rd: Ready; doneAt: number } | null;
   /** Proposals this node made as leader, awaiting their apply: index → (term, key). */
   pending: Map<number, { term: number; key: string }>;
 }
@@ -307,14 +312,20 @@ export class SimCluster {
         this.restart(n);
       }
     }
-    const downMax = Math.floor((this.names.length - 1) / 2);
-    if (this.downUntil.size < downMax && this.random.next() < f.crashRate) {
+    if (this.mayCrash() && this.random.next() < f.crashRate) {
       const n = this.names[this.random.int(this.names.length)]!;
-      if (this.live.has(n)) {
-        this.crash(n);
-        this.downUntil.set(n, this.now + 1 + this.random.int(f.downUnitsMax));
-      }
+      if (this.live.has(n)) this.crashFor(n);
     }
+  }
+
+  /** At most a minority is down at once, so that the cluster can always make progress once healed. */
+  private mayCrash(): boolean {
+    return this.downUntil.size < Math.floor((this.names.length - 1) / 2);
+  }
+
+  private crashFor(name: NodeName): void {
+    this.crash(name);
+    this.downUntil.set(name, this.now + 1 + this.random.int(this.faults.downUnitsMax));
   }
 
   // ---------------------------------------------------------------- one node
@@ -333,15 +344,30 @@ export class SimCluster {
       random: this.random.fork(`raft/${name}/${this.now}`),
       ...(restore === undefined ? {} : { restore }),
     });
-    this.live.set(name, { raft, sm, pending: new Map() });
+    this.live.set(name, { raft, sm, pending: new Map(), writing: null });
   }
 
-  /** Persist, send, apply, advance: the driver's loop for one Ready. Returns whether there was one. */
+  /**
+   * The driver's loop for one Ready: take it, and once its disk write completes (after `diskUnits`, during which the
+   * node keeps stepping messages and ticking) persist, send, apply and advance. Returns whether anything happened.
+   */
   private handleReady(name: NodeName): boolean {
     const l = this.live.get(name);
-    if (l === undefined || !l.raft.hasReady()) return false;
-    const rd = l.raft.ready();
+    if (l === undefined) return false;
+    if (l.writing === null) {
+      if (!l.raft.hasReady()) return false;
+      const units = this.faults.diskUnitsMax > 0 ? this.random.int(this.faults.diskUnitsMax + 1) : 0;
+      l.writing = { rd: l.raft.ready(), doneAt: this.now + units };
+    }
+    if (l.writing.doneAt > this.now) return false;
+    const rd = l.writing.rd;
+    l.writing = null;
     this.persist(name, rd);
+    if (this.random.next() < this.faults.crashRate * 5 && this.mayCrash()) {
+      // Durable but never sent: the crash window between fsync and the network.
+      this.crashFor(name);
+      return true;
+    }
     for (const m of rd.messages) this.send(m);
     if (rd.snapshot !== null) {
       l.sm.keys = decodeKeys(rd.snapshot.data);
@@ -350,7 +376,9 @@ export class SimCluster {
     for (const e of rd.committedEntries) this.apply(name, l, e);
     l.raft.advance(rd);
     const s = l.raft.status();
-    if (s.applied - s.snapshotIndex >= this.compactEvery) this.compact(name, l);
+    if (s.applied - s.snapshotIndex >= this.compactEvery && s.applied <= l.raft.log.stableIndex()) {
+      this.compact(name, l);
+    }
     return true;
   }
 
@@ -498,6 +526,7 @@ export function runRaftSimulation(random: Random, options: SimRunOptions): SimRu
     partitionUnitsMax: 50 + params.int(500),
     crashRate: params.next() * 0.003,
     downUnitsMax: 50 + params.int(500),
+    diskUnitsMax: [0, 1, 4][params.int(3)]!,
   };
   const compactEvery = [5, 20, 100, Number.POSITIVE_INFINITY][params.int(4)]!;
   const proposeRate = 0.05 + params.next() * 0.4;
