@@ -39,6 +39,10 @@ export const LIMITS = {
   txStateListMax: 10_000,
   /** Storage: a snapshot chunk is cut once its encoded entries reach this many bytes (one entry may exceed it). */
   storageSnapshotChunkBytes: 1024 * 1024,
+  /** Storage: largest value of one named per-partition metadata record (`setMeta`), e.g. a replica's lease. */
+  storageMetaBytesMax: 64 * 1024,
+  /** Storage: longest name of a per-partition metadata record. */
+  storageMetaNameCharsMax: 64,
   /** Storage: entries deleted per range step when destroying or restoring a partition. */
   storageRangeDeleteBatch: 10_000,
   /** Entries in one node's volatile tx state map; past it new entries are refused (live state is never evicted). */
@@ -70,6 +74,44 @@ export const LIMITS = {
   raftPendingProposalsMax: 100_000,
   /** Raft driver: applied entries kept in the log before the state machine is asked for a snapshot to compact it. */
   raftCompactEntriesMin: 10_000,
+  /** Node: a node sends a heartbeat to each connected peer this often. */
+  nodeHeartbeatIntervalMs: 200,
+  /** Node: a peer whose connection was down, or whose heartbeats went unanswered, this long is gone (rule 17). */
+  peerLivenessTimeoutMsDefault: 2_000,
+  /** Node: superseded ephemeral ids remembered as gone (one per peer restart); the oldest are forgotten past it. */
+  goneNodeIdsMax: 100_000,
+  /** Metastorage: tables in the cluster. */
+  tablesMax: 10_000,
+  /** Metastorage: partitions of one table. */
+  tablePartitionsMax: 4_096,
+  /** Metastorage: longest table name, in characters. */
+  tableNameCharsMax: 256,
+  /** Metastorage: apply results kept for local proposers to read back (most recent entries). */
+  metaResultsMax: 4_096,
+  /** Metastorage: a watch request from a non-member waits at most this long for a newer revision. */
+  metaWatchWaitMs: 1_000,
+  /** Metastorage: watch requests one member keeps waiting at once. */
+  metaWatchersMax: 10_000,
+  /** Metastorage: a command is retried (other member, new leader) until this deadline. */
+  metaCommandTimeoutMs: 15_000,
+  /** Replica: length of a lease (HLC ms). Must exceed 2·maxClockSkew, since a holder stops acting that much early. */
+  leaseDurationMsDefault: 5_000,
+  /** Replica: the holder proposes a renewal once this little of its acting window is left (stasis not counted). */
+  leaseRenewMarginMsDefault: 2_000,
+  /** Replica: the leader proposes an idle SafeTimeSync when applied safe time has not moved for this long. */
+  safeTimeSyncIdleMsDefault: 100,
+  /** Replica: callbacks waiting for one partition's applied safe time to reach a timestamp. */
+  safeTimeWaitersMax: 100_000,
+  /** Replica: one node's proposals taken (timestamp registered in flight) and not yet applied or abandoned. */
+  replicaProposalsInFlightMax: 100_000,
+  /** Replica: writes in one UpdateAll command. */
+  updateAllWritesMax: 10_000,
+  /** Replica: partitions named as enlisted in one FinishTx command. */
+  finishEnlistedPartitionsMax: 10_000,
+  /** Replica: tx ids in one VacuumTxStates or TxCleanupCompleted command. */
+  txStateVacuumBatchMax: 1_000,
+  /** Default tx timeout; a tx's hard deadline is beginTs + this (rule 15), the same on every node of a cluster. */
+  txTimeoutMsDefault: 30_000,
   /** Simulator: events run in one simulation before it is declared runaway. */
   simEventsMax: 50_000_000,
 } as const;

@@ -261,3 +261,27 @@ test('stop rejects pending proposals with NODE_UNAVAILABLE', async () => {
   c.member(leader).driver.stop();
   await assert.rejects(p, (e) => isBasaltError(e, 'NODE_UNAVAILABLE'));
 });
+
+test('removeGroup stops one group: pending proposals reject with NOT_FOUND, nothing more is stored, peers elect anew', async () => {
+  const c = new Cluster();
+  await c.startAll();
+  const leader = await c.waitLeader();
+  for (const n of c.names) if (n !== leader) c.net.cut.add(n);
+  const p = c.member(leader).driver.propose(G, enc('orphan'));
+  const rejected = assert.rejects(p, (e) => isBasaltError(e, 'NOT_FOUND'));
+  await c.run(30);
+  assert.equal(await c.settle(c.member(leader).driver.removeGroup(G)), true);
+  await rejected;
+  assert.equal(c.member(leader).driver.status(G), undefined);
+  assert.deepEqual(c.member(leader).driver.groupIds(), []);
+  assert.equal(await c.settle(c.member(leader).driver.removeGroup(G)), false, 'removing twice is a no-op');
+  const stored = c.member(leader).storage.load(G).entries.length;
+  c.net.cut.clear();
+  await c.run(2_000);
+  assert.equal(c.member(leader).storage.load(G).entries.length, stored, 'a removed group persists nothing more');
+  const others = c.names.filter((n) => n !== leader);
+  assert.ok(
+    others.some((n) => c.member(n).driver.status(G)?.role === 'leader'),
+    'the remaining voters elect a leader without it',
+  );
+});

@@ -92,6 +92,8 @@ interface Group {
   scheduled: boolean;
   busy: boolean;
   failed: boolean;
+  /** Called once when an in-progress Ready loop ends (removeGroup waits for it). */
+  onIdle: (() => void) | undefined;
   lastLeader: NodeName | null;
   lastTerm: number;
   lastRole: Role;
@@ -172,6 +174,7 @@ export class RaftDriver {
       scheduled: false,
       busy: false,
       failed: false,
+      onIdle: undefined,
       lastLeader: s.leader,
       lastTerm: s.term,
       lastRole: s.role,
@@ -194,6 +197,21 @@ export class RaftDriver {
       g.queued.push({ data, resolve, reject });
       this.schedule(g);
     });
+  }
+
+  /**
+   * Stops running group `id` here (its table was dropped or its replica moved away): it no longer ticks, receives or
+   * persists, and its pending proposals reject with NOT_FOUND. Resolves once no Ready of the group is being handled,
+   * so the caller may then drop its stored state (`LogStorage.removeGroup`). False if the group did not run here.
+   */
+  async removeGroup(id: PartitionId): Promise<boolean> {
+    const g = this.groups.get(id);
+    if (g === undefined) return false;
+    this.groups.delete(id);
+    g.failed = true;
+    this.failPending(g, new BasaltError('NOT_FOUND', `raft group ${id} was removed`, { group: id }));
+    if (g.busy) await new Promise<void>((resolve) => (g.onIdle = resolve));
+    return true;
   }
 
   /** Asks the leader of `group` (this node) to hand leadership to `to`. */
@@ -263,10 +281,10 @@ export class RaftDriver {
     g.busy = true;
     try {
       this.flushProposals(g);
-      while (!this.stopped && g.raft.hasReady()) {
+      while (!this.stopped && !g.failed && g.raft.hasReady()) {
         const rd = g.raft.ready();
         await this.handleReady(g, rd);
-        if (this.stopped) return;
+        if (this.stopped || g.failed) return;
         g.raft.advance(rd);
         this.notifyLeader(g);
         await this.maybeCompact(g);
@@ -279,6 +297,9 @@ export class RaftDriver {
       this.onGroupFailed?.(g.id, error);
     } finally {
       g.busy = false;
+      const onIdle = g.onIdle;
+      g.onIdle = undefined;
+      onIdle?.();
     }
   }
 
@@ -305,7 +326,7 @@ export class RaftDriver {
     if (rd.hardState !== null || rd.snapshot !== null || rd.entries.length > 0) {
       await this.storage.save(g.id, { hardState: rd.hardState, snapshot: rd.snapshot, entries: rd.entries });
     }
-    if (this.stopped) return;
+    if (this.stopped || g.failed) return;
     for (const message of rd.messages) this.transport.send(message.to, { group: g.id, message });
     if (rd.snapshot !== null) {
       await this.sm.restore(g.id, rd.snapshot);
