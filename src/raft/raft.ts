@@ -97,6 +97,8 @@ export class Raft {
   /** Leader only: one Progress per voter, itself included (its match is its durable last index). */
   private readonly progress = new Map<NodeName, Progress>();
   private transferee: NodeName | null = null;
+  /** Leader: the commit index advanced and followers have not been told yet (done once per Ready). */
+  private commitToBroadcast = false;
 
   private outbox: Message[] = [];
   private persistedHardState: HardState;
@@ -203,6 +205,7 @@ export class Raft {
   hasReady(): boolean {
     if (this.outstanding !== null) return false;
     return (
+      this.commitToBroadcast ||
       this.outbox.length > 0 ||
       !sameHardState(this.hardState(), this.persistedHardState) ||
       this.log.stableIndex() < this.log.lastIndex() ||
@@ -213,6 +216,11 @@ export class Raft {
 
   ready(): Ready {
     assert(this.outstanding === null, 'ready() called again before advance()');
+    if (this.commitToBroadcast) {
+      // One Append per follower however many answers advanced the commit index since the last Ready.
+      this.commitToBroadcast = false;
+      if (this.role === 'leader') this.broadcastAppend();
+    }
     const hs = this.hardState();
     const rd: Ready = {
       hardState: sameHardState(hs, this.persistedHardState) ? null : hs,
@@ -238,7 +246,7 @@ export class Raft {
     if (this.role === 'leader') {
       // The leader's own copy counts towards a quorum only once it is durable.
       if (this.progress.get(this.self)!.maybeUpdate(this.log.stableIndex()) && this.maybeCommit()) {
-        this.broadcastAppend();
+        this.commitToBroadcast = true;
       }
     }
   }
@@ -281,6 +289,7 @@ export class Raft {
     this.votes.clear();
     this.progress.clear();
     this.transferee = null;
+    this.commitToBroadcast = false;
   }
 
   private becomeFollower(term: number, lead: NodeName | null): void {
@@ -610,8 +619,8 @@ export class Raft {
       pr.becomeProbe();
       pr.becomeReplicate();
     } else if (pr.state === 'replicate') pr.freeTo(m.index);
-    if (this.maybeCommit()) this.broadcastAppend();
-    else while (this.sendAppend(m.from, false)) {}
+    if (this.maybeCommit()) this.commitToBroadcast = true;
+    while (this.sendAppend(m.from, false)) {}
     if (m.from === this.transferee && pr.match === this.log.lastIndex()) this.send({ kind: 'TimeoutNow', to: m.from });
   }
 

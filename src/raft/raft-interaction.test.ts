@@ -1,0 +1,168 @@
+/**
+ * Scripted interaction tests with golden output, in the manner of etcd-raft's datadriven `testdata/*.txt`: each file
+ * holds commands, each followed by `----` and the output it must produce (the messages delivered, statuses, logs).
+ * A change in behaviour shows up as a reviewable diff; after reviewing it, regenerate with RAFT_REWRITE=1.
+ *
+ * Commands:
+ *   cluster size=3 [compact=N] [appendMax=N]   a new cluster of cores (seeded, no random faults)
+ *   campaign n1 | tick n1 [count] | stabilize | propose n1 key | transfer n1 n2
+ *   isolate n1 | heal | crash n1 | restart n1 | status | log n1
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { nodeName } from '../core/ids.js';
+import { SeededRandom } from '../sim/random.js';
+import { SimCluster } from './sim-cluster.js';
+import type { Entry, Message } from './types.js';
+
+const dir = fileURLToPath(new URL('../../../src/raft/testdata/', import.meta.url));
+const rewrite = process.env['RAFT_REWRITE'] === '1';
+const dec = (b: Uint8Array): string => new TextDecoder().decode(b);
+
+function entry(e: Entry): string {
+  return `${e.index}/${e.term}${e.kind === 'noop' ? '' : `:${dec(e.data)}`}`;
+}
+
+function describeMessage(m: Message): string {
+  const head = `${m.from}->${m.to} ${m.kind} t${m.term}`;
+  switch (m.kind) {
+    case 'PreVote':
+    case 'Vote':
+      return `${head} last=${m.lastIndex}/${m.lastTerm}${m.kind === 'Vote' && m.transfer ? ' transfer' : ''}`;
+    case 'PreVoteResp':
+    case 'VoteResp':
+      return `${head}${m.reject ? ' REJECT' : ''}`;
+    case 'Append':
+      return `${head} prev=${m.prevIndex}/${m.prevTerm} commit=${m.commit} [${m.entries.map(entry).join(' ')}]`;
+    case 'AppendResp':
+      return `${head} index=${m.index}${m.reject ? ` REJECT hint=${m.hintIndex}/${m.hintTerm}` : ''}`;
+    case 'Heartbeat':
+      return `${head} commit=${m.commit}`;
+    case 'Snapshot':
+      return `${head} snapshot=${m.snapshot.index}/${m.snapshot.term}`;
+    case 'HeartbeatResp':
+    case 'TimeoutNow':
+      return head;
+  }
+}
+
+class Interpreter {
+  private c: SimCluster | null = null;
+
+  run(line: string): string {
+    const [cmd, ...args] = line.trim().split(/\s+/);
+    const kv = Object.fromEntries(args.filter((a) => a.includes('=')).map((a) => a.split('=') as [string, string]));
+    if (cmd === 'cluster') {
+      const compact = kv['compact'] === undefined ? {} : { compactEvery: Number(kv['compact']) };
+      const raft = kv['appendMax'] === undefined ? {} : { raft: { appendEntriesMax: Number(kv['appendMax']) } };
+      this.c = new SimCluster({
+        size: Number(kv['size'] ?? 3),
+        random: new SeededRandom('interaction'),
+        ...compact,
+        ...raft,
+      });
+      return 'ok';
+    }
+    const c = this.c;
+    assert.ok(c !== null, 'the first command must be `cluster`');
+    const [a, b] = args;
+    return this.traced(c, () => {
+      switch (cmd) {
+        case 'campaign':
+          c.campaign(a!);
+          return '';
+        case 'tick':
+          c.tick(a!, Number(b ?? 1));
+          c.stabilize();
+          return '';
+        case 'stabilize':
+          c.stabilize();
+          return '';
+        case 'propose': {
+          const index = c.propose(a!, b);
+          return index === null ? 'refused' : `index ${index}`;
+        }
+        case 'transfer':
+          return c.raft(a!).transferLeader(nodeName(b!)) ? 'transferring' : 'refused';
+        case 'isolate':
+          c.isolate(a!);
+          return 'ok';
+        case 'heal':
+          c.heal();
+          return 'ok';
+        case 'crash':
+          c.crash(a!);
+          return 'ok';
+        case 'restart':
+          c.restart(a!);
+          return 'ok';
+        case 'status':
+          return c.names.map((n) => this.status(c, n)).join('\n');
+        case 'log': {
+          const log = c.raft(a!).log;
+          const entries = log.lastIndex() > log.snapshotIndex() ? log.slice(log.firstIndex(), log.lastIndex()) : [];
+          return `snapshot=${log.snapshotIndex()} [${entries.map(entry).join(' ')}]`;
+        }
+        default:
+          throw new Error(`unknown command: ${line}`);
+      }
+    });
+  }
+
+  private status(c: SimCluster, n: string): string {
+    if (!c.live.has(nodeName(n))) return `${n}: down`;
+    const s = c.raft(n).status();
+    return `${n}: ${s.role} term=${s.term} leader=${s.leader ?? '-'} commit=${s.commit} applied=${s.applied} last=${s.lastIndex}`;
+  }
+
+  /** Runs `fn`, then prints what it returned followed by every message delivered meanwhile. */
+  private traced(c: SimCluster, fn: () => string): string {
+    c.trace = [];
+    const result = fn();
+    const lines = c.trace.map(describeMessage);
+    c.trace = null;
+    return [result, ...lines].filter(Boolean).join('\n') || 'ok';
+  }
+}
+
+interface Case {
+  readonly command: string;
+  readonly expected: string;
+}
+
+function parse(text: string): Case[] {
+  const cases: Case[] = [];
+  const blocks = text.split(/\n(?=\S[^\n]*\n----\n)/);
+  for (const block of blocks) {
+    const lines = block.split('\n').filter((l) => !l.startsWith('#'));
+    while (lines.length > 0 && lines[0]!.trim() === '') lines.shift();
+    if (lines.length === 0) continue;
+    assert.equal(lines[1], '----', `malformed block: ${block}`);
+    cases.push({ command: lines[0]!, expected: lines.slice(2).join('\n').trim() });
+  }
+  return cases;
+}
+
+function render(header: string, results: readonly { command: string; output: string }[]): string {
+  return `${header}${results.map((r) => `${r.command}\n----\n${r.output}\n`).join('\n')}`;
+}
+
+for (const file of readdirSync(dir).filter((f) => f.endsWith('.txt'))) {
+  test(`interaction script ${file}`, () => {
+    const text = readFileSync(dir + file, 'utf8');
+    const header = text
+      .split('\n')
+      .filter((l, i, all) => l.startsWith('#') && all.slice(0, i).every((p) => p.startsWith('#')))
+      .map((l) => `${l}\n`)
+      .join('');
+    const it = new Interpreter();
+    const results = parse(text).map((cs) => ({ ...cs, output: it.run(cs.command) }));
+    if (rewrite) {
+      writeFileSync(dir + file, render(header, results));
+      return;
+    }
+    for (const r of results) assert.equal(r.output, r.expected, `${file}: output of \`${r.command}\` changed`);
+  });
+}
