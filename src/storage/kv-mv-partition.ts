@@ -6,6 +6,7 @@
  *   mv:txrows   txId 0x00 rowId → ∅        rows holding an intent of a tx (cleanup, recovery)
  *   mv:gc       ts(8 bytes BE) rowId → ∅   rows with versions that become garbage once the watermark reaches ts
  *   mv:meta     (prefix) → [appliedIndex, appliedTerm, appliedTs, nextRowId]
+ *   mv:attrs    utf8(name) → bytes         named metadata records of layers above (see partition-meta.ts)
  * Invariants: a row's key index entry exists iff the row exists; a txrows entry exists iff the row's intent belongs to
  * that tx; a row whose chain has GC work at or below a watermark has a gc entry at or below it. Every mutating
  * method is one atomic step (joining the caller's `runConsistently` if any).
@@ -37,6 +38,7 @@ import type {
   ScanRow,
 } from './mv-partition-storage.js';
 import { TOMBSTONE } from './mv-partition-storage.js';
+import { readMeta, writeMeta } from './partition-meta.js';
 import { clearPartition, restoreChunks, snapshotChunks } from './partition-tables.js';
 import type { AppliedPosition, PartitionSnapshot } from './replicated-storage.js';
 import {
@@ -52,7 +54,7 @@ import {
   validateKey,
 } from './version-chain.js';
 
-const MV_TABLES: readonly TableName[] = ['mv:rows', 'mv:keys', 'mv:txrows', 'mv:gc', 'mv:meta'];
+const MV_TABLES: readonly TableName[] = ['mv:rows', 'mv:keys', 'mv:txrows', 'mv:gc', 'mv:meta', 'mv:attrs'];
 
 interface MvMeta {
   readonly index: LogIndex;
@@ -267,6 +269,16 @@ export class KvMvPartition implements MvPartitionStorage {
 
   flush(): Promise<void> {
     return this.store.flush();
+  }
+
+  getMeta(name: string): Uint8Array | undefined {
+    this.checkLive();
+    return readMeta(this.store, 'mv:attrs', this.prefix, name);
+  }
+
+  setMeta(name: string, value: Uint8Array): void {
+    this.checkLive();
+    writeMeta(this.store, 'mv:attrs', this.prefix, name, value);
   }
 
   // ---- GC ----

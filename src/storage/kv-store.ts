@@ -15,9 +15,11 @@ export const TABLES = [
   'mv:txrows',
   'mv:gc',
   'mv:meta',
+  'mv:attrs',
   'txstate:records',
   'txstate:pending',
   'txstate:meta',
+  'txstate:attrs',
 ] as const;
 
 export type TableName = (typeof TABLES)[number];

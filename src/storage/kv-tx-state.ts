@@ -4,6 +4,7 @@
  *   txstate:records  txId → [state, commitTs | null, enlistedPartitions, cleanupCompleted]
  *   txstate:pending  txId → ∅    finished txs whose cleanup has not completed (recovery iterates these)
  *   txstate:meta     (prefix) → [appliedIndex, appliedTerm, appliedTs, vacuumHorizon]
+ *   txstate:attrs    utf8(name) → bytes   named metadata records of layers above (see partition-meta.ts)
  * Invariants: a record is final and never overwritten; a pending entry exists iff its record exists with
  * `cleanupCompleted` false; a record is removed only with `cleanupCompleted` true.
  */
@@ -14,6 +15,7 @@ import { LIMITS } from '../core/limits.js';
 import { decode, encode, utf8Text } from './codec.js';
 import { partitionPrefix, prefixEnd, txIdBytes, withSuffix } from './keys.js';
 import type { KvStore, TableName } from './kv-store.js';
+import { readMeta, writeMeta } from './partition-meta.js';
 import { clearPartition, restoreChunks, snapshotChunks } from './partition-tables.js';
 import type { AppliedPosition, PartitionSnapshot } from './replicated-storage.js';
 import type {
@@ -24,7 +26,7 @@ import type {
   TxStateStorage,
 } from './tx-state-storage.js';
 
-const TX_TABLES: readonly TableName[] = ['txstate:records', 'txstate:pending', 'txstate:meta'];
+const TX_TABLES: readonly TableName[] = ['txstate:records', 'txstate:pending', 'txstate:meta', 'txstate:attrs'];
 
 interface TxStateMeta {
   readonly index: LogIndex;
@@ -195,6 +197,16 @@ export class KvTxState implements TxStateStorage {
 
   flush(): Promise<void> {
     return this.store.flush();
+  }
+
+  getMeta(name: string): Uint8Array | undefined {
+    this.checkLive();
+    return readMeta(this.store, 'txstate:attrs', this.prefix, name);
+  }
+
+  setMeta(name: string, value: Uint8Array): void {
+    this.checkLive();
+    writeMeta(this.store, 'txstate:attrs', this.prefix, name, value);
   }
 
   snapshot(): PartitionSnapshot {

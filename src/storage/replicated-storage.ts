@@ -30,6 +30,18 @@ export interface ReplicatedStorage {
   /** Resolves once every write made before the call is durable. */
   flush(): Promise<void>;
 
+  /**
+   * A named metadata record of this partition (e.g. the replica's current lease), or undefined if never set. Names
+   * are 1..LIMITS.storageMetaNameCharsMax characters of [A-Za-z0-9._-]; each storage has its own namespace.
+   */
+  getMeta(name: string): Uint8Array | undefined;
+  /**
+   * Stores a named metadata record (at most LIMITS.storageMetaBytesMax bytes; a bad name or size is
+   * INVALID_ARGUMENT). Call it inside `runConsistently` with the command it belongs to. Records are part of
+   * `snapshot`/`restore` and are removed by `destroy`.
+   */
+  setMeta(name: string, value: Uint8Array): void;
+
   /** A consistent snapshot of the partition at its applied position. Iterate it to the end (or break) promptly. */
   snapshot(): PartitionSnapshot;
   /** Replaces the partition's whole content (data and applied position) with a snapshot, atomically. */
