@@ -32,6 +32,8 @@ export const ERROR_CODES = {
   STORAGE_CORRUPTED: { retryable: false },
   CLOCK_SKEW: { retryable: true },
   INTERNAL: { retryable: false },
+  /** A feature of the public API that this version does not provide yet. */
+  NOT_IMPLEMENTED: { retryable: false },
 } as const satisfies Record<string, { retryable: boolean }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,0 +1,326 @@
+/**
+ * The composition root of one node: wires every component from injected dependencies, the same way on real time with
+ * TCP and LMDB as in the simulator. One incarnation = one BasaltNode with a fresh ephemeral id (the transport's
+ * identity); a restart builds a new BasaltNode on the same durable storage.
+ *
+ * Owned here: the hybrid clock, the messenger over the transport, membership/liveness (transport up/down plus
+ * heartbeats, DESIGN §2 and rule 17), one Raft driver for all groups (Raft messages travel as one-way `Raft` messages
+ * carrying the group), the node-level state machine multiplexer, the volatile tx state map, the metastorage service,
+ * and the partition host that runs the replicas the metastorage assigns to this node.
+ *
+ * Stopping: `stop()` is graceful (partitions stopped, storage closed by its owner's `close`); `kill()` models a crash:
+ * it synchronously retires every timer, stops Raft and closes the transport so that nothing of this incarnation acts
+ * again, and leaves storage as it is (the harness decides what a crash keeps).
+ */
+import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import type { Clock } from '../env/clock.js';
+import type { Random } from '../env/random.js';
+import type { Timers } from '../env/timers.js';
+import type { PeerIdentity, Transport } from '../env/transport.js';
+import { HybridClock } from '../hlc/hybrid-clock.js';
+import type { MessageBody } from '../net/envelope.js';
+import { Messenger } from '../net/messenger.js';
+import { type LeaderChange, type RaftCoreOptions, RaftDriver, type RaftTransport } from '../raft/driver.js';
+import type { LogStorage } from '../raft/log-storage.js';
+import type { StorageEngine } from '../storage/storage-engine.js';
+import { TxStateMap, type TxStateView } from '../tx/tx-state-map.js';
+import { GroupStateMachines } from './group-state-machines.js';
+import { Membership, type MembershipListener } from './membership.js';
+import type { NodeMessage } from './messages.js';
+import { Metastorage } from './metastorage.js';
+import type { MetaView } from './metastorage-state.js';
+import { OwnedTimers } from './owned-timers.js';
+import { type PartitionHost, type PartitionHostFactory, placeholderPartitionHost } from './partition-host.js';
+import { PartitionReconciler } from './partition-reconciler.js';
+
+/** What the node persists to, opened by its owner; `close` runs after a graceful stop. */
+export interface NodeStorage {
+  readonly engine: StorageEngine;
+  readonly log: LogStorage;
+  close?(): Promise<void>;
+}
+
+export interface NodeTuning {
+  readonly heartbeatIntervalMs?: number;
+  readonly peerTimeoutMs?: number;
+  readonly raftTickIntervalMs?: number;
+  readonly raft?: RaftCoreOptions;
+  readonly maxClockSkewMs?: number;
+  readonly requestTimeoutMs?: number;
+  readonly metaWatchWaitMs?: number;
+}
+
+export interface BasaltNodeOptions {
+  /** Bound to this incarnation's identity: `transport.self` is the node's name and fresh ephemeral id. */
+  readonly transport: Transport;
+  readonly clock: Clock;
+  readonly timers: Timers;
+  readonly random: Random;
+  readonly storage: NodeStorage;
+  /** Every node name of the cluster; the first three (or fewer) are the metastorage members. */
+  readonly nodes: readonly NodeName[];
+  readonly partitionHost?: PartitionHostFactory;
+  readonly tuning?: NodeTuning;
+  /** Failures of background work (a partition that failed to start, a Raft group that failed). */
+  readonly onError?: (error: unknown) => void;
+}
+
+/** Counters other layers bump (e.g. the resolver's resolution paths), reported by `metrics()`. */
+export class NodeCounters {
+  private readonly values = new Map<string, number>();
+  add(name: string, n = 1): void {
+    this.values.set(name, (this.values.get(name) ?? 0) + n);
+  }
+  get(name: string): number {
+    return this.values.get(name) ?? 0;
+  }
+}
+
+export interface NodeMetrics {
+  readonly resolution: { readonly local: number; readonly coordinator: number; readonly commitPartition: number };
+  readonly raftGroups: number;
+  readonly raftLeaderships: number;
+  readonly livePeers: readonly NodeName[];
+  readonly metaRevision: number;
+  readonly hostedPartitions: number;
+  readonly txStateEntries: number;
+  readonly pendingRequests: number;
+}
+
+export const META_MEMBERS_MAX = 3;
+
+export class BasaltNode {
+  readonly self: PeerIdentity;
+  readonly clock: Clock;
+  readonly hlc: HybridClock;
+  readonly timers: OwnedTimers;
+  readonly random: Random;
+  readonly messenger: Messenger<MessageBody>;
+  readonly membership: Membership;
+  readonly stateMachines = new GroupStateMachines();
+  readonly raft: RaftDriver;
+  readonly storage: StorageEngine;
+  readonly logStorage: LogStorage;
+  readonly txStates: TxStateMap;
+  readonly metastorage: Metastorage;
+  readonly partitions: PartitionHost;
+  readonly counters = new NodeCounters();
+  private readonly nodeStorage: NodeStorage;
+  private readonly reconciler: PartitionReconciler;
+  private readonly leaderListeners = new Set<(change: LeaderChange) => void>();
+  private readonly heartbeatIntervalMs: number;
+  private readonly heartbeatsInFlight = new Set<NodeName>();
+  private readonly onError: (error: unknown) => void;
+  private state: 'running' | 'stopping' | 'stopped' = 'running';
+  private storageClosed = false;
+
+  private constructor(options: BasaltNodeOptions) {
+    const tuning = options.tuning ?? {};
+    this.self = options.transport.self;
+    this.clock = options.clock;
+    this.timers = new OwnedTimers(options.timers);
+    this.random = options.random;
+    const report = options.onError ?? (() => {});
+    // A dead incarnation's leftover continuations may fail against closed storage: that is not news.
+    this.onError = (error) => {
+      if (this.state === 'running') report(error);
+    };
+    this.nodeStorage = options.storage;
+    this.storage = options.storage.engine;
+    this.logStorage = options.storage.log;
+    this.heartbeatIntervalMs = tuning.heartbeatIntervalMs ?? LIMITS.nodeHeartbeatIntervalMs;
+    this.hlc = new HybridClock(options.clock, {
+      ...(tuning.maxClockSkewMs !== undefined && { maxClockSkewMs: tuning.maxClockSkewMs }),
+    });
+    this.messenger = new Messenger<MessageBody>({
+      transport: options.transport,
+      clock: this.hlc,
+      timers: this.timers,
+      ...(tuning.requestTimeoutMs !== undefined && { requestTimeoutMsDefault: tuning.requestTimeoutMs }),
+    });
+    this.membership = new Membership({
+      self: this.self,
+      nowMs: () => options.clock.monotonicMs(),
+      ...(tuning.peerTimeoutMs !== undefined && { timeoutMs: tuning.peerTimeoutMs }),
+    });
+    this.messenger.onPeer((event) => {
+      if (event.kind === 'up') this.membership.peerUp(event.peer);
+      else this.membership.peerDown(event.peer);
+    });
+    this.txStates = new TxStateMap({ clock: options.clock });
+    this.raft = new RaftDriver({
+      self: this.self.name,
+      transport: this.raftTransport(),
+      timers: this.timers,
+      random: options.random.fork('raft'),
+      storage: options.storage.log,
+      stateMachine: this.stateMachines,
+      ...(tuning.raftTickIntervalMs !== undefined && { tickIntervalMs: tuning.raftTickIntervalMs }),
+      ...(tuning.raft !== undefined && { raft: tuning.raft }),
+      onLeaderChange: (change) => {
+        for (const listener of [...this.leaderListeners]) listener(change);
+      },
+      onGroupFailed: (_group, error) => this.onError(error),
+    });
+    const hostFactory = options.partitionHost ?? placeholderPartitionHost;
+    this.partitions = hostFactory({
+      self: this.self.name,
+      raft: this.raft,
+      stateMachines: this.stateMachines,
+      logStorage: options.storage.log,
+    });
+    this.reconciler = new PartitionReconciler(this.self.name, this.partitions, this.onError);
+    const nodes = [...new Set(options.nodes)];
+    this.metastorage = new Metastorage({
+      self: this.self.name,
+      members: nodes.slice(0, META_MEMBERS_MAX),
+      nodes,
+      messenger: this.messenger as unknown as Messenger<NodeMessage>,
+      raft: this.raft,
+      stateMachines: this.stateMachines,
+      timers: this.timers,
+      clock: options.clock,
+      random: options.random.fork('meta'),
+      isLive: (name) => this.membership.liveIdOf(name) !== undefined,
+      onView: (view: MetaView) => this.reconciler.update(view),
+      ...(tuning.metaWatchWaitMs !== undefined && { watchWaitMs: tuning.metaWatchWaitMs }),
+    });
+  }
+
+  /** Builds and starts one incarnation. */
+  static async start(options: BasaltNodeOptions): Promise<BasaltNode> {
+    const node = new BasaltNode(options);
+    node.typed().handle('NodeHeartbeat', () => ({ kind: 'NodeHeartbeatAck' }));
+    await node.metastorage.start();
+    node.armHeartbeat();
+    return node;
+  }
+
+  get name(): NodeName {
+    return this.self.name;
+  }
+
+  get ephemeralId(): NodeId {
+    return this.self.id;
+  }
+
+  get running(): boolean {
+    return this.state === 'running';
+  }
+
+  /** Rule 17: a superseded id, or one unheard for the liveness timeout. Never true for an id never seen. */
+  isGone(id: NodeId): boolean {
+    return this.membership.isGone(id);
+  }
+
+  liveIdOf(name: NodeName): NodeId | undefined {
+    return this.membership.liveIdOf(name);
+  }
+
+  onMembershipChange(listener: MembershipListener): () => void {
+    return this.membership.onChange(listener);
+  }
+
+  onLeaderChange(listener: (change: LeaderChange) => void): () => void {
+    this.leaderListeners.add(listener);
+    return () => this.leaderListeners.delete(listener);
+  }
+
+  /** Partitions this node hosts now, with their replicas. */
+  hostedPartitions(): ReadonlyMap<PartitionId, readonly NodeName[]> {
+    return this.reconciler.running();
+  }
+
+  txState(txId: TxId): TxStateView | undefined {
+    return this.txStates.get(txId);
+  }
+
+  metrics(): NodeMetrics {
+    const groups = this.raft.groupIds();
+    return {
+      resolution: {
+        local: this.counters.get('resolution.local'),
+        coordinator: this.counters.get('resolution.coordinator'),
+        commitPartition: this.counters.get('resolution.commitPartition'),
+      },
+      raftGroups: groups.length,
+      raftLeaderships: groups.filter((g) => this.raft.status(g)?.role === 'leader').length,
+      livePeers: this.membership.livePeers(),
+      metaRevision: this.metastorage.revision,
+      hostedPartitions: this.reconciler.running().size,
+      txStateEntries: this.txStates.size,
+      pendingRequests: this.messenger.pendingCount,
+    };
+  }
+
+  /** Graceful stop: partitions stopped (their state kept), Raft stopped, connections closed, storage closed. */
+  async stop(): Promise<void> {
+    if (this.state !== 'running') return;
+    this.state = 'stopping';
+    this.metastorage.stop();
+    await this.reconciler.stopAll();
+    this.raft.stop();
+    this.timers.retire();
+    await this.messenger.close();
+    await this.closeStorage();
+    this.state = 'stopped';
+  }
+
+  /** Closes the node's storage (once); after a crash the harness calls it to release the files. */
+  async closeStorage(): Promise<void> {
+    if (this.storageClosed) return;
+    this.storageClosed = true;
+    await this.nodeStorage.close?.();
+  }
+
+  /** Crash: nothing of this incarnation acts again. Storage is left open and untouched for the harness. */
+  kill(): void {
+    if (this.state === 'stopped') return;
+    this.state = 'stopped';
+    this.timers.retire();
+    this.reconciler.halt();
+    this.metastorage.stop();
+    this.raft.stop();
+    void this.messenger.close();
+  }
+
+  /** The messenger typed with the node layer's own message kinds. */
+  private typed(): Messenger<NodeMessage> {
+    return this.messenger as unknown as Messenger<NodeMessage>;
+  }
+
+  private raftTransport(): RaftTransport {
+    const messenger = this.typed();
+    return {
+      send: (to, envelope) => messenger.send(to, { kind: 'Raft', group: envelope.group, message: envelope.message }),
+      setHandler: (handler) => {
+        messenger.handle('Raft', (body, from) => {
+          handler(from.name, { group: body.group, message: body.message });
+          return undefined;
+        });
+      },
+    };
+  }
+
+  private armHeartbeat(): void {
+    this.timers.setTimer(() => {
+      if (this.state !== 'running') return;
+      this.membership.tick();
+      for (const peer of this.membership.connectedPeers()) this.heartbeat(peer);
+      this.armHeartbeat();
+    }, this.heartbeatIntervalMs);
+  }
+
+  private heartbeat(peer: PeerIdentity): void {
+    if (this.heartbeatsInFlight.has(peer.name)) return;
+    this.heartbeatsInFlight.add(peer.name);
+    this.typed()
+      .request(peer.name, { kind: 'NodeHeartbeat' }, { timeoutMs: this.membership.timeoutMs })
+      .then(
+        () => this.membership.heard(peer),
+        () => {},
+      )
+      .finally(() => this.heartbeatsInFlight.delete(peer.name));
+  }
+}

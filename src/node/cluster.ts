@@ -1,0 +1,339 @@
+/**
+ * The cluster harness (DESIGN §4): in-process nodes n1..nN over an environment that supplies their clocks, timers,
+ * transports and storage: real time with an in-memory or TCP transport (`real-cluster.ts`), or the deterministic
+ * simulator (`src/sim/cluster.ts`). The harness only composes: it starts and crashes node incarnations, answers
+ * `placement` and `tables` from the freshest metastorage state among running nodes, and waits for conditions.
+ *
+ * Under the simulator time only moves while the scheduler runs, so every async harness method runs through
+ * `environment.drive(promise)`, which runs virtual time until the promise settles (on real time it is the identity).
+ * Other async work a test awaits (e.g. a node's API) goes through `cluster.drive(promise)` the same way, and
+ * `cluster.runFor(ms)` lets time pass. Concurrent drives share one run of the scheduler.
+ */
+import { BasaltError } from '../core/errors.js';
+import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
+import { partitionIndexOf, tablePartitionId } from '../core/partitioning.js';
+import { sleep, type Timers } from '../env/timers.js';
+import type { TxStateView } from '../tx/tx-state-map.js';
+import type { BasaltNode, NodeMetrics } from './basalt-node.js';
+import type { MetaView, TableDescriptor, TableOptions } from './metastorage-state.js';
+import type { ClusterNetwork } from './network-filters.js';
+
+/** What the simulator adds to a cluster: its seed and trace. */
+export interface SimulationControls {
+  readonly seed: string | number;
+  /** Digest of every event run so far: the same seed must give the same hash. */
+  traceHash(): string;
+  /** Virtual milliseconds since the Unix epoch. */
+  nowMs(): number;
+}
+
+export interface ClusterEnvironment {
+  readonly network: ClusterNetwork;
+  /** Timers of the harness itself (not of any node), used for waiting. */
+  readonly timers: Timers;
+  readonly simulation?: SimulationControls;
+  /** Starts a new incarnation of `name` (fresh ephemeral id) on its durable storage. */
+  startNode(name: NodeName): Promise<BasaltNode>;
+  /** Crash: the incarnation stops acting at once; what its storage keeps is the environment's model. */
+  crashNode(name: NodeName, node: BasaltNode): Promise<void>;
+  /** Graceful stop of one incarnation. */
+  stopNode(name: NodeName, node: BasaltNode): Promise<void>;
+  setClockOffset(name: NodeName, offsetMs: number): void;
+  /** Settles `promise`: identity on real time; runs virtual time until it settles under the simulator. */
+  drive<T>(promise: Promise<T>): Promise<T>;
+  monotonicMs(): number;
+  /** Releases what the environment holds (network, temp state) after every node stopped. */
+  close(): Promise<void>;
+}
+
+/** The harness view of one node (DESIGN §4 `cluster.node(name)`). */
+export interface ClusterNode {
+  readonly name: NodeName;
+  /** Ephemeral id of the running incarnation, or of the last one while the node is down. */
+  readonly ephemeralId: NodeId;
+  readonly up: boolean;
+  /** This node's tx state map entry; undefined when it has none (or is down: the map is volatile). */
+  txState(txId: TxId): TxStateView | undefined;
+  metrics(): NodeMetrics;
+}
+
+export interface Placement {
+  readonly partition: PartitionId;
+  /** The partition's primary if known (leaseholder; for now its Raft leader). */
+  readonly primary: NodeName | undefined;
+  readonly replicas: readonly NodeName[];
+}
+
+export interface WaitOptions {
+  readonly timeoutMs?: number;
+  /** Named in the TIMEOUT error. */
+  readonly what?: string;
+}
+
+const POLL_MS = 10;
+const READY_TIMEOUT_MS = 30_000;
+
+export class Cluster {
+  readonly nodes: readonly NodeName[];
+  readonly network: ClusterNetwork;
+  readonly simulation: SimulationControls | undefined;
+  private readonly env: ClusterEnvironment;
+  private readonly running = new Map<NodeName, BasaltNode>();
+  private readonly lastIds = new Map<NodeName, NodeId>();
+  private readonly busy = new Set<NodeName>();
+  private stopped = false;
+
+  private constructor(env: ClusterEnvironment, names: readonly NodeName[]) {
+    this.env = env;
+    this.nodes = [...names];
+    this.network = env.network;
+    this.simulation = env.simulation;
+  }
+
+  /** Starts every node and waits until the metastorage has a leader and every node knows its state. */
+  static async start(env: ClusterEnvironment, names: readonly NodeName[]): Promise<Cluster> {
+    if (names.length === 0 || new Set(names).size !== names.length) {
+      throw new BasaltError('INVALID_ARGUMENT', 'a cluster needs distinct node names', { names });
+    }
+    const cluster = new Cluster(env, names);
+    await env.drive(
+      (async () => {
+        for (const name of names) await cluster.launch(name);
+        await cluster.untilReady();
+      })(),
+    );
+    return cluster;
+  }
+
+  /** Runs `promise` to completion (drives virtual time under the simulator). */
+  drive<T>(promise: Promise<T>): Promise<T> {
+    return this.env.drive(promise);
+  }
+
+  /** Lets `ms` of (virtual or real) time pass. */
+  runFor(ms: number): Promise<void> {
+    return this.env.drive(sleep(this.env.timers, ms));
+  }
+
+  /** Waits until `condition()` holds; TIMEOUT after `timeoutMs` (default 30 s). */
+  waitFor(condition: () => boolean, options: WaitOptions = {}): Promise<void> {
+    return this.env.drive(this.poll(condition, options));
+  }
+
+  node(name: string): ClusterNode {
+    const n = this.known(name);
+    const cluster = this;
+    return {
+      name: n,
+      get ephemeralId(): NodeId {
+        return cluster.lastIds.get(n)!;
+      },
+      get up(): boolean {
+        return cluster.running.has(n);
+      },
+      txState: (txId) => cluster.running.get(n)?.txState(txId),
+      metrics: () => cluster.require(n).metrics(),
+    };
+  }
+
+  /** The running incarnation of `name` (for layers built on the node: coordinator, client). */
+  basaltNode(name: string): BasaltNode | undefined {
+    return this.running.get(this.known(name));
+  }
+
+  /** Creates a table and waits until each of its partitions runs on its live replicas and has a leader. */
+  createTable(name: string, options: TableOptions): Promise<TableDescriptor> {
+    return this.env.drive(
+      (async () => {
+        const table = await this.anyNode().metastorage.createTable(name, options);
+        await this.poll(() => this.tableReady(table), { what: `partitions of table ${name} ready` });
+        return table;
+      })(),
+    );
+  }
+
+  /** Drops a table and waits until no running node hosts its partitions. */
+  dropTable(name: string): Promise<void> {
+    return this.env.drive(
+      (async () => {
+        const table = await this.anyNode().metastorage.dropTable(name);
+        await this.poll(() => this.tableGone(table), { what: `partitions of table ${name} stopped` });
+      })(),
+    );
+  }
+
+  tables(): TableDescriptor[] {
+    return [...this.freshestView().tables];
+  }
+
+  /** Where `key` of `table` lives: partition by the shared key hash, replicas from the metastorage. */
+  placement(tableName: string, key: string): Placement {
+    const view = this.freshestView();
+    const table = view.tables.find((t) => t.name === tableName);
+    if (table === undefined) throw new BasaltError('UNKNOWN_TABLE', `no table named ${tableName}`);
+    const partition = tablePartitionId(table.id, partitionIndexOf(key, table.partitions));
+    const replicas = (view.assignments.find(([p]) => p === partition)?.[1] ?? []) as NodeName[];
+    return { partition, primary: this.primaryOf(partition, replicas), replicas };
+  }
+
+  /** The Raft leader of `group` among running nodes (a node that is leader in the highest term). */
+  leaderOf(group: PartitionId): NodeName | undefined {
+    let best: { name: NodeName; term: number } | undefined;
+    for (const [name, node] of this.running) {
+      const s = node.raft.status(group);
+      if (s?.role === 'leader' && (best === undefined || s.term > best.term)) best = { name, term: s.term };
+    }
+    return best?.name;
+  }
+
+  /** Crash: volatile state is lost; durable data stays for the next start. */
+  stopNode(name: string): Promise<void> {
+    const n = this.known(name);
+    return this.env.drive(
+      this.exclusive(n, async () => {
+        const node = this.running.get(n);
+        if (node === undefined) throw new BasaltError('INVALID_ARGUMENT', `node ${n} is not running`);
+        this.running.delete(n);
+        await this.env.crashNode(n, node);
+      }),
+    );
+  }
+
+  /** Restart: a new incarnation with a new ephemeral id on the same durable data. */
+  startNode(name: string): Promise<void> {
+    const n = this.known(name);
+    return this.env.drive(
+      this.exclusive(n, async () => {
+        if (this.running.has(n)) throw new BasaltError('INVALID_ARGUMENT', `node ${n} is already running`);
+        await this.launch(n);
+      }),
+    );
+  }
+
+  /** Shifts a node's physical clock (skew tests). */
+  setClockOffset(name: string, offsetMs: number): void {
+    if (!Number.isFinite(offsetMs)) throw new BasaltError('INVALID_ARGUMENT', 'offsetMs must be finite');
+    this.env.setClockOffset(this.known(name), offsetMs);
+  }
+
+  /** Transactions arrive with the client layer. */
+  client(_name?: string): never {
+    throw new BasaltError('NOT_IMPLEMENTED', 'cluster.client() is not available yet');
+  }
+
+  /** Stops every node gracefully and releases the environment. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    const nodes = [...this.running];
+    this.running.clear();
+    await this.env.drive(Promise.all(nodes.map(([name, node]) => this.env.stopNode(name, node))));
+    await this.env.close();
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  private async launch(name: NodeName): Promise<void> {
+    const node = await this.env.startNode(name);
+    this.running.set(name, node);
+    this.lastIds.set(name, node.ephemeralId);
+  }
+
+  private async untilReady(): Promise<void> {
+    await this.poll(
+      () =>
+        [...this.running.values()].every((n) => n.metastorage.revision > 0) &&
+        this.leaderOf('meta' as PartitionId) !== undefined,
+      { timeoutMs: READY_TIMEOUT_MS, what: 'metastorage leader elected and known to every node' },
+    );
+  }
+
+  private async poll(condition: () => boolean, options: WaitOptions): Promise<void> {
+    const timeoutMs = options.timeoutMs ?? READY_TIMEOUT_MS;
+    const deadlineMs = this.env.monotonicMs() + timeoutMs;
+    while (!condition()) {
+      if (this.env.monotonicMs() >= deadlineMs) {
+        throw new BasaltError('TIMEOUT', `${options.what ?? 'condition'} did not hold within ${timeoutMs} ms`, {
+          ...(this.simulation !== undefined && { seed: this.simulation.seed }),
+        });
+      }
+      await sleep(this.env.timers, POLL_MS);
+    }
+  }
+
+  /** One start or stop of a node at a time. */
+  private async exclusive(name: NodeName, fn: () => Promise<void>): Promise<void> {
+    if (this.busy.has(name)) throw new BasaltError('INVALID_ARGUMENT', `node ${name} is already starting or stopping`);
+    this.busy.add(name);
+    try {
+      await fn();
+    } finally {
+      this.busy.delete(name);
+    }
+  }
+
+  private tableReady(table: TableDescriptor): boolean {
+    for (let i = 0; i < table.partitions; i++) {
+      const partition = tablePartitionId(table.id, i);
+      const hosts = [...this.running.values()].filter((n) => n.hostedPartitions().has(partition));
+      const assigned = this.replicasOf(partition);
+      if (assigned === undefined) return false;
+      const liveAssigned = assigned.filter((name) => this.running.has(name));
+      if (hosts.length < liveAssigned.length) return false;
+      if (!hosts.some((n) => n.raft.status(partition)?.role === 'leader')) return false;
+    }
+    return true;
+  }
+
+  private tableGone(table: TableDescriptor): boolean {
+    for (const node of this.running.values()) {
+      for (const partition of node.hostedPartitions().keys()) {
+        if (partition.startsWith(`t${table.id}p`)) return false;
+      }
+    }
+    return true;
+  }
+
+  private replicasOf(partition: PartitionId): readonly NodeName[] | undefined {
+    return this.freshestView().assignments.find(([p]) => p === partition)?.[1] as NodeName[] | undefined;
+  }
+
+  private primaryOf(partition: PartitionId, replicas: readonly NodeName[]): NodeName | undefined {
+    for (const name of replicas) {
+      const node = this.running.get(name);
+      if (node !== undefined && node.partitions.primaryOf?.(partition) === name) return name;
+    }
+    return undefined;
+  }
+
+  private freshestView(): MetaView {
+    let best: BasaltNode | undefined;
+    for (const node of this.running.values()) {
+      if (best === undefined || node.metastorage.revision > best.metastorage.revision) best = node;
+    }
+    if (best === undefined) throw new BasaltError('NODE_UNAVAILABLE', 'no node of the cluster is running');
+    return best.metastorage.view();
+  }
+
+  /** A running node to send metastorage commands through: the first by name. */
+  private anyNode(): BasaltNode {
+    for (const name of this.nodes) {
+      const node = this.running.get(name);
+      if (node !== undefined) return node;
+    }
+    throw new BasaltError('NODE_UNAVAILABLE', 'no node of the cluster is running');
+  }
+
+  private require(name: NodeName): BasaltNode {
+    const node = this.running.get(name);
+    if (node === undefined) throw new BasaltError('NODE_UNAVAILABLE', `node ${name} is down`);
+    return node;
+  }
+
+  private known(name: string): NodeName {
+    if (!this.nodes.includes(name as NodeName)) {
+      throw new BasaltError('INVALID_ARGUMENT', `no node named ${name} in this cluster`, { nodes: this.nodes });
+    }
+    return name as NodeName;
+  }
+}

@@ -1,0 +1,105 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { nodeId, nodeName } from '../core/ids.js';
+import { Membership, type MembershipEvent } from './membership.js';
+
+const peer = (name: string, id: string) => ({ name: nodeName(name), id: nodeId(id) });
+
+function setup(timeoutMs = 1_000) {
+  let now = 0;
+  const events: string[] = [];
+  const m = new Membership({ self: peer('n1', 'self-id'), nowMs: () => now, timeoutMs });
+  m.onChange((e: MembershipEvent) =>
+    events.push(e.kind === 'gone' ? `gone ${e.peer.id} ${e.reason}` : `live ${e.peer.id}`),
+  );
+  return {
+    m,
+    events,
+    advance(ms: number) {
+      now += ms;
+      m.tick();
+    },
+  };
+}
+
+test('rule 17: an id never seen since this node started is unknown, not gone', () => {
+  const { m } = setup();
+  assert.equal(m.liveness(nodeId('never-seen')), 'unknown');
+  assert.equal(m.isGone(nodeId('never-seen')), false);
+  assert.equal(m.liveness(nodeId('self-id')), 'self');
+  assert.equal(m.isGone(nodeId('self-id')), false);
+});
+
+test('rule 17: a handshake under the same name with a different id makes the old id gone at once', () => {
+  const { m, events } = setup();
+  m.peerUp(peer('n2', 'a'));
+  assert.equal(m.liveIdOf(nodeName('n2')), 'a');
+  m.peerDown(peer('n2', 'a'));
+  m.peerUp(peer('n2', 'b'));
+  assert.equal(m.isGone(nodeId('a')), true, 'superseded without waiting for any timeout');
+  assert.equal(m.liveness(nodeId('b')), 'live');
+  assert.equal(m.liveIdOf(nodeName('n2')), 'b');
+  assert.deepEqual(events, ['live a', 'gone a superseded', 'live b']);
+});
+
+test('rule 17: a connection down for less than the timeout is suspect, for the timeout gone', () => {
+  const { m, events, advance } = setup(1_000);
+  m.peerUp(peer('n2', 'a'));
+  advance(100);
+  m.peerDown(peer('n2', 'a'));
+  assert.equal(m.liveness(nodeId('a')), 'suspect');
+  assert.equal(m.isGone(nodeId('a')), false);
+  assert.equal(m.liveIdOf(nodeName('n2')), undefined, 'not live while the connection is down');
+  advance(899);
+  assert.equal(m.isGone(nodeId('a')), false);
+  advance(1);
+  assert.equal(m.isGone(nodeId('a')), true);
+  assert.deepEqual(events, ['live a', 'gone a timeout']);
+});
+
+test('rule 17: heartbeats unanswered for the timeout make a connected peer gone; answers keep it live', () => {
+  const { m, advance } = setup(1_000);
+  m.peerUp(peer('n2', 'a'));
+  for (let i = 0; i < 10; i++) {
+    advance(500);
+    m.heard(peer('n2', 'a'));
+  }
+  assert.equal(m.liveness(nodeId('a')), 'live', 'answered every 500 ms');
+  advance(999);
+  assert.equal(m.liveness(nodeId('a')), 'live');
+  advance(1);
+  assert.equal(m.liveness(nodeId('a')), 'gone', 'connection up but silent for the timeout');
+  assert.equal(m.liveIdOf(nodeName('n2')), undefined);
+});
+
+test('a timed-out id heard again (healed partition) is live again; a superseded one never is', () => {
+  const { m, events, advance } = setup(1_000);
+  m.peerUp(peer('n2', 'a'));
+  m.peerDown(peer('n2', 'a'));
+  advance(1_000);
+  assert.equal(m.isGone(nodeId('a')), true);
+  m.peerUp(peer('n2', 'a'));
+  assert.equal(m.liveness(nodeId('a')), 'live');
+  m.peerUp(peer('n2', 'b'));
+  m.heard(peer('n2', 'a'));
+  m.peerUp(peer('n2', 'b'));
+  assert.equal(m.isGone(nodeId('a')), true, 'answers or downs from a stale id change nothing');
+  assert.deepEqual(events, ['live a', 'gone a timeout', 'live a', 'gone a superseded', 'live b']);
+});
+
+test('a stale down (old id) does not touch the current id', () => {
+  const { m } = setup();
+  m.peerUp(peer('n2', 'a'));
+  m.peerUp(peer('n2', 'b'));
+  m.peerDown(peer('n2', 'a'));
+  assert.equal(m.liveness(nodeId('b')), 'live');
+});
+
+test('superseded ids are bounded: the oldest is forgotten (unknown) past goneIdsMax', () => {
+  const m = new Membership({ self: peer('n1', 's'), nowMs: () => 0, timeoutMs: 1_000, goneIdsMax: 2 });
+  for (const id of ['a', 'b', 'c', 'd']) m.peerUp(peer('n2', id));
+  assert.equal(m.liveness(nodeId('a')), 'unknown');
+  assert.equal(m.isGone(nodeId('b')), true);
+  assert.equal(m.isGone(nodeId('c')), true);
+  assert.equal(m.liveness(nodeId('d')), 'live');
+});

@@ -1,0 +1,178 @@
+/**
+ * Membership and liveness of one node's peers (DESIGN §2 "Membership / liveness", safety rule 17).
+ *
+ * A peer name has at most one *current* ephemeral id: the one of its latest handshake. For that id:
+ *   - live: its connection is up and it was heard (handshake or heartbeat answer) within `timeoutMs`;
+ *   - gone: it was not heard for `timeoutMs` (connection down or heartbeats unanswered that long);
+ *   - suspect: neither (connection down, or answers late, for less than the timeout).
+ * An id that was current and then replaced by a handshake under the same name with a different id is *superseded*:
+ * gone for good, since an ephemeral id is never reused (a restarted node has a new one). Any other id this node never
+ * saw since it started is *unknown*, not gone (rule 17: try the coordinator first). A timed-out id that is heard again
+ * (a healed partition) is live again: a gone verdict from a timeout is an observation, not a fence; safety never rests
+ * on it (recovery finishes a tx by compare-and-set, so a live coordinator and a recovery cannot both win).
+ *
+ * The class is a synchronous state machine over injected monotonic time; the node feeds it transport events and
+ * heartbeat answers and calls `tick` periodically to get `gone` events for timeouts.
+ */
+import { assert } from '../core/assert.js';
+import type { NodeId, NodeName } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import type { PeerIdentity } from '../env/transport.js';
+
+export type Liveness = 'self' | 'live' | 'suspect' | 'gone' | 'unknown';
+
+export type MembershipEvent =
+  | { readonly kind: 'live'; readonly peer: PeerIdentity }
+  | { readonly kind: 'gone'; readonly peer: PeerIdentity; readonly reason: 'superseded' | 'timeout' };
+
+export type MembershipListener = (event: MembershipEvent) => void;
+
+export interface MembershipOptions {
+  readonly self: PeerIdentity;
+  /** Monotonic milliseconds. */
+  readonly nowMs: () => number;
+  readonly timeoutMs?: number;
+  readonly goneIdsMax?: number;
+}
+
+interface PeerRecord {
+  readonly id: NodeId;
+  connected: boolean;
+  lastHeardMs: number;
+  /** Whether the last event reported for this id was `gone` (so each change is reported once). */
+  reportedGone: boolean;
+}
+
+export class Membership {
+  readonly self: PeerIdentity;
+  readonly timeoutMs: number;
+  private readonly nowMs: () => number;
+  private readonly goneIdsMax: number;
+  private readonly peers = new Map<NodeName, PeerRecord>();
+  /** Superseded ids, oldest first; bounded by goneIdsMax. */
+  private readonly superseded = new Map<NodeId, NodeName>();
+  private readonly listeners = new Set<MembershipListener>();
+
+  constructor(options: MembershipOptions) {
+    this.self = options.self;
+    this.nowMs = options.nowMs;
+    this.timeoutMs = options.timeoutMs ?? LIMITS.peerLivenessTimeoutMsDefault;
+    this.goneIdsMax = options.goneIdsMax ?? LIMITS.goneNodeIdsMax;
+    assert(this.timeoutMs > 0 && this.goneIdsMax > 0, 'membership limits must be positive');
+  }
+
+  /** A connection to `peer` completed its handshake. */
+  peerUp(peer: PeerIdentity): void {
+    if (peer.name === this.self.name) return;
+    const now = this.nowMs();
+    const record = this.peers.get(peer.name);
+    if (record !== undefined && record.id !== peer.id) {
+      this.supersede(peer.name, record);
+    }
+    const current = this.peers.get(peer.name);
+    if (current?.id === peer.id) {
+      const wasLive = this.isLiveRecord(current, now);
+      current.connected = true;
+      current.lastHeardMs = now;
+      current.reportedGone = false;
+      if (!wasLive) this.emit({ kind: 'live', peer });
+      return;
+    }
+    this.peers.set(peer.name, { id: peer.id, connected: true, lastHeardMs: now, reportedGone: false });
+    this.emit({ kind: 'live', peer });
+  }
+
+  /** The connection to `peer` went down (a stale id's down is ignored). */
+  peerDown(peer: PeerIdentity): void {
+    const record = this.peers.get(peer.name);
+    if (record === undefined || record.id !== peer.id) return;
+    record.connected = false;
+  }
+
+  /** `peer` answered a heartbeat. */
+  heard(peer: PeerIdentity): void {
+    const record = this.peers.get(peer.name);
+    if (record === undefined || record.id !== peer.id) return;
+    const now = this.nowMs();
+    const wasLive = this.isLiveRecord(record, now);
+    record.lastHeardMs = now;
+    if (record.connected) record.reportedGone = false;
+    if (!wasLive && record.connected) this.emit({ kind: 'live', peer });
+  }
+
+  /** Reports ids that timed out since the last call. */
+  tick(): void {
+    const now = this.nowMs();
+    for (const [name, record] of this.peers) {
+      if (record.reportedGone || now - record.lastHeardMs < this.timeoutMs) continue;
+      record.reportedGone = true;
+      this.emit({ kind: 'gone', peer: { name, id: record.id }, reason: 'timeout' });
+    }
+  }
+
+  liveness(id: NodeId): Liveness {
+    if (id === this.self.id) return 'self';
+    if (this.superseded.has(id)) return 'gone';
+    const now = this.nowMs();
+    for (const record of this.peers.values()) {
+      if (record.id !== id) continue;
+      if (this.isLiveRecord(record, now)) return 'live';
+      return now - record.lastHeardMs >= this.timeoutMs ? 'gone' : 'suspect';
+    }
+    return 'unknown';
+  }
+
+  /** Rule 17: true only for a superseded id or one not heard for the timeout; never for an id never seen. */
+  isGone(id: NodeId): boolean {
+    return this.liveness(id) === 'gone';
+  }
+
+  /** The ephemeral id of `name` while it is live. */
+  liveIdOf(name: NodeName): NodeId | undefined {
+    if (name === this.self.name) return this.self.id;
+    const record = this.peers.get(name);
+    return record !== undefined && this.isLiveRecord(record, this.nowMs()) ? record.id : undefined;
+  }
+
+  /** The latest id a peer handshook with, live or not. */
+  currentIdOf(name: NodeName): NodeId | undefined {
+    return name === this.self.name ? this.self.id : this.peers.get(name)?.id;
+  }
+
+  /** Names of the live peers, sorted. */
+  livePeers(): NodeName[] {
+    const now = this.nowMs();
+    return [...this.peers]
+      .filter(([, r]) => this.isLiveRecord(r, now))
+      .map(([name]) => name)
+      .sort();
+  }
+
+  /** Peers whose connection is up (heartbeat targets). */
+  connectedPeers(): PeerIdentity[] {
+    return [...this.peers].filter(([, r]) => r.connected).map(([name, r]) => ({ name, id: r.id }));
+  }
+
+  onChange(listener: MembershipListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private isLiveRecord(record: PeerRecord, now: number): boolean {
+    return record.connected && now - record.lastHeardMs < this.timeoutMs;
+  }
+
+  private supersede(name: NodeName, record: PeerRecord): void {
+    this.peers.delete(name);
+    this.superseded.set(record.id, name);
+    if (this.superseded.size > this.goneIdsMax) {
+      const oldest = this.superseded.keys().next().value;
+      if (oldest !== undefined) this.superseded.delete(oldest);
+    }
+    this.emit({ kind: 'gone', peer: { name, id: record.id }, reason: 'superseded' });
+  }
+
+  private emit(event: MembershipEvent): void {
+    for (const listener of [...this.listeners]) listener(event);
+  }
+}

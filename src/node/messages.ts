@@ -1,0 +1,21 @@
+/**
+ * Message bodies the node layer itself exchanges (the replica and coordinator layers add their own kinds on the same
+ * messenger). Every kind is visible to harness network filters by its `kind`; Raft traffic of every group travels as
+ * one-way `Raft` messages carrying the group id, so a filter can match `{ kind: 'Raft', group }`.
+ */
+import type { Message } from '../raft/types.js';
+import type { MetaCommand, MetaResult, MetaView } from './metastorage-state.js';
+
+export type NodeMessage =
+  | { readonly kind: 'Raft'; readonly group: string; readonly message: Message }
+  /** Liveness probe; answered at once by a live node. */
+  | { readonly kind: 'NodeHeartbeat' }
+  | { readonly kind: 'NodeHeartbeatAck' }
+  /** To a metastorage member: apply `command` (the leader proposes it; others answer NOT_LEADER with a hint). */
+  | { readonly kind: 'MetaCommandRequest'; readonly command: MetaCommand }
+  | { readonly kind: 'MetaCommandResponse'; readonly result: MetaResult }
+  /** To a metastorage member: answer once its revision exceeds `sinceRevision`, or after a wait with `view: null`. */
+  | { readonly kind: 'MetaWatchRequest'; readonly sinceRevision: number }
+  | { readonly kind: 'MetaWatchResponse'; readonly view: MetaView | null; readonly leader: string | null };
+
+export type NodeMessageKind = NodeMessage['kind'];

@@ -1,0 +1,304 @@
+/**
+ * The metastorage state machine: cluster metadata replicated by the `meta` Raft group. Pure and deterministic: every
+ * replica applying the same commands in the same order reaches the same state, results included.
+ *
+ * State: tables `{ name, id, partitions, replicas }` and, for each partition `t<id>p<index>`, the names of the nodes
+ * holding its replicas (the first is the preferred leader). `revision` is the log index of the last applied entry, so
+ * revisions only grow and two states of equal revision are equal (watchers compare revisions only).
+ *
+ * Assignment (at apply, from the command's node list and the current state): each partition in index order takes the
+ * `replicas` nodes with the fewest replicas so far, ties broken by a rotation starting at (tableId + index), so one
+ * table's replicas are spread evenly (node loads differ by at most one) and the choice is a function of the state.
+ *
+ * Every command carries a request id drawn by its proposer; the results of the last `metaResultsMax` commands are kept
+ * by request id (in the state, so in snapshots too), and a command whose id is among them is not applied again but
+ * answered with its first result: a proposer that retries after a timeout learns what its first attempt did.
+ *
+ * Invariants: table ids are never reused (nextTableId only grows); every table has exactly `partitions` assignments of
+ * `replicas` distinct nodes; a dropped table leaves no assignment behind.
+ */
+import { BasaltError } from '../core/errors.js';
+import { type NodeName, nodeName, type PartitionId, partitionId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import { tablePartitionId } from '../core/partitioning.js';
+import { decode, encode } from '../net/codec.js';
+
+export interface TableDescriptor {
+  readonly name: string;
+  readonly id: number;
+  readonly partitions: number;
+  readonly replicas: number;
+}
+
+export interface TableOptions {
+  readonly partitions: number;
+  readonly replicas: number;
+}
+
+export type MetaCommand =
+  | {
+      readonly kind: 'CreateTable';
+      readonly requestId: string;
+      readonly name: string;
+      readonly partitions: number;
+      readonly replicas: number;
+      /** The cluster's node names as the proposer knows them; assignments draw from these. */
+      readonly nodes: readonly string[];
+    }
+  | { readonly kind: 'DropTable'; readonly requestId: string; readonly name: string };
+
+export type MetaResult =
+  | { readonly status: 'OK'; readonly table: TableDescriptor }
+  | { readonly status: 'ALREADY_EXISTS'; readonly table: TableDescriptor }
+  | { readonly status: 'UNKNOWN_TABLE'; readonly name: string }
+  | { readonly status: 'INVALID'; readonly message: string };
+
+/** The whole state as plain data: the snapshot, and what watchers receive. */
+export interface MetaView {
+  readonly revision: number;
+  readonly nextTableId: number;
+  readonly tables: readonly TableDescriptor[];
+  /** Partition id → replica node names; sorted by partition id. */
+  readonly assignments: readonly (readonly [string, readonly string[]])[];
+  /** Results of the most recent commands by request id, oldest first. */
+  readonly recent: readonly (readonly [string, MetaResult])[];
+}
+
+export const EMPTY_META_VIEW: MetaView = { revision: 0, nextTableId: 1, tables: [], assignments: [], recent: [] };
+
+export class MetaState {
+  private revisionValue = 0;
+  private nextTableId = 1;
+  private readonly tablesByName = new Map<string, TableDescriptor>();
+  private readonly assignmentsById = new Map<PartitionId, readonly NodeName[]>();
+  private readonly recent = new Map<string, MetaResult>();
+
+  get revision(): number {
+    return this.revisionValue;
+  }
+
+  /** Applies the entry at `index` (a command, or undefined for an empty entry). */
+  apply(index: number, command: MetaCommand | undefined): MetaResult | undefined {
+    if (index <= this.revisionValue) {
+      throw new BasaltError('INTERNAL', `metastorage entry ${index} applied after ${this.revisionValue}`);
+    }
+    this.revisionValue = index;
+    if (command === undefined) return undefined;
+    const earlier = this.recent.get(command.requestId);
+    if (earlier !== undefined) return earlier;
+    const result = this.execute(command);
+    this.recent.set(command.requestId, result);
+    if (this.recent.size > LIMITS.metaResultsMax) this.recent.delete(this.recent.keys().next().value!);
+    return result;
+  }
+
+  /** The result of the command with `requestId`, while it is among the recent ones. */
+  resultOf(requestId: string): MetaResult | undefined {
+    return this.recent.get(requestId);
+  }
+
+  private execute(command: MetaCommand): MetaResult {
+    switch (command.kind) {
+      case 'CreateTable':
+        return this.createTable(command);
+      case 'DropTable':
+        return this.dropTable(command.name);
+    }
+  }
+
+  table(name: string): TableDescriptor | undefined {
+    return this.tablesByName.get(name);
+  }
+
+  tables(): TableDescriptor[] {
+    return [...this.tablesByName.values()].sort((a, b) => a.id - b.id);
+  }
+
+  assignment(partition: PartitionId): readonly NodeName[] | undefined {
+    return this.assignmentsById.get(partition);
+  }
+
+  view(): MetaView {
+    return {
+      revision: this.revisionValue,
+      nextTableId: this.nextTableId,
+      tables: this.tables(),
+      assignments: [...this.assignmentsById].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+      recent: [...this.recent],
+    };
+  }
+
+  static fromView(view: MetaView): MetaState {
+    const state = new MetaState();
+    state.revisionValue = view.revision;
+    state.nextTableId = view.nextTableId;
+    for (const t of view.tables) state.tablesByName.set(t.name, t);
+    for (const [p, nodes] of view.assignments) state.assignmentsById.set(partitionId(p), nodes.map(nodeName));
+    for (const [requestId, result] of view.recent) state.recent.set(requestId, result);
+    return state;
+  }
+
+  private createTable(c: Extract<MetaCommand, { kind: 'CreateTable' }>): MetaResult {
+    const existing = this.tablesByName.get(c.name);
+    if (existing !== undefined) return { status: 'ALREADY_EXISTS', table: existing };
+    const nodes = [...new Set(c.nodes)].sort().map(nodeName);
+    const problem = tableProblem(c.name, c, nodes.length) ?? this.capacityProblem();
+    if (problem !== undefined) return { status: 'INVALID', message: problem };
+    const table: TableDescriptor = {
+      name: c.name,
+      id: this.nextTableId++,
+      partitions: c.partitions,
+      replicas: c.replicas,
+    };
+    this.tablesByName.set(table.name, table);
+    const load = this.loads(nodes);
+    for (let index = 0; index < table.partitions; index++) {
+      const chosen = pickReplicas(nodes, load, table.replicas, (table.id + index) % nodes.length);
+      this.assignmentsById.set(tablePartitionId(table.id, index), chosen);
+    }
+    return { status: 'OK', table };
+  }
+
+  private dropTable(name: string): MetaResult {
+    const table = this.tablesByName.get(name);
+    if (table === undefined) return { status: 'UNKNOWN_TABLE', name };
+    this.tablesByName.delete(name);
+    for (let index = 0; index < table.partitions; index++)
+      this.assignmentsById.delete(tablePartitionId(table.id, index));
+    return { status: 'OK', table };
+  }
+
+  private capacityProblem(): string | undefined {
+    return this.tablesByName.size >= LIMITS.tablesMax ? `the cluster has ${LIMITS.tablesMax} tables` : undefined;
+  }
+
+  /** Replicas each node of `nodes` holds now. */
+  private loads(nodes: readonly NodeName[]): Map<NodeName, number> {
+    const load = new Map<NodeName, number>(nodes.map((n) => [n, 0]));
+    for (const replicas of this.assignmentsById.values()) {
+      for (const n of replicas) {
+        const l = load.get(n);
+        if (l !== undefined) load.set(n, l + 1);
+      }
+    }
+    return load;
+  }
+}
+
+/** The `count` least-loaded nodes, ties broken by rotation distance from `start`; bumps their loads. */
+function pickReplicas(
+  nodes: readonly NodeName[],
+  load: Map<NodeName, number>,
+  count: number,
+  start: number,
+): NodeName[] {
+  const n = nodes.length;
+  const order = nodes
+    .map((name, i) => ({ name, load: load.get(name)!, rank: (i - start + n) % n }))
+    .sort((a, b) => a.load - b.load || a.rank - b.rank)
+    .slice(0, count)
+    .map((c) => c.name);
+  for (const name of order) load.set(name, load.get(name)! + 1);
+  return order;
+}
+
+/** Why a table definition is invalid on a cluster of `nodeCount` nodes, or undefined. */
+export function tableProblem(name: unknown, options: Partial<TableOptions>, nodeCount: number): string | undefined {
+  if (typeof name !== 'string' || name.length === 0 || name.length > LIMITS.tableNameCharsMax) {
+    return `a table name is a string of 1 to ${LIMITS.tableNameCharsMax} characters`;
+  }
+  const { partitions, replicas } = options;
+  if (!Number.isSafeInteger(partitions) || partitions! < 1 || partitions! > LIMITS.tablePartitionsMax) {
+    return `partitions must be an integer from 1 to ${LIMITS.tablePartitionsMax}`;
+  }
+  if (!Number.isSafeInteger(replicas) || replicas! < 1 || replicas! > nodeCount) {
+    return `replicas must be an integer from 1 to the number of nodes (${nodeCount})`;
+  }
+  return undefined;
+}
+
+export function encodeMetaCommand(command: MetaCommand): Uint8Array {
+  return encode(command);
+}
+
+/** Decodes a command; anything malformed (a bug or foreign data) decodes as undefined and applies as a no-op. */
+export function decodeMetaCommand(data: Uint8Array): MetaCommand | undefined {
+  if (data.length === 0) return undefined;
+  let value: unknown;
+  try {
+    value = decode(data);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  const c = value as Record<string, unknown>;
+  const requestId = c['requestId'];
+  if (typeof requestId !== 'string') return undefined;
+  if (c['kind'] === 'DropTable' && typeof c['name'] === 'string')
+    return { kind: 'DropTable', requestId, name: c['name'] };
+  if (
+    c['kind'] === 'CreateTable' &&
+    typeof c['name'] === 'string' &&
+    typeof c['partitions'] === 'number' &&
+    typeof c['replicas'] === 'number' &&
+    Array.isArray(c['nodes']) &&
+    c['nodes'].every((n) => typeof n === 'string')
+  ) {
+    return {
+      kind: 'CreateTable',
+      requestId,
+      name: c['name'],
+      partitions: c['partitions'],
+      replicas: c['replicas'],
+      nodes: c['nodes'] as string[],
+    };
+  }
+  return undefined;
+}
+
+export function encodeMetaView(view: MetaView): Uint8Array {
+  return encode(view);
+}
+
+export function decodeMetaView(data: Uint8Array): MetaView {
+  const value = decode(data);
+  if (!isMetaView(value)) throw new BasaltError('STORAGE_CORRUPTED', 'malformed metastorage snapshot');
+  return value;
+}
+
+export function isMetaView(value: unknown): value is MetaView {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as Record<string, unknown>;
+  return (
+    typeof v['revision'] === 'number' &&
+    typeof v['nextTableId'] === 'number' &&
+    Array.isArray(v['tables']) &&
+    v['tables'].every(isTableDescriptor) &&
+    Array.isArray(v['assignments']) &&
+    v['assignments'].every(
+      (a) =>
+        Array.isArray(a) &&
+        a.length === 2 &&
+        typeof a[0] === 'string' &&
+        Array.isArray(a[1]) &&
+        (a[1] as unknown[]).every((n) => typeof n === 'string'),
+    ) &&
+    Array.isArray(v['recent']) &&
+    v['recent'].every((r) => Array.isArray(r) && r.length === 2 && typeof r[0] === 'string' && isRecord(r[1]))
+  );
+}
+
+function isTableDescriptor(value: unknown): value is TableDescriptor {
+  if (typeof value !== 'object' || value === null) return false;
+  const t = value as Record<string, unknown>;
+  return (
+    typeof t['name'] === 'string' &&
+    typeof t['id'] === 'number' &&
+    typeof t['partitions'] === 'number' &&
+    typeof t['replicas'] === 'number'
+  );
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

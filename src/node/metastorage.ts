@@ -1,0 +1,333 @@
+/**
+ * The metastorage service of one node. Members (the first three node names) run the `meta` Raft group with
+ * `MetaState` as its state machine; every node, member or not, keeps the latest state it knows and reports each newer
+ * revision to `onView` (the node then starts and stops its partition replicas).
+ *
+ * How non-members learn the state: a watch long-poll. A non-member asks a member (the known leader first, else the
+ * next live member in turn) for anything newer than its revision; the member answers at once if it has something,
+ * else when its next entry applies, or after `metaWatchWaitMs` with nothing. Revisions are log indexes, so an answer
+ * from a lagging member is simply older and ignored. Members learn from their own applies.
+ *
+ * Commands: any node may call `createTable`/`dropTable`; the command goes to the meta leader (locally if this node is
+ * it, else as a MetaCommandRequest), retried on NOT_LEADER (following the hint), lost connections and timeouts until
+ * `metaCommandTimeoutMs`. Each command has a request id, so a retry after an unknown outcome gets the first result.
+ */
+import { BasaltError, isBasaltError } from '../core/errors.js';
+import type { NodeName } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import { META_GROUP } from '../core/partitioning.js';
+import type { Clock } from '../env/clock.js';
+import type { Random } from '../env/random.js';
+import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
+import type { Messenger } from '../net/messenger.js';
+import type { RaftDriver } from '../raft/driver.js';
+import type { Entry, Snapshot } from '../raft/types.js';
+import type { GroupStateMachine, GroupStateMachines } from './group-state-machines.js';
+import type { NodeMessage } from './messages.js';
+import {
+  decodeMetaCommand,
+  decodeMetaView,
+  encodeMetaCommand,
+  encodeMetaView,
+  isMetaView,
+  type MetaCommand,
+  type MetaResult,
+  MetaState,
+  type MetaView,
+  type TableDescriptor,
+  type TableOptions,
+  tableProblem,
+} from './metastorage-state.js';
+
+export interface MetastorageOptions {
+  readonly self: NodeName;
+  /** Voters of the meta group. */
+  readonly members: readonly NodeName[];
+  /** Every node of the cluster (assignments draw from these). */
+  readonly nodes: readonly NodeName[];
+  readonly messenger: Messenger<NodeMessage>;
+  readonly raft: RaftDriver;
+  readonly stateMachines: GroupStateMachines;
+  readonly timers: Timers;
+  readonly clock: Clock;
+  readonly random: Random;
+  /** Whether a peer is live now (watch and command targets prefer live members). */
+  readonly isLive: (name: NodeName) => boolean;
+  /** Called with every newer state this node learns, in revision order. */
+  readonly onView: (view: MetaView) => void;
+  readonly watchWaitMs?: number;
+  readonly commandTimeoutMs?: number;
+}
+
+interface Watcher {
+  readonly sinceRevision: number;
+  readonly answer: (body: NodeMessage) => void;
+  readonly timer: TimerHandle;
+}
+
+/** Pause between two attempts of a command or a watch that failed. */
+const RETRY_PAUSE_MS = 50;
+
+export class Metastorage implements GroupStateMachine {
+  readonly isMember: boolean;
+  private readonly options: MetastorageOptions;
+  private readonly watchWaitMs: number;
+  private readonly commandTimeoutMs: number;
+  private state = new MetaState();
+  private leaderHint: NodeName | undefined;
+  private nextTarget = 0;
+  private readonly watchers = new Set<Watcher>();
+  private readonly stopSignal = new AbortController();
+  private readonly unsubscribe: Array<() => void> = [];
+
+  constructor(options: MetastorageOptions) {
+    this.options = options;
+    this.isMember = options.members.includes(options.self);
+    this.watchWaitMs = options.watchWaitMs ?? LIMITS.metaWatchWaitMs;
+    this.commandTimeoutMs = options.commandTimeoutMs ?? LIMITS.metaCommandTimeoutMs;
+  }
+
+  /** Registers handlers; a member starts its Raft group, a non-member its watch loop. */
+  async start(): Promise<void> {
+    const m = this.options.messenger;
+    this.unsubscribe.push(
+      m.handle('MetaCommandRequest', (body) => this.onCommandRequest(body.command)),
+      m.handle('MetaWatchRequest', (body) => this.onWatchRequest(body.sinceRevision)),
+    );
+    if (this.isMember) {
+      this.unsubscribe.push(this.options.stateMachines.register(META_GROUP, this));
+      await this.options.raft.addGroup(META_GROUP, this.options.members);
+    } else {
+      void this.watchLoop();
+    }
+  }
+
+  stop(): void {
+    this.stopSignal.abort(new BasaltError('NODE_UNAVAILABLE', 'metastorage stopped'));
+    for (const w of this.watchers) this.options.timers.clearTimer(w.timer);
+    this.watchers.clear();
+    for (const u of this.unsubscribe.splice(0)) u();
+  }
+
+  get revision(): number {
+    return this.state.revision;
+  }
+
+  view(): MetaView {
+    return this.state.view();
+  }
+
+  tables(): TableDescriptor[] {
+    return this.state.tables();
+  }
+
+  table(name: string): TableDescriptor | undefined {
+    return this.state.table(name);
+  }
+
+  /** The meta leader as this node knows it. */
+  leader(): NodeName | undefined {
+    if (this.isMember) return this.options.raft.status(META_GROUP)?.leader ?? undefined;
+    return this.leaderHint;
+  }
+
+  async createTable(name: string, options: TableOptions): Promise<TableDescriptor> {
+    const problem = tableProblem(name, options, new Set(this.options.nodes).size);
+    if (problem !== undefined) throw new BasaltError('INVALID_ARGUMENT', problem, { table: name });
+    const result = await this.execute({
+      kind: 'CreateTable',
+      requestId: this.options.random.uuid(),
+      name,
+      partitions: options.partitions,
+      replicas: options.replicas,
+      nodes: [...this.options.nodes],
+    });
+    return tableOf(result);
+  }
+
+  async dropTable(name: string): Promise<TableDescriptor> {
+    return tableOf(await this.execute({ kind: 'DropTable', requestId: this.options.random.uuid(), name }));
+  }
+
+  // ------------------------------------------------------------------ state machine (members)
+
+  appliedIndex(): number {
+    return this.state.revision;
+  }
+
+  apply(entries: readonly Entry[]): void {
+    for (const e of entries) this.state.apply(e.index, e.kind === 'data' ? decodeMetaCommand(e.data) : undefined);
+    this.published();
+  }
+
+  snapshot(): Uint8Array {
+    return encodeMetaView(this.state.view());
+  }
+
+  restore(snapshot: Snapshot): void {
+    this.state = MetaState.fromView(decodeMetaView(snapshot.data));
+    this.published();
+  }
+
+  // ------------------------------------------------------------------ commands
+
+  private async execute(command: MetaCommand): Promise<MetaResult> {
+    const { clock } = this.options;
+    const deadlineMs = clock.monotonicMs() + this.commandTimeoutMs;
+    let lastError: unknown;
+    while (clock.monotonicMs() < deadlineMs && !this.stopSignal.signal.aborted) {
+      const target = this.commandTarget();
+      try {
+        if (target === this.options.self) return await this.proposeLocally(command);
+        const remainingMs = Math.max(1, deadlineMs - clock.monotonicMs());
+        const response = await this.options.messenger.request<Extract<NodeMessage, { kind: 'MetaCommandResponse' }>>(
+          target,
+          { kind: 'MetaCommandRequest', command },
+          { timeoutMs: Math.min(remainingMs, LIMITS.requestTimeoutMsDefault), signal: this.stopSignal.signal },
+        );
+        return response.result;
+      } catch (error) {
+        if (!isBasaltError(error) || !error.retryable) {
+          if (!isBasaltError(error, 'NOT_FOUND')) throw error;
+        }
+        lastError = error;
+        this.learnLeader(target, error);
+        await this.pause();
+      }
+    }
+    throw new BasaltError('TIMEOUT', `metastorage command ${command.kind} did not complete`, {
+      command: command.kind,
+      lastError: String(lastError),
+    });
+  }
+
+  private async proposeLocally(command: MetaCommand): Promise<MetaResult> {
+    await this.options.raft.propose(META_GROUP, encodeMetaCommand(command));
+    const result = this.state.resultOf(command.requestId);
+    if (result === undefined) throw new BasaltError('INTERNAL', 'an applied metastorage command left no result');
+    return result;
+  }
+
+  private onCommandRequest(command: MetaCommand): Promise<NodeMessage> {
+    if (!this.isMember) throw this.notLeader();
+    const status = this.options.raft.status(META_GROUP);
+    if (status?.role !== 'leader') throw this.notLeader();
+    return this.proposeLocally(command).then((result) => ({ kind: 'MetaCommandResponse', result }));
+  }
+
+  private notLeader(): BasaltError {
+    return new BasaltError('NOT_LEADER', `${this.options.self} is not the metastorage leader`, {
+      group: META_GROUP,
+      leader: this.leader() ?? null,
+    });
+  }
+
+  /** The known leader, else the next live member in turn (this node included). */
+  private commandTarget(): NodeName {
+    const hint = this.leader();
+    if (hint !== undefined && (hint === this.options.self || this.options.isLive(hint))) return hint;
+    return this.nextMember();
+  }
+
+  private nextMember(): NodeName {
+    const { members, self } = this.options;
+    for (let i = 0; i < members.length; i++) {
+      const candidate = members[(this.nextTarget + i) % members.length]!;
+      if (candidate === self || this.options.isLive(candidate)) {
+        this.nextTarget = (this.nextTarget + i + 1) % members.length;
+        return candidate;
+      }
+    }
+    const fallback = members[this.nextTarget % members.length]!;
+    this.nextTarget = (this.nextTarget + 1) % members.length;
+    return fallback;
+  }
+
+  private learnLeader(target: NodeName, error: unknown): void {
+    const hinted = isBasaltError(error, 'NOT_LEADER') ? error.details?.['leader'] : undefined;
+    if (typeof hinted === 'string' && hinted !== target && this.options.members.includes(hinted as NodeName)) {
+      this.leaderHint = hinted as NodeName;
+    } else {
+      this.leaderHint = undefined;
+    }
+  }
+
+  private pause(): Promise<void> {
+    return sleep(this.options.timers, RETRY_PAUSE_MS, this.stopSignal.signal).catch(() => {});
+  }
+
+  // ------------------------------------------------------------------ watch
+
+  private onWatchRequest(sinceRevision: number): NodeMessage | Promise<NodeMessage> {
+    if (this.state.revision > sinceRevision) return this.watchAnswer();
+    if (this.watchers.size >= LIMITS.metaWatchersMax) return this.watchAnswer(null);
+    return new Promise<NodeMessage>((answer) => {
+      const watcher: Watcher = {
+        sinceRevision,
+        answer,
+        timer: this.options.timers.setTimer(() => {
+          this.watchers.delete(watcher);
+          answer(this.watchAnswer(null));
+        }, this.watchWaitMs),
+      };
+      this.watchers.add(watcher);
+    });
+  }
+
+  private watchAnswer(view: MetaView | null = this.state.view()): NodeMessage {
+    return { kind: 'MetaWatchResponse', view, leader: this.leader() ?? null };
+  }
+
+  /** A member's state advanced: answer waiting watchers, tell the node. */
+  private published(): void {
+    if (this.watchers.size > 0) {
+      const answer = this.watchAnswer();
+      for (const w of [...this.watchers]) {
+        if (w.sinceRevision >= this.state.revision) continue;
+        this.watchers.delete(w);
+        this.options.timers.clearTimer(w.timer);
+        w.answer(answer);
+      }
+    }
+    this.options.onView(this.state.view());
+  }
+
+  private async watchLoop(): Promise<void> {
+    const signal = this.stopSignal.signal;
+    while (!signal.aborted) {
+      const target =
+        this.leaderHint !== undefined && this.options.isLive(this.leaderHint) ? this.leaderHint : this.nextMember();
+      try {
+        const response = await this.options.messenger.request<Extract<NodeMessage, { kind: 'MetaWatchResponse' }>>(
+          target,
+          { kind: 'MetaWatchRequest', sinceRevision: this.state.revision },
+          { timeoutMs: this.watchWaitMs + LIMITS.metaWatchWaitMs, signal },
+        );
+        this.leaderHint = (response.leader ?? undefined) as NodeName | undefined;
+        const view = response.view;
+        if (view !== null && isMetaView(view) && view.revision > this.state.revision) {
+          this.state = MetaState.fromView(view);
+          this.options.onView(view);
+        }
+      } catch {
+        this.leaderHint = undefined;
+        await this.pause();
+      }
+    }
+  }
+}
+
+function tableOf(result: MetaResult): TableDescriptor {
+  switch (result.status) {
+    case 'OK':
+      return result.table;
+    case 'ALREADY_EXISTS':
+      throw new BasaltError('ALREADY_EXISTS', `table ${result.table.name} already exists`, {
+        table: result.table.name,
+      });
+    case 'UNKNOWN_TABLE':
+      throw new BasaltError('UNKNOWN_TABLE', `no table named ${result.name}`, { table: result.name });
+    case 'INVALID':
+      throw new BasaltError('INVALID_ARGUMENT', result.message);
+  }
+}

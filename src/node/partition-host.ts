@@ -1,0 +1,56 @@
+/**
+ * The seam between the node and the replicas it hosts. The node watches the metastorage and, for every partition
+ * assigned to it, calls `start` once (when the assignment first appears, or when the node starts and finds it);
+ * `stop` when the assignment goes away (`removed`: drop the replica's stored state) or when the node shuts down
+ * gracefully (`node-stopping`: keep it). Calls for one partition never overlap: the node waits for each to finish.
+ *
+ * `PlaceholderPartitionHost` runs each partition's Raft group with an empty state machine; the replica layer replaces
+ * it with a host that registers real partition state machines (and answers `primaryOf` from its leases).
+ */
+import type { NodeName, PartitionId } from '../core/ids.js';
+import type { RaftDriver } from '../raft/driver.js';
+import type { LogStorage } from '../raft/log-storage.js';
+import { EmptyStateMachine, type GroupStateMachines } from './group-state-machines.js';
+
+export type PartitionStopReason = 'removed' | 'node-stopping';
+
+export interface PartitionHost {
+  start(partition: PartitionId, replicas: readonly NodeName[]): Promise<void>;
+  stop(partition: PartitionId, reason: PartitionStopReason): Promise<void>;
+  /** The partition's primary as this node knows it (leaseholder, or Raft leader for now), if any. */
+  primaryOf?(partition: PartitionId): NodeName | undefined;
+}
+
+/** What a partition host may use of its node. */
+export interface PartitionHostContext {
+  readonly self: NodeName;
+  readonly raft: RaftDriver;
+  readonly stateMachines: GroupStateMachines;
+  readonly logStorage: LogStorage;
+}
+
+export type PartitionHostFactory = (context: PartitionHostContext) => PartitionHost;
+
+export class PlaceholderPartitionHost implements PartitionHost {
+  private readonly unregister = new Map<PartitionId, () => void>();
+
+  constructor(private readonly context: PartitionHostContext) {}
+
+  async start(partition: PartitionId, replicas: readonly NodeName[]): Promise<void> {
+    this.unregister.set(partition, this.context.stateMachines.register(partition, new EmptyStateMachine()));
+    await this.context.raft.addGroup(partition, replicas);
+  }
+
+  async stop(partition: PartitionId, reason: PartitionStopReason): Promise<void> {
+    await this.context.raft.removeGroup(partition);
+    this.unregister.get(partition)?.();
+    this.unregister.delete(partition);
+    if (reason === 'removed') await this.context.logStorage.removeGroup(partition);
+  }
+
+  primaryOf(partition: PartitionId): NodeName | undefined {
+    return this.context.raft.status(partition)?.leader ?? undefined;
+  }
+}
+
+export const placeholderPartitionHost: PartitionHostFactory = (context) => new PlaceholderPartitionHost(context);

@@ -1,0 +1,170 @@
+/**
+ * The real-time cluster environment: nodes in this process on the event loop's timers and the process clock (one
+ * RealClock per node, so skew tests can shift one), over an in-memory network or TCP on loopback, with in-memory
+ * storage (kept per node name across restarts: the process plays the disk) or one LMDB environment per node under
+ * `dataDir/<name>`. Every node's transport is wrapped by the cluster's network filters.
+ *
+ * Crash model: `crashNode` kills the incarnation (timers retired, Raft stopped, connections closed) and then closes
+ * its LMDB environment; what LMDB committed stays, as after `kill -9`. A TCP node restarts on the port it had, so its
+ * peers' reconnect loops find it.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { BasaltError } from '../core/errors.js';
+import { type NodeName, nodeId } from '../core/ids.js';
+import { RealClock } from '../env/real-clock.js';
+import { RealRandom } from '../env/real-random.js';
+import { RealTimers } from '../env/real-timers.js';
+import type { Transport } from '../env/transport.js';
+import { TcpTransport } from '../net/tcp-transport.js';
+import { LmdbLogStorage } from '../raft/lmdb-log-storage.js';
+import { MemoryLogStorage } from '../raft/memory-log-storage.js';
+import { openLmdbEnvironment } from '../storage/lmdb-environment.js';
+import { LmdbStorageEngine, MemoryStorageEngine } from '../storage/storage-engine.js';
+import { BasaltNode, type NodeStorage, type NodeTuning } from './basalt-node.js';
+import type { ClusterEnvironment } from './cluster.js';
+import { MemoryNetwork } from './memory-transport.js';
+import { NetworkFilters } from './network-filters.js';
+import type { PartitionHostFactory } from './partition-host.js';
+
+export interface RealClusterOptions {
+  readonly names: readonly NodeName[];
+  readonly transport?: 'memory' | 'tcp';
+  /** LMDB under `dataDir/<name>`; in-memory storage when absent. */
+  readonly dataDir?: string;
+  /** fsync every LMDB commit (default true). */
+  readonly sync?: boolean;
+  readonly host?: string;
+  /** TCP: node i listens on basePort + i (default 0: ephemeral ports). */
+  readonly basePort?: number;
+  readonly tuning?: NodeTuning;
+  readonly partitionHost?: PartitionHostFactory;
+  /** Failures of nodes' background work. */
+  readonly onError?: (name: NodeName, error: unknown) => void;
+}
+
+interface MemoryDisk {
+  readonly engine: MemoryStorageEngine;
+  readonly log: MemoryLogStorage;
+}
+
+export class RealClusterEnvironment implements ClusterEnvironment {
+  readonly network = new NetworkFilters();
+  readonly timers = new RealTimers();
+  private readonly options: RealClusterOptions;
+  private readonly clocks = new Map<NodeName, RealClock>();
+  private readonly random = new RealRandom();
+  private readonly memory: MemoryNetwork | undefined;
+  private readonly disks = new Map<NodeName, MemoryDisk>();
+  private readonly tcp = new Map<NodeName, TcpTransport>();
+  private readonly ports = new Map<NodeName, number>();
+  private readonly addresses = new Map<NodeName, string>();
+
+  constructor(options: RealClusterOptions) {
+    this.options = options;
+    this.memory = options.transport === 'tcp' ? undefined : new MemoryNetwork({ timers: this.timers });
+    for (const name of options.names) this.clocks.set(name, new RealClock());
+  }
+
+  /** The TCP address of each node that has listened, as 'host:port'. */
+  address(name: NodeName): string | undefined {
+    return this.addresses.get(name);
+  }
+
+  async startNode(name: NodeName): Promise<BasaltNode> {
+    const self = { name, id: nodeId(this.random.uuid()) };
+    const transport = await this.openTransport(self);
+    const storage = this.openStorage(name);
+    try {
+      return await BasaltNode.start({
+        transport: this.network.wrap(transport),
+        clock: this.clock(name),
+        timers: new RealTimers(),
+        random: this.random,
+        storage,
+        nodes: this.options.names,
+        ...(this.options.partitionHost !== undefined && { partitionHost: this.options.partitionHost }),
+        ...(this.options.tuning !== undefined && { tuning: this.options.tuning }),
+        onError: (error) => this.options.onError?.(name, error),
+      });
+    } catch (error) {
+      await transport.close();
+      await storage.close?.();
+      throw error;
+    }
+  }
+
+  async crashNode(name: NodeName, node: BasaltNode): Promise<void> {
+    node.kill();
+    this.tcp.delete(name);
+    await node.closeStorage();
+  }
+
+  async stopNode(name: NodeName, node: BasaltNode): Promise<void> {
+    await node.stop();
+    this.tcp.delete(name);
+  }
+
+  setClockOffset(name: NodeName, offsetMs: number): void {
+    this.clock(name).offsetMs = offsetMs;
+  }
+
+  drive<T>(promise: Promise<T>): Promise<T> {
+    return promise;
+  }
+
+  monotonicMs(): number {
+    return this.clocks.values().next().value!.monotonicMs();
+  }
+
+  async close(): Promise<void> {
+    this.memory?.shutdown();
+    await Promise.all([...this.tcp.values()].map((t) => t.close()));
+    this.tcp.clear();
+  }
+
+  private clock(name: NodeName): RealClock {
+    const clock = this.clocks.get(name);
+    if (clock === undefined) throw new BasaltError('INVALID_ARGUMENT', `unknown node ${name}`);
+    return clock;
+  }
+
+  private async openTransport(self: { name: NodeName; id: ReturnType<typeof nodeId> }): Promise<Transport> {
+    if (this.memory !== undefined) return this.memory.endpoint(self);
+    const host = this.options.host ?? '127.0.0.1';
+    const index = this.options.names.indexOf(self.name);
+    const port = this.ports.get(self.name) ?? (this.options.basePort ? this.options.basePort + index : 0);
+    const peers: Record<string, string> = {};
+    for (const [name, address] of this.addresses) if (name !== self.name) peers[name] = address;
+    const transport = await TcpTransport.start({ self, host, port, peers, timers: this.timers, random: this.random });
+    this.ports.set(self.name, transport.port);
+    const address = transport.address;
+    const previous = this.addresses.get(self.name);
+    this.addresses.set(self.name, address);
+    this.tcp.set(self.name, transport);
+    if (previous !== address) {
+      for (const [name, other] of this.tcp) if (name !== self.name) other.addPeer(self.name, address);
+    }
+    return transport;
+  }
+
+  private openStorage(name: NodeName): NodeStorage {
+    const dataDir = this.options.dataDir;
+    if (dataDir === undefined) {
+      let disk = this.disks.get(name);
+      if (disk === undefined) {
+        disk = { engine: new MemoryStorageEngine(), log: new MemoryLogStorage() };
+        this.disks.set(name, disk);
+      }
+      return disk;
+    }
+    const path = join(dataDir, name);
+    mkdirSync(path, { recursive: true });
+    const root = openLmdbEnvironment(path, { sync: this.options.sync ?? true });
+    return {
+      engine: new LmdbStorageEngine(root),
+      log: new LmdbLogStorage(root),
+      close: () => root.close(),
+    };
+  }
+}
