@@ -1,0 +1,7 @@
+export * from './apply-result.js';
+export * from './commands.js';
+export * from './lease.js';
+export * from './primary.js';
+export * from './proposals.js';
+export * from './safe-time.js';
+export * from './state-machine.js';
