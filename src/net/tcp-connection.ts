@@ -1,0 +1,172 @@
+/**
+ * One TCP connection, either end: framing, the hello exchange under a timeout, and merged writes.
+ *
+ * Life cycle: `handshaking` (our hello is sent at once; the peer's must arrive within the handshake timeout) →
+ * `open` (frames are payloads) → `closed`. Anything wrong on the wire (oversized length, bad msgpack, bad hello, a
+ * hello from the wrong peer, a write buffer the peer does not drain) closes this connection only, with one
+ * diagnostic; nothing is thrown into the process. `onClose` runs exactly once, whatever ended the connection.
+ * Writes issued during one turn of the event loop go out as one `socket.write` (measured 5–9× the throughput of one
+ * write per message on this machine, ecosystem.md §1).
+ */
+import type { Socket } from 'node:net';
+import type { ErrorCode } from '../core/errors.js';
+import { isBasaltError } from '../core/errors.js';
+import type { TimerHandle, Timers } from '../env/timers.js';
+import type { PeerIdentity } from '../env/transport.js';
+import { decode } from './codec.js';
+import type { DiagnosticListener, NetDiagnosticKind } from './diagnostics.js';
+import { encodeFrame, FrameDecoder } from './frame.js';
+import { hello, parseHello } from './handshake.js';
+
+export interface ConnectionLimits {
+  readonly handshakeTimeoutMs: number;
+  readonly frameBytesMax: number;
+  readonly writeBufferBytesMax: number;
+}
+
+export interface ConnectionEvents {
+  /** Decides whether the peer's hello is acceptable; a reason string refuses it. */
+  readonly accept: (peer: PeerIdentity) => string | undefined;
+  readonly onOpen: (connection: TcpConnection) => void;
+  readonly onPayload: (connection: TcpConnection, payload: unknown) => void;
+  readonly onClose: (connection: TcpConnection) => void;
+}
+
+type ConnectionState = 'handshaking' | 'open' | 'closed';
+
+export class TcpConnection {
+  private state: ConnectionState = 'handshaking';
+  private remote: PeerIdentity | undefined;
+  private readonly decoder: FrameDecoder;
+  private handshakeTimer: TimerHandle | undefined;
+  private batch: Buffer[] = [];
+  private flushScheduled = false;
+
+  constructor(
+    private readonly socket: Socket,
+    self: PeerIdentity,
+    private readonly timers: Timers,
+    private readonly limits: ConnectionLimits,
+    private readonly events: ConnectionEvents,
+    private readonly diagnose: DiagnosticListener,
+    /** Who we believe is at the other end, for diagnostics before the hello arrives. */
+    private readonly label: string,
+  ) {
+    this.decoder = new FrameDecoder(limits.frameBytesMax);
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('error', (error: Error) => this.fail('connection-error', error.message));
+    socket.on('close', () => this.onSocketClose());
+    this.handshakeTimer = timers.setTimer(
+      () => this.fail('handshake-failed', `no hello within ${limits.handshakeTimeoutMs} ms`, 'HANDSHAKE_FAILED'),
+      limits.handshakeTimeoutMs,
+    );
+    const [header, body] = encodeFrame(hello(self), limits.frameBytesMax);
+    socket.write(Buffer.concat([header, body]));
+  }
+
+  /** The peer's identity, once its hello was accepted. */
+  get peer(): PeerIdentity | undefined {
+    return this.remote;
+  }
+
+  get isOpen(): boolean {
+    return this.state === 'open';
+  }
+
+  /** Queues an encoded frame; all frames of this turn are written together. */
+  write(frame: readonly Buffer[]): void {
+    if (this.state === 'closed') return;
+    this.batch.push(...frame);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    queueMicrotask(() => this.flush());
+  }
+
+  /** Closes the connection; frames not yet written are lost. */
+  close(): void {
+    if (this.state === 'closed') return;
+    this.socket.destroy();
+    this.onSocketClose();
+  }
+
+  private isClosed(): boolean {
+    return this.state === 'closed';
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.state === 'closed' || this.batch.length === 0) return;
+    const bytes = this.batch.length === 1 ? this.batch[0]! : Buffer.concat(this.batch);
+    this.batch = [];
+    this.socket.write(bytes);
+    if (this.socket.writableLength > this.limits.writeBufferBytesMax) {
+      this.fail('connection-error', `peer does not drain: ${this.socket.writableLength} bytes buffered`);
+    }
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.state === 'closed') return;
+    const output = this.decoder.push(chunk);
+    for (const frame of output.frames) {
+      // A frame's handler may have closed the connection; the frames after it are not delivered.
+      if (this.isClosed()) return;
+      this.onFrame(frame);
+    }
+    if (!output.ok) {
+      const message = `frame of ${output.frameBytes} bytes exceeds ${this.limits.frameBytesMax}`;
+      this.fail('frame-too-large', message, 'FRAME_TOO_LARGE');
+    }
+  }
+
+  private onFrame(frame: Buffer): void {
+    let payload: unknown;
+    try {
+      payload = decode(frame);
+    } catch (error) {
+      const message = isBasaltError(error) ? error.message : String(error);
+      this.fail(this.state === 'handshaking' ? 'handshake-failed' : 'malformed-frame', message, 'MALFORMED_FRAME');
+      return;
+    }
+    if (this.state === 'handshaking') this.onHello(payload);
+    else this.events.onPayload(this, payload);
+  }
+
+  private onHello(payload: unknown): void {
+    const parsed = parseHello(payload);
+    const reason = parsed.ok ? this.events.accept(parsed.peer) : parsed.reason;
+    if (reason !== undefined || !parsed.ok) {
+      this.fail('handshake-failed', reason ?? 'bad hello', 'HANDSHAKE_FAILED');
+      return;
+    }
+    this.clearHandshakeTimer();
+    this.remote = parsed.peer;
+    this.state = 'open';
+    this.events.onOpen(this);
+  }
+
+  private fail(kind: NetDiagnosticKind, message: string, code?: ErrorCode): void {
+    if (this.state === 'closed') return;
+    const peer = this.remote?.name ?? this.label;
+    try {
+      this.diagnose({ kind, message, peer, code });
+    } catch {
+      // A failing diagnostics sink must not keep a bad connection open.
+    }
+    this.close();
+  }
+
+  private onSocketClose(): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    this.clearHandshakeTimer();
+    this.batch = [];
+    this.events.onClose(this);
+  }
+
+  private clearHandshakeTimer(): void {
+    if (this.handshakeTimer === undefined) return;
+    this.timers.clearTimer(this.handshakeTimer);
+    this.handshakeTimer = undefined;
+  }
+}

@@ -1,0 +1,339 @@
+/**
+ * The real Transport: TCP with `node:net`, payloads encoded by the codec into length-prefixed frames.
+ *
+ * Model: each node dials each known peer and uses that *outbound* connection for everything it sends to the peer;
+ * connections it accepts are *inbound* and used for receiving. Per peer, then, there is one ordered byte stream in
+ * each direction, which gives the Transport guarantees (src/env/transport.ts): payloads to a peer arrive in send
+ * order, at most once, and may be lost only when a connection drops.
+ *   - `up(peer)` is emitted when the outbound connection to a peer completed its hello exchange, with the peer's
+ *     ephemeral id; `down(peer)` when that connection closes. A restarted peer comes back `up` with its new id;
+ *     an inbound hello from a known peer with a new id closes the stale outbound connection at once.
+ *   - While a peer is not up its payloads wait in a queue bounded by `peerSendQueueMax` (the oldest are dropped);
+ *     the queue is written first when the connection opens, so order holds across reconnects.
+ *   - Reconnects back off exponentially between `reconnectBackoffMsMin` and `…Max`, with jitter from the injected
+ *     Random, on the injected Timers (connect + hello share the handshake timeout).
+ *   - A malformed frame, an oversized length or a bad hello closes that connection only, reported as a diagnostic.
+ * `send` never throws for an unreachable peer; it throws MALFORMED_FRAME / FRAME_TOO_LARGE only for a payload that
+ * is not plain data or too large (a bug in the caller).
+ */
+import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
+import { BasaltError } from '../core/errors.js';
+import type { NodeName } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import type { Random } from '../env/random.js';
+import type { TimerHandle, Timers } from '../env/timers.js';
+import type { PeerIdentity, Transport, TransportEvent, TransportHandler } from '../env/transport.js';
+import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnostic } from './diagnostics.js';
+import { encodeFrame } from './frame.js';
+import { type ConnectionLimits, TcpConnection } from './tcp-connection.js';
+
+export interface TcpTransportOptions {
+  readonly self: PeerIdentity;
+  readonly host: string;
+  /** 0 picks an ephemeral port; read it back from `address`/`port`. */
+  readonly port: number;
+  /** Known peers: node name → 'host:port'. */
+  readonly peers?: Readonly<Record<string, string>>;
+  readonly timers: Timers;
+  readonly random: Random;
+  readonly onDiagnostic?: DiagnosticListener;
+  readonly handshakeTimeoutMs?: number;
+  readonly reconnectBackoffMsMin?: number;
+  readonly reconnectBackoffMsMax?: number;
+  readonly frameBytesMax?: number;
+  readonly peerSendQueueMax?: number;
+  readonly peerWriteBufferBytesMax?: number;
+  readonly inboundConnectionsMax?: number;
+}
+
+interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** Outbound state for one peer. Invariant: `up` is set iff `connection` is open and `up` was announced. */
+interface PeerLink {
+  readonly name: NodeName;
+  readonly address: HostPort;
+  connection: TcpConnection | undefined;
+  up: PeerIdentity | undefined;
+  /** Encoded frames waiting for the connection to open; at most `peerSendQueueMax`. */
+  queue: Array<readonly Buffer[]>;
+  droppedFrames: number;
+  backoffMs: number;
+  reconnectTimer: TimerHandle | undefined;
+  removed: boolean;
+}
+
+export class TcpTransport implements Transport {
+  readonly self: PeerIdentity;
+  private readonly links = new Map<NodeName, PeerLink>();
+  /** Open inbound connections by peer name (the newest per name); handshaking ones are only in `connections`. */
+  private readonly inbound = new Map<NodeName, TcpConnection>();
+  private readonly connections = new Set<TcpConnection>();
+  /** Accepted connections, handshaking or open; at most `inboundConnectionsMax`. */
+  private readonly accepted = new Set<TcpConnection>();
+  private handler: TransportHandler | undefined;
+  private readonly early: TransportEvent[] = [];
+  private readonly connectionLimits: ConnectionLimits;
+  private readonly backoffMsMin: number;
+  private readonly backoffMsMax: number;
+  private readonly sendQueueMax: number;
+  private readonly inboundMax: number;
+  private readonly diagnose: DiagnosticListener;
+  private closed = false;
+
+  private constructor(
+    private readonly server: Server,
+    private readonly options: TcpTransportOptions,
+  ) {
+    this.self = options.self;
+    this.connectionLimits = {
+      handshakeTimeoutMs: options.handshakeTimeoutMs ?? LIMITS.handshakeTimeoutMs,
+      frameBytesMax: options.frameBytesMax ?? LIMITS.frameBytesMax,
+      writeBufferBytesMax: options.peerWriteBufferBytesMax ?? LIMITS.peerWriteBufferBytesMax,
+    };
+    this.backoffMsMin = options.reconnectBackoffMsMin ?? LIMITS.reconnectBackoffMsMin;
+    this.backoffMsMax = options.reconnectBackoffMsMax ?? LIMITS.reconnectBackoffMsMax;
+    this.sendQueueMax = options.peerSendQueueMax ?? LIMITS.peerSendQueueMax;
+    this.inboundMax = options.inboundConnectionsMax ?? LIMITS.inboundConnectionsMax;
+    const diagnose = options.onDiagnostic ?? ignoreDiagnostics;
+    this.diagnose = (d) => {
+      try {
+        diagnose(d);
+      } catch {
+        // A failing diagnostics sink must not break the transport.
+      }
+    };
+  }
+
+  /** Listens on host:port, then dials every known peer. */
+  static async start(options: TcpTransportOptions): Promise<TcpTransport> {
+    const server = createServer();
+    const transport = new TcpTransport(server, options);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port, options.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    server.on('error', (error) =>
+      transport.diagnose({ kind: 'connection-error', message: `server: ${error.message}` }),
+    );
+    server.on('connection', (socket) => transport.onInbound(socket));
+    for (const [name, address] of Object.entries(options.peers ?? {})) transport.addPeer(name as NodeName, address);
+    return transport;
+  }
+
+  /** The address this transport listens on, as 'host:port'. */
+  get address(): string {
+    return formatHostPort(this.options.host, this.port);
+  }
+
+  get port(): number {
+    const address = this.server.address();
+    return typeof address === 'object' && address !== null ? address.port : this.options.port;
+  }
+
+  setHandler(handler: TransportHandler): void {
+    this.handler = handler;
+    for (const event of this.early.splice(0)) this.emit(event);
+  }
+
+  send(to: NodeName, payload: unknown): void {
+    const frame = encodeFrame(payload, this.connectionLimits.frameBytesMax);
+    if (this.closed) return;
+    const link = this.links.get(to);
+    if (link === undefined) {
+      this.diagnose({ kind: 'payload-dropped', message: `no address known for ${to}`, peer: to });
+      return;
+    }
+    if (link.up !== undefined && link.connection !== undefined) link.connection.write(frame);
+    else this.enqueue(link, frame);
+  }
+
+  /** Adds or re-addresses a peer and starts dialing it. */
+  addPeer(name: NodeName, address: string): void {
+    if (this.closed || name === this.self.name) return;
+    const parsed = parseHostPort(address);
+    const existing = this.links.get(name);
+    if (existing !== undefined) {
+      if (existing.address.host === parsed.host && existing.address.port === parsed.port) return;
+      this.removePeer(name);
+    }
+    const link: PeerLink = {
+      name,
+      address: parsed,
+      connection: undefined,
+      up: undefined,
+      queue: [],
+      droppedFrames: 0,
+      backoffMs: this.backoffMsMin,
+      reconnectTimer: undefined,
+      removed: false,
+    };
+    this.links.set(name, link);
+    this.dial(link);
+  }
+
+  /** Forgets a peer: closes its outbound connection (emitting `down` if it was up) and drops its queue. */
+  removePeer(name: NodeName): void {
+    const link = this.links.get(name);
+    if (link === undefined) return;
+    link.removed = true;
+    this.links.delete(name);
+    if (link.reconnectTimer !== undefined) this.options.timers.clearTimer(link.reconnectTimer);
+    link.queue = [];
+    link.connection?.close();
+  }
+
+  /** Names of the peers whose outbound connection is up, with their ids. */
+  livePeers(): PeerIdentity[] {
+    return [...this.links.values()].flatMap((link) => (link.up === undefined ? [] : [link.up]));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const link of this.links.values()) {
+      link.removed = true;
+      if (link.reconnectTimer !== undefined) this.options.timers.clearTimer(link.reconnectTimer);
+    }
+    for (const connection of [...this.connections]) connection.close();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private enqueue(link: PeerLink, frame: readonly Buffer[]): void {
+    link.queue.push(frame);
+    if (link.queue.length <= this.sendQueueMax) return;
+    link.queue.shift();
+    link.droppedFrames++;
+    if (link.droppedFrames === 1) {
+      const message = `send queue of ${link.name} is full (${this.sendQueueMax}); dropping the oldest payloads`;
+      this.diagnose({ kind: 'payload-dropped', message, peer: link.name, code: 'OVERLOADED' });
+    }
+  }
+
+  private dial(link: PeerLink): void {
+    link.reconnectTimer = undefined;
+    if (this.closed || link.removed) return;
+    const socket = netConnect({ host: link.address.host, port: link.address.port });
+    const connection = this.track(socket, link.name, {
+      accept: (peer) =>
+        peer.name === link.name ? undefined : `expected ${link.name}, the peer says it is ${peer.name}`,
+      onOpen: (c) => this.onOutboundOpen(link, c),
+      onPayload: (c, payload) => this.deliver(c, payload),
+      onClose: (c) => this.onOutboundClose(link, c),
+    });
+    link.connection = connection;
+  }
+
+  private onOutboundOpen(link: PeerLink, connection: TcpConnection): void {
+    if (link.connection !== connection || connection.peer === undefined) return;
+    link.backoffMs = this.backoffMsMin;
+    link.up = connection.peer;
+    for (const frame of link.queue) connection.write(frame);
+    link.queue = [];
+    link.droppedFrames = 0;
+    this.emit({ kind: 'up', peer: link.up });
+  }
+
+  private onOutboundClose(link: PeerLink, connection: TcpConnection): void {
+    this.connections.delete(connection);
+    if (link.connection !== connection) return;
+    link.connection = undefined;
+    const wasUp = link.up;
+    link.up = undefined;
+    if (wasUp !== undefined && !this.closed) this.emit({ kind: 'down', peer: wasUp });
+    if (this.closed || link.removed) return;
+    const halfMs = link.backoffMs / 2;
+    const delayMs = Math.round(halfMs + this.options.random.next() * halfMs);
+    link.backoffMs = Math.min(this.backoffMsMax, link.backoffMs * 2);
+    link.reconnectTimer = this.options.timers.setTimer(() => this.dial(link), delayMs);
+  }
+
+  private onInbound(socket: Socket): void {
+    const remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
+    if (this.closed || this.accepted.size >= this.inboundMax) {
+      this.diagnose({ kind: 'connection-error', message: `refused inbound connection from ${remote}`, peer: remote });
+      socket.destroy();
+      return;
+    }
+    const connection = this.track(socket, remote, {
+      accept: (peer) => (peer.name === this.self.name ? `the peer claims this node's name ${peer.name}` : undefined),
+      onOpen: (c) => this.onInboundOpen(c),
+      onPayload: (c, payload) => this.deliver(c, payload),
+      onClose: (c) => {
+        this.connections.delete(c);
+        this.accepted.delete(c);
+        if (c.peer !== undefined && this.inbound.get(c.peer.name) === c) this.inbound.delete(c.peer.name);
+      },
+    });
+    this.accepted.add(connection);
+  }
+
+  /** The newest inbound connection of a peer supersedes older ones; a new id means the outbound one is stale. */
+  private onInboundOpen(connection: TcpConnection): void {
+    const peer = connection.peer;
+    if (peer === undefined) return;
+    const previous = this.inbound.get(peer.name);
+    this.inbound.set(peer.name, connection);
+    previous?.close();
+    const link = this.links.get(peer.name);
+    if (link?.up !== undefined && link.up.id !== peer.id) link.connection?.close();
+  }
+
+  private track(socket: Socket, label: string, events: ConstructorParameters<typeof TcpConnection>[4]): TcpConnection {
+    const connection = new TcpConnection(
+      socket,
+      this.self,
+      this.options.timers,
+      this.connectionLimits,
+      events,
+      this.diagnose,
+      label,
+    );
+    this.connections.add(connection);
+    return connection;
+  }
+
+  private deliver(connection: TcpConnection, payload: unknown): void {
+    const from = connection.peer;
+    if (from === undefined || this.closed) return;
+    this.emit({ kind: 'message', from, payload });
+  }
+
+  private emit(event: TransportEvent): void {
+    if (this.handler === undefined) {
+      // Events before the receiver is installed wait for it, within the same bound as a peer's send queue.
+      if (this.early.length < this.sendQueueMax) this.early.push(event);
+      return;
+    }
+    try {
+      this.handler(event);
+    } catch (error) {
+      const diagnostic: NetDiagnostic = {
+        kind: 'handler-failed',
+        message: `transport handler threw: ${String(error)}`,
+      };
+      this.diagnose(diagnostic);
+    }
+  }
+}
+
+/** Parses 'host:port' or '[v6host]:port'. Throws INVALID_ARGUMENT. */
+export function parseHostPort(address: string): HostPort {
+  const colon = address.lastIndexOf(':');
+  const port = Number(address.slice(colon + 1));
+  let host = address.slice(0, colon);
+  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+  if (colon <= 0 || host.length === 0 || !Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new BasaltError('INVALID_ARGUMENT', `not a host:port address: ${address}`);
+  }
+  return { host, port };
+}
+
+function formatHostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
