@@ -74,3 +74,44 @@ test('TCP + LMDB: partitions elect leaders; a crashed node restarts with a new i
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test('memory transport: hold, drop and count filter by kind, group, from and to', async () => {
+  const cluster = await startReal();
+  try {
+    const table = await cluster.createTable('t', { partitions: 1, replicas: 3 });
+    const group = `t${table.id}p0`;
+    const leader = cluster.leaderOf(group as never)!;
+    const follower = cluster.nodes.find((n) => n !== leader)!;
+    const before = cluster.network.count({ kind: 'Raft', group, from: leader, to: follower });
+    await cluster.runFor(100);
+    assert.ok(cluster.network.count({ kind: 'Raft', group, from: leader, to: follower }) > before);
+    assert.equal(cluster.network.count({ kind: 'Raft', group, from: follower, to: follower }), 0);
+
+    const followerNode = cluster.basaltNode(follower)!;
+    const dropped = cluster.network.drop({ kind: 'Raft', group, to: follower });
+    const commitBefore = followerNode.raft.status(group as never)!.commit;
+    await cluster.createTable('u', { partitions: 1, replicas: 3 });
+    await cluster.runFor(100);
+    assert.ok(dropped.droppedCount > 0);
+    assert.equal(followerNode.raft.status(group as never)!.commit, commitBefore, 'nothing of the group reached it');
+    dropped.undo();
+
+    const held = cluster.network.hold({ kind: 'MetaCommandRequest' });
+    const n1 = cluster.basaltNode('n1')!;
+    const metaLeader = cluster.leaderOf('meta' as never)!;
+    const via = cluster.nodes.find((n) => n !== metaLeader)!;
+    const creating = cluster.basaltNode(via)!.metastorage.createTable('held', { partitions: 1, replicas: 1 });
+    await cluster.waitFor(() => held.heldCount > 0, { what: 'the command request is held' });
+    await cluster.runFor(100);
+    assert.equal(n1.metastorage.table('held'), undefined, 'not applied while its request is held');
+    assert.equal(held.release(), 1);
+    await creating;
+    await cluster.waitFor(() => n1.metastorage.table('held') !== undefined, { what: 'applied after release' });
+    assert.throws(
+      () => cluster.network.count({ kind: 'Raft', bogus: 1 } as never),
+      (e) => isBasaltError(e, 'INVALID_ARGUMENT'),
+    );
+  } finally {
+    await cluster.stop();
+  }
+});

@@ -11,7 +11,7 @@
  */
 import { BasaltError } from '../core/errors.js';
 import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
-import { partitionIndexOf, tablePartitionId } from '../core/partitioning.js';
+import { META_GROUP, partitionIndexOf, tablePartitionId } from '../core/partitioning.js';
 import { sleep, type Timers } from '../env/timers.js';
 import type { TxStateView } from '../tx/tx-state-map.js';
 import type { BasaltNode, NodeMetrics } from './basalt-node.js';
@@ -71,6 +71,14 @@ export interface WaitOptions {
 }
 
 const POLL_MS = 10;
+
+/** n1..n<count>. */
+export function defaultNodeNames(count: number): NodeName[] {
+  if (!Number.isSafeInteger(count) || count < 1) {
+    throw new BasaltError('INVALID_ARGUMENT', 'nodes must be a positive integer', { nodes: count });
+  }
+  return Array.from({ length: count }, (_, i) => `n${i + 1}` as NodeName);
+}
 const READY_TIMEOUT_MS = 30_000;
 
 export class Cluster {
@@ -242,8 +250,7 @@ export class Cluster {
   private async untilReady(): Promise<void> {
     await this.poll(
       () =>
-        [...this.running.values()].every((n) => n.metastorage.revision > 0) &&
-        this.leaderOf('meta' as PartitionId) !== undefined,
+        [...this.running.values()].every((n) => n.metastorage.revision > 0) && this.leaderOf(META_GROUP) !== undefined,
       { timeoutMs: READY_TIMEOUT_MS, what: 'metastorage leader elected and known to every node' },
     );
   }
