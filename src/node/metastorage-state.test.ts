@@ -1,0 +1,131 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { LIMITS } from '../core/limits.js';
+import { tablePartitionId } from '../core/partitioning.js';
+import {
+  decodeMetaCommand,
+  decodeMetaView,
+  encodeMetaCommand,
+  encodeMetaView,
+  type MetaCommand,
+  MetaState,
+} from './metastorage-state.js';
+
+const NODES = ['n1', 'n2', 'n3', 'n4', 'n5'];
+let seq = 0;
+const create = (name: string, partitions: number, replicas: number, nodes = NODES): MetaCommand => ({
+  kind: 'CreateTable',
+  requestId: `r${++seq}`,
+  name,
+  partitions,
+  replicas,
+  nodes,
+});
+const drop = (name: string): MetaCommand => ({ kind: 'DropTable', requestId: `r${++seq}`, name });
+
+function applyAll(commands: readonly MetaCommand[]): MetaState {
+  const state = new MetaState();
+  commands.forEach((c, i) => state.apply(i + 1, c));
+  return state;
+}
+
+function loads(state: MetaState): Map<string, number> {
+  const load = new Map<string, number>(NODES.map((n) => [n, 0]));
+  for (const [, replicas] of state.view().assignments) for (const n of replicas) load.set(n, load.get(n)! + 1);
+  return load;
+}
+
+test('CreateTable assigns every partition `replicas` distinct nodes, spread evenly (loads differ by at most one)', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.record({ partitions: fc.integer({ min: 1, max: 40 }), replicas: fc.integer({ min: 1, max: 5 }) }), {
+        minLength: 1,
+        maxLength: 6,
+      }),
+      (tables) => {
+        const state = applyAll(tables.map((t, i) => create(`t${i}`, t.partitions, t.replicas)));
+        for (const table of state.tables()) {
+          for (let i = 0; i < table.partitions; i++) {
+            const replicas = state.assignment(tablePartitionId(table.id, i))!;
+            assert.equal(replicas.length, table.replicas);
+            assert.equal(new Set(replicas).size, replicas.length, 'replicas are distinct nodes');
+          }
+        }
+        const values = [...loads(state).values()];
+        assert.ok(Math.max(...values) - Math.min(...values) <= 1, `uneven loads ${values.join(',')}`);
+      },
+    ),
+    { seed: 42, numRuns: 200 },
+  );
+});
+
+test('assignments are deterministic: the same commands give the same state, whatever the node list order', () => {
+  const commands = (nodes: string[]): MetaCommand[] => [
+    { ...create('x', 8, 3, nodes), requestId: 'rx' },
+    { ...create('y', 3, 2), requestId: 'ry' },
+  ];
+  const a = applyAll(commands(['n3', 'n1', 'n2', 'n5', 'n4']));
+  const b = applyAll(commands(NODES));
+  assert.deepEqual(a.view(), b.view());
+  // Preferred leaders (first replica) rotate over the nodes rather than piling on one.
+  const firsts = new Set(Array.from({ length: 5 }, (_, i) => a.assignment(tablePartitionId(1, i))![0]));
+  assert.ok(firsts.size >= 3, `first replicas ${[...firsts].join(',')}`);
+});
+
+test('CreateTable of an existing name is ALREADY_EXISTS; DropTable of an unknown one is UNKNOWN_TABLE', () => {
+  const state = new MetaState();
+  const first = state.apply(1, create('accounts', 2, 2));
+  assert.equal(first?.status, 'OK');
+  const again = state.apply(2, create('accounts', 4, 1));
+  assert.equal(again?.status, 'ALREADY_EXISTS');
+  assert.equal(state.table('accounts')?.partitions, 2, 'the existing table is unchanged');
+  assert.equal(state.apply(3, drop('nope'))?.status, 'UNKNOWN_TABLE');
+  assert.equal(state.apply(4, drop('accounts'))?.status, 'OK');
+  assert.equal(state.table('accounts'), undefined);
+  assert.deepEqual(state.view().assignments, [], 'a dropped table leaves no assignment');
+  const recreated = state.apply(5, create('accounts', 1, 1));
+  assert.ok(recreated?.status === 'OK' && recreated.table.id === 2, 'table ids are never reused');
+});
+
+test('a retried command (same request id) is answered with its first result, not applied again', () => {
+  const state = new MetaState();
+  const c = create('t', 2, 2);
+  assert.equal(state.apply(1, c)?.status, 'OK');
+  assert.equal(state.apply(2, c)?.status, 'OK', 'the retry learns that its first attempt created the table');
+  const d = drop('t');
+  assert.equal(state.apply(3, d)?.status, 'OK');
+  assert.equal(state.apply(4, d)?.status, 'OK');
+  assert.equal(state.resultOf(d.requestId)?.status, 'OK');
+});
+
+test('invalid definitions apply as INVALID without changing the tables', () => {
+  const state = new MetaState();
+  assert.equal(state.apply(1, create('', 1, 1))?.status, 'INVALID');
+  assert.equal(state.apply(2, create('t', 0, 1))?.status, 'INVALID');
+  assert.equal(state.apply(3, create('t', LIMITS.tablePartitionsMax + 1, 1))?.status, 'INVALID');
+  assert.equal(state.apply(4, create('t', 1, 6))?.status, 'INVALID', 'more replicas than nodes');
+  assert.deepEqual(state.tables(), []);
+  assert.equal(state.revision, 4, 'every entry advances the revision');
+  assert.throws(() => state.apply(4, undefined), 'an index applied twice is a bug');
+});
+
+test('snapshot and restore round-trip the whole state, and the restored state goes on identically', () => {
+  const state = applyAll([create('a', 4, 3), create('b', 2, 1), drop('a'), create('c', 3, 2)]);
+  const restored = MetaState.fromView(decodeMetaView(encodeMetaView(state.view())));
+  assert.deepEqual(restored.view(), state.view());
+  const next = create('d', 5, 3);
+  assert.deepEqual(restored.apply(5, next), state.apply(5, next));
+  assert.deepEqual(restored.view(), state.view());
+  assert.throws(() => decodeMetaView(encodeMetaView({ ...state.view(), tables: [{ name: 1 }] } as never)));
+});
+
+test('commands round-trip through the codec; malformed data decodes as a no-op', () => {
+  const c = create('t', 3, 2);
+  assert.deepEqual(decodeMetaCommand(encodeMetaCommand(c)), c);
+  const d = drop('t');
+  assert.deepEqual(decodeMetaCommand(encodeMetaCommand(d)), d);
+  assert.equal(decodeMetaCommand(new Uint8Array([0xc1])), undefined);
+  assert.equal(decodeMetaCommand(encodeMetaCommand({ kind: 'DropTable', name: 't' } as never)), undefined);
+  assert.equal(decodeMetaCommand(new Uint8Array(0)), undefined);
+});
