@@ -26,7 +26,9 @@ const drop = (name: string): MetaCommand => ({ kind: 'DropTable', requestId: `r$
 
 function applyAll(commands: readonly MetaCommand[]): MetaState {
   const state = new MetaState();
-  commands.forEach((c, i) => state.apply(i + 1, c));
+  commands.forEach((c, i) => {
+    state.apply(i + 1, c);
+  });
   return state;
 }
 
