@@ -1,3 +1,62 @@
 /** Public API of Basalt. */
+
+import { invalidArgument } from './core/errors.js';
+import type { NodeName } from './core/ids.js';
+import type { NodeTuning } from './node/basalt-node.js';
+import { Cluster, defaultNodeNames } from './node/cluster.js';
+import type { PartitionHostFactory } from './node/partition-host.js';
+import { RealClusterEnvironment } from './node/real-cluster.js';
+import { SimClusterEnvironment } from './sim/cluster.js';
+
 export * from './core/index.js';
 export * from './hlc/index.js';
+export type { NodeMetrics, NodeTuning } from './node/basalt-node.js';
+export {
+  Cluster,
+  type ClusterNode,
+  type Placement,
+  type SimulationControls,
+  type WaitOptions,
+} from './node/cluster.js';
+export type { TableDescriptor, TableOptions } from './node/metastorage-state.js';
+export type { ClusterNetwork, DroppedMessages, HeldMessages, NetworkFilter } from './node/network-filters.js';
+export type { PartitionHost, PartitionHostFactory } from './node/partition-host.js';
+
+export interface ClusterOptions {
+  /** Number of nodes, named n1..nN (default 3). */
+  readonly nodes?: number;
+  /** Real-time clusters only: in-process messages (default) or TCP on loopback. */
+  readonly transport?: 'memory' | 'tcp';
+  /** Real-time clusters only: LMDB under `dataDir/<node name>`; in-memory storage when absent. */
+  readonly dataDir?: string;
+  /** Virtual time, simulated network, disks and clocks, all driven by `seed`: deterministic. */
+  readonly simulation?: { readonly seed: string | number };
+  readonly tuning?: NodeTuning;
+  /** Replaces the host of partition replicas (the replica layer plugs in here). */
+  readonly partitionHost?: PartitionHostFactory;
+  /** Failures of nodes' background work (default: printed to stderr). Under simulation they fail the run instead. */
+  readonly onError?: (node: NodeName, error: unknown) => void;
+}
+
+/** Starts an in-process cluster (DESIGN §4) and waits until its metastorage is up. */
+export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
+  const names = defaultNodeNames(options.nodes ?? 3);
+  const common = {
+    names,
+    ...(options.tuning !== undefined && { tuning: options.tuning }),
+    ...(options.partitionHost !== undefined && { partitionHost: options.partitionHost }),
+  };
+  if (options.simulation !== undefined) {
+    if (options.transport === 'tcp' || options.dataDir !== undefined) {
+      throw invalidArgument('a simulated cluster has its own network and disks: drop transport and dataDir');
+    }
+    return Cluster.start(new SimClusterEnvironment({ ...common, seed: options.simulation.seed }), names);
+  }
+  const env = new RealClusterEnvironment({
+    ...common,
+    transport: options.transport ?? 'memory',
+    ...(options.dataDir !== undefined && { dataDir: options.dataDir }),
+    onError: options.onError ?? ((node, error) => console.error(`basalt: node ${node}: ${String(error)}`)),
+  });
+  return Cluster.start(env, names);
+}

@@ -125,3 +125,31 @@ test('simulated: hold, drop and count filter by kind, group, from and to', async
   assert.equal(held.heldCount, 0);
   await cluster.stop();
 });
+
+test('public startCluster: simulation and default real-time clusters; client() is not available yet', async () => {
+  const { startCluster, isBasaltError } = await import('../index.js');
+  const sim = await startCluster({ simulation: { seed: 'public' }, nodes: 3 });
+  assert.deepEqual(sim.nodes, ['n1', 'n2', 'n3']);
+  assert.equal(sim.simulation?.seed, 'public');
+  await sim.createTable('accounts', { partitions: 2, replicas: 3 });
+  assert.deepEqual(
+    sim.tables().map((t) => t.name),
+    ['accounts'],
+  );
+  assert.throws(
+    () => sim.client(),
+    (e) => isBasaltError(e, 'NOT_IMPLEMENTED'),
+  );
+  assert.throws(
+    () => sim.placement('nope', 'k'),
+    (e) => isBasaltError(e, 'UNKNOWN_TABLE'),
+  );
+  await sim.stop();
+  await assert.rejects(startCluster({ simulation: { seed: 1 }, transport: 'tcp' }), (e) =>
+    isBasaltError(e, 'INVALID_ARGUMENT'),
+  );
+  const real = await startCluster({ nodes: 2 });
+  assert.equal(real.simulation, undefined);
+  assert.equal(real.node('n2').up, true);
+  await real.stop();
+});
