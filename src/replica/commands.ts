@@ -248,6 +248,8 @@ function jsonProblem(value: unknown, depth: number): Problem {
     return undefined;
   }
   if (isRecord(value) && Object.getPrototypeOf(value) === Object.prototype) {
+    // msgpack decoders drop a `__proto__` key (prototype pollution guard), so it could not round-trip.
+    if (Object.hasOwn(value, '__proto__')) return 'value has a __proto__ key';
     for (const item of Object.values(value)) {
       const p = jsonProblem(item, depth + 1);
       if (p !== undefined) return p;
