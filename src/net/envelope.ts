@@ -11,7 +11,7 @@
  * `parseEnvelope` checks every field and rejects unknown ones, so nothing half-valid reaches a handler.
  */
 import type { ErrorData } from '../core/errors.js';
-import type { HybridTimestamp, NodeId, NodeName } from '../core/ids.js';
+import type { HybridTimestamp } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { PeerIdentity } from '../env/transport.js';
 import { MAX_TIMESTAMP } from '../hlc/timestamp.js';
@@ -159,8 +159,4 @@ function isRecord(value: unknown): value is Fields {
 /** Identity equality: same name and same ephemeral id. */
 export function sameIdentity(a: PeerIdentity, b: PeerIdentity): boolean {
   return a.name === b.name && a.id === b.id;
-}
-
-export function peerIdentity(name: NodeName, id: NodeId): PeerIdentity {
-  return { name, id };
 }
