@@ -166,9 +166,19 @@ export class BasaltNode {
     const hostFactory = options.partitionHost ?? placeholderPartitionHost;
     this.partitions = hostFactory({
       self: this.self.name,
+      identity: this.self,
+      clock: options.clock,
+      hlc: this.hlc,
+      timers: this.timers,
+      random: options.random.fork('partitions'),
+      messenger: this.messenger,
+      membership: this.membership,
       raft: this.raft,
       stateMachines: this.stateMachines,
       logStorage: options.storage.log,
+      storage: options.storage.engine,
+      txStates: this.txStates,
+      onError: this.onError,
     });
     this.reconciler = new PartitionReconciler(this.self.name, this.partitions, this.onError);
     const nodes = [...new Set(options.nodes)];
@@ -274,15 +284,19 @@ export class BasaltNode {
     await this.nodeStorage.close?.();
   }
 
-  /** Crash: nothing of this incarnation acts again. Storage is left open and untouched for the harness. */
-  kill(): void {
-    if (this.state === 'stopped') return;
+  /**
+   * Crash: synchronously, nothing of this incarnation acts again (timers retired, Raft stopped, transport closing).
+   * The promise resolves once the transport has released its resources (e.g. its listening port). Storage is left
+   * open and untouched for the harness.
+   */
+  kill(): Promise<void> {
+    if (this.state === 'stopped') return Promise.resolve();
     this.state = 'stopped';
     this.timers.retire();
     this.reconciler.halt();
     this.metastorage.stop();
     this.raft.stop();
-    void this.messenger.close();
+    return this.messenger.close().catch(() => {});
   }
 
   /** The messenger typed with the node layer's own message kinds. */

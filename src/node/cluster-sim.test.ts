@@ -3,6 +3,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { nodeName } from '../core/ids.js';
 import { tablePartitionId } from '../core/partitioning.js';
 import { SimClusterEnvironment, startSimulatedCluster } from '../sim/cluster.js';
 import { Cluster, defaultNodeNames } from './cluster.js';
@@ -152,4 +153,33 @@ test('public startCluster: simulation and default real-time clusters; client() i
   assert.equal(real.simulation, undefined);
   assert.equal(real.node('n2').up, true);
   await real.stop();
+});
+
+test('simulated rule 17: unanswered heartbeats over a live connection make a peer gone; answers make it live again', async () => {
+  const cluster = await startSimulatedCluster({ seed: 'heartbeats', nodes: 3 });
+  const n1 = cluster.basaltNode('n1')!;
+  const n3Id = cluster.node('n3').ephemeralId;
+  const events: string[] = [];
+  n1.onMembershipChange((e) => events.push(`${e.kind} ${e.peer.name}`));
+  assert.equal(n1.liveIdOf(nodeName('n3')), n3Id);
+  const silence = cluster.network.drop({ kind: 'NodeHeartbeatAck', from: 'n3' });
+  await cluster.runFor(n1.membership.timeoutMs / 2);
+  assert.equal(n1.membership.liveness(n3Id), 'live', 'within the timeout it is still live');
+  await cluster.waitFor(() => n1.isGone(n3Id), { what: 'n3 gone after unanswered heartbeats' });
+  assert.equal(n1.liveIdOf(nodeName('n3')), undefined);
+  silence.undo();
+  await cluster.waitFor(() => n1.liveIdOf(nodeName('n3')) === n3Id, { what: 'n3 live again once it answers' });
+  assert.deepEqual(events, ['gone n3', 'live n3']);
+  assert.equal(n1.metrics().livePeers.length, 2);
+  await cluster.stop();
+});
+
+test('simulated: setClockOffset shifts one node physical clock only', async () => {
+  const cluster = await startSimulatedCluster({ seed: 'skew', nodes: 2 });
+  const n1 = cluster.basaltNode('n1')!;
+  const n2 = cluster.basaltNode('n2')!;
+  const before = n2.clock.nowMs() - n1.clock.nowMs();
+  cluster.setClockOffset('n2', 250);
+  assert.equal(n2.clock.nowMs() - n1.clock.nowMs(), before + 250);
+  await cluster.stop();
 });

@@ -8,9 +8,19 @@
  * it with a host that registers real partition state machines (and answers `primaryOf` from its leases).
  */
 import type { NodeName, PartitionId } from '../core/ids.js';
+import type { Clock } from '../env/clock.js';
+import type { Random } from '../env/random.js';
+import type { Timers } from '../env/timers.js';
+import type { PeerIdentity } from '../env/transport.js';
+import type { HybridClock } from '../hlc/hybrid-clock.js';
+import type { MessageBody } from '../net/envelope.js';
+import type { Messenger } from '../net/messenger.js';
 import type { RaftDriver } from '../raft/driver.js';
 import type { LogStorage } from '../raft/log-storage.js';
+import type { StorageEngine } from '../storage/storage-engine.js';
+import type { TxStateMap } from '../tx/tx-state-map.js';
 import { EmptyStateMachine, type GroupStateMachines } from './group-state-machines.js';
+import type { Membership } from './membership.js';
 
 export type PartitionStopReason = 'removed' | 'node-stopping';
 
@@ -21,12 +31,26 @@ export interface PartitionHost {
   primaryOf?(partition: PartitionId): NodeName | undefined;
 }
 
-/** What a partition host may use of its node. */
+/** What a partition host may use of its node (one incarnation's components). */
 export interface PartitionHostContext {
   readonly self: NodeName;
+  /** Name and ephemeral id of this incarnation. */
+  readonly identity: PeerIdentity;
+  readonly clock: Clock;
+  readonly hlc: HybridClock;
+  /** Retired when the incarnation dies: timers set after a crash never fire. */
+  readonly timers: Timers;
+  readonly random: Random;
+  /** Register request handlers here for the replica's message kinds. */
+  readonly messenger: Messenger<MessageBody>;
+  readonly membership: Membership;
   readonly raft: RaftDriver;
   readonly stateMachines: GroupStateMachines;
   readonly logStorage: LogStorage;
+  readonly storage: StorageEngine;
+  readonly txStates: TxStateMap;
+  /** Failures of background work. */
+  readonly onError: (error: unknown) => void;
 }
 
 export type PartitionHostFactory = (context: PartitionHostContext) => PartitionHost;

@@ -95,7 +95,7 @@ export class RealClusterEnvironment implements ClusterEnvironment {
   }
 
   async crashNode(name: NodeName, node: BasaltNode): Promise<void> {
-    node.kill();
+    await node.kill();
     this.tcp.delete(name);
     await node.closeStorage();
   }
@@ -136,7 +136,7 @@ export class RealClusterEnvironment implements ClusterEnvironment {
     const port = this.ports.get(self.name) ?? (this.options.basePort ? this.options.basePort + index : 0);
     const peers: Record<string, string> = {};
     for (const [name, address] of this.addresses) if (name !== self.name) peers[name] = address;
-    const transport = await TcpTransport.start({ self, host, port, peers, timers: this.timers, random: this.random });
+    const transport = await this.listen(self, host, port, peers);
     this.ports.set(self.name, transport.port);
     const address = transport.address;
     const previous = this.addresses.get(self.name);
@@ -146,6 +146,24 @@ export class RealClusterEnvironment implements ClusterEnvironment {
       for (const [name, other] of this.tcp) if (name !== self.name) other.addPeer(self.name, address);
     }
     return transport;
+  }
+
+  /** Listens on `port`; a restarting node whose old port is taken gets a fresh one (peers are told the address). */
+  private async listen(
+    self: { name: NodeName; id: ReturnType<typeof nodeId> },
+    host: string,
+    port: number,
+    peers: Record<string, string>,
+  ): Promise<TcpTransport> {
+    const options = { self, host, port, peers, timers: this.timers, random: this.random };
+    try {
+      return await TcpTransport.start(options);
+    } catch (error) {
+      // Only a restart falls back: a port the user asked for must not silently change.
+      const restart = this.ports.has(self.name);
+      if (!restart || port === 0 || (error as { code?: unknown }).code !== 'EADDRINUSE') throw error;
+      return TcpTransport.start({ ...options, port: 0 });
+    }
   }
 
   private openStorage(name: NodeName): NodeStorage {

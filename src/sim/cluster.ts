@@ -93,7 +93,7 @@ export class SimClusterEnvironment implements ClusterEnvironment {
   }
 
   async crashNode(name: NodeName, node: BasaltNode): Promise<void> {
-    node.kill();
+    void node.kill();
     this.world.crash(name, 'power-loss');
     this.disks.get(name)?.engine.crash();
   }
