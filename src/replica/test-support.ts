@@ -219,3 +219,17 @@ export function applyAll(replica: TestReplica, log: LogBuilder, commands: readon
   stop();
   return results as ApplyResult[];
 }
+
+/** Asserts two byte arrays hold the same bytes (Buffers from the codec may carry extra own properties). */
+export function assertSameBytes(actual: Uint8Array, expected: Uint8Array, message?: string): void {
+  if (Buffer.compare(actual, expected) === 0) return;
+  throw new Error(
+    `${message ?? 'bytes differ'}: ${actual.length} vs ${expected.length} bytes, first difference at ${firstDifference(actual, expected)}`,
+  );
+}
+
+function firstDifference(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
+  return n;
+}
