@@ -186,6 +186,18 @@ describe('TcpTransport', () => {
     );
   });
 
+  it('treats an inbound hello with a new id for a known peer as a restart: the stale outbound link goes down', async () => {
+    const [a, b] = await pair();
+    const oldId = b.transport.self.id;
+    const impostor = await rawClient(a.transport.port, hello({ name: nodeName('b'), id: nodeId('b-restarted') }));
+    await waitFor(() => downs(a, 'b').length === 1, 'down of the stale link');
+    assert.equal(downs(a, 'b')[0]!.id, oldId);
+    // The real b still answers at its address, so a reconnects to it.
+    await waitFor(() => ups(a, 'b').length === 2, 'reconnected');
+    assert.equal(ups(a, 'b')[1]!.id, oldId);
+    impostor.socket.destroy();
+  });
+
   it('drops an inbound connection that does not say hello in time', async () => {
     const a = await endpoint('a', {}, { handshakeTimeoutMs: 100 });
     const silent = await rawClient(a.transport.port, undefined);
