@@ -183,3 +183,44 @@ test('simulated: setClockOffset shifts one node physical clock only', async () =
   assert.equal(n2.clock.nowMs() - n1.clock.nowMs(), before + 250);
   await cluster.stop();
 });
+
+test('simulated: metastorage commands survive the crash of the meta leader (new leader, retried, applied once)', async () => {
+  const cluster = await startSimulatedCluster({ seed: 'meta-failover', nodes: 5 });
+  await cluster.createTable('before', { partitions: 2, replicas: 3 });
+  const leader = cluster.leaderOf('meta' as never)!;
+  await cluster.stopNode(leader);
+  const n5 = cluster.basaltNode('n5')!;
+  const table = await cluster.drive(n5.metastorage.createTable('after', { partitions: 3, replicas: 3 }));
+  assert.equal(table.id, 2);
+  const newLeader = cluster.leaderOf('meta' as never);
+  assert.ok(newLeader !== undefined && newLeader !== leader);
+  await cluster.waitFor(() => cluster.tables().length === 2, { what: 'both tables visible' });
+  await cluster.startNode(leader);
+  const back = cluster.basaltNode(leader)!;
+  await cluster.waitFor(() => back.metastorage.table('after')?.id === 2, { what: 'the old leader catches up' });
+  assert.deepEqual(
+    back.metastorage.tables().map((t) => t.name),
+    ['before', 'after'],
+  );
+  await cluster.stop();
+});
+
+test('simulated: a gracefully shut down node restarts on its data; a table created meanwhile avoids it', async () => {
+  const cluster = await startSimulatedCluster({ seed: 'graceful', nodes: 4 });
+  await cluster.createTable('a', { partitions: 2, replicas: 3 });
+  await cluster.shutdownNode('n4');
+  assert.equal(cluster.node('n4').up, false);
+  await cluster.runFor(100); // peers notice the closed connections
+  assert.throws(
+    () => cluster.node('n4').metrics(),
+    (e: unknown) => (e as { code?: string }).code === 'NODE_UNAVAILABLE',
+  );
+  const b = await cluster.createTable('b', { partitions: 4, replicas: 2 });
+  for (let i = 0; i < b.partitions; i++) {
+    assert.ok(!cluster.placement('b', `k${i}`).replicas.includes(nodeName('n4')), 'replicas drawn from live nodes');
+  }
+  await cluster.startNode('n4');
+  const n4 = cluster.basaltNode('n4')!;
+  await cluster.waitFor(() => n4.metastorage.tables().length === 2, { what: 'n4 learns both tables' });
+  await cluster.stop();
+});

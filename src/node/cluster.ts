@@ -149,7 +149,7 @@ export class Cluster {
     return this.running.get(this.known(name));
   }
 
-  /** Creates a table and waits until each of its partitions runs on its live replicas and has a leader. */
+  /** Creates a table and waits until each of its partitions runs on its live replicas and has a primary. */
   createTable(name: string, options: TableOptions): Promise<TableDescriptor> {
     return this.env.drive(
       (async () => {
@@ -203,6 +203,19 @@ export class Cluster {
         if (node === undefined) throw new BasaltError('INVALID_ARGUMENT', `node ${n} is not running`);
         this.running.delete(n);
         await this.env.crashNode(n, node);
+      }),
+    );
+  }
+
+  /** Graceful stop of one node (its partitions stop, storage is closed cleanly); `startNode` brings it back. */
+  shutdownNode(name: string): Promise<void> {
+    const n = this.known(name);
+    return this.env.drive(
+      this.exclusive(n, async () => {
+        const node = this.running.get(n);
+        if (node === undefined) throw new BasaltError('INVALID_ARGUMENT', `node ${n} is not running`);
+        this.running.delete(n);
+        await this.env.stopNode(n, node);
       }),
     );
   }
@@ -287,7 +300,10 @@ export class Cluster {
       if (assigned === undefined) return false;
       const liveAssigned = assigned.filter((name) => this.running.has(name));
       if (hosts.length < liveAssigned.length) return false;
-      if (!hosts.some((n) => n.raft.status(partition)?.role === 'leader')) return false;
+      // A partition without a live majority cannot elect; it becomes ready when its nodes return.
+      if (liveAssigned.length * 2 <= assigned.length) continue;
+      // The host decides what "primary" means (Raft leader for the placeholder, leaseholder for replicas).
+      if (this.primaryOf(partition, assigned) === undefined) return false;
     }
     return true;
   }

@@ -67,6 +67,8 @@ interface Watcher {
 
 /** Pause between two attempts of a command or a watch that failed. */
 const RETRY_PAUSE_MS = 50;
+/** One attempt of a command at one member; a healthy leader applies it in milliseconds. */
+const COMMAND_ATTEMPT_TIMEOUT_MS = 3_000;
 
 export class Metastorage implements GroupStateMachine {
   readonly isMember: boolean;
@@ -140,9 +142,18 @@ export class Metastorage implements GroupStateMachine {
       name,
       partitions: options.partitions,
       replicas: options.replicas,
-      nodes: [...this.options.nodes],
+      nodes: this.placementNodes(options.replicas),
     });
     return tableOf(result);
+  }
+
+  /**
+   * The nodes a new table's replicas are drawn from: the live ones (this node included) when there are enough of
+   * them, so that a table created while a node is down gets replicas that can elect; else every node.
+   */
+  private placementNodes(replicas: number): string[] {
+    const live = this.options.nodes.filter((n) => n === this.options.self || this.options.isLive(n));
+    return live.length >= replicas ? live : [...this.options.nodes];
   }
 
   async dropTable(name: string): Promise<TableDescriptor> {
@@ -178,12 +189,12 @@ export class Metastorage implements GroupStateMachine {
     while (clock.monotonicMs() < deadlineMs && !this.stopSignal.signal.aborted) {
       const target = this.commandTarget();
       try {
-        if (target === this.options.self) return await this.proposeLocally(command);
+        if (target === this.options.self) return await this.withTimeout(this.proposeLocally(command));
         const remainingMs = Math.max(1, deadlineMs - clock.monotonicMs());
         const response = await this.options.messenger.request<Extract<NodeMessage, { kind: 'MetaCommandResponse' }>>(
           target,
           { kind: 'MetaCommandRequest', command },
-          { timeoutMs: Math.min(remainingMs, LIMITS.requestTimeoutMsDefault), signal: this.stopSignal.signal },
+          { timeoutMs: Math.min(remainingMs, COMMAND_ATTEMPT_TIMEOUT_MS), signal: this.stopSignal.signal },
         );
         return response.result;
       } catch (error) {
@@ -206,6 +217,26 @@ export class Metastorage implements GroupStateMachine {
     const result = this.state.resultOf(command.requestId);
     if (result === undefined) throw new BasaltError('INTERNAL', 'an applied metastorage command left no result');
     return result;
+  }
+
+  /** Fails with TIMEOUT after one attempt's time; the proposal may still apply (the request id dedupes a retry). */
+  private withTimeout<T>(promise: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = this.options.timers.setTimer(
+        () => reject(new BasaltError('TIMEOUT', 'metastorage proposal did not apply in time')),
+        COMMAND_ATTEMPT_TIMEOUT_MS,
+      );
+      promise.then(
+        (value) => {
+          this.options.timers.clearTimer(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.options.timers.clearTimer(timer);
+          reject(error);
+        },
+      );
+    });
   }
 
   private onCommandRequest(command: MetaCommand): Promise<NodeMessage> {
