@@ -1,0 +1,223 @@
+/**
+ * One replica object of one partition on one node: the composition of its incarnation (drawn here, at creation:
+ * rule 2), its state machine, its proposal tracker and its lease-holder decisions. The node's partition host creates
+ * one per hosted partition, registers `stateMachine` with the node's Raft state-machine multiplexer, hands it a
+ * `submit` function (the Raft driver's `propose` for this group), and calls `maintain` on leader changes and on a
+ * timer. Request handlers use `checkPrimary`, `confirmLease`, `readableSafeTime` and the `propose*` methods.
+ *
+ * Everything here is synchronous except the proposals' promises, which only the Raft driver (through `submit` and the
+ * state machine's apply) settles. A replica object is never reused after `stop`: a restarted replica is a new object
+ * with a new incarnation and never inherits the lease.
+ */
+import { BasaltError } from '../core/errors.js';
+import type { HybridTimestamp, NodeId, NodeName, PartitionId, Term, TxId } from '../core/ids.js';
+import type { Clock } from '../env/clock.js';
+import type { Random } from '../env/random.js';
+import type { HybridClock } from '../hlc/hybrid-clock.js';
+import type { StorageEngine } from '../storage/storage-engine.js';
+import type { TxStateMap } from '../tx/tx-state-map.js';
+import type { ApplyResult } from './apply-result.js';
+import type { PartitionCommand, RowWrite } from './commands.js';
+import { type LeaseToken, newReplicaIncarnation, type ReplicaIncarnation } from './lease.js';
+import {
+  checkPrimary,
+  confirmLease,
+  DataSequence,
+  decideLeaseAction,
+  type LeaseAction,
+  type LeaseConfirmation,
+  type LeaseTiming,
+  leaseTiming,
+  type PrimaryCheck,
+  shouldProposeSafeTimeSync,
+} from './primary.js';
+import { ProposalTracker, proposeCommand, type SubmitProposal, type TakenProposal } from './proposals.js';
+import { primarySafeTime } from './safe-time.js';
+import { PartitionStateMachine } from './state-machine.js';
+
+export interface PartitionReplicaOptions {
+  readonly partitionId: PartitionId;
+  /** This node's ephemeral id and stable name. */
+  readonly nodeId: NodeId;
+  readonly nodeName: NodeName;
+  /** Draws this replica object's incarnation. */
+  readonly random: Random;
+  /** Physical clock, for idle-time bookkeeping (monotonicMs). */
+  readonly physicalClock: Clock;
+  readonly clock: HybridClock;
+  readonly engine: StorageEngine;
+  readonly txStateMap: TxStateMap;
+  /** Proposes bytes in this partition's Raft group; resolves once applied here (RaftDriver.propose). */
+  readonly submit: SubmitProposal;
+  readonly timing?: LeaseTiming;
+  readonly txTimeoutMs?: number;
+  readonly txStateRetentionMs?: number;
+  readonly safeTimeSyncIdleMs?: number;
+}
+
+/** The Raft state of this partition on this node, as the host reads it from the driver. */
+export interface RaftView {
+  readonly isLeader: boolean;
+  readonly term: Term;
+}
+
+export interface MaintainOutcome {
+  readonly lease: LeaseAction;
+  readonly safeTimeSync: boolean;
+}
+
+/** What a data proposal needs besides what the replica fills in (timestamp, proposal id, sequence number). */
+export interface DataProposal {
+  readonly token: LeaseToken;
+  readonly txId: TxId;
+  readonly coordinatorId: NodeId;
+  readonly commitPartitionId: PartitionId;
+  readonly full: boolean;
+  readonly writes: readonly RowWrite[];
+}
+
+export class PartitionReplica {
+  readonly partitionId: PartitionId;
+  readonly self: ReplicaIncarnation;
+  readonly nodeName: NodeName;
+  readonly stateMachine: PartitionStateMachine;
+  readonly proposals: ProposalTracker;
+  readonly timing: LeaseTiming;
+  private readonly clock: HybridClock;
+  private readonly physicalClock: Clock;
+  private readonly submit: SubmitProposal;
+  private readonly sequence = new DataSequence();
+  private readonly safeTimeSyncIdleMs: number | undefined;
+  private leaseProposalInFlight = false;
+  private handingOver = false;
+  private stopped = false;
+  private lastSafeTimeAdvanceMs: number;
+
+  constructor(options: PartitionReplicaOptions) {
+    this.partitionId = options.partitionId;
+    this.self = newReplicaIncarnation(options.nodeId, options.random);
+    this.nodeName = options.nodeName;
+    this.clock = options.clock;
+    this.physicalClock = options.physicalClock;
+    this.submit = options.submit;
+    this.timing = options.timing ?? leaseTiming(options.clock.maxClockSkewMs);
+    this.safeTimeSyncIdleMs = options.safeTimeSyncIdleMs;
+    this.proposals = new ProposalTracker(this.self, options.clock);
+    this.stateMachine = new PartitionStateMachine({
+      partitionId: options.partitionId,
+      engine: options.engine,
+      txStateMap: options.txStateMap,
+      clock: options.clock,
+      proposals: this.proposals,
+      ...(options.txTimeoutMs === undefined ? {} : { txTimeoutMs: options.txTimeoutMs }),
+      ...(options.txStateRetentionMs === undefined ? {} : { txStateRetentionMs: options.txStateRetentionMs }),
+    });
+    this.lastSafeTimeAdvanceMs = this.physicalClock.monotonicMs();
+    this.stateMachine.onApplied(() => {
+      this.lastSafeTimeAdvanceMs = this.physicalClock.monotonicMs();
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------- upkeep
+
+  /**
+   * Proposes what the lease-holder decisions call for now: a first lease, a renewal or a takeover (rules 3, 5), and
+   * an idle SafeTimeSync. Call it on leader changes, after applies and on a timer; it never proposes twice at once.
+   */
+  maintain(raft: RaftView): MaintainOutcome {
+    if (this.stopped) return { lease: { kind: 'none', reason: 'not-leader' }, safeTimeSync: false };
+    const lease = decideLeaseAction({
+      self: this.self,
+      selfName: this.nodeName,
+      isLeader: raft.isLeader,
+      term: raft.term,
+      appliedTerm: this.stateMachine.appliedTerm(),
+      lease: this.stateMachine.currentLease(),
+      now: this.clock.now(),
+      timing: this.timing,
+      leaseProposalInFlight: this.leaseProposalInFlight,
+      handingOver: this.handingOver,
+    });
+    if (lease.kind === 'propose') this.proposeLease(lease);
+    const sync = shouldProposeSafeTimeSync({
+      isLeader: raft.isLeader,
+      term: raft.term,
+      appliedTerm: this.stateMachine.appliedTerm(),
+      lastAdvanceMs: this.lastSafeTimeAdvanceMs,
+      nowMs: this.physicalClock.monotonicMs(),
+      inFlight: this.proposals.inFlightCount,
+      ...(this.safeTimeSyncIdleMs === undefined ? {} : { idleMs: this.safeTimeSyncIdleMs }),
+    });
+    if (sync) void this.propose((p) => ({ kind: 'SafeTimeSync', ts: p.ts, proposalId: p.id })).catch(() => {});
+    return { lease, safeTimeSync: sync };
+  }
+
+  private proposeLease(action: Extract<LeaseAction, { kind: 'propose' }>): void {
+    this.leaseProposalInFlight = true;
+    const done = (): void => {
+      this.leaseProposalInFlight = false;
+    };
+    this.propose((p) => ({ kind: 'Lease', ts: p.ts, proposalId: p.id, lease: action.lease, replaces: action.replaces }))
+      .then(done, done)
+      .catch(() => {});
+  }
+
+  /** Rule 5: stop renewing, so that the next leader's lease starts at the current expiration. */
+  handOver(): void {
+    this.handingOver = true;
+  }
+
+  /** The replica object stops: every proposal in flight is abandoned (the object is never reused). */
+  stop(): void {
+    this.stopped = true;
+    this.proposals.abandonAll(new BasaltError('NODE_UNAVAILABLE', `replica of ${this.partitionId} stopped`));
+  }
+
+  // ---------------------------------------------------------------------------------------- acting as primary
+
+  /** Rules 1, 19 for a primary-only request; `now` must be read after absorbing the request's timestamp. */
+  checkPrimary(now: HybridTimestamp, token?: LeaseToken): PrimaryCheck {
+    return checkPrimary(this.stateMachine.currentLease(), this.self, now, this.timing.maxClockSkewMs, token);
+  }
+
+  /** Rule 6: absorbs commitTs, then says whether this replica still acts under `token`. */
+  confirmLease(token: LeaseToken, commitTs: HybridTimestamp): LeaseConfirmation {
+    const now = this.clock.update(commitTs);
+    return confirmLease(this.stateMachine.currentLease(), this.self, now, this.timing.maxClockSkewMs, token, commitTs);
+  }
+
+  /** The primary's readable safe time at `now` (rules 9, 11). */
+  readableSafeTime(now: HybridTimestamp): HybridTimestamp {
+    return primarySafeTime(this.stateMachine.lastAppliedTs(), now, this.proposals.smallestInFlight());
+  }
+
+  // ---------------------------------------------------------------------------------------- proposals
+
+  /** Proposes any command; resolves with its apply result here (rule 4), rejects if it can no longer apply. */
+  propose(build: (proposal: TakenProposal) => PartitionCommand): Promise<ApplyResult> {
+    if (this.stopped) {
+      return Promise.reject(new BasaltError('NODE_UNAVAILABLE', `replica of ${this.partitionId} stopped`));
+    }
+    return proposeCommand(this.proposals, build, this.submit);
+  }
+
+  /** Proposes an Update (one write) or UpdateAll under `token`, with the next sequence number of that lease. */
+  proposeData(data: DataProposal): Promise<ApplyResult> {
+    return this.propose((p) => {
+      const base = {
+        ts: p.ts,
+        proposalId: p.id,
+        token: data.token,
+        seq: this.sequence.next(data.token),
+        txId: data.txId,
+        coordinatorId: data.coordinatorId,
+        commitPartitionId: data.commitPartitionId,
+        full: data.full,
+      };
+      const [only] = data.writes;
+      return data.writes.length === 1 && only !== undefined
+        ? { ...base, kind: 'Update', write: only }
+        : { ...base, kind: 'UpdateAll', writes: data.writes };
+    });
+  }
+}
