@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import { type HybridTimestamp, type NodeName, nodeId, nodeName } from '../core/ids.js';
 import type { Clock } from '../env/clock.js';
@@ -402,5 +403,91 @@ describe('Messenger', () => {
       kind: 'EchoReply',
       text: 'self',
     });
+  });
+
+  it('every request settles with an allowed outcome and leaves no timer behind, under any interleaving (property)', async () => {
+    type Op =
+      | { readonly op: 'request'; readonly mode: 'reply' | 'fail' | 'hang' | 'slow'; readonly timeoutMs: number }
+      | { readonly op: 'advance'; readonly ms: number }
+      | { readonly op: 'abort'; readonly index: number }
+      | { readonly op: 'bounce' }
+      | { readonly op: 'release' }
+      | { readonly op: 'settle' };
+    const opArb: fc.Arbitrary<Op> = fc.oneof(
+      fc.record({
+        op: fc.constant('request' as const),
+        mode: fc.constantFrom('reply' as const, 'fail' as const, 'hang' as const, 'slow' as const),
+        timeoutMs: fc.integer({ min: 1, max: 100 }),
+      }),
+      fc.record({ op: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 60 }) }),
+      fc.record({ op: fc.constant('abort' as const), index: fc.nat() }),
+      fc.record({ op: fc.constant('bounce' as const) }),
+      fc.record({ op: fc.constant('release' as const) }),
+      fc.record({ op: fc.constant('settle' as const) }),
+    );
+    const allowed = new Set(['TIMEOUT', 'CANCELLED', 'CONNECTION_CLOSED', 'TX_ABORTED', 'OVERLOADED']);
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { maxLength: 40 }), async (ops) => {
+        const { network, ta, tb, a, b, timers } = setup({ pendingRequestsMax: 8 });
+        const slow: Array<() => void> = [];
+        b.handle('Fail', (body) => {
+          if (body.how === 'basalt') throw new BasaltError('TX_ABORTED', 'no');
+          return new Promise((resolve) => slow.push(() => resolve({ kind: 'EchoReply', text: 'slow' })));
+        });
+        const outcomes: string[][] = [];
+        const controllers: AbortController[] = [];
+        const promises: Promise<void>[] = [];
+        for (const op of ops) {
+          switch (op.op) {
+            case 'request': {
+              const index = outcomes.length;
+              outcomes.push([]);
+              const controller = new AbortController();
+              controllers.push(controller);
+              const body: Body =
+                op.mode === 'reply'
+                  ? { kind: 'Echo', text: 'x' }
+                  : op.mode === 'hang'
+                    ? { kind: 'Hang' }
+                    : { kind: 'Fail', how: op.mode === 'fail' ? 'basalt' : 'async' };
+              const promise = a.request('b' as NodeName, body, { timeoutMs: op.timeoutMs, signal: controller.signal });
+              promises.push(
+                promise.then(
+                  () => void outcomes[index]!.push('ok'),
+                  (e: unknown) => void outcomes[index]!.push(isBasaltError(e) ? e.code : `bad ${String(e)}`),
+                ),
+              );
+              break;
+            }
+            case 'advance':
+              timers.advance(op.ms);
+              break;
+            case 'abort':
+              if (controllers.length > 0) controllers[op.index % controllers.length]!.abort();
+              break;
+            case 'bounce':
+              network.disconnect(ta, tb);
+              network.connect(ta, tb);
+              break;
+            case 'release':
+              slow.shift()?.();
+              break;
+            case 'settle':
+              await settle();
+              break;
+          }
+        }
+        await settle();
+        await a.close();
+        await Promise.all(promises);
+        for (const outcome of outcomes) {
+          assert.equal(outcome.length, 1, 'the request settled');
+          assert.ok(outcome[0] === 'ok' || allowed.has(outcome[0]!), outcome[0]);
+        }
+        assert.equal(a.pendingCount, 0);
+        assert.equal(timers.size, 0, 'no timer left behind');
+      }),
+      { numRuns: 150 },
+    );
   });
 });
