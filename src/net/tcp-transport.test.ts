@@ -273,6 +273,27 @@ describe('TcpTransport', () => {
     );
   });
 
+  it('drops the connection of a peer that does not drain its socket', async () => {
+    const stuck: Socket[] = [];
+    const reader: Server = createServer((socket) => {
+      socket.on('error', () => {});
+      socket.write(Buffer.concat(encodeFrame(hello(identity('b')), 1 << 20)));
+      socket.pause(); // never reads what a sends
+      stuck.push(socket);
+    });
+    await new Promise<void>((resolve) => reader.listen(0, HOST, () => resolve()));
+    const address = reader.address();
+    assert.ok(typeof address === 'object' && address !== null);
+    const a = await endpoint('a', { b: `${HOST}:${address.port}` }, { peerWriteBufferBytesMax: 64 * 1024 });
+    await waitFor(() => ups(a, 'b').length === 1, 'up');
+    for (let i = 0; i < 1000; i++) a.transport.send(nodeName('b'), { kind: 'Blob', bytes: Buffer.alloc(10_000) });
+    await waitFor(() => downs(a, 'b').length >= 1, 'down');
+    assert.ok(a.diagnostics.some((d) => d.kind === 'connection-error' && /does not drain/.test(d.message)));
+    await a.transport.close();
+    for (const s of stuck) s.destroy();
+    await new Promise<void>((resolve) => reader.close(() => resolve()));
+  });
+
   it('reports down when a peer is removed, and drops sends to unknown peers', async () => {
     const [a] = await pair();
     a.transport.removePeer(nodeName('b'));
