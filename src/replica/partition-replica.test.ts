@@ -7,7 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type NodeId, type NodeName, nodeName, type PartitionId } from '../core/ids.js';
+import { isBasaltError } from '../core/errors.js';
+import { type LogIndex, type NodeId, type NodeName, nodeName, type PartitionId, type Term } from '../core/ids.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { RaftDriver, type RaftTransport } from '../raft/driver.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
@@ -18,10 +19,11 @@ import { Scheduler } from '../sim/scheduler.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { TxStateMap } from '../tx/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
+import { decodeCommand, isDataCommand } from './commands.js';
 import { sameHolder, tokenOf } from './lease.js';
 import { PartitionReplica } from './partition-replica.js';
 import { leaseTiming } from './primary.js';
-import { assertSameBytes, COORDINATOR, PARTITION, put, txIdAt } from './test-support.js';
+import { assertSameBytes, at, COORDINATOR, ManualClock, PARTITION, put, txIdAt } from './test-support.js';
 
 const SKEW_MS = 20;
 const TIMING = leaseTiming(SKEW_MS, 600, 150);
@@ -244,5 +246,88 @@ describe('partition replicas over the Raft driver (virtual time)', () => {
     await h.runUntil(() => h.primary() !== undefined);
     const now = h.primary()!;
     assert.ok(!sameHolder(now.replica.stateMachine.currentLease()!.holder, first.replica.self));
+  });
+});
+
+describe('PartitionReplica on its own (submit applies at once)', () => {
+  function single() {
+    const physical = new ManualClock(1_000);
+    const clock = new HybridClock(physical, { maxClockSkewMs: SKEW_MS });
+    let replica: PartitionReplica | undefined;
+    const submitted: Uint8Array[] = [];
+    let hold = false;
+    const submit = async (bytes: Uint8Array): Promise<void> => {
+      submitted.push(bytes);
+      await Promise.resolve();
+      if (hold) return new Promise(() => {});
+      const index = (replica!.stateMachine.appliedIndex() + 1) as LogIndex;
+      replica!.stateMachine.apply([{ term: 1 as Term, index, kind: 'data', data: bytes }]);
+    };
+    replica = new PartitionReplica({
+      partitionId: PARTITION,
+      nodeId: 'solo' as NodeId,
+      nodeName: nodeName('solo'),
+      random: new SeededRandom(1),
+      physicalClock: physical,
+      clock,
+      engine: new MemoryStorageEngine(),
+      txStateMap: new TxStateMap({ clock: physical }),
+      submit,
+      timing: TIMING,
+    });
+    return { replica, clock, physical, submitted, setHold: (h: boolean) => (hold = h) };
+  }
+
+  it('takes a first lease as leader of an applied term, then proposes data with rising sequence numbers', async () => {
+    const { replica, clock, submitted } = single();
+    // Nothing applied in term 1 yet: no lease proposal (rule 3).
+    assert.equal(replica.maintain({ isLeader: true, term: 1 as Term }).lease.kind, 'none');
+    replica.stateMachine.apply([{ term: 1 as Term, index: 1 as LogIndex, kind: 'noop', data: new Uint8Array() }]);
+    const outcome = replica.maintain({ isLeader: true, term: 1 as Term });
+    assert.equal(outcome.lease.kind, 'propose');
+    assert.equal(replica.maintain({ isLeader: true, term: 1 as Term }).lease.kind, 'none', 'one at a time');
+    await new Promise((r) => setImmediate(r));
+    const check = replica.checkPrimary(clock.now());
+    assert.ok(check.kind === 'ok');
+    const base = { token: check.token, coordinatorId: COORDINATOR, commitPartitionId: PARTITION, full: true };
+    const one = await replica.proposeData({ ...base, txId: txIdAt(1_001), writes: [put('a', 1)] });
+    const two = await replica.proposeData({ ...base, txId: txIdAt(1_002), writes: [put('b', 1), put('c', 2)] });
+    assert.deepEqual([one.kind, two.kind], ['UPDATED', 'UPDATED']);
+    const kinds = submitted.map((b) => decodeCommand(b)).map((c) => (isDataCommand(c) ? `${c.kind}#${c.seq}` : c.kind));
+    assert.deepEqual(kinds, ['Lease', 'Update#1', 'UpdateAll#2']);
+  });
+
+  it('readable safe time stays below an in-flight proposal; confirmLease absorbs commitTs first', async () => {
+    const { replica, clock, setHold } = single();
+    replica.stateMachine.apply([{ term: 1 as Term, index: 1 as LogIndex, kind: 'noop', data: new Uint8Array() }]);
+    replica.maintain({ isLeader: true, term: 1 as Term });
+    await new Promise((r) => setImmediate(r));
+    const check = replica.checkPrimary(clock.now());
+    assert.ok(check.kind === 'ok');
+    setHold(true);
+    const pending = replica.proposeData({
+      token: check.token,
+      coordinatorId: COORDINATOR,
+      commitPartitionId: PARTITION,
+      full: true,
+      txId: txIdAt(1_003),
+      writes: [put('a', 1)],
+    });
+    pending.catch(() => {});
+    const inFlight = replica.proposals.smallestInFlight();
+    assert.ok(inFlight !== undefined);
+    assert.ok(replica.readableSafeTime(clock.now()) < inFlight);
+    const commitTs = at(1_200);
+    const confirmation = replica.confirmLease(check.token, commitTs);
+    assert.equal(confirmation.confirmed, true);
+    assert.ok(clock.current() > commitTs, 'commitTs was absorbed');
+    replica.stop();
+    await assert.rejects(pending, (e: unknown) => isBasaltError(e, 'NODE_UNAVAILABLE'));
+    assert.equal(replica.proposals.inFlightCount, 0);
+    assert.deepEqual(replica.maintain({ isLeader: true, term: 1 as Term }).lease, { kind: 'none', reason: 'stopped' });
+    await assert.rejects(
+      replica.propose((p) => ({ kind: 'SafeTimeSync', ts: p.ts, proposalId: p.id })),
+      (e: unknown) => isBasaltError(e, 'NODE_UNAVAILABLE'),
+    );
   });
 });

@@ -125,7 +125,7 @@ export class PartitionReplica {
    * an idle SafeTimeSync. Call it on leader changes, after applies and on a timer; it never proposes twice at once.
    */
   maintain(raft: RaftView): MaintainOutcome {
-    if (this.stopped) return { lease: { kind: 'none', reason: 'not-leader' }, safeTimeSync: false };
+    if (this.stopped) return { lease: { kind: 'none', reason: 'stopped' }, safeTimeSync: false };
     const lease = decideLeaseAction({
       self: this.self,
       selfName: this.nodeName,

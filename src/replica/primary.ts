@@ -80,7 +80,13 @@ export interface LeaseActionInput {
 export type LeaseAction =
   | {
       readonly kind: 'none';
-      readonly reason: 'not-leader' | 'own-term-not-applied' | 'proposal-in-flight' | 'lease-fresh' | 'handing-over';
+      readonly reason:
+        | 'not-leader'
+        | 'own-term-not-applied'
+        | 'proposal-in-flight'
+        | 'lease-fresh'
+        | 'handing-over'
+        | 'stopped';
     }
   | {
       readonly kind: 'propose';

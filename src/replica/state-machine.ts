@@ -191,7 +191,12 @@ export class PartitionStateMachine {
     if (advanced) this.clock.update(work.ts);
     for (const effect of work.effects) effect();
     this.safeTime.advance(work.ts);
-    const applied = fresh.map((e, i) => ({ index: e.index, term: e.term, command: commands[i]!, result: results[i]! }));
+    const applied: AppliedEntry[] = fresh.map((e, i) => ({
+      index: e.index,
+      term: e.term,
+      command: commands[i] ?? null,
+      result: results[i] ?? null,
+    }));
     this.deliverResults(applied);
     for (const listener of this.listeners) listener(applied);
   }
