@@ -120,3 +120,37 @@ test('memory transport: hold, drop and count filter by kind, group, from and to'
     await cluster.stop();
   }
 });
+
+test('a cluster whose start fails leaves nothing running (the port of a failed TCP node is released)', async () => {
+  const { createServer } = await import('node:net');
+  const listen = (server: ReturnType<typeof createServer>, p: number) =>
+    new Promise<boolean>((resolve) => {
+      server.once('error', () => resolve(false));
+      server.listen(p, '127.0.0.1', () => resolve(true));
+    });
+  const close = (server: ReturnType<typeof createServer>) =>
+    new Promise<void>((resolve) => server.close(() => resolve()));
+  // A blocked port whose predecessor is free (n1 listens there).
+  let blocker = createServer();
+  let port = 0;
+  for (let attempt = 0; attempt < 20; attempt++) {
+    await listen(blocker, 0);
+    port = (blocker.address() as { port: number }).port;
+    const before = createServer();
+    if (port > 1024 && (await listen(before, port - 1))) {
+      await close(before);
+      break;
+    }
+    await close(blocker);
+    blocker = createServer();
+  }
+  try {
+    // n2 would listen on the blocked port: n1 starts, n2 fails, and n1 must be stopped again.
+    await assert.rejects(startReal({ transport: 'tcp', basePort: port - 1 }, 2), /EADDRINUSE/);
+    const probe = createServer();
+    assert.equal(await listen(probe, port - 1), true, "n1's port was released");
+    await close(probe);
+  } finally {
+    await close(blocker);
+  }
+});

@@ -104,12 +104,18 @@ export class Cluster {
       throw new BasaltError('INVALID_ARGUMENT', 'a cluster needs distinct node names', { names });
     }
     const cluster = new Cluster(env, names);
-    await env.drive(
-      (async () => {
-        for (const name of names) await cluster.launch(name);
-        await cluster.untilReady();
-      })(),
-    );
+    try {
+      await env.drive(
+        (async () => {
+          for (const name of names) await cluster.launch(name);
+          await cluster.untilReady();
+        })(),
+      );
+    } catch (error) {
+      // Leave nothing running behind a failed start (listening sockets, open LMDB environments).
+      await cluster.stop().catch(() => {});
+      throw error;
+    }
     return cluster;
   }
 
