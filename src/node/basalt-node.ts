@@ -178,6 +178,7 @@ export class BasaltNode {
       logStorage: options.storage.log,
       storage: options.storage.engine,
       txStates: this.txStates,
+      onLeaderChange: (listener) => this.onLeaderChange(listener),
       onError: this.onError,
     });
     this.reconciler = new PartitionReconciler(this.self.name, this.partitions, this.onError);

@@ -7,6 +7,7 @@ import { nodeName } from '../core/ids.js';
 import { tablePartitionId } from '../core/partitioning.js';
 import { SimClusterEnvironment, startSimulatedCluster } from '../sim/cluster.js';
 import { Cluster, defaultNodeNames } from './cluster.js';
+import { type PartitionHostFactory, PlaceholderPartitionHost } from './partition-host.js';
 
 test('simulated: a table is created and every partition Raft group elects a leader', async () => {
   const cluster = await startSimulatedCluster({ seed: 'sim-create', nodes: 3 });
@@ -222,5 +223,52 @@ test('simulated: a gracefully shut down node restarts on its data; a table creat
   await cluster.startNode('n4');
   const n4 = cluster.basaltNode('n4')!;
   await cluster.waitFor(() => n4.metastorage.tables().length === 2, { what: 'n4 learns both tables' });
+  await cluster.stop();
+});
+
+test('simulated: a custom partition host gets start for each assigned partition, stop on drop and on shutdown', async () => {
+  const calls: string[] = [];
+  const partitionHost: PartitionHostFactory = (context) => {
+    const inner = new PlaceholderPartitionHost(context);
+    context.onLeaderChange((change) => {
+      if (change.role === 'leader') calls.push(`${context.self} leads ${change.group}`);
+    });
+    return {
+      start: async (partition, replicas) => {
+        calls.push(`${context.self} start ${partition} ${replicas.join(',')}`);
+        await inner.start(partition, replicas);
+      },
+      stop: async (partition, reason) => {
+        calls.push(`${context.self} stop ${partition} ${reason}`);
+        await inner.stop(partition, reason);
+      },
+      primaryOf: (partition) => inner.primaryOf(partition),
+    };
+  };
+  const env = new SimClusterEnvironment({ seed: 'custom-host', names: defaultNodeNames(3), partitionHost });
+  const cluster = await Cluster.start(env, defaultNodeNames(3));
+  const table = await cluster.createTable('t', { partitions: 2, replicas: 2 });
+  assert.ok(
+    calls.some((c) => / leads meta$/.test(c)),
+    'hosts hear leader changes',
+  );
+  const starts = calls.filter((c) => c.includes(' start '));
+  assert.equal(starts.length, 4, 'two partitions times two replicas');
+  for (const c of starts) {
+    const [node, , partition, replicas] = c.split(' ');
+    assert.ok(replicas!.split(',').includes(node!), `${node} starts only partitions it replicates`);
+    assert.match(partition!, new RegExp(`^t${table.id}p[01]$`));
+  }
+  calls.length = 0;
+  await cluster.dropTable('t');
+  assert.equal(calls.filter((c) => c.endsWith(' removed')).length, 4);
+  await cluster.createTable('u', { partitions: 1, replicas: 3 });
+  await cluster.runFor(100);
+  calls.length = 0;
+  await cluster.shutdownNode('n2');
+  assert.deepEqual(
+    calls.filter((c) => c.includes(' stop ')),
+    [`n2 stop t${table.id + 1}p0 node-stopping`],
+  );
   await cluster.stop();
 });

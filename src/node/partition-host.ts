@@ -15,7 +15,7 @@ import type { PeerIdentity } from '../env/transport.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import type { MessageBody } from '../net/envelope.js';
 import type { Messenger } from '../net/messenger.js';
-import type { RaftDriver } from '../raft/driver.js';
+import type { LeaderChange, RaftDriver } from '../raft/driver.js';
 import type { LogStorage } from '../raft/log-storage.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
 import type { TxStateMap } from '../tx/tx-state-map.js';
@@ -49,6 +49,8 @@ export interface PartitionHostContext {
   readonly logStorage: LogStorage;
   readonly storage: StorageEngine;
   readonly txStates: TxStateMap;
+  /** Leader changes of every Raft group on this node (filter by `change.group`); returns the unsubscribe function. */
+  readonly onLeaderChange: (listener: (change: LeaderChange) => void) => () => void;
   /** Failures of background work. */
   readonly onError: (error: unknown) => void;
 }
