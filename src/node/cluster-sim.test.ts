@@ -272,3 +272,38 @@ test('simulated: a custom partition host gets start for each assigned partition,
   );
   await cluster.stop();
 });
+
+test('simulated swarm: over 12 seeds, metastorage and partition hosting converge after leader isolation and crashes', async () => {
+  for (let seed = 1; seed <= 12; seed++) {
+    const label = `swarm-${seed}`;
+    const names = defaultNodeNames(5);
+    const env = new SimClusterEnvironment({ seed: label, names });
+    const cluster = await Cluster.start(env, names);
+    try {
+      await cluster.createTable('a', { partitions: 4, replicas: 3 });
+      const metaLeader = cluster.leaderOf('meta' as never)!;
+      env.world.network.isolate(metaLeader);
+      await cluster.drive(cluster.basaltNode('n5')!.metastorage.createTable('b', { partitions: 3, replicas: 3 }));
+      env.world.network.heal();
+      const victim = names[seed % names.length]!;
+      await cluster.stopNode(victim);
+      await cluster.runFor(env.world.random.fork(label).int(3_000));
+      await cluster.startNode(victim);
+      await cluster.dropTable('a');
+      await cluster.waitFor(
+        () =>
+          names.every((n) => {
+            const node = cluster.basaltNode(n)!;
+            const expected = cluster
+              .basaltNode('n1')!
+              .metastorage.view()
+              .assignments.filter(([, r]) => r.includes(n));
+            return node.metastorage.tables().length === 1 && node.hostedPartitions().size === expected.length;
+          }),
+        { what: `seed ${label}: every node sees one table and hosts exactly its assigned partitions` },
+      );
+    } finally {
+      await cluster.stop();
+    }
+  }
+});

@@ -196,6 +196,7 @@ export class Metastorage implements GroupStateMachine {
           { kind: 'MetaCommandRequest', command },
           { timeoutMs: Math.min(remainingMs, COMMAND_ATTEMPT_TIMEOUT_MS), signal: this.stopSignal.signal },
         );
+        this.leaderHint = undefined;
         return response.result;
       } catch (error) {
         if (!isBasaltError(error) || !error.retryable) {
@@ -253,9 +254,9 @@ export class Metastorage implements GroupStateMachine {
     });
   }
 
-  /** The known leader, else the next live member in turn (this node included). */
+  /** The leader named by the last refusal, else the known leader, else the next live member in turn. */
   private commandTarget(): NodeName {
-    const hint = this.leader();
+    const hint = this.leaderHint ?? this.leader();
     if (hint !== undefined && (hint === this.options.self || this.options.isLive(hint))) return hint;
     return this.nextMember();
   }
