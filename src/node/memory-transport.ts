@@ -158,5 +158,11 @@ export class MemoryNetwork {
       if (item.kind === 'message') lane.to.receive({ kind: 'message', from, payload: decode(item.bytes) });
       else lane.to.receive({ kind: item.kind, peer: from });
     }
+    // A closed endpoint's lanes carry nothing more once their last notices are out.
+    if (!lane.from.open && lane.items.length === 0) {
+      const outgoing = this.lanes.get(lane.from);
+      outgoing?.delete(lane.to);
+      if (outgoing?.size === 0) this.lanes.delete(lane.from);
+    }
   }
 }
