@@ -12,6 +12,7 @@
  * it synchronously retires every timer, stops Raft and closes the transport so that nothing of this incarnation acts
  * again, and leaves storage as it is (the harness decides what a crash keeps).
  */
+import { BasaltError } from '../core/errors.js';
 import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
@@ -118,6 +119,11 @@ export class BasaltNode {
   private constructor(options: BasaltNodeOptions) {
     const tuning = options.tuning ?? {};
     this.self = options.transport.self;
+    if (!options.nodes.includes(this.self.name)) {
+      throw new BasaltError('INVALID_ARGUMENT', `node ${this.self.name} is not among the cluster's nodes`, {
+        nodes: options.nodes,
+      });
+    }
     this.clock = options.clock;
     this.timers = new OwnedTimers(options.timers);
     this.random = options.random;
