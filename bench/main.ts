@@ -4,6 +4,7 @@
  * runs can be compared. Benchmarks run outside `npm test`.
  */
 import { measureFsync } from './floors.js';
+import { measureLoopbackRoundTrip, measureMessengerRoundTrip } from './net.js';
 import { runStorageBench } from './storage.js';
 
 function fmt(n: number, digits = 0): string {
@@ -14,6 +15,16 @@ async function main(): Promise<void> {
   console.log('basalt bench: measuring floors...');
   const fsync = measureFsync(1000);
   console.log(`floor  fsync (128 B append + fsync)          p50 ${fmt(fsync.p50Us)} µs   p99 ${fmt(fsync.p99Us)} µs`);
+
+  const rtt = await measureLoopbackRoundTrip();
+  console.log(`floor  loopback TCP round trip (100 B, 2 procs)  p50 ${fmt(rtt.p50Us)} µs   p99 ${fmt(rtt.p99Us)} µs`);
+
+  console.log('\nnet (Messenger request/response over TcpTransport, 2 processes, sequential):');
+  const messenger = await measureMessengerRoundTrip();
+  console.log(
+    `  round trip  p50 ${fmt(messenger.p50Us)} µs (${fmt(messenger.p50Us / rtt.p50Us, 2)}× loopback)   ` +
+      `p99 ${fmt(messenger.p99Us)} µs (${fmt(messenger.p99Us / rtt.p99Us, 2)}× loopback)`,
+  );
 
   console.log('\nstorage (MVCC partition storage, one atomic step per command):');
   for (const result of await runStorageBench()) {
