@@ -2,7 +2,7 @@
 
 import { invalidArgument } from './core/errors.js';
 import type { NodeName } from './core/ids.js';
-import type { NodeTuning } from './node/basalt-node.js';
+import type { NodeServiceFactory, NodeTuning } from './node/basalt-node.js';
 import { Cluster, defaultNodeNames } from './node/cluster.js';
 import type { PartitionHostFactory } from './node/partition-host.js';
 import { RealClusterEnvironment } from './node/real-cluster.js';
@@ -10,7 +10,7 @@ import { SimClusterEnvironment } from './sim/cluster.js';
 
 export * from './core/index.js';
 export * from './hlc/index.js';
-export type { NodeMetrics, NodeTuning } from './node/basalt-node.js';
+export type { NodeMetrics, NodeService, NodeServiceFactory, NodeTuning } from './node/basalt-node.js';
 export {
   Cluster,
   type ClusterNode,
@@ -34,6 +34,8 @@ export interface ClusterOptions {
   readonly tuning?: NodeTuning;
   /** Replaces the host of partition replicas (the replica layer plugs in here). */
   readonly partitionHost?: PartitionHostFactory;
+  /** Services built on every node incarnation (the coordinator and client layers plug in here). */
+  readonly services?: readonly NodeServiceFactory[];
   /** Failures of nodes' background work (default: printed to stderr). Under simulation they fail the run instead. */
   readonly onError?: (node: NodeName, error: unknown) => void;
 }
@@ -45,6 +47,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     names,
     ...(options.tuning !== undefined && { tuning: options.tuning }),
     ...(options.partitionHost !== undefined && { partitionHost: options.partitionHost }),
+    ...(options.services !== undefined && { services: options.services }),
   };
   if (options.simulation !== undefined) {
     if (options.transport === 'tcp' || options.dataDir !== undefined) {

@@ -62,9 +62,22 @@ export interface BasaltNodeOptions {
   /** Every node name of the cluster; the first three (or fewer) are the metastorage members. */
   readonly nodes: readonly NodeName[];
   readonly partitionHost?: PartitionHostFactory;
+  /** Services built on the node (coordinator, client endpoint, ...), created in order once its parts exist. */
+  readonly services?: readonly NodeServiceFactory[];
   readonly tuning?: NodeTuning;
   /** Failures of background work (a partition that failed to start, a Raft group that failed). */
   readonly onError?: (error: unknown) => void;
+}
+
+/** A service running on one node incarnation; `stop` runs on a graceful stop (a crash just drops it). */
+export interface NodeService {
+  stop?(): void | Promise<void>;
+}
+
+/** Builds a service for each incarnation, before the node takes part in the cluster (handlers go in here). */
+export interface NodeServiceFactory {
+  readonly name: string;
+  create(node: BasaltNode): NodeService;
 }
 
 /** Counters other layers bump (e.g. the resolver's resolution paths), reported by `metrics()`. */
@@ -113,6 +126,7 @@ export class BasaltNode {
   private readonly heartbeatIntervalMs: number;
   private readonly heartbeatsInFlight = new Set<NodeName>();
   private readonly onError: (error: unknown) => void;
+  private readonly services = new Map<string, NodeService>();
   private state: 'running' | 'stopping' | 'stopped' = 'running';
   private storageClosed = false;
 
@@ -209,9 +223,20 @@ export class BasaltNode {
   static async start(options: BasaltNodeOptions): Promise<BasaltNode> {
     const node = new BasaltNode(options);
     node.typed().handle('NodeHeartbeat', () => ({ kind: 'NodeHeartbeatAck' }));
+    for (const factory of options.services ?? []) {
+      if (node.services.has(factory.name)) {
+        throw new BasaltError('ALREADY_EXISTS', `service ${factory.name} is registered twice`);
+      }
+      node.services.set(factory.name, factory.create(node));
+    }
     await node.metastorage.start();
     node.armHeartbeat();
     return node;
+  }
+
+  /** The service built by the factory named `name` for this incarnation. */
+  service<T extends NodeService>(name: string): T | undefined {
+    return this.services.get(name) as T | undefined;
   }
 
   get name(): NodeName {
@@ -275,6 +300,9 @@ export class BasaltNode {
   async stop(): Promise<void> {
     if (this.state !== 'running') return;
     this.state = 'stopping';
+    for (const service of [...this.services.values()].reverse()) {
+      await Promise.resolve(service.stop?.()).catch((error: unknown) => this.onError(error));
+    }
     this.metastorage.stop();
     await this.reconciler.stopAll();
     this.raft.stop();

@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import { nodeName } from '../core/ids.js';
 import { tablePartitionId } from '../core/partitioning.js';
 import { SimClusterEnvironment, startSimulatedCluster } from '../sim/cluster.js';
+import type { NodeServiceFactory } from './basalt-node.js';
 import { Cluster, defaultNodeNames } from './cluster.js';
 import { type PartitionHostFactory, PlaceholderPartitionHost } from './partition-host.js';
 
@@ -306,4 +307,28 @@ test('simulated swarm: over 12 seeds, metastorage and partition hosting converge
       await cluster.stop();
     }
   }
+});
+
+test('simulated: node services are built per incarnation, handle messages, and stop only on a graceful stop', async () => {
+  const log: string[] = [];
+  const echo: NodeServiceFactory = {
+    name: 'echo',
+    create(node) {
+      log.push(`create ${node.name}`);
+      node.messenger.handle('EchoRequest', (body) => ({ kind: 'EchoResponse', from: node.ephemeralId, body }));
+      return { stop: () => void log.push(`stop ${node.name}`) };
+    },
+  };
+  const cluster = await startSimulatedCluster({ seed: 'services', nodes: 3, services: [echo] });
+  assert.deepEqual(log, ['create n1', 'create n2', 'create n3']);
+  const n1 = cluster.basaltNode('n1')!;
+  assert.ok(n1.service('echo') !== undefined);
+  const reply = await cluster.drive(n1.messenger.request(nodeName('n2'), { kind: 'EchoRequest' }));
+  assert.equal((reply as unknown as { from: string }).from, cluster.node('n2').ephemeralId);
+  assert.equal(cluster.network.count({ kind: 'EchoRequest', from: 'n1', to: 'n2' }), 1);
+  await cluster.stopNode('n2');
+  await cluster.startNode('n2');
+  await cluster.shutdownNode('n3');
+  assert.deepEqual(log.slice(3), ['create n2', 'stop n3'], 'a crash stops nothing; a restart creates anew');
+  await cluster.stop();
 });

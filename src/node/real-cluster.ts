@@ -21,7 +21,7 @@ import { LmdbLogStorage } from '../raft/lmdb-log-storage.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { openLmdbEnvironment } from '../storage/lmdb-environment.js';
 import { LmdbStorageEngine, MemoryStorageEngine } from '../storage/storage-engine.js';
-import { BasaltNode, type NodeStorage, type NodeTuning } from './basalt-node.js';
+import { BasaltNode, type NodeServiceFactory, type NodeStorage, type NodeTuning } from './basalt-node.js';
 import type { ClusterEnvironment } from './cluster.js';
 import { MemoryNetwork } from './memory-transport.js';
 import { NetworkFilters } from './network-filters.js';
@@ -39,6 +39,7 @@ export interface RealClusterOptions {
   readonly basePort?: number;
   readonly tuning?: NodeTuning;
   readonly partitionHost?: PartitionHostFactory;
+  readonly services?: readonly NodeServiceFactory[];
   /** Failures of nodes' background work. */
   readonly onError?: (name: NodeName, error: unknown) => void;
 }
@@ -84,6 +85,7 @@ export class RealClusterEnvironment implements ClusterEnvironment {
         storage,
         nodes: this.options.names,
         ...(this.options.partitionHost !== undefined && { partitionHost: this.options.partitionHost }),
+        ...(this.options.services !== undefined && { services: this.options.services }),
         ...(this.options.tuning !== undefined && { tuning: this.options.tuning }),
         onError: (error) => this.options.onError?.(name, error),
       });

@@ -14,7 +14,7 @@
 import type { NodeName } from '../core/ids.js';
 import type { Timers } from '../env/timers.js';
 import { decode, encode } from '../net/codec.js';
-import { BasaltNode, type NodeTuning } from '../node/basalt-node.js';
+import { BasaltNode, type NodeServiceFactory, type NodeTuning } from '../node/basalt-node.js';
 import { Cluster, type ClusterEnvironment, defaultNodeNames, type SimulationControls } from '../node/cluster.js';
 import {
   type ClusterNetwork,
@@ -36,6 +36,7 @@ export interface SimClusterOptions {
   readonly names: readonly NodeName[];
   readonly tuning?: NodeTuning;
   readonly partitionHost?: PartitionHostFactory;
+  readonly services?: readonly NodeServiceFactory[];
   readonly network?: SimNetworkOptions;
   /** Virtual time one drive may take before it fails (default 120 s). */
   readonly driveTimeoutMs?: number;
@@ -162,6 +163,7 @@ export class SimClusterEnvironment implements ClusterEnvironment {
       storage: this.disk(env.name),
       nodes: this.options.names,
       ...(this.options.partitionHost !== undefined && { partitionHost: this.options.partitionHost }),
+      ...(this.options.services !== undefined && { services: this.options.services }),
       ...(this.options.tuning !== undefined && { tuning: this.options.tuning }),
       onError: env.reportError,
     });
