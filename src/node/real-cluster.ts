@@ -178,13 +178,17 @@ export class RealClusterEnvironment implements ClusterEnvironment {
       }
       return disk;
     }
-    const path = join(dataDir, name);
-    mkdirSync(path, { recursive: true });
-    const root = openLmdbEnvironment(path, { sync: this.options.sync ?? true });
-    return {
-      engine: new LmdbStorageEngine(root),
-      log: new LmdbLogStorage(root),
-      close: () => root.close(),
-    };
+    return openLmdbNodeStorage(join(dataDir, name), this.options.sync ?? true);
   }
+}
+
+/** A node's storage in one LMDB environment at `path` (created if missing): MVCC, tx state and Raft logs. */
+export function openLmdbNodeStorage(path: string, sync = true): NodeStorage {
+  mkdirSync(path, { recursive: true });
+  const root = openLmdbEnvironment(path, { sync });
+  return {
+    engine: new LmdbStorageEngine(root),
+    log: new LmdbLogStorage(root),
+    close: () => root.close(),
+  };
 }

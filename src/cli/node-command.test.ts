@@ -1,0 +1,109 @@
+/**
+ * Real processes: three `basalt node` processes over TCP with LMDB in a temp dir. One is killed with SIGKILL and
+ * restarted on its data: it comes back with a new ephemeral id, still knows the table from its own disk, hosts its
+ * partitions again and sees its peers live. Then every process stops cleanly on SIGINT.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
+
+class NodeProcess {
+  output = '';
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  private readonly child: ChildProcess;
+
+  constructor(args: readonly string[]) {
+    this.child = spawn(process.execPath, [MAIN, 'node', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const append = (chunk: Buffer): void => {
+      this.output += chunk.toString();
+    };
+    this.child.stdout!.on('data', append);
+    this.child.stderr!.on('data', append);
+    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })));
+  }
+
+  /** Resolves once the output (from `from` on) matches `pattern`; fails after `timeoutMs`. */
+  async waitFor(pattern: RegExp, timeoutMs = 30_000, from = 0): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!pattern.test(this.output.slice(from))) {
+      if (Date.now() > deadline) throw new Error(`no ${pattern} within ${timeoutMs} ms; output:\n${this.output}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  kill(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+}
+
+/** Ports free right now (each listened on once, then released). */
+async function freePorts(count: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: count }, async () => {
+      const server = createServer();
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      return server;
+    }),
+  );
+  const ports = servers.map((s) => (s.address() as { port: number }).port);
+  await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  return ports;
+}
+
+test('basalt node: three processes, one killed with SIGKILL and restarted on its data, all stop cleanly', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'basalt-nodes-'));
+  const ports = await freePorts(3);
+  const cluster = ports.map((p, i) => `n${i + 1}=127.0.0.1:${p}`).join(',');
+  const args = (name: string) => [
+    '--name',
+    name,
+    '--cluster',
+    cluster,
+    '--data-dir',
+    dataDir,
+    '--table',
+    't:2:3',
+    '--status-interval',
+    '200',
+  ];
+  const procs = new Map(['n1', 'n2', 'n3'].map((n) => [n, new NodeProcess(args(n))]));
+  try {
+    for (const p of procs.values()) await p.waitFor(/status: .*tables: 1, hosted partitions: 2/);
+    const n3 = procs.get('n3')!;
+    const oldId = /id ([0-9a-f-]+)/.exec(n3.output)![1];
+    n3.kill('SIGKILL');
+    assert.equal((await n3.exited).signal, 'SIGKILL');
+    const n1 = procs.get('n1')!;
+    const mark = n1.output.length;
+    await n1.waitFor(/live peers: n2(?!,n3)/, 30_000, mark);
+
+    const restarted = new NodeProcess(args('n3'));
+    procs.set('n3', restarted);
+    await restarted.waitFor(/status: .*tables: 1, hosted partitions: 2, .*live peers: n1,n2/);
+    const newId = /id ([0-9a-f-]+)/.exec(restarted.output)![1];
+    assert.notEqual(newId, oldId, 'a restarted process has a new ephemeral id');
+    assert.match(
+      restarted.output,
+      /table t exists/,
+      'the restarted node finds the table (its metastorage replica is back)',
+    );
+    await n1.waitFor(/live peers: n2,n3/, 30_000, n1.output.length);
+
+    for (const p of procs.values()) p.kill('SIGINT');
+    for (const [name, p] of procs) {
+      const exit = await p.exited;
+      assert.equal(exit.code, 0, `${name} exits cleanly:\n${p.output}`);
+      assert.match(p.output, new RegExp(`node ${name} stopped`));
+    }
+  } finally {
+    for (const p of procs.values()) p.kill('SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});

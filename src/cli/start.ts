@@ -1,0 +1,104 @@
+/**
+ * `basalt start`: a local cluster in this process, nodes n1..nN over TCP on loopback with one LMDB environment per node
+ * under the data directory (or in-memory storage). Prints each node's address, the metastorage leader and partition
+ * leaders as they settle, a `ready` line, then a status line periodically; a signal stops it gracefully.
+ */
+import { resolve } from 'node:path';
+import { isBasaltError } from '../core/errors.js';
+import { META_GROUP } from '../core/partitioning.js';
+import { Cluster, defaultNodeNames } from '../node/cluster.js';
+import { RealClusterEnvironment } from '../node/real-cluster.js';
+import { log, type TableSpec, untilSignal } from './common.js';
+
+export interface StartOptions {
+  readonly nodes: number;
+  readonly dataDir: string;
+  readonly memory?: boolean;
+  readonly basePort?: number;
+  readonly statusIntervalMs: number;
+  readonly table: readonly TableSpec[];
+}
+
+export async function start(options: StartOptions): Promise<void> {
+  // Listen before anything is printed: a signal that arrives before a listener exists kills the process outright.
+  const stopRequested = untilSignal();
+  const names = defaultNodeNames(options.nodes);
+  const dataDir = options.memory ? undefined : resolve(options.dataDir);
+  log(
+    `basalt: starting ${names.length} nodes over TCP on 127.0.0.1 with ${dataDir === undefined ? 'in-memory storage' : `LMDB in ${dataDir}`}`,
+  );
+  const env = new RealClusterEnvironment({
+    names,
+    transport: 'tcp',
+    ...(dataDir !== undefined && { dataDir }),
+    ...(options.basePort !== undefined && { basePort: options.basePort }),
+    onError: (node, error) => log(`basalt: node ${node}: ${String(error)}`),
+  });
+  const cluster = await Cluster.start(env, names);
+  for (const name of names) {
+    log(`node ${name} listening on ${env.address(name) ?? '?'} (id ${cluster.node(name).ephemeralId})`);
+  }
+  watchLeaders(cluster);
+  for (const spec of options.table) await ensureTable(cluster, spec);
+  await settle(cluster);
+  log(`basalt: ready: ${summary(cluster)}`);
+  const timer = setInterval(() => log(`status: ${summary(cluster)}`), options.statusIntervalMs);
+  await stopRequested;
+  clearInterval(timer);
+  log('basalt: stopping');
+  await cluster.stop();
+  log('basalt: stopped');
+}
+
+/** Prints each leader change once, as nodes see themselves elected. */
+function watchLeaders(cluster: Cluster): void {
+  const printed = new Map<string, string>();
+  for (const name of cluster.nodes) {
+    cluster.basaltNode(name)?.onLeaderChange((change) => {
+      if (change.role !== 'leader') return;
+      const what = change.group === META_GROUP ? 'metastorage' : `partition ${change.group}`;
+      const line = `${what} leader: ${change.leader} (term ${change.term})`;
+      if (printed.get(change.group) === line) return;
+      printed.set(change.group, line);
+      log(line);
+    });
+  }
+  const meta = cluster.leaderOf(META_GROUP);
+  if (meta !== undefined) log(`metastorage leader: ${meta}`);
+}
+
+async function ensureTable(cluster: Cluster, spec: TableSpec): Promise<void> {
+  try {
+    const table = await cluster.createTable(spec.name, { partitions: spec.partitions, replicas: spec.replicas });
+    log(`table ${table.name} created (id ${table.id}, ${table.partitions} partitions, ${table.replicas} replicas)`);
+  } catch (error) {
+    if (!isBasaltError(error, 'ALREADY_EXISTS')) throw error;
+    log(`table ${spec.name} exists`);
+  }
+}
+
+/** Waits (bounded) until every partition known to the metastorage has a leader. */
+async function settle(cluster: Cluster): Promise<void> {
+  await cluster.waitFor(() => partitionCounts(cluster).led === partitionCounts(cluster).total, {
+    what: 'every partition has a leader',
+  });
+}
+
+function partitionCounts(cluster: Cluster): { total: number; led: number } {
+  let total = 0;
+  let led = 0;
+  for (const table of cluster.tables()) {
+    for (let i = 0; i < table.partitions; i++) {
+      total++;
+      if (cluster.leaderOf(`t${table.id}p${i}` as never) !== undefined) led++;
+    }
+  }
+  return { total, led };
+}
+
+function summary(cluster: Cluster): string {
+  const up = cluster.nodes.filter((n) => cluster.node(n).up).length;
+  const { total, led } = partitionCounts(cluster);
+  const meta = cluster.leaderOf(META_GROUP) ?? 'none';
+  return `${up}/${cluster.nodes.length} nodes up, metastorage leader ${meta}, tables: ${cluster.tables().length}, partitions with a leader: ${led}/${total}`;
+}
