@@ -27,6 +27,11 @@ export const ERROR_CODES = {
   TX_MISMATCHING_OUTCOME: { retryable: false },
   TX_OUTCOME_UNKNOWN: { retryable: false },
   TX_READ_ONLY_TOO_OLD: { retryable: false },
+  /**
+   * An RW request's opSeq is older than the operations already executed for its tx and its response is no longer
+   * kept: its outcome is unknown to the sender (rule 7), so the tx must abort; a new tx may retry.
+   */
+  TX_OP_STALE: { retryable: true },
   TX_TIMEOUT: { retryable: true },
   STORAGE_CLOSED: { retryable: false },
   STORAGE_CORRUPTED: { retryable: false },

@@ -110,6 +110,23 @@ export const LIMITS = {
   finishEnlistedPartitionsMax: 10_000,
   /** Replica: tx ids in one VacuumTxStates or TxCleanupCompleted command. */
   txStateVacuumBatchMax: 1_000,
+  /** Replica handlers: a lock request waits at most this long on a primary, then fails with TX_LOCK_CONFLICT. */
+  replicaLockWaitTimeoutMsDefault: 10_000,
+  /** Replica handlers: responses of the most recent RW operations kept per tx, to answer duplicates (rule 7). */
+  replicaOpResultsPerTxMax: 8,
+  /** Replica handlers: tx records (open, and closed ones kept until their deadline) per hosted partition. */
+  replicaTxRecordsMax: 100_000,
+  /** Replica handlers: an RO read waits at most this long for safe time to cover its readTs, then fails TIMEOUT. */
+  replicaReadWaitMsDefault: 5_000,
+  /** Commit partition primary: cleanup rounds (send, re-resolve primaries, back off) before it stops retrying. */
+  cleanupAttemptsMax: 30,
+  /** Commit partition primary: backoff between cleanup rounds, doubling from min to max. */
+  cleanupBackoffMsMin: 20,
+  cleanupBackoffMsMax: 2_000,
+  /** Commit partition primary: timeout of one TxCleanupRequest. */
+  cleanupRequestTimeoutMs: 5_000,
+  /** Commit partition primary: finishes (with their cleanups) in progress at once; more are refused OVERLOADED. */
+  finishesInFlightMax: 100_000,
   /** Default tx timeout; a tx's hard deadline is beginTs + this (rule 15), the same on every node of a cluster. */
   txTimeoutMsDefault: 30_000,
   /** Simulator: events run in one simulation before it is declared runaway. */
