@@ -1,8 +1,9 @@
 /**
  * Runs the Raft groups of one node: the thin IO shell around the pure cores. It ticks every core on one injected
- * timer, feeds it the messages of a narrow transport, and for each Ready, in order: persists it to LogStorage
- * (durable before anything else), sends its messages, restores a received snapshot and applies committed entries to
- * the state machine, then advances the core. The same code runs on real timers and TCP, or in the simulator.
+ * timer, feeds it the messages of a narrow transport, and for each Ready, in order: sends a leader's replication
+ * messages (so that its own disk write overlaps the followers'), persists the Ready to LogStorage, sends the other
+ * messages (votes and answers, which promise what is now durable), restores a received snapshot and applies
+ * committed entries to the state machine, then advances the core. The same code runs on real timers and TCP, or in the simulator.
  *
  * Proposals made in one event-loop turn go into one batch (one Append per follower). A proposal resolves when its
  * entry is committed *and applied on this node*; it rejects with NOT_LEADER (and the known leader) when this node
@@ -17,7 +18,7 @@ import type { Random } from '../env/random.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import type { LogStorage } from './log-storage.js';
 import { Raft, type RaftConfig } from './raft.js';
-import type { Entry, Ready, Role, Snapshot, Status } from './types.js';
+import type { Entry, HardState, Ready, Role, Snapshot, Status } from './types.js';
 import { isRaftEnvelope, type RaftEnvelope } from './wire.js';
 
 /** The transport as Raft needs it; the node layer adapts the messenger (or the simulated network) to it. */
@@ -89,6 +90,8 @@ interface Group {
   readonly pending: Map<number, Pending>;
   /** Proposals of this turn, not yet handed to the core. */
   queued: Queued[];
+  /** The hard state as last written to LogStorage (its commit index may lag behind). */
+  durableHardState: HardState | null;
   scheduled: boolean;
   busy: boolean;
   failed: boolean;
@@ -171,6 +174,7 @@ export class RaftDriver {
       raft,
       pending: new Map(),
       queued: [],
+      durableHardState: stored.hardState,
       scheduled: false,
       busy: false,
       failed: false,
@@ -323,8 +327,10 @@ export class RaftDriver {
   }
 
   private async handleReady(g: Group, rd: Ready): Promise<void> {
-    if (rd.hardState !== null || rd.snapshot !== null || rd.entries.length > 0) {
+    for (const message of rd.leaderMessages) this.transport.send(message.to, { group: g.id, message });
+    if (this.mustWrite(g, rd)) {
       await this.storage.save(g.id, { hardState: rd.hardState, snapshot: rd.snapshot, entries: rd.entries });
+      if (rd.hardState !== null) g.durableHardState = rd.hardState;
     }
     if (this.stopped || g.failed) return;
     for (const message of rd.messages) this.transport.send(message.to, { group: g.id, message });
@@ -336,6 +342,19 @@ export class RaftDriver {
       await this.sm.apply(g.id, rd.committedEntries);
       for (const e of rd.committedEntries) this.settle(g, e);
     }
+  }
+
+  /**
+   * Whether this Ready needs a durable write. A change of the commit index alone does not: Raft keeps it volatile
+   * (a restarted node relearns it, and never commits below what its state machine applied), so it is written only
+   * along with entries, a snapshot, a term or a vote, and an fsync is saved on the commit path.
+   */
+  private mustWrite(g: Group, rd: Ready): boolean {
+    if (rd.snapshot !== null || rd.entries.length > 0) return true;
+    const hs = rd.hardState;
+    if (hs === null) return false;
+    const durable = g.durableHardState;
+    return durable === null || hs.term !== durable.term || hs.vote !== durable.vote;
   }
 
   /** Resolves or rejects the proposal waiting at `e.index`, if any. */

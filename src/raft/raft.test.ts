@@ -29,7 +29,7 @@ function drain(r: Raft): { ready: Ready[]; messages: Message[] } {
     ready.push(rd);
     r.advance(rd);
   }
-  return { ready, messages: ready.flatMap((rd) => rd.messages) };
+  return { ready, messages: ready.flatMap((rd) => [...rd.leaderMessages, ...rd.messages]) };
 }
 
 /** Makes `r` a leader of a 3-node group by electing it with n2's help (pre-vote, then vote). */

@@ -101,6 +101,8 @@ export class Raft {
   private commitToBroadcast = false;
 
   private outbox: Message[] = [];
+  /** A leader's replication messages, which may leave before the Ready that holds them is durable. */
+  private leaderOutbox: Message[] = [];
   private persistedHardState: HardState;
   private outstanding: Ready | null = null;
 
@@ -207,6 +209,7 @@ export class Raft {
     return (
       this.commitToBroadcast ||
       this.outbox.length > 0 ||
+      this.leaderOutbox.length > 0 ||
       !sameHardState(this.hardState(), this.persistedHardState) ||
       this.log.stableIndex() < this.log.lastIndex() ||
       this.log.pendingSnapshot !== null ||
@@ -226,10 +229,12 @@ export class Raft {
       hardState: sameHardState(hs, this.persistedHardState) ? null : hs,
       entries: this.log.unstableEntries(),
       snapshot: this.log.pendingSnapshot,
+      leaderMessages: this.leaderOutbox,
       messages: this.outbox,
       committedEntries: this.log.nextCommitted(this.applyEntriesMax, Number.POSITIVE_INFINITY),
     };
     this.outbox = [];
+    this.leaderOutbox = [];
     this.outstanding = rd;
     return rd;
   }
@@ -679,9 +684,17 @@ export class Raft {
   }
 
   private send(m: DistributiveOmit<Message, 'from' | 'term'> & { term?: Term }): void {
-    this.outbox.push({ ...m, from: this.self, term: m.term ?? toTerm(this.term) } as Message);
+    const message = { ...m, from: this.self, term: m.term ?? toTerm(this.term) } as Message;
+    if (LEADER_KINDS.has(message.kind)) this.leaderOutbox.push(message);
+    else this.outbox.push(message);
   }
 }
+
+/**
+ * Only a leader sends these. They may go out before the leader's own entries are durable (Raft thesis §10.2.1):
+ * the leader counts itself towards a quorum only once they are, and its term and vote were durable before it won.
+ */
+const LEADER_KINDS: ReadonlySet<Message['kind']> = new Set(['Append', 'Heartbeat', 'Snapshot', 'TimeoutNow']);
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 

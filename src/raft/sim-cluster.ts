@@ -357,7 +357,9 @@ export class SimCluster {
     if (l.writing === null) {
       if (!l.raft.hasReady()) return false;
       const units = this.faults.diskUnitsMax > 0 ? this.random.int(this.faults.diskUnitsMax + 1) : 0;
-      l.writing = { rd: l.raft.ready(), doneAt: this.now + units };
+      const rd = l.raft.ready();
+      for (const m of rd.leaderMessages) this.send(m);
+      l.writing = { rd, doneAt: this.now + units };
     }
     if (l.writing.doneAt > this.now) return false;
     const rd = l.writing.rd;

@@ -98,14 +98,22 @@ export type Message =
 export type MessageKind = Message['kind'];
 
 /**
- * One batch of work for the driver, in this order: persist `hardState`, `entries` (replacing any stored entries at
- * or above the first one's index) and `snapshot` atomically and durably; then send `messages`; then restore
- * `snapshot` into the state machine and apply `committedEntries` in order; then call `advance(ready)`.
+ * One batch of work for the driver, in this order: send `leaderMessages` (they may go at once); persist `hardState`,
+ * `entries` (replacing any stored entries at or above the first one's index) and `snapshot` atomically and durably;
+ * then send `messages`; then restore `snapshot` into the state machine and apply `committedEntries` in order; then
+ * call `advance(ready)`.
  */
 export interface Ready {
   readonly hardState: HardState | null;
   readonly entries: readonly Entry[];
   readonly snapshot: Snapshot | null;
+  /**
+   * A leader's Append, Heartbeat, Snapshot and TimeoutNow messages. They need not wait for this Ready to be durable
+   * (the leader's disk write runs in parallel with replication, Raft thesis §10.2.1), but may; every other message
+   * (votes, answers) must wait, since it promises what the disk must then hold.
+   */
+  readonly leaderMessages: readonly Message[];
+  /** Sent only once this Ready is durable. */
   readonly messages: readonly Message[];
   readonly committedEntries: readonly Entry[];
 }
