@@ -129,6 +129,27 @@ export const LIMITS = {
   finishesInFlightMax: 100_000,
   /** Default tx timeout; a tx's hard deadline is beginTs + this (rule 15), the same on every node of a cluster. */
   txTimeoutMsDefault: 30_000,
+  /** Coordinator: attempts of a tx's first request to a partition (and of a one-phase write), following PRIMARY_MISS. */
+  txEnlistAttemptsMax: 8,
+  /** Coordinator: timeout of one RW operation request; above the primary's lock wait, so that a lock wait ends first. */
+  txOpRequestTimeoutMsDefault: 15_000,
+  /** Coordinator: timeout of one TxFinishRequest or LeaseConfirmRequest. */
+  txFinishRequestTimeoutMs: 10_000,
+  /** Coordinator: finish attempts before commit reports TX_OUTCOME_UNKNOWN (retries then go on in the background). */
+  txFinishAttemptsMax: 8,
+  /** Coordinator: finish attempts in all, foreground and background, after which the coordinator stops retrying. */
+  txFinishAttemptsTotalMax: 10_000,
+  /** Coordinator: backoff between retries of one request (enlistment, finish), doubling from min to max. */
+  txRetryBackoffMsMin: 20,
+  txRetryBackoffMsMax: 1_000,
+  /** Coordinator: backoff cap of the background finish retries. */
+  txBackgroundBackoffMsMax: 5_000,
+  /** Coordinator: a state request for a FINISHING tx with commitTs ≤ readTs waits this long for the outcome. */
+  txStateWaitMsDefault: 3_000,
+  /** Coordinator: keys of one getAll, entries of one putAll. */
+  txBatchKeysMax: 10_000,
+  /** runTransaction: retries of a transaction that failed with a retryable error. */
+  txRunRetriesDefault: 10,
   /** Simulator: events run in one simulation before it is declared runaway. */
   simEventsMax: 50_000_000,
 } as const;
