@@ -2,7 +2,8 @@
  * A cluster of Raft cores stepped directly, with no driver, no IO and no real time (etcd's `network` in its tests, made
  * into a fault-injecting simulator). One `Random` drives everything, so one seed replays one run exactly.
  *
- * Model: virtual time advances in units; a node ticks every `unitsPerTick` units; each unit a node handles at most one
+ * Model: virtual time advances in units; a node ticks every `unitsPerTick` units (each node may run a little fast or
+ * slow, as real clocks do: `tickDriftUnitsMax`); each unit a node handles at most one
  * Ready (persist to its simulated disk, then send, then apply), which plays the role of disk latency. Messages
  * travel with a delay drawn per message and may be dropped, duplicated or cut by a partition when they arrive.
  * A crash throws away everything but the disk; a restart rebuilds the core and the state machine from it.
@@ -48,6 +49,8 @@ export interface SimClusterOptions {
   readonly random: Random;
   readonly faults?: SimFaults;
   readonly unitsPerTick?: number;
+  /** Each node's tick period is unitsPerTick ± up to this many units. */
+  readonly tickDriftUnitsMax?: number;
   /** Applied entries kept before a node compacts its log into a snapshot. */
   readonly compactEvery?: number;
   readonly raft?: Partial<Omit<RaftConfig, 'self' | 'voters' | 'random' | 'restore'>>;
@@ -91,6 +94,8 @@ export class SimCluster {
   private readonly random: Random;
   faults: SimFaults;
   private readonly unitsPerTick: number;
+  /** Tick period of each node, in units. */
+  private readonly tickPeriods: ReadonlyMap<NodeName, number>;
   private readonly compactEvery: number;
   private readonly raftOptions: SimClusterOptions['raft'];
   private queue: InFlight[] = [];
@@ -121,6 +126,10 @@ export class SimCluster {
     this.compactEvery = options.compactEvery ?? Number.POSITIVE_INFINITY;
     this.raftOptions = options.raft;
     this.names = Array.from({ length: options.size }, (_, i) => nodeName(`n${i + 1}`));
+    const drift = options.tickDriftUnitsMax ?? 0;
+    this.tickPeriods = new Map(
+      this.names.map((n) => [n, Math.max(1, this.unitsPerTick - drift + this.random.int(2 * drift + 1))]),
+    );
     for (const n of this.names) {
       this.disks.set(n, { hardState: null, snapshot: null, entries: [] });
       this.start(n);
@@ -263,7 +272,11 @@ export class SimCluster {
     for (let i = 0; i < this.names.length; i++) {
       const n = this.names[i]!;
       // Nodes tick out of phase with one another, as real nodes do.
-      if ((this.now + i * 3) % this.unitsPerTick === 0) this.live.get(n)?.raft.tick();
+      const l = this.live.get(n);
+      if (l !== undefined && (this.now + i * 3) % this.tickPeriods.get(n)! === 0) {
+        l.raft.tick();
+        this.checkLeader(l.raft);
+      }
     }
     if (this.random.next() < proposeRate) {
       const leader = this.leader();
@@ -455,22 +468,26 @@ export class SimCluster {
     if (l === undefined) return;
     this.trace?.push(m);
     l.raft.step(m);
+    this.checkLeader(l.raft);
   }
 
   // ---------------------------------------------------------------- invariants
 
   private check(): void {
-    for (const l of this.live.values()) {
-      const s = l.raft.status();
-      if (s.role !== 'leader') continue;
-      const known = this.leaders.get(s.term);
-      if (known === undefined) {
-        this.leaders.set(s.term, s.self);
-        this.stats.elections++;
-        this.checkLeaderCompleteness(l.raft);
-      } else {
-        assert(known === s.self, `two leaders in term ${s.term}: ${known} and ${s.self}`);
-      }
+    for (const l of this.live.values()) this.checkLeader(l.raft);
+  }
+
+  /** Called after every input to a node, so that even a leadership lasting one message is seen. */
+  private checkLeader(raft: Raft): void {
+    const s = raft.status();
+    if (s.role !== 'leader') return;
+    const known = this.leaders.get(s.term);
+    if (known === undefined) {
+      this.leaders.set(s.term, s.self);
+      this.stats.elections++;
+      this.checkLeaderCompleteness(raft);
+    } else {
+      assert(known === s.self, `two leaders in term ${s.term}: ${known} and ${s.self}`);
     }
   }
 
@@ -537,8 +554,19 @@ export function runRaftSimulation(random: Random, options: SimRunOptions): SimRu
     appendEntriesMax: [1, 3, 64][params.int(3)]!,
     inflightMax: [1, 4, 256][params.int(3)]!,
     electionTicks: 5 + params.int(10),
+    // Mostly the production setting; sometimes without pre-vote or check-quorum, to exercise the plain paths.
+    preVote: params.next() < 0.8,
+    checkQuorum: params.next() < 0.8,
   };
-  const cluster = new SimCluster({ size: options.size, random: random.fork('cluster'), faults, compactEvery, raft });
+  const tickDriftUnitsMax = params.int(3);
+  const cluster = new SimCluster({
+    size: options.size,
+    random: random.fork('cluster'),
+    faults,
+    compactEvery,
+    raft,
+    tickDriftUnitsMax,
+  });
   const faultUnits = options.faultUnits ?? 3000;
   for (let u = 0; u < faultUnits; u++) cluster.stepUnit(proposeRate);
   cluster.healAll();
