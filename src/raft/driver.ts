@@ -321,6 +321,13 @@ export class RaftDriver {
       return;
     }
     batch.forEach((q, i) => {
+      // New entries land above every entry this node holds, so an older proposal still waiting at this index lost
+      // its entry here without this driver seeing how; it is never left hanging, and its outcome is unknown.
+      const stale = g.pending.get(r.index + i);
+      if (stale !== undefined) {
+        this.pendingCount--;
+        stale.reject(new BasaltError('TIMEOUT', 'outcome unknown: the entry left this log', leaderDetails(g)));
+      }
       g.pending.set(r.index + i, { term: r.term, resolve: q.resolve, reject: q.reject });
     });
     this.pendingCount += batch.length;
