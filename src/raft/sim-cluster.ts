@@ -10,7 +10,8 @@
  *
  * Checked on every unit (a violation throws with the seed): at most one leader per term; no two nodes apply different
  * entries at one index; a node that becomes leader holds every entry any node applied (leader completeness), which
- * together with the former means an acknowledged proposal is never lost.
+ * together with the former means an acknowledged proposal is never lost. `runRaftSimulation` also checks log
+ * matching across all live logs every 100 units and at the end.
  */
 import { assert } from '../core/assert.js';
 import { logIndex, type NodeName, nodeName, term as toTerm } from '../core/ids.js';
@@ -491,6 +492,30 @@ export class SimCluster {
     }
   }
 
+  /**
+   * Log matching: whenever two live logs hold an entry with the same index and term, they hold the same entries up
+   * to there (compared above both snapshots).
+   */
+  checkLogMatching(): void {
+    const logs = [...this.live.values()].map((l) => l.raft.log);
+    for (let x = 0; x < logs.length; x++) {
+      for (let y = x + 1; y < logs.length; y++) {
+        const a = logs[x]!;
+        const b = logs[y]!;
+        const lo = Math.max(a.snapshotIndex(), b.snapshotIndex()) + 1;
+        let i = Math.min(a.lastIndex(), b.lastIndex());
+        while (i >= lo && a.term(i) !== b.term(i)) i--;
+        for (let j = lo; j <= i; j++) {
+          const ea = a.entry(j);
+          const eb = b.entry(j);
+          const same =
+            ea.term === eb.term && ea.kind === eb.kind && decoder.decode(ea.data) === decoder.decode(eb.data);
+          assert(same, `log matching violated at ${j} (logs agree at ${i})`);
+        }
+      }
+    }
+  }
+
   /** A new leader's log holds every entry applied anywhere. */
   private checkLeaderCompleteness(raft: Raft): void {
     const log = raft.log;
@@ -568,7 +593,10 @@ export function runRaftSimulation(random: Random, options: SimRunOptions): SimRu
     tickDriftUnitsMax,
   });
   const faultUnits = options.faultUnits ?? 3000;
-  for (let u = 0; u < faultUnits; u++) cluster.stepUnit(proposeRate);
+  for (let u = 0; u < faultUnits; u++) {
+    cluster.stepUnit(proposeRate);
+    if (u % 100 === 0) cluster.checkLogMatching();
+  }
   cluster.healAll();
   // Generous: a backlog of hundreds of entries may have to travel one entry per round trip (appendEntriesMax 1).
   const convergeUnitsMax = options.convergeUnitsMax ?? 6000;
@@ -580,5 +608,6 @@ export function runRaftSimulation(random: Random, options: SimRunOptions): SimRu
     );
     cluster.stepUnit(0);
   }
+  cluster.checkLogMatching();
   return { size: options.size, acked: cluster.acked.size, unitsToConverge: units, stats: cluster.stats };
 }
