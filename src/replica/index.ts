@@ -1,5 +1,6 @@
 export * from './apply-result.js';
 export * from './commands.js';
+export * from './handlers/index.js';
 export * from './lease.js';
 export * from './partition-replica.js';
 export * from './primary.js';

@@ -1,0 +1,636 @@
+/**
+ * The replica request handlers driven directly (no messenger) on three nodes, each hosting replicas of two
+ * partitions (P0, the commit partition, and P1) over the real Raft driver on the simulator's virtual time. A
+ * "coordinator" is just a hybrid clock: every call absorbs the sender's timestamp on arrival and the receiver's on
+ * the way back, as the messenger does. Seeds are fixed; a failure message names the seed.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { BasaltError, isBasaltError } from '../../core/errors.js';
+import {
+  type HybridTimestamp,
+  type LogIndex,
+  type NodeId,
+  type NodeName,
+  nodeName,
+  type PartitionId,
+  type TxId,
+} from '../../core/ids.js';
+import { HybridClock } from '../../hlc/hybrid-clock.js';
+import { addMs } from '../../hlc/timestamp.js';
+import { RaftDriver, type RaftTransport } from '../../raft/driver.js';
+import { MemoryLogStorage } from '../../raft/memory-log-storage.js';
+import type { Entry, Snapshot } from '../../raft/types.js';
+import { SimClock } from '../../sim/clock.js';
+import { SeededRandom } from '../../sim/random.js';
+import { Scheduler } from '../../sim/scheduler.js';
+import { MemoryStorageEngine } from '../../storage/storage-engine.js';
+import { rowLockKey } from '../../tx/lock-modes.js';
+import type {
+  EnlistmentToken,
+  LeaseConfirmResponse,
+  ReadOnlyRequest,
+  ReadOnlyResponse,
+  ReadWriteRequest,
+  ReadWriteResponse,
+  RwOperation,
+  TxCleanupResponse,
+  TxFinishRequest,
+  TxFinishResponse,
+} from '../../tx/messages.js';
+import { makeTxId } from '../../tx/tx-id.js';
+import { TxStateMap } from '../../tx/tx-state-map.js';
+import { PartitionReplica } from '../partition-replica.js';
+import { leaseTiming } from '../primary.js';
+import { HostedPartition } from './hosted-partition.js';
+import { LocalIntentResolver } from './intent-resolver.js';
+import { type ReplicaRequest, ReplicaRequestRouter } from './router.js';
+
+const SKEW_MS = 20;
+const TIMING = leaseTiming(SKEW_MS, 2_000, 500);
+const NAMES = [nodeName('n1'), nodeName('n2'), nodeName('n3')];
+const P0 = 't1p0' as PartitionId;
+const P1 = 't1p1' as PartitionId;
+const PARTITIONS = [P0, P1];
+const COORDINATOR = 'coord' as NodeId;
+const READ_WAIT_MS = 1_000;
+
+interface Member {
+  readonly name: NodeName;
+  readonly clock: HybridClock;
+  readonly map: TxStateMap;
+  readonly driver: RaftDriver;
+  readonly replicas: Map<PartitionId, PartitionReplica>;
+  readonly hosted: Map<PartitionId, HostedPartition>;
+  readonly router: ReplicaRequestRouter;
+}
+
+class Cluster {
+  readonly scheduler: Scheduler;
+  readonly coord: HybridClock;
+  readonly members = new Map<NodeName, Member>();
+  /** While set, cleanup requests between nodes fail (the sender sees CONNECTION_CLOSED). */
+  dropCleanups = false;
+  cleanupRequests = 0;
+  private readonly raftHandlers = new Map<NodeName, (from: NodeName, envelope: unknown) => void>();
+  private txCounter = 0;
+
+  constructor(readonly seed: number) {
+    this.scheduler = new Scheduler({ seed });
+    this.coord = new HybridClock(new SimClock(this.scheduler), { maxClockSkewMs: SKEW_MS });
+  }
+
+  static async start(seed: number, finish: { cleanupAttemptsMax?: number } = {}): Promise<Cluster> {
+    const h = new Cluster(seed);
+    for (const name of NAMES) await h.startMember(name, finish);
+    await h.runUntil(() => PARTITIONS.every((p) => h.primaryOf(p) !== undefined));
+    return h;
+  }
+
+  private async startMember(name: NodeName, finish: { cleanupAttemptsMax?: number }): Promise<void> {
+    const random = new SeededRandom(`${this.seed}/${name}`);
+    const physical = new SimClock(this.scheduler);
+    const clock = new HybridClock(physical, { maxClockSkewMs: SKEW_MS });
+    const engine = new MemoryStorageEngine();
+    const map = new TxStateMap({ clock: physical });
+    const timers = this.scheduler.timers(name);
+    const replicas = new Map<PartitionId, PartitionReplica>();
+    const hosted = new Map<PartitionId, HostedPartition>();
+    let driver: RaftDriver | undefined;
+    const router = new ReplicaRequestRouter({
+      sender: {
+        request: (to, body) => {
+          this.cleanupRequests++;
+          if (this.dropCleanups) return Promise.reject(new BasaltError('CONNECTION_CLOSED', 'dropped'));
+          return this.call<TxCleanupResponse>(to, body, clock);
+        },
+      },
+      locator: {
+        locate: async (partitionId) => {
+          const m = this.primaryOf(partitionId);
+          if (m === undefined) throw new BasaltError('NODE_UNAVAILABLE', `no primary of ${partitionId}`);
+          return m.name;
+        },
+      },
+      timers,
+      resolver: new LocalIntentResolver(map),
+      finish: { cleanupBackoffMsMin: 10, cleanupBackoffMsMax: 50, ...finish },
+    });
+    for (const partitionId of PARTITIONS) {
+      const replica = new PartitionReplica({
+        partitionId,
+        nodeId: `${name}-id` as NodeId,
+        nodeName: name,
+        random: random.fork(partitionId),
+        physicalClock: physical,
+        clock,
+        engine,
+        txStateMap: map,
+        submit: (bytes) => driver!.propose(partitionId, bytes),
+        timing: TIMING,
+        safeTimeSyncIdleMs: 50,
+      });
+      replicas.set(partitionId, replica);
+      const partition = new HostedPartition({
+        replica,
+        engine,
+        txStateMap: map,
+        clock,
+        timers,
+        readWaitMs: READ_WAIT_MS,
+        lockWaitTimeoutMs: 3_000,
+      });
+      hosted.set(partitionId, partition);
+      router.register(partition);
+    }
+    const sm = (g: PartitionId) => replicas.get(g)!.stateMachine;
+    driver = new RaftDriver({
+      self: name,
+      transport: this.transport(name),
+      timers,
+      random: random.fork('raft'),
+      storage: new MemoryLogStorage(),
+      stateMachine: {
+        appliedIndex: (g: PartitionId) => sm(g).appliedIndex(),
+        apply: (g: PartitionId, entries: readonly Entry[]) => sm(g).apply(entries),
+        snapshot: (g: PartitionId) => sm(g).snapshot(),
+        restore: (g: PartitionId, snapshot: Snapshot) => sm(g).restore(snapshot),
+      },
+      tickIntervalMs: 10,
+    });
+    for (const partitionId of PARTITIONS) await driver.addGroup(partitionId, NAMES);
+    this.members.set(name, { name, clock, map, driver, replicas, hosted, router });
+    const upkeep = (): void => {
+      for (const partitionId of PARTITIONS) {
+        const s = driver.status(partitionId);
+        if (s !== undefined) replicas.get(partitionId)!.maintain({ isLeader: s.role === 'leader', term: s.term });
+      }
+      timers.setTimer(upkeep, 20);
+    };
+    timers.setTimer(upkeep, 20);
+  }
+
+  private transport(self: NodeName): RaftTransport {
+    return {
+      send: (to, envelope) => this.scheduler.schedule(1, () => this.raftHandlers.get(to)?.(self, envelope), 'raft'),
+      setHandler: (handler) => this.raftHandlers.set(self, handler),
+    };
+  }
+
+  member(name: NodeName): Member {
+    const m = this.members.get(name);
+    assert.ok(m !== undefined);
+    return m;
+  }
+
+  primaryOf(partitionId: PartitionId): Member | undefined {
+    for (const m of this.members.values()) {
+      if (m.replicas.get(partitionId)!.checkPrimary(m.clock.current()).kind === 'ok') return m;
+    }
+    return undefined;
+  }
+
+  primary(partitionId: PartitionId): Member {
+    const m = this.primaryOf(partitionId);
+    assert.ok(m !== undefined, `no primary of ${partitionId} (seed ${this.seed})`);
+    return m;
+  }
+
+  backups(partitionId: PartitionId): Member[] {
+    const p = this.primary(partitionId);
+    return [...this.members.values()].filter((m) => m !== p);
+  }
+
+  hosted(m: Member, partitionId: PartitionId): HostedPartition {
+    return m.hosted.get(partitionId)!;
+  }
+
+  newTx(beginOffsetMs = 0): TxId {
+    this.txCounter++;
+    return makeTxId({
+      beginTimestamp: addMs(this.coord.now(), beginOffsetMs),
+      nodeId: COORDINATOR,
+      counter: this.txCounter,
+    });
+  }
+
+  /** A request as the messenger delivers it: the receiver absorbs the sender's timestamp, and the reverse. */
+  call<R>(to: NodeName, body: ReplicaRequest, from: HybridClock = this.coord): Promise<R> {
+    const ts = from.now();
+    return new Promise<R>((resolve, reject) => {
+      this.scheduler.schedule(1, () => {
+        const m = this.member(to);
+        m.clock.update(ts);
+        const back = (settle: () => void) => {
+          const replyTs = m.clock.now();
+          this.scheduler.schedule(1, () => {
+            from.update(replyTs);
+            settle();
+          });
+        };
+        m.router.handle(body).then(
+          (response) => back(() => resolve(response as R)),
+          (error: unknown) => back(() => reject(error)),
+        );
+      });
+    });
+  }
+
+  async runUntil(until: () => boolean, forMs = 10_000): Promise<void> {
+    await this.scheduler.run({ forMs, until });
+    assert.ok(until(), `condition not reached within ${forMs} ms (seed ${this.seed})`);
+  }
+
+  /** Runs virtual time until `p` settles; returns (or throws) its outcome. */
+  async settle<T>(p: Promise<T>, forMs = 10_000): Promise<T> {
+    let done = false;
+    const tracked = p.finally(() => {
+      done = true;
+    });
+    tracked.catch(() => {});
+    await this.runUntil(() => done, forMs);
+    return tracked;
+  }
+
+  rw(to: Member, request: ReadWriteRequest): Promise<ReadWriteResponse> {
+    return this.settle(this.call<ReadWriteResponse>(to.name, request));
+  }
+
+  /** Every member applied as far as the most advanced one, in every partition. */
+  async converge(): Promise<void> {
+    const applied = (m: Member, g: PartitionId) => m.replicas.get(g)!.stateMachine.appliedIndex();
+    const target = new Map<PartitionId, LogIndex>(
+      PARTITIONS.map((g) => [g, Math.max(...[...this.members.values()].map((m) => applied(m, g))) as LogIndex]),
+    );
+    await this.runUntil(() =>
+      [...this.members.values()].every((m) => PARTITIONS.every((g) => applied(m, g) >= target.get(g)!)),
+    );
+  }
+}
+
+function rwRequest(
+  partitionId: PartitionId,
+  txId: TxId,
+  opSeq: number,
+  operation: RwOperation,
+  options: { token?: EnlistmentToken; full?: boolean } = {},
+): ReadWriteRequest {
+  return {
+    kind: 'ReadWriteRequest',
+    partitionId,
+    txId,
+    coordinatorId: COORDINATOR,
+    commitPartitionId: P0,
+    opSeq,
+    full: options.full ?? false,
+    operation,
+    ...(options.token === undefined ? {} : { token: options.token }),
+  };
+}
+
+function roRequest(partitionId: PartitionId, key: string, readTs?: HybridTimestamp): ReadOnlyRequest {
+  return {
+    kind: 'ReadOnlyRequest',
+    partitionId,
+    coordinatorId: COORDINATOR,
+    operation: { op: 'get', key },
+    ...(readTs === undefined ? {} : { readTs }),
+  };
+}
+
+function hasCode(code: string, check: (e: BasaltError) => boolean = () => true) {
+  return (e: unknown): boolean => {
+    assert.ok(isBasaltError(e), `expected a BasaltError, got ${String(e)}`);
+    assert.equal(e.code, code, e.message);
+    assert.ok(check(e), `details: ${JSON.stringify(e.details, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`);
+    return true;
+  };
+}
+
+const SEED = 7;
+
+describe('ReadWriteRequest on a partition primary', () => {
+  it('enlistment answers the lease; a put then a get in one tx sees its own write; touch and update put PENDING everywhere', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const tx = h.newTx();
+    const put = await h.rw(primary, rwRequest(P1, tx, 1, { op: 'put', key: 'k', value: 'v1' }));
+    assert.equal(put.lease.holderName, primary.name);
+    assert.deepEqual(put.result, { op: 'written' });
+    assert.ok(put.writeTs !== undefined && put.writeTs < put.lease.expiration);
+    const got = await h.rw(primary, rwRequest(P1, tx, 2, { op: 'get', key: 'k' }, { token: put.lease.token }));
+    assert.deepEqual(got.result, { op: 'get', value: { found: true, value: 'v1' } });
+    assert.equal(got.writeTs, undefined);
+    const entry = primary.map.entry(tx);
+    assert.equal(entry?.state, 'PENDING');
+    assert.equal(entry?.coordinatorId, COORDINATOR);
+    assert.equal(entry?.commitPartitionId, P0, 'replica touch records the commit partition');
+    await h.converge();
+    for (const b of h.backups(P1)) assert.equal(b.map.entry(tx)?.state, 'PENDING', `${b.name}: update applied`);
+    // Another tx cannot read it: a younger reader dies on the writer's X lock (wait-die).
+    const reader = h.newTx();
+    await assert.rejects(
+      h.rw(primary, rwRequest(P1, reader, 1, { op: 'get', key: 'k' })),
+      hasCode('TX_LOCK_CONFLICT', (e) => e.details?.['reason'] === 'wait-die'),
+    );
+  });
+
+  it('a wrong token or a non-primary answers PRIMARY_MISS with the holder hint', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const tx = h.newTx();
+    const first = await h.rw(primary, rwRequest(P1, tx, 1, { op: 'get', key: 'a' }));
+    const wrong: EnlistmentToken = { ...first.lease.token, start: (first.lease.token.start + 1n) as HybridTimestamp };
+    await assert.rejects(
+      h.rw(primary, rwRequest(P1, tx, 2, { op: 'get', key: 'a' }, { token: wrong })),
+      hasCode('PRIMARY_MISS', (e) => e.details?.['holderName'] === primary.name),
+    );
+    const backup = h.backups(P1)[0]!;
+    await assert.rejects(
+      h.rw(backup, rwRequest(P1, tx, 3, { op: 'get', key: 'a' }, { token: first.lease.token })),
+      hasCode('PRIMARY_MISS', (e) => e.details?.['holderName'] === primary.name),
+    );
+  });
+
+  it('wait-die: an older tx waits for a younger holder and proceeds once the holder is cleaned up', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const older = h.newTx();
+    const younger = h.newTx();
+    await h.rw(primary, rwRequest(P1, younger, 1, { op: 'put', key: 'j', value: 1 }));
+    let settled = false;
+    const waiting = h.call<ReadWriteResponse>(primary.name, rwRequest(P1, older, 1, { op: 'get', key: 'j' }));
+    waiting.finally(() => {
+      settled = true;
+    });
+    waiting.catch(() => {});
+    await h.scheduler.run({ forMs: 200 });
+    assert.equal(settled, false, 'the older tx waits for the younger holder');
+    assert.deepEqual(
+      h
+        .hosted(primary, P1)
+        .locks.waiters(rowLockKey(P1, 'j'))
+        .map((w) => w.txId),
+      [older],
+    );
+    const cleanup = await h.settle(
+      h.call<TxCleanupResponse>(primary.name, {
+        kind: 'TxCleanupRequest',
+        txId: younger,
+        partitions: [P1],
+        unlockOnly: false,
+        outcome: { state: 'ABORTED' },
+      }),
+    );
+    assert.deepEqual(cleanup.cleaned, [P1]);
+    const read = await h.settle(waiting);
+    assert.deepEqual(read.result, { op: 'get', value: { found: false } }, 'the aborted write is gone');
+  });
+
+  it('rule 7: a duplicate opSeq is answered from the first execution, never executed twice; a forgotten old one is stale', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const sm = primary.replicas.get(P1)!.stateMachine;
+    const tx = h.newTx();
+    const first = await h.rw(primary, rwRequest(P1, tx, 1, { op: 'put', key: 'd', value: 1 }));
+    const seqAfterFirst = sm.leaseState().lastSeq;
+    const again = await h.rw(primary, rwRequest(P1, tx, 1, { op: 'put', key: 'd', value: 2 }));
+    assert.deepEqual(again, first, 'the duplicate gets the first response');
+    assert.equal(sm.leaseState().lastSeq, seqAfterFirst, 'no second data command');
+    for (let opSeq = 2; opSeq <= 9; opSeq++) await h.rw(primary, rwRequest(P1, tx, opSeq, { op: 'get', key: 'd' }));
+    const read = await h.rw(primary, rwRequest(P1, tx, 9, { op: 'get', key: 'd' }));
+    assert.deepEqual(read.result, { op: 'get', value: { found: true, value: 1 } });
+    await assert.rejects(
+      h.rw(primary, rwRequest(P1, tx, 1, { op: 'put', key: 'd', value: 3 })),
+      hasCode('TX_OP_STALE'),
+    );
+  });
+
+  it('one-phase put: committed at its apply timestamp, no intent, no map entry anywhere, locks released', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const tx = h.newTx();
+    const put = await h.rw(primary, rwRequest(P1, tx, 1, { op: 'put', key: 'o', value: 42 }, { full: true }));
+    assert.ok(put.writeTs !== undefined);
+    await h.converge();
+    for (const m of h.members.values()) {
+      const mv = h.hosted(m, P1).mv;
+      const read = mv.readLatest(mv.rowIdOf('o')!);
+      assert.ok(read.kind === 'committed' && read.value === 42 && read.commitTs === put.writeTs, `${m.name}`);
+      assert.equal(m.map.entry(tx), undefined, `${m.name}: no map entry for a one-phase tx`);
+    }
+    assert.deepEqual(h.hosted(primary, P1).locks.locksOf(tx), []);
+    await assert.rejects(
+      h.rw(primary, rwRequest(P1, h.newTx(), 1, { op: 'get', key: 'o' }, { full: true })),
+      hasCode('INVALID_ARGUMENT'),
+    );
+  });
+
+  it('rule 15: a request past the tx deadline is rejected; after cleanup the tx is finished here', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const stale = h.newTx(-31_000);
+    await assert.rejects(h.rw(primary, rwRequest(P1, stale, 1, { op: 'get', key: 'x' })), hasCode('TX_TIMEOUT'));
+    const tx = h.newTx();
+    await h.rw(primary, rwRequest(P1, tx, 1, { op: 'get', key: 'x' }));
+    await h.settle(h.call(primary.name, { kind: 'TxCleanupRequest', txId: tx, partitions: [P1], unlockOnly: true }));
+    assert.deepEqual(h.hosted(primary, P1).locks.locksOf(tx), [], 'unlock-only released the read locks');
+    await assert.rejects(h.rw(primary, rwRequest(P1, tx, 2, { op: 'get', key: 'x' })), hasCode('TX_ALREADY_FINISHED'));
+  });
+});
+
+describe('TxFinishRequest and cleanup', () => {
+  async function writeBoth(h: Cluster, tx: TxId) {
+    const p0 = h.primary(P0);
+    const p1 = h.primary(P1);
+    const w0 = await h.rw(p0, rwRequest(P0, tx, 1, { op: 'put', key: 'c', value: 'C' }));
+    const w1 = await h.rw(p1, rwRequest(P1, tx, 1, { op: 'put', key: 'k', value: 'K' }));
+    h.coord.update(w0.writeTs!);
+    h.coord.update(w1.writeTs!);
+    const enlisted = [
+      { partitionId: P0, primaryName: p0.name, token: w0.lease.token },
+      { partitionId: P1, primaryName: p1.name, token: w1.lease.token },
+    ];
+    return { p0, p1, enlisted };
+  }
+
+  function finishRequest(tx: TxId, commitTs: HybridTimestamp | undefined, enlisted: TxFinishRequest['enlisted']) {
+    const base = { kind: 'TxFinishRequest', txId: tx, commitPartitionId: P0, enlisted } as const;
+    return commitTs === undefined ? { ...base, commit: false } : { ...base, commit: true, commitTs };
+  }
+
+  it('commit: FinishTx applied, every commit partition replica COMMITTED; intents switched and locks released before the reply', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const { p0, p1, enlisted } = await writeBoth(h, tx);
+    const commitTs = h.coord.now();
+    let atReply: { locks: number; read: string } | undefined;
+    const finish = h.call<TxFinishResponse>(p0.name, finishRequest(tx, commitTs, enlisted)).then((r) => {
+      const mv = h.hosted(p1, P1).mv;
+      const read = mv.readLatest(mv.rowIdOf('k')!);
+      atReply = {
+        locks: h.hosted(p1, P1).locks.locksOf(tx).length + h.hosted(p0, P0).locks.locksOf(tx).length,
+        read: read.kind === 'committed' && read.commitTs === commitTs ? 'committed' : read.kind,
+      };
+      return r;
+    });
+    const response = await h.settle(finish);
+    assert.deepEqual(response.outcome, { state: 'COMMITTED', commitTs });
+    assert.deepEqual(atReply, { locks: 0, read: 'committed' });
+    await h.converge();
+    for (const m of h.members.values()) {
+      const entry = m.map.entry(tx);
+      assert.equal(entry?.state, 'COMMITTED', `${m.name}`);
+      assert.equal(entry?.commitTimestamp, commitTs, `${m.name}`);
+      const stored = h.hosted(m, P0).txState.get(tx);
+      assert.equal(stored?.state, 'COMMITTED', `${m.name}: durable outcome`);
+    }
+    await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
+    // RO reads at readTs before and after commitTs.
+    const before = await h.settle(
+      h.call<ReadOnlyResponse>(p1.name, roRequest(P1, 'k', (commitTs - 1n) as HybridTimestamp)),
+    );
+    assert.deepEqual(before.result, { op: 'get', value: { found: false } });
+    const after = await h.settle(h.call<ReadOnlyResponse>(p1.name, roRequest(P1, 'k', commitTs)));
+    assert.deepEqual(after.result, { op: 'get', value: { found: true, value: 'K' } });
+  });
+
+  it('finish is idempotent; a late conflicting finish gets TX_MISMATCHING_OUTCOME carrying the real outcome', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const { p0, enlisted } = await writeBoth(h, tx);
+    const commitTs = h.coord.now();
+    const first = await h.settle(h.call<TxFinishResponse>(p0.name, finishRequest(tx, commitTs, enlisted)));
+    const requestsAfterFirst = h.cleanupRequests;
+    const again = await h.settle(h.call<TxFinishResponse>(p0.name, finishRequest(tx, commitTs, enlisted)));
+    assert.deepEqual(again.outcome, first.outcome);
+    await assert.rejects(
+      h.settle(h.call(p0.name, finishRequest(tx, undefined, enlisted))),
+      hasCode('TX_MISMATCHING_OUTCOME', (e) => {
+        const outcome = e.details?.['outcome'] as { state: string; commitTs?: bigint };
+        return outcome.state === 'COMMITTED' && outcome.commitTs === commitTs;
+      }),
+    );
+    assert.ok(h.cleanupRequests - requestsAfterFirst <= 2, 'a cleaned-up tx is not cleaned up again');
+  });
+
+  it('rule 15: a commit with commitTs at or past the deadline is refused and nothing is stored', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const { p0, enlisted } = await writeBoth(h, tx);
+    const late = addMs(h.coord.now(), 40_000);
+    await assert.rejects(h.settle(h.call(p0.name, finishRequest(tx, late, enlisted))), hasCode('TX_TIMEOUT'));
+    assert.equal(h.hosted(p0, P0).txState.get(tx), undefined);
+    assert.equal(h.primaryOf(P0), p0, 'the refused commitTs did not push the primary past its lease');
+  });
+
+  it('a cleanup that could not reach the primaries is re-run from durable state by recoverCleanups', async () => {
+    const h = await Cluster.start(SEED, { cleanupAttemptsMax: 2 });
+    const tx = h.newTx();
+    const { p0, p1, enlisted } = await writeBoth(h, tx);
+    h.dropCleanups = true;
+    const commitTs = h.coord.now();
+    const response = await h.settle(h.call<TxFinishResponse>(p0.name, finishRequest(tx, commitTs, enlisted)));
+    assert.deepEqual(response.outcome, { state: 'COMMITTED', commitTs }, 'the durable outcome is answered');
+    assert.equal(h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted, false);
+    assert.ok(h.hosted(p1, P1).locks.locksOf(tx).length > 0, 'locks still held');
+    h.dropCleanups = false;
+    const recovered = await h.settle(p0.router.recoverCleanups(P0));
+    assert.equal(recovered, 1);
+    assert.deepEqual(h.hosted(p1, P1).locks.locksOf(tx), []);
+    await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
+  });
+
+  it('a cleanup for a partition this node is not primary of answers PRIMARY_MISS', async () => {
+    const h = await Cluster.start(SEED);
+    const backup = h.backups(P1)[0]!;
+    await assert.rejects(
+      h.settle(
+        h.call(backup.name, {
+          kind: 'TxCleanupRequest',
+          txId: h.newTx(),
+          partitions: [P1],
+          unlockOnly: false,
+          outcome: { state: 'ABORTED' },
+        }),
+      ),
+      hasCode('PRIMARY_MISS'),
+    );
+  });
+});
+
+describe('ReadOnlyRequest and LeaseConfirmRequest', () => {
+  it('a backup serves readTs only once its applied safe time covers it; a far readTs times out', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const tx = h.newTx();
+    const put = await h.rw(primary, rwRequest(P1, tx, 1, { op: 'put', key: 'r', value: 1 }, { full: true }));
+    const backup = h.backups(P1)[0]!;
+    const readTs = h.coord.now();
+    assert.ok(readTs > put.writeTs!);
+    let servedAtSafeTime: HybridTimestamp | undefined;
+    const read = h.call<ReadOnlyResponse>(backup.name, roRequest(P1, 'r', readTs)).then((r) => {
+      servedAtSafeTime = backup.replicas.get(P1)!.stateMachine.safeTime.current();
+      return r;
+    });
+    const response = await h.settle(read);
+    assert.ok(servedAtSafeTime !== undefined && servedAtSafeTime >= readTs, 'served only once safe time covered it');
+    assert.deepEqual(response.result, { op: 'get', value: { found: true, value: 1 } });
+    assert.equal(response.readTs, readTs);
+    await assert.rejects(
+      h.settle(h.call(backup.name, roRequest(P1, 'r', addMs(h.coord.now(), 60_000)))),
+      hasCode('TIMEOUT'),
+    );
+    assert.equal(h.hosted(backup, P1).readWaiterCount, 0);
+  });
+
+  it('implicit read (no readTs) is served on the primary at its now; a foreign intent of a PENDING tx is not visible', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    await h.rw(primary, rwRequest(P1, h.newTx(), 1, { op: 'put', key: 'i', value: 'old' }, { full: true }));
+    const tx = h.newTx();
+    await h.rw(primary, rwRequest(P1, tx, 1, { op: 'put', key: 'i', value: 'new' }));
+    const sent = h.coord.now();
+    const read = await h.settle(h.call<ReadOnlyResponse>(primary.name, roRequest(P1, 'i')));
+    assert.ok(read.readTs > sent, "served at the primary's now, after absorbing the request");
+    assert.deepEqual(read.result, { op: 'get', value: { found: true, value: 'old' } });
+    const backup = h.backups(P1)[0]!;
+    await assert.rejects(h.settle(h.call(backup.name, roRequest(P1, 'i'))), hasCode('PRIMARY_MISS'));
+  });
+
+  it('rule 6: lease confirmation says yes under the current token and no under another', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const got = await h.rw(primary, rwRequest(P1, h.newTx(), 1, { op: 'get', key: 'z' }));
+    const commitTs = h.coord.now();
+    const yes = await h.settle(
+      h.call<LeaseConfirmResponse>(primary.name, {
+        kind: 'LeaseConfirmRequest',
+        partitionId: P1,
+        token: got.lease.token,
+        commitTs,
+      }),
+    );
+    assert.equal(yes.confirmed, true);
+    assert.ok(primary.clock.current() > commitTs, 'commitTs absorbed');
+    const other = { ...got.lease.token, start: (got.lease.token.start - 1n) as HybridTimestamp };
+    const no = await h.settle(
+      h.call<LeaseConfirmResponse>(primary.name, {
+        kind: 'LeaseConfirmRequest',
+        partitionId: P1,
+        token: other,
+        commitTs: h.coord.now(),
+      }),
+    );
+    assert.equal(no.confirmed, false);
+  });
+
+  it('the router answers PRIMARY_MISS for a partition not hosted here', async () => {
+    const h = await Cluster.start(SEED);
+    const m = h.primary(P1);
+    await assert.rejects(
+      h.settle(h.call(m.name, { ...roRequest('t9p9' as PartitionId, 'k'), readTs: h.coord.now() })),
+      hasCode('PRIMARY_MISS', (e) => e.details?.['reason'] === 'not-hosted'),
+    );
+  });
+});

@@ -1,0 +1,239 @@
+/**
+ * What one node keeps per hosted partition for the request handlers: the `PartitionReplica` (lease, proposals, state
+ * machine), the partition's lock manager (locks live only on the primary, in memory), the per-tx operation records,
+ * read views of the partition's MVCC and tx state storage, and waiters for an RO read's readTs to become readable.
+ *
+ * Shared helpers of the handlers live here too: acting as primary (rule 1: `now` is read after the messenger absorbed
+ * the envelope timestamp; PRIMARY_MISS carries the holder hint), the lease info every RW response carries, and lock
+ * acquisition under wait-die with a bounded wait.
+ *
+ * Readability (rules 9, 11, 19): a readTs is readable here once applied safe time covers it, or, while this replica
+ * acts as primary, once its readable safe time (now, or just below its smallest proposal in flight) covers it.
+ * Waiters are re-checked after every apply; each has a timeout on the injected timers.
+ */
+import { assert } from '../../core/assert.js';
+import { BasaltError } from '../../core/errors.js';
+import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
+import { LIMITS } from '../../core/limits.js';
+import type { TimerHandle, Timers } from '../../env/timers.js';
+import type { HybridClock } from '../../hlc/hybrid-clock.js';
+import { formatTimestamp } from '../../hlc/timestamp.js';
+import type { MvPartitionStorage } from '../../storage/mv-partition-storage.js';
+import type { StorageEngine } from '../../storage/storage-engine.js';
+import type { TxStateStorage } from '../../storage/tx-state-storage.js';
+import { LockManager, type LockWaitHandle, lockDenialError } from '../../tx/lock-manager.js';
+import type { LockStep } from '../../tx/lock-modes.js';
+import type { LeaseInfo, ReadWriteResponse } from '../../tx/messages.js';
+import { txDeadline } from '../../tx/tx-id.js';
+import type { TxStateMap } from '../../tx/tx-state-map.js';
+import { type Lease, type LeaseToken, sameToken, tokenOf } from '../lease.js';
+import type { PartitionReplica } from '../partition-replica.js';
+import type { PrimaryCheck } from '../primary.js';
+import { TxOperations } from './tx-operations.js';
+
+export interface HostedPartitionOptions {
+  readonly replica: PartitionReplica;
+  /** The node's storage engine (the partition's storages are read from it; only the state machine writes). */
+  readonly engine: StorageEngine;
+  readonly txStateMap: TxStateMap;
+  readonly clock: HybridClock;
+  readonly timers: Timers;
+  readonly txTimeoutMs?: number;
+  readonly lockWaitTimeoutMs?: number;
+  readonly readWaitMs?: number;
+  readonly readWaitersMax?: number;
+  readonly locks?: LockManager;
+}
+
+interface ReadWaiter {
+  readonly readTs: HybridTimestamp;
+  readonly resolve: () => void;
+  readonly reject: (error: BasaltError) => void;
+  timer: TimerHandle | undefined;
+}
+
+export class HostedPartition {
+  readonly partitionId: PartitionId;
+  readonly replica: PartitionReplica;
+  readonly locks: LockManager;
+  readonly operations = new TxOperations<ReadWriteResponse>();
+  readonly mv: MvPartitionStorage;
+  readonly txState: TxStateStorage;
+  readonly txStateMap: TxStateMap;
+  readonly clock: HybridClock;
+  readonly timers: Timers;
+  readonly txTimeoutMs: number;
+  readonly lockWaitTimeoutMs: number;
+  readonly readWaitMs: number;
+  private readonly readWaitersMax: number;
+  private readonly readWaiters = new Set<ReadWaiter>();
+  private readonly unsubscribe: () => void;
+  private stopped = false;
+
+  constructor(options: HostedPartitionOptions) {
+    this.replica = options.replica;
+    this.partitionId = options.replica.partitionId;
+    this.locks = options.locks ?? new LockManager();
+    this.mv = options.engine.mvPartition(this.partitionId);
+    this.txState = options.engine.txStatePartition(this.partitionId);
+    this.txStateMap = options.txStateMap;
+    this.clock = options.clock;
+    this.timers = options.timers;
+    this.txTimeoutMs = options.txTimeoutMs ?? LIMITS.txTimeoutMsDefault;
+    this.lockWaitTimeoutMs = options.lockWaitTimeoutMs ?? LIMITS.replicaLockWaitTimeoutMsDefault;
+    this.readWaitMs = options.readWaitMs ?? LIMITS.replicaReadWaitMsDefault;
+    this.readWaitersMax = options.readWaitersMax ?? LIMITS.safeTimeWaitersMax;
+    this.unsubscribe = this.replica.stateMachine.onApplied(() => this.wakeReaders());
+  }
+
+  /** The tx's hard deadline D (rule 15). */
+  deadlineOf(txId: TxId): HybridTimestamp {
+    return txDeadline(txId, this.txTimeoutMs);
+  }
+
+  // ---------------------------------------------------------------------------------------- acting as primary
+
+  /** Rules 1, 19: the lease this replica acts under at `now` (matching `token` if given), else PRIMARY_MISS. */
+  actingLease(now: HybridTimestamp, token?: LeaseToken): Lease {
+    const check = this.replica.checkPrimary(now, token);
+    if (check.kind !== 'ok') throw this.primaryMiss(check);
+    return check.lease;
+  }
+
+  primaryMiss(check: Exclude<PrimaryCheck, { kind: 'ok' }>): BasaltError {
+    return primaryMissError(this.partitionId, check.reason, this.replica.stateMachine.currentLease());
+  }
+
+  /** What an RW response carries: the applied lease under `token` (renewals raise its expiration). */
+  leaseInfo(token: LeaseToken, fallback: Lease): LeaseInfo {
+    const current = this.replica.stateMachine.currentLease();
+    const lease = current !== null && sameToken(tokenOf(current), token) ? current : fallback;
+    return { token: tokenOf(lease), holderName: lease.holderName, expiration: lease.expiration };
+  }
+
+  // ---------------------------------------------------------------------------------------- locks
+
+  /**
+   * Acquires `steps` in order for `txId` under wait-die; each wait is bounded by lockWaitTimeoutMs (then
+   * TX_LOCK_CONFLICT). Locks already granted stay held (released at cleanup, or by the caller for one-phase).
+   */
+  async acquire(txId: TxId, steps: readonly LockStep[]): Promise<void> {
+    for (const step of steps) await this.acquireOne(txId, step);
+  }
+
+  private acquireOne(txId: TxId, step: LockStep): Promise<void> {
+    return new Promise((resolve, reject) => {
+      let timer: TimerHandle | undefined;
+      const settle = (error?: BasaltError): void => {
+        if (timer !== undefined) this.timers.clearTimer(timer);
+        if (error === undefined) resolve();
+        else reject(error);
+      };
+      const result = this.locks.acquire(txId, step.key, step.mode, {
+        onGranted: () => settle(),
+        onDenied: (denial) => settle(lockDenialError(denial)),
+      });
+      if (result.kind === 'granted') return resolve();
+      if (result.kind === 'denied') return reject(lockDenialError(result.denial));
+      const handle: LockWaitHandle = result.handle;
+      timer = this.timers.setTimer(() => {
+        if (!handle.cancel()) return;
+        reject(
+          new BasaltError('TX_LOCK_CONFLICT', `lock wait on ${step.key} timed out`, {
+            txId,
+            key: step.key,
+            mode: step.mode,
+            reason: 'timeout',
+          }),
+        );
+      }, this.lockWaitTimeoutMs);
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------- readability
+
+  /** True if a read at `readTs` sees everything that will ever be visible at it (see the module header). */
+  readableAt(readTs: HybridTimestamp): boolean {
+    const sm = this.replica.stateMachine;
+    if (sm.safeTime.current() >= readTs) return true;
+    const now = this.clock.current();
+    if (this.replica.checkPrimary(now).kind !== 'ok') return false;
+    return this.replica.readableSafeTime(now) >= readTs;
+  }
+
+  /** Resolves once `readTs` is readable here; TIMEOUT after `timeoutMs`, OVERLOADED when too many wait. */
+  waitReadable(readTs: HybridTimestamp, timeoutMs: number = this.readWaitMs): Promise<void> {
+    if (this.readableAt(readTs)) return Promise.resolve();
+    if (this.stopped) return Promise.reject(stoppedError(this.partitionId));
+    if (this.readWaiters.size >= this.readWaitersMax) {
+      return Promise.reject(new BasaltError('OVERLOADED', 'too many reads waiting for safe time'));
+    }
+    return new Promise((resolve, reject) => {
+      const waiter: ReadWaiter = { readTs, resolve, reject, timer: undefined };
+      this.readWaiters.add(waiter);
+      waiter.timer = this.timers.setTimer(() => {
+        if (!this.readWaiters.delete(waiter)) return;
+        reject(
+          new BasaltError('TIMEOUT', `safe time of ${this.partitionId} did not reach ${formatTimestamp(readTs)}`, {
+            partitionId: this.partitionId,
+            readTs: formatTimestamp(readTs),
+            safeTime: formatTimestamp(this.replica.stateMachine.safeTime.current()),
+            timeoutMs,
+          }),
+        );
+      }, timeoutMs);
+    });
+  }
+
+  get readWaiterCount(): number {
+    return this.readWaiters.size;
+  }
+
+  private wakeReaders(): void {
+    for (const waiter of [...this.readWaiters]) {
+      if (!this.readableAt(waiter.readTs)) continue;
+      this.readWaiters.delete(waiter);
+      if (waiter.timer !== undefined) this.timers.clearTimer(waiter.timer);
+      waiter.resolve();
+    }
+  }
+
+  /** The replica stops being hosted: waiting reads fail NODE_UNAVAILABLE. (The replica object is stopped by its host.) */
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.unsubscribe();
+    for (const waiter of [...this.readWaiters]) {
+      this.readWaiters.delete(waiter);
+      if (waiter.timer !== undefined) this.timers.clearTimer(waiter.timer);
+      waiter.reject(stoppedError(this.partitionId));
+    }
+  }
+}
+
+function stoppedError(partitionId: PartitionId): BasaltError {
+  return new BasaltError('NODE_UNAVAILABLE', `replica of ${partitionId} stopped`, { partitionId });
+}
+
+/** PRIMARY_MISS with the holder hint of messages.ts: `{ holderName?, holderToken? }` (plus the partition, reason). */
+export function primaryMissError(partitionId: PartitionId, reason: string, lease: Lease | null): BasaltError {
+  const details: Record<string, unknown> = { partitionId, reason };
+  if (lease !== null) {
+    details['holderName'] = lease.holderName;
+    details['holderToken'] = tokenOf(lease);
+  }
+  return new BasaltError('PRIMARY_MISS', `not the primary of ${partitionId} (${reason})`, details);
+}
+
+/** Registry of the partitions hosted on a node, as handlers look them up. */
+export interface PartitionRegistry {
+  get(partitionId: PartitionId): HostedPartition | undefined;
+}
+
+export function assertHosted(partition: HostedPartition | undefined, partitionId: PartitionId): HostedPartition {
+  assert(partition === undefined || partition.partitionId === partitionId, 'registry maps a partition to itself');
+  if (partition === undefined) {
+    throw primaryMissError(partitionId, 'not-hosted', null);
+  }
+  return partition;
+}

@@ -1,0 +1,120 @@
+/**
+ * ReadOnlyRequest on any replica (DESIGN §2 "Safe time", "RO routing"; rules 9, 11, 19).
+ *
+ * A read at readTs is served once it is readable here: applied safe time ≥ readTs, or (on the primary acting under
+ * a valid lease) readable safe time ≥ readTs, which holds at once for a fresh readTs. Otherwise it waits, bounded by
+ * the partition's read wait (TIMEOUT). No readTs: an implicit single read, served on the primary at the primary's
+ * `now` (rule 19) and answered with that timestamp. The request's readTs is never absorbed into the clock (rule 8:
+ * a future readTs is served by waiting, not by pushing clocks).
+ *
+ * Values: every key is read with `read(rowId, readTs)` in one synchronous step; a foreign write intent is then
+ * resolved through the injected IntentResolver, and its value is taken only if the tx committed at or below readTs,
+ * else the newest committed version ≤ readTs that the read returned with it.
+ *
+ * Not yet: the low-watermark check of rule 10 (TX_READ_ONLY_TOO_OLD) arrives with storage GC's watermark.
+ */
+import { invalidArgument } from '../../core/errors.js';
+import type { HybridTimestamp } from '../../core/ids.js';
+import { LIMITS } from '../../core/limits.js';
+import { type ReadResult, type RowValue, TOMBSTONE } from '../../storage/mv-partition-storage.js';
+import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from '../../tx/messages.js';
+import type { HostedPartition } from './hosted-partition.js';
+import { type IntentResolver, isIntentVisible } from './intent-resolver.js';
+
+export interface ReadOnlyDeps {
+  readonly resolver: IntentResolver;
+}
+
+export async function handleReadOnly(
+  p: HostedPartition,
+  request: ReadOnlyRequest,
+  deps: ReadOnlyDeps,
+): Promise<ReadOnlyResponse> {
+  const readTs = request.readTs ?? implicitReadTs(p);
+  if (readTs <= 0n) throw invalidArgument('readTs must be positive');
+  await p.waitReadable(readTs);
+  return { kind: 'ReadOnlyResponse', readTs, result: await readAt(p, request.operation, readTs, deps.resolver) };
+}
+
+/** Rule 19: an implicit read happens on the primary at its `now`. */
+function implicitReadTs(p: HostedPartition): HybridTimestamp {
+  const now = p.clock.now();
+  p.actingLease(now);
+  return now;
+}
+
+interface Seen {
+  readonly key: string;
+  readonly read: ReadResult;
+}
+
+async function readAt(
+  p: HostedPartition,
+  operation: RoOperation,
+  readTs: HybridTimestamp,
+  resolver: IntentResolver,
+): Promise<ReadOnlyResponse['result']> {
+  // Every storage read first, synchronously, so all of them see one applied state.
+  switch (operation.op) {
+    case 'get': {
+      const [value] = await resolveAll(p, [readKey(p, operation.key, readTs)], readTs, resolver);
+      return { op: 'get', value: value ?? { found: false } };
+    }
+    case 'getAll': {
+      const seen = operation.keys.map((k) => readKey(p, k, readTs));
+      return { op: 'getAll', values: await resolveAll(p, seen, readTs, resolver) };
+    }
+    case 'scan': {
+      const limit = Math.max(1, Math.min(operation.limit, LIMITS.storageScanRowsMax));
+      const scanned = p.mv.scan(operation.range, readTs, limit);
+      const seen = scanned.rows.map((r) => ({ key: r.key, read: r.read }));
+      const values = await resolveAll(p, seen, readTs, resolver);
+      const rows = seen.flatMap((s, i) => {
+        const v = values[i];
+        return v?.found ? [{ key: s.key, value: v.value }] : [];
+      });
+      return scanned.nextKey === undefined ? { op: 'scan', rows } : { op: 'scan', rows, nextKey: scanned.nextKey };
+    }
+  }
+}
+
+function readKey(p: HostedPartition, key: string, readTs: HybridTimestamp): Seen {
+  const rowId = p.mv.rowIdOf(key);
+  return { key, read: rowId === undefined ? { kind: 'empty' } : p.mv.read(rowId, readTs) };
+}
+
+function resolveAll(
+  p: HostedPartition,
+  seen: readonly Seen[],
+  readTs: HybridTimestamp,
+  resolver: IntentResolver,
+): Promise<FoundValue[]> {
+  return Promise.all(seen.map((s) => resolveOne(p, s, readTs, resolver)));
+}
+
+async function resolveOne(p: HostedPartition, seen: Seen, readTs: HybridTimestamp, resolver: IntentResolver) {
+  const { read } = seen;
+  switch (read.kind) {
+    case 'empty':
+      return foundValue(undefined);
+    case 'committed':
+      return foundValue(read.value);
+    case 'intent': {
+      const answer = await resolver.resolve({
+        txId: read.txId,
+        commitPartitionId: read.commitPartitionId,
+        readTs,
+        partitionId: p.partitionId,
+        key: seen.key,
+        newestCommitTs: read.newestCommitTimestamp,
+      });
+      // `read` returns an intent only when no committed version is newer than readTs, so the newest committed
+      // version it carries is the fallback at readTs.
+      return foundValue(isIntentVisible(answer, readTs) ? read.value : read.newestCommittedValue);
+    }
+  }
+}
+
+function foundValue(value: RowValue | undefined): FoundValue {
+  return value === undefined || value === TOMBSTONE ? { found: false } : { found: true, value };
+}

@@ -1,0 +1,227 @@
+/**
+ * ReadWriteRequest on a partition primary (ignite3-protocol.md §7.3, DESIGN §2b rules 1, 4, 7, 15, 18).
+ *
+ * Order of checks: the messenger has absorbed the envelope timestamp; then the replica must act as primary at `now`
+ * under the request's token (none: enlistment under the current lease, which the response carries); the tx's
+ * deadline D must lie ahead of `now`; the local map must not hold the tx as FINISHING/final (TX_ALREADY_FINISHED) or
+ * ABANDONED (TX_ABORTED). Then the operation runs as opSeq of its tx, after the tx's earlier operations here, once
+ * (a duplicate gets the kept response).
+ *
+ * Running an operation: replica touch (map → PENDING with coordinator and commit partition; none for one-phase),
+ * locks under wait-die (a point read: IS partition + S row, whether or not the row exists; a write: IX + X; a scan:
+ * S on the partition, which covers the whole range including the first key not returned), then a fresh primary
+ * check under the same lease (locks may have taken a while), then:
+ * - reads use `readLatest`: the tx's own intent is visible; a foreign intent under our lock means its writer's locks
+ *   were lost with a primary change and its cleanup has not reached us: a retryable TX_LOCK_CONFLICT for now (the
+ *   write-intent resolution issue will resolve it instead);
+ * - writes propose Update/UpdateAll under the lease and answer from the apply result (rule 4): PRIMARY_MISS when the
+ *   command applied as a no-op, TX_LOCK_CONFLICT on a write-intent conflict (same cause as above; resolution later),
+ *   else `writeTs` = the command's effective timestamp;
+ * - one-phase (`full`): writes only; the X locks are released right after the apply (rule 18), and `writeTs` is the
+ *   commit timestamp.
+ */
+import { assert } from '../../core/assert.js';
+import { BasaltError, invalidArgument } from '../../core/errors.js';
+import type { HybridTimestamp, TxId } from '../../core/ids.js';
+import { LIMITS } from '../../core/limits.js';
+import { formatTimestamp } from '../../hlc/timestamp.js';
+import { type KeyRange, type ReadResult, TOMBSTONE, type Value } from '../../storage/mv-partition-storage.js';
+import { type LockStep, partitionLockKey, pointLockPlan, scanLockPlan } from '../../tx/lock-modes.js';
+import type { FoundValue, ReadWriteRequest, ReadWriteResponse, RwOperation, RwResult } from '../../tx/messages.js';
+import { isFinal } from '../../tx/tx-state.js';
+import type { ApplyResult } from '../apply-result.js';
+import type { RowWrite } from '../commands.js';
+import { type Lease, tokenOf } from '../lease.js';
+import { type HostedPartition, primaryMissError } from './hosted-partition.js';
+
+export async function handleReadWrite(p: HostedPartition, request: ReadWriteRequest): Promise<ReadWriteResponse> {
+  assert(request.partitionId === p.partitionId, 'routed to its partition');
+  const now = p.clock.now();
+  const lease = p.actingLease(now, request.token);
+  checkDeadline(p, request.txId, now);
+  checkTxState(p, request.txId);
+  if (request.full && !isWrite(request.operation)) {
+    throw invalidArgument('a one-phase request must be a write', { op: request.operation.op });
+  }
+  return p.operations.execute(request.txId, request.opSeq, p.deadlineOf(request.txId), () =>
+    runOperation(p, request, lease),
+  );
+}
+
+function checkDeadline(p: HostedPartition, txId: TxId, now: HybridTimestamp): void {
+  const deadline = p.deadlineOf(txId);
+  if (deadline > now) return;
+  throw new BasaltError('TX_TIMEOUT', `tx ${txId} is past its deadline`, {
+    txId,
+    deadline: formatTimestamp(deadline),
+  });
+}
+
+function checkTxState(p: HostedPartition, txId: TxId): void {
+  const state = p.txStateMap.entry(txId)?.state;
+  if (state === 'FINISHING' || isFinal(state)) {
+    throw new BasaltError('TX_ALREADY_FINISHED', `tx ${txId} is ${state}`, { txId, state });
+  }
+  if (state === 'ABANDONED') throw new BasaltError('TX_ABORTED', `tx ${txId} was abandoned`, { txId });
+}
+
+async function runOperation(p: HostedPartition, request: ReadWriteRequest, lease: Lease): Promise<ReadWriteResponse> {
+  const { txId, operation } = request;
+  // Cleanup may have run while this operation waited for the tx's earlier ones.
+  checkTxState(p, txId);
+  if (!request.full) touch(p, request);
+  try {
+    await p.acquire(txId, lockPlan(p, operation));
+    // Locks may have taken a while: act only if still primary under the very lease the request was served under.
+    const token = tokenOf(lease);
+    p.actingLease(p.clock.now(), token);
+    const done = isWrite(operation) ? await write(p, request, lease) : read(p, txId, operation);
+    return { kind: 'ReadWriteResponse', lease: p.leaseInfo(token, lease), ...done };
+  } finally {
+    if (request.full) p.locks.releaseAll(txId);
+  }
+}
+
+/** Replica touch (seed 000): the enlisted primary learns the tx's coordinator and commit partition. */
+function touch(p: HostedPartition, request: ReadWriteRequest): void {
+  const result = p.txStateMap.update(request.txId, {
+    state: 'PENDING',
+    reason: 'replica-touch',
+    coordinatorId: request.coordinatorId,
+    commitPartitionId: request.commitPartitionId,
+  });
+  if (result.kind === 'refused') throw new BasaltError('OVERLOADED', 'tx state map is full');
+}
+
+// ------------------------------------------------------------------------------------------ locks
+
+function isWrite(operation: RwOperation): boolean {
+  return operation.op === 'put' || operation.op === 'remove' || operation.op === 'putAll';
+}
+
+function keysOf(operation: RwOperation): readonly string[] {
+  switch (operation.op) {
+    case 'get':
+    case 'put':
+    case 'remove':
+      return [operation.key];
+    case 'getAll':
+      return operation.keys;
+    case 'putAll':
+      return operation.entries.map((e) => e.key);
+    case 'scan':
+      return [];
+  }
+}
+
+/** The partition intention lock once, then the row locks in key order (one order for every tx). */
+function lockPlan(p: HostedPartition, operation: RwOperation): readonly LockStep[] {
+  if (operation.op === 'scan') return scanLockPlan(p.partitionId);
+  const mode = isWrite(operation) ? 'X' : 'S';
+  const keys = [...new Set(keysOf(operation))].sort();
+  const partitionKey = partitionLockKey(p.partitionId);
+  const rows = keys.flatMap((k) => pointLockPlan(p.partitionId, k, mode).filter((s) => s.key !== partitionKey));
+  const [intention] = pointLockPlan(p.partitionId, keys[0] ?? '', mode);
+  assert(intention !== undefined && intention.key === partitionKey, 'a point plan starts with the partition');
+  return [intention, ...rows];
+}
+
+// ------------------------------------------------------------------------------------------ reads
+
+type Done = { readonly result: RwResult; readonly writeTs?: HybridTimestamp };
+
+function read(p: HostedPartition, txId: TxId, operation: RwOperation): Done {
+  switch (operation.op) {
+    case 'get':
+      return { result: { op: 'get', value: readKey(p, txId, operation.key) } };
+    case 'getAll':
+      return { result: { op: 'getAll', values: operation.keys.map((k) => readKey(p, txId, k)) } };
+    case 'scan':
+      return { result: scan(p, txId, operation.range, operation.limit) };
+    default:
+      throw invalidArgument(`not a read: ${operation.op}`);
+  }
+}
+
+function readKey(p: HostedPartition, txId: TxId, key: string): FoundValue {
+  const rowId = p.mv.rowIdOf(key);
+  return rowId === undefined ? { found: false } : latest(p, txId, key, p.mv.readLatest(rowId));
+}
+
+/** The latest value: own intent or committed version; a foreign intent under our lock is a lost lock (see header). */
+function latest(p: HostedPartition, txId: TxId, key: string, read: ReadResult): FoundValue {
+  if (read.kind === 'empty') return { found: false };
+  if (read.kind === 'intent' && read.txId !== txId) throw foreignIntent(p, key, read.txId);
+  return read.value === TOMBSTONE ? { found: false } : { found: true, value: read.value };
+}
+
+function scan(p: HostedPartition, txId: TxId, range: KeyRange, limit: number): RwResult {
+  const rows: { key: string; value: Value }[] = [];
+  const result = p.mv.scan(range, 'latest', Math.max(1, Math.min(limit, LIMITS.storageScanRowsMax)));
+  for (const row of result.rows) {
+    const value = latest(p, txId, row.key, row.read);
+    if (value.found) rows.push({ key: row.key, value: value.value });
+  }
+  return result.nextKey === undefined ? { op: 'scan', rows } : { op: 'scan', rows, nextKey: result.nextKey };
+}
+
+function foreignIntent(p: HostedPartition, key: string, intentTxId: TxId): BasaltError {
+  return new BasaltError('TX_LOCK_CONFLICT', `key ${key} holds an intent of ${intentTxId} not protected by a lock`, {
+    partitionId: p.partitionId,
+    key,
+    intentTxId,
+    reason: 'write-intent',
+  });
+}
+
+// ------------------------------------------------------------------------------------------ writes
+
+function writesOf(operation: RwOperation): readonly RowWrite[] {
+  switch (operation.op) {
+    case 'put':
+      return [{ kind: 'put', key: operation.key, value: operation.value }];
+    case 'remove':
+      return [{ kind: 'remove', key: operation.key }];
+    case 'putAll': {
+      // UpdateAll needs distinct keys: the last entry of a key wins, as sequential puts would.
+      const byKey = new Map<string, RowWrite>();
+      for (const e of operation.entries) byKey.set(e.key, { kind: 'put', key: e.key, value: e.value });
+      return [...byKey.values()];
+    }
+    default:
+      throw invalidArgument(`not a write: ${operation.op}`);
+  }
+}
+
+async function write(p: HostedPartition, request: ReadWriteRequest, lease: Lease): Promise<Done> {
+  const writes = writesOf(request.operation);
+  if (writes.length === 0) return { result: { op: 'written' } };
+  if (writes.length > LIMITS.updateAllWritesMax) {
+    throw invalidArgument(`at most ${LIMITS.updateAllWritesMax} writes per request`, { writes: writes.length });
+  }
+  const applied = await p.replica.proposeData({
+    token: tokenOf(lease),
+    txId: request.txId,
+    coordinatorId: request.coordinatorId,
+    commitPartitionId: request.commitPartitionId,
+    full: request.full,
+    writes,
+  });
+  return { result: { op: 'written' }, writeTs: writeTimestamp(p, applied) };
+}
+
+/** Rule 4: the answer comes from the apply result. */
+function writeTimestamp(p: HostedPartition, applied: ApplyResult): HybridTimestamp {
+  switch (applied.kind) {
+    case 'UPDATED':
+      return applied.appliedTs;
+    case 'PRIMARY_MISS':
+      throw primaryMissError(p.partitionId, applied.reason, applied.current);
+    case 'WRITE_INTENT_CONFLICT':
+      // Under our X lock a foreign intent means its writer lost its locks with a primary change and its cleanup has
+      // not switched the intent yet; resolving it here is the write-intent resolution issue's work.
+      throw foreignIntent(p, applied.key, applied.intentTxId);
+    default:
+      throw new BasaltError('INTERNAL', `data command answered ${applied.kind}`);
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * The replica side of the tx protocol on one node: a registry of hosted partitions and the dispatch of each request
+ * kind to its handler (one file per kind). The node registers `handle` for every kind in REPLICA_REQUEST_KINDS with
+ * its messenger (or calls `registerWith(messenger)`), registers each partition it hosts when its replica starts, and
+ * unregisters it when the replica stops. A request for a partition not hosted here answers PRIMARY_MISS (reason
+ * `not-hosted`, no hint): the sender re-resolves the primary.
+ *
+ * The messenger has absorbed the envelope timestamp before any handler runs (rule 1 reads `now` after that).
+ */
+import { BasaltError } from '../../core/errors.js';
+import type { PartitionId } from '../../core/ids.js';
+import type { Timers } from '../../env/timers.js';
+import type { PeerIdentity } from '../../env/transport.js';
+import type {
+  LeaseConfirmRequest,
+  ReadOnlyRequest,
+  ReadWriteRequest,
+  TxCleanupRequest,
+  TxFinishRequest,
+  TxResponseOf,
+} from '../../tx/messages.js';
+import { assertHosted, type HostedPartition, type PartitionRegistry } from './hosted-partition.js';
+import type { IntentResolver } from './intent-resolver.js';
+import { handleLeaseConfirm } from './lease-confirm.js';
+import { handleReadOnly } from './read-only.js';
+import { handleReadWrite } from './read-write.js';
+import { handleTxCleanup } from './tx-cleanup.js';
+import { type CleanupSender, type PrimaryLocator, TxFinishHandler, type TxFinishOptions } from './tx-finish.js';
+
+export type ReplicaRequest =
+  | ReadWriteRequest
+  | ReadOnlyRequest
+  | TxFinishRequest
+  | TxCleanupRequest
+  | LeaseConfirmRequest;
+
+export type ReplicaRequestKind = ReplicaRequest['kind'];
+
+export const REPLICA_REQUEST_KINDS: readonly ReplicaRequestKind[] = [
+  'ReadWriteRequest',
+  'ReadOnlyRequest',
+  'TxFinishRequest',
+  'TxCleanupRequest',
+  'LeaseConfirmRequest',
+];
+
+export type ReplicaResponse = TxResponseOf[ReplicaRequestKind];
+
+/** The part of the Messenger the router registers with. */
+export interface HandlerRegistry {
+  handle(kind: ReplicaRequestKind, handler: (body: never, from: PeerIdentity) => Promise<ReplicaResponse>): () => void;
+}
+
+export interface ReplicaRequestRouterOptions {
+  readonly sender: CleanupSender;
+  readonly locator: PrimaryLocator;
+  readonly timers: Timers;
+  /** Resolves foreign write intents met by RO reads; the node passes a LocalIntentResolver until the full one. */
+  readonly resolver: IntentResolver;
+  readonly onError?: (error: unknown) => void;
+  readonly finish?: Partial<
+    Pick<TxFinishOptions, 'cleanupAttemptsMax' | 'cleanupBackoffMsMin' | 'cleanupBackoffMsMax' | 'finishesInFlightMax'>
+  >;
+}
+
+export class ReplicaRequestRouter implements PartitionRegistry {
+  readonly finish: TxFinishHandler;
+  private readonly resolver: IntentResolver;
+  private readonly hosted = new Map<PartitionId, HostedPartition>();
+
+  constructor(options: ReplicaRequestRouterOptions) {
+    this.resolver = options.resolver;
+    this.finish = new TxFinishHandler({
+      ...options.finish,
+      partitions: this,
+      sender: options.sender,
+      locator: options.locator,
+      timers: options.timers,
+      ...(options.onError === undefined ? {} : { onError: options.onError }),
+    });
+  }
+
+  /** Hosts `partition` here; returns the function that unregisters it (and stops its waiters). */
+  register(partition: HostedPartition): () => void {
+    if (this.hosted.has(partition.partitionId)) {
+      throw new BasaltError('ALREADY_EXISTS', `partition ${partition.partitionId} is registered`);
+    }
+    this.hosted.set(partition.partitionId, partition);
+    return () => {
+      if (this.hosted.get(partition.partitionId) !== partition) return;
+      this.hosted.delete(partition.partitionId);
+      partition.stop();
+    };
+  }
+
+  get(partitionId: PartitionId): HostedPartition | undefined {
+    return this.hosted.get(partitionId);
+  }
+
+  /** The commit partition's new primary re-runs cleanup of finished txs from durable state (call on gaining primacy). */
+  recoverCleanups(partitionId: PartitionId): Promise<number> {
+    return this.finish.recoverCleanups(partitionId);
+  }
+
+  /** Answers one request (errors reject as coded BasaltErrors, which the messenger sends as error data). */
+  async handle<R extends ReplicaRequest>(request: R): Promise<TxResponseOf[R['kind']]> {
+    return (await this.dispatch(request)) as TxResponseOf[R['kind']];
+  }
+
+  private async dispatch(request: ReplicaRequest): Promise<ReplicaResponse> {
+    switch (request.kind) {
+      case 'ReadWriteRequest':
+        return handleReadWrite(this.partition(request.partitionId), request);
+      case 'ReadOnlyRequest':
+        return handleReadOnly(this.partition(request.partitionId), request, { resolver: this.resolver });
+      case 'TxFinishRequest':
+        return this.finish.handle(request);
+      case 'TxCleanupRequest':
+        return handleTxCleanup(this, request);
+      case 'LeaseConfirmRequest':
+        return handleLeaseConfirm(this.partition(request.partitionId), request);
+    }
+  }
+
+  private partition(partitionId: PartitionId): HostedPartition {
+    return assertHosted(this.hosted.get(partitionId), partitionId);
+  }
+
+  /** Registers every replica request kind with `registry` (the node's messenger); returns the unregister function. */
+  registerWith(registry: HandlerRegistry): () => void {
+    const undo = REPLICA_REQUEST_KINDS.map((kind) =>
+      registry.handle(kind, (body: never) => this.dispatch(body as ReplicaRequest)),
+    );
+    return () => {
+      for (const u of undo) u();
+    };
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * TxCleanupRequest on an enlisted primary (ignite3-protocol.md §7.6): for each listed partition this node acts as
+ * primary of, in parallel:
+ * 1. absorb commitTs (rule 8), check primacy (a partition this node does not act for is left out of `cleaned`, so
+ *    the sender re-resolves its primary; if none was cleaned the whole request answers that PRIMARY_MISS);
+ * 2. close the tx's operation record (no new operation of the tx runs here), map → final ('cleanup-request') when an
+ *    outcome is given, fail the tx's lock waiters, wait for its operations in flight;
+ * 3. unless unlock-only: if the tx has intents here, propose WriteIntentSwitch and await its apply;
+ * 4. release every lock of the tx.
+ * Idempotent: a repeated cleanup finds no intents and no locks and answers success again. Unlock-only (a tx that
+ * wrote nothing here) skips the switch; it still waits for operations in flight, so that none acquires a lock after
+ * the release.
+ */
+import { BasaltError, invalidArgument } from '../../core/errors.js';
+import type { PartitionId } from '../../core/ids.js';
+import { LIMITS } from '../../core/limits.js';
+import type { TxCleanupRequest, TxCleanupResponse } from '../../tx/messages.js';
+import { assertHosted, type HostedPartition, type PartitionRegistry } from './hosted-partition.js';
+
+export async function handleTxCleanup(
+  registry: PartitionRegistry,
+  request: TxCleanupRequest,
+): Promise<TxCleanupResponse> {
+  if (!request.unlockOnly && request.outcome === undefined) throw invalidArgument('a cleanup needs the outcome');
+  if (request.partitions.length > LIMITS.finishEnlistedPartitionsMax) throw invalidArgument('too many partitions');
+  const attempts = await Promise.all(
+    request.partitions.map((partitionId) =>
+      cleanupOn(registry, partitionId, request).then(
+        () => ({ partitionId, error: undefined }),
+        (error: unknown) => ({ partitionId, error }),
+      ),
+    ),
+  );
+  const cleaned: PartitionId[] = attempts.filter((a) => a.error === undefined).map((a) => a.partitionId);
+  const failed = attempts.find((a) => a.error !== undefined);
+  if (cleaned.length === 0 && failed !== undefined) throw failed.error;
+  return { kind: 'TxCleanupResponse', txId: request.txId, cleaned };
+}
+
+async function cleanupOn(registry: PartitionRegistry, partitionId: PartitionId, request: TxCleanupRequest) {
+  const p = assertHosted(registry.get(partitionId), partitionId);
+  await cleanupPartition(p, request);
+}
+
+/** One partition's cleanup on its primary (see the module header). */
+export async function cleanupPartition(p: HostedPartition, request: TxCleanupRequest): Promise<void> {
+  const { txId, outcome } = request;
+  const commitTs = outcome?.state === 'COMMITTED' ? outcome.commitTs : undefined;
+  const now = commitTs === undefined ? p.clock.now() : p.clock.update(commitTs);
+  p.actingLease(now);
+  p.operations.close(txId, p.deadlineOf(txId), now);
+  if (outcome !== undefined) {
+    p.txStateMap.update(txId, { state: outcome.state, commitTimestamp: commitTs, reason: 'cleanup-request' });
+  }
+  p.locks.failWaiters(txId);
+  await p.operations.whenIdle(txId);
+  if (!request.unlockOnly && outcome !== undefined && p.mv.rowsWrittenBy(txId).length > 0) {
+    const applied = await p.replica.propose((proposal) => ({
+      kind: 'WriteIntentSwitch',
+      ts: proposal.ts,
+      proposalId: proposal.id,
+      txId,
+      commit: outcome.state === 'COMMITTED',
+      commitTs: commitTs ?? null,
+    }));
+    if (applied.kind !== 'SWITCHED') {
+      throw new BasaltError('INTERNAL', `write-intent switch of ${txId} answered ${applied.kind}`);
+    }
+  }
+  p.locks.releaseAll(txId);
+}
