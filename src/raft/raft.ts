@@ -173,6 +173,7 @@ export class Raft {
 
   /** Appends `batch` as consecutive entries; the result names the first one's index. */
   proposeBatch(batch: readonly Uint8Array[]): ProposeResult {
+    if (batch.length === 0) throw new BasaltError('INVALID_ARGUMENT', 'an empty proposal batch');
     if (this.role !== 'leader' || this.transferee !== null) {
       return { status: 'NOT_LEADER', leader: this.role === 'leader' ? this.transferee : this.lead };
     }
