@@ -16,8 +16,11 @@ import {
   type PartitionId,
   type TxId,
 } from '../../core/ids.js';
+import type { PeerIdentity } from '../../env/transport.js';
 import { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs } from '../../hlc/timestamp.js';
+import type { MessageBody } from '../../net/envelope.js';
+import type { Messenger } from '../../net/messenger.js';
 import { RaftDriver, type RaftTransport } from '../../raft/driver.js';
 import { MemoryLogStorage } from '../../raft/memory-log-storage.js';
 import type { Entry, Snapshot } from '../../raft/types.js';
@@ -25,7 +28,7 @@ import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
 import { MemoryStorageEngine } from '../../storage/storage-engine.js';
-import { rowLockKey } from '../../tx/lock-modes.js';
+import { partitionLockKey, rowLockKey } from '../../tx/lock-modes.js';
 import type {
   EnlistmentToken,
   LeaseConfirmResponse,
@@ -40,11 +43,12 @@ import type {
 } from '../../tx/messages.js';
 import { makeTxId } from '../../tx/tx-id.js';
 import { TxStateMap } from '../../tx/tx-state-map.js';
+import { tokenOf } from '../lease.js';
 import { PartitionReplica } from '../partition-replica.js';
 import { leaseTiming } from '../primary.js';
 import { HostedPartition } from './hosted-partition.js';
 import { LocalIntentResolver } from './intent-resolver.js';
-import { type ReplicaRequest, ReplicaRequestRouter } from './router.js';
+import { type HandlerRegistry, REPLICA_REQUEST_KINDS, type ReplicaRequest, ReplicaRequestRouter } from './router.js';
 
 const SKEW_MS = 20;
 const TIMING = leaseTiming(SKEW_MS, 2_000, 500);
@@ -68,6 +72,7 @@ interface Member {
 class Cluster {
   readonly scheduler: Scheduler;
   readonly coord: HybridClock;
+  readonly coordName = nodeName('coord');
   readonly members = new Map<NodeName, Member>();
   /** While set, cleanup requests between nodes fail (the sender sees CONNECTION_CLOSED). */
   dropCleanups = false;
@@ -426,6 +431,92 @@ describe('ReadWriteRequest on a partition primary', () => {
     );
   });
 
+  it('scan: S on the partition keeps writers out (no phantoms); it sees own intents and committed rows, paged by limit', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    for (const [i, key] of ['s1', 's2', 's3'].entries()) {
+      await h.rw(primary, rwRequest(P1, h.newTx(), 1, { op: 'put', key, value: i }, { full: true }));
+    }
+    const older = h.newTx();
+    const scanner = h.newTx();
+    await h.rw(primary, rwRequest(P1, scanner, 1, { op: 'put', key: 's2', value: 'mine' }));
+    const page = await h.rw(
+      primary,
+      rwRequest(P1, scanner, 2, { op: 'scan', range: { kind: 'prefix', prefix: 's' }, limit: 2 }),
+    );
+    assert.deepEqual(page.result, {
+      op: 'scan',
+      rows: [
+        { key: 's1', value: 0 },
+        { key: 's2', value: 'mine' },
+      ],
+      nextKey: 's3',
+    });
+    assert.equal(h.hosted(primary, P1).locks.heldMode(scanner, partitionLockKey(P1)), 'SIX', 'IX + S after a write');
+    // A younger writer of a new key in the scanned partition dies; an older one waits until the scanner is gone.
+    await assert.rejects(
+      h.rw(primary, rwRequest(P1, h.newTx(), 1, { op: 'put', key: 's25', value: 'phantom' })),
+      hasCode('TX_LOCK_CONFLICT'),
+    );
+    const waiting = h.call<ReadWriteResponse>(
+      primary.name,
+      rwRequest(P1, older, 1, { op: 'put', key: 's25', value: 'later' }),
+    );
+    waiting.catch(() => {});
+    await h.scheduler.run({ forMs: 100 });
+    assert.equal(h.hosted(primary, P1).locks.waitsOf(older).length, 1, 'the older writer waits for the scanner');
+    await h.settle(
+      h.call(primary.name, {
+        kind: 'TxCleanupRequest',
+        txId: scanner,
+        partitions: [P1],
+        unlockOnly: false,
+        outcome: { state: 'ABORTED' },
+      }),
+    );
+    const written = await h.settle(waiting);
+    assert.ok(written.writeTs !== undefined);
+  });
+
+  it('a foreign intent not protected by a lock (lost with a primary change) answers a retryable TX_LOCK_CONFLICT', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const writer = h.newTx();
+    await h.rw(primary, rwRequest(P1, writer, 1, { op: 'put', key: 'w', value: 1 }));
+    // What a primary change does to the writer's locks: the new lock table knows nothing of them.
+    h.hosted(primary, P1).locks.releaseAll(writer);
+    const reader = h.newTx();
+    await assert.rejects(
+      h.rw(primary, rwRequest(P1, reader, 1, { op: 'get', key: 'w' })),
+      hasCode(
+        'TX_LOCK_CONFLICT',
+        (e) => e.details?.['reason'] === 'write-intent' && e.details?.['intentTxId'] === writer,
+      ),
+    );
+    h.hosted(primary, P1).locks.releaseAll(reader); // the failed reader aborts
+    const seq = primary.replicas.get(P1)!.stateMachine.leaseState().lastSeq;
+    await assert.rejects(
+      h.rw(primary, rwRequest(P1, h.newTx(), 1, { op: 'put', key: 'w', value: 2 }, { full: true })),
+      hasCode('TX_LOCK_CONFLICT', (e) => e.details?.['reason'] === 'write-intent'),
+    );
+    assert.equal(primary.replicas.get(P1)!.stateMachine.leaseState().lastSeq, seq + 1, 'the write was proposed once');
+    assert.deepEqual(h.hosted(primary, P1).locks.holders(rowLockKey(P1, 'w')), [], 'one-phase released its lock');
+  });
+
+  it('a duplicated one-phase write is answered from the first execution, not written again', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const tx = h.newTx();
+    const request = rwRequest(P1, tx, 1, { op: 'put', key: 'dup', value: 1 }, { full: true });
+    const first = await h.rw(primary, request);
+    await h.rw(primary, rwRequest(P1, h.newTx(), 1, { op: 'put', key: 'dup', value: 2 }, { full: true }));
+    const again = await h.rw(primary, request);
+    assert.deepEqual(again, first);
+    const mv = h.hosted(primary, P1).mv;
+    const read = mv.readLatest(mv.rowIdOf('dup')!);
+    assert.ok(read.kind === 'committed' && read.value === 2, 'the newer write stays');
+  });
+
   it('rule 15: a request past the tx deadline is rejected; after cleanup the tx is finished here', async () => {
     const h = await Cluster.start(SEED);
     const primary = h.primary(P1);
@@ -568,6 +659,7 @@ describe('ReadOnlyRequest and LeaseConfirmRequest', () => {
     const backup = h.backups(P1)[0]!;
     const readTs = h.coord.now();
     assert.ok(readTs > put.writeTs!);
+    assert.ok(backup.replicas.get(P1)!.stateMachine.safeTime.current() < readTs, 'the backup cannot serve at once');
     let servedAtSafeTime: HybridTimestamp | undefined;
     const read = h.call<ReadOnlyResponse>(backup.name, roRequest(P1, 'r', readTs)).then((r) => {
       servedAtSafeTime = backup.replicas.get(P1)!.stateMachine.safeTime.current();
@@ -623,6 +715,38 @@ describe('ReadOnlyRequest and LeaseConfirmRequest', () => {
       }),
     );
     assert.equal(no.confirmed, false);
+  });
+
+  it('registerWith: every replica request kind is registered with a messenger-shaped registry', async () => {
+    const h = await Cluster.start(SEED);
+    const m = h.primary(P1);
+    const handlers = new Map<string, (body: never, from: PeerIdentity) => Promise<unknown>>();
+    const registry: HandlerRegistry = {
+      handle: (kind, handler) => {
+        handlers.set(kind, handler);
+        return () => handlers.delete(kind);
+      },
+    };
+    // The node's messenger fits the registry type.
+    const fits: (messenger: Messenger<MessageBody>) => HandlerRegistry = (messenger) => messenger;
+    assert.equal(typeof fits, 'function');
+    const undo = m.router.registerWith(registry);
+    assert.deepEqual([...handlers.keys()].sort(), [...REPLICA_REQUEST_KINDS].sort());
+    const confirm = handlers.get('LeaseConfirmRequest')!;
+    const answer = await h.settle(
+      confirm(
+        {
+          kind: 'LeaseConfirmRequest',
+          partitionId: P1,
+          token: tokenOf(m.replicas.get(P1)!.stateMachine.currentLease()!),
+          commitTs: h.coord.now(),
+        } as never,
+        { name: h.coordName, id: COORDINATOR },
+      ),
+    );
+    assert.deepEqual(answer, { kind: 'LeaseConfirmResponse', confirmed: true });
+    undo();
+    assert.equal(handlers.size, 0);
   });
 
   it('the router answers PRIMARY_MISS for a partition not hosted here', async () => {

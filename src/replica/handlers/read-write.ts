@@ -43,9 +43,11 @@ export async function handleReadWrite(p: HostedPartition, request: ReadWriteRequ
   if (request.full && !isWrite(request.operation)) {
     throw invalidArgument('a one-phase request must be a write', { op: request.operation.op });
   }
-  return p.operations.execute(request.txId, request.opSeq, p.deadlineOf(request.txId), () =>
-    runOperation(p, request, lease),
-  );
+  const deadline = p.deadlineOf(request.txId);
+  const response = p.operations.execute(request.txId, request.opSeq, deadline, () => runOperation(p, request, lease));
+  if (!request.full) return response;
+  // A one-phase tx is over after its one operation: close its record (a duplicate still gets the kept response).
+  return response.finally(() => p.operations.close(request.txId, deadline, p.clock.current()));
 }
 
 function checkDeadline(p: HostedPartition, txId: TxId, now: HybridTimestamp): void {

@@ -10,8 +10,8 @@
  *
  * Invariants: `highestOpSeq` only rises; a closed record never runs a new operation; a closed record is kept until
  * the tx's deadline has passed (after which every RW request of the tx is rejected by the deadline check, rule 15),
- * so a late duplicate cannot re-acquire locks nobody would release. At most `recordsMax` records exist; at most
- * `resultsPerTxMax` responses are kept per tx.
+ * so a late duplicate cannot re-acquire locks nobody would release. At most `recordsMax` records exist (when full, the
+ * oldest closed record is evicted early); at most `resultsPerTxMax` responses are kept per tx.
  */
 import { BasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, TxId } from '../../core/ids.js';
@@ -79,7 +79,7 @@ export class TxOperations<R> {
       );
     }
     if (record === undefined) {
-      if (this.records.size >= this.recordsMax) {
+      if (this.records.size >= this.recordsMax && !this.evictClosed()) {
         return Promise.reject(new BasaltError('OVERLOADED', 'too many tx records on this partition primary'));
       }
       record = newRecord<R>(txId, deadline);
@@ -129,13 +129,25 @@ export class TxOperations<R> {
     if (record === undefined) {
       // A record for a tx never seen here keeps a late first request out; skip it when the table is full (the
       // deadline check still stops requests after D).
-      if (this.records.size >= this.recordsMax) return;
+      if (this.records.size >= this.recordsMax && !this.evictClosed()) return;
       record = newRecord<R>(txId, deadline);
       this.records.set(txId, record);
     }
     if (record.closed) return;
     record.closed = true;
     this.closedQueue.push(txId);
+  }
+
+  /**
+   * Under pressure (the table is full) the oldest closed record without operations in flight goes before its
+   * deadline: duplicates of a tx closed long ago are then caught only by the map and deadline checks. True if one
+   * was removed.
+   */
+  private evictClosed(): boolean {
+    const at = this.closedQueue.findIndex((txId) => (this.records.get(txId)?.inFlight ?? 0) === 0);
+    if (at < 0) return false;
+    const [txId] = this.closedQueue.splice(at, 1);
+    return txId !== undefined && this.records.delete(txId);
   }
 
   /**
