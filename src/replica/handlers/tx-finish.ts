@@ -139,7 +139,8 @@ export class TxFinishHandler {
 
   /**
    * Runs (or joins) the cleanup of `txId`; resolves true once every target partition's primary reported it cleaned
-   * and TxCleanupCompleted was proposed, false if rounds ran out (the record stays for recoverCleanups).
+   * (TxCleanupCompleted is then proposed in the background), false if rounds ran out (the record stays "not cleaned
+   * up" for recoverCleanups).
    */
   ensureCleanup(
     p: HostedPartition,
@@ -152,9 +153,11 @@ export class TxFinishHandler {
     if (this.cleanups.size >= this.inFlightMax) {
       return Promise.reject(new BasaltError('OVERLOADED', 'too many finishes in progress'));
     }
+    // TxCleanupCompleted is not awaited: the coordinator's answer waits only for the enlisted primaries (a finish
+    // repeated before it applies runs cleanup again, which is idempotent).
     const run = this.cleanup(txId, outcome, targets)
-      .then(async (done) => {
-        if (done) await this.markCleaned(p, txId);
+      .then((done) => {
+        if (done) void this.markCleaned(p, txId);
         return done;
       })
       .finally(() => this.cleanups.delete(txId));
