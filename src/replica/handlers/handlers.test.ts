@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BasaltError, isBasaltError } from '../../core/errors.js';
+import { BasaltError, type ErrorData, isBasaltError, toErrorData } from '../../core/errors.js';
 import {
   type HybridTimestamp,
   type LogIndex,
@@ -19,6 +19,7 @@ import {
 import type { PeerIdentity } from '../../env/transport.js';
 import { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs } from '../../hlc/timestamp.js';
+import { decode, encode } from '../../net/codec.js';
 import type { MessageBody } from '../../net/envelope.js';
 import type { Messenger } from '../../net/messenger.js';
 import { RaftDriver, type RaftTransport } from '../../raft/driver.js';
@@ -226,6 +227,8 @@ class Cluster {
       this.scheduler.schedule(1, () => {
         const m = this.member(to);
         m.clock.update(ts);
+        // Bodies and errors cross the wire codec both ways, as through the messenger.
+        const received = decode(encode(body)) as ReplicaRequest;
         const back = (settle: () => void) => {
           const replyTs = m.clock.now();
           this.scheduler.schedule(1, () => {
@@ -233,9 +236,9 @@ class Cluster {
             settle();
           });
         };
-        m.router.handle(body).then(
-          (response) => back(() => resolve(response as R)),
-          (error: unknown) => back(() => reject(error)),
+        m.router.handle(received).then(
+          (response) => back(() => resolve(decode(encode(response)) as R)),
+          (error: unknown) => back(() => reject(BasaltError.fromData(decode(encode(toErrorData(error))) as ErrorData))),
         );
       });
     });
@@ -702,6 +705,33 @@ describe('ReadOnlyRequest and LeaseConfirmRequest', () => {
     assert.deepEqual(read.result, { op: 'get', value: { found: true, value: 'old' } });
     const backup = h.backups(P1)[0]!;
     await assert.rejects(h.settle(h.call(backup.name, roRequest(P1, 'i'))), hasCode('PRIMARY_MISS'));
+  });
+
+  it('local resolution: an intent of a tx final here is visible only when COMMITTED at or below readTs', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    for (const key of ['a', 'b']) {
+      await h.rw(primary, rwRequest(P1, h.newTx(), 1, { op: 'put', key, value: 'old' }, { full: true }));
+    }
+    const committed = h.newTx();
+    const aborted = h.newTx();
+    await h.rw(primary, rwRequest(P1, committed, 1, { op: 'put', key: 'a', value: 'new' }));
+    await h.rw(primary, rwRequest(P1, aborted, 1, { op: 'put', key: 'b', value: 'new' }));
+    const commitTs = h.coord.now();
+    // Outcomes known on this node before any intent was switched (as a resolution would cache them).
+    primary.map.update(committed, { state: 'COMMITTED', commitTimestamp: commitTs, reason: 'resolution' });
+    primary.map.update(aborted, { state: 'ABORTED', reason: 'resolution' });
+    const readA = async (readTs: HybridTimestamp) =>
+      (await h.settle(h.call<ReadOnlyResponse>(primary.name, roRequest(P1, 'a', readTs)))).result;
+    assert.deepEqual(await readA(commitTs), { op: 'get', value: { found: true, value: 'new' } });
+    assert.deepEqual(await readA((commitTs - 1n) as HybridTimestamp), {
+      op: 'get',
+      value: { found: true, value: 'old' },
+    });
+    const readB = await h.settle(h.call<ReadOnlyResponse>(primary.name, roRequest(P1, 'b', h.coord.now())));
+    assert.deepEqual(readB.result, { op: 'get', value: { found: true, value: 'old' } });
+    const mv = h.hosted(primary, P1).mv;
+    assert.equal(mv.readLatest(mv.rowIdOf('a')!).kind, 'intent', 'the reads switched nothing');
   });
 
   it('rule 6: lease confirmation says yes under the current token and no under another', async () => {
