@@ -396,6 +396,21 @@ describe('ReadWriteRequest on a partition primary', () => {
     assert.deepEqual(read.result, { op: 'get', value: { found: false } }, 'the aborted write is gone');
   });
 
+  it('a lock wait is bounded: the waiter gets a retryable TX_LOCK_CONFLICT when the wait times out', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const older = h.newTx();
+    const younger = h.newTx();
+    await h.rw(primary, rwRequest(P1, younger, 1, { op: 'put', key: 't', value: 1 }));
+    const started = h.scheduler.nowMs();
+    await assert.rejects(
+      h.rw(primary, rwRequest(P1, older, 1, { op: 'get', key: 't' })),
+      hasCode('TX_LOCK_CONFLICT', (e) => e.details?.['reason'] === 'timeout'),
+    );
+    assert.ok(h.scheduler.nowMs() - started >= 3_000, 'it waited for the configured time first');
+    assert.deepEqual(h.hosted(primary, P1).locks.waiters(rowLockKey(P1, 't')), [], 'the waiter was withdrawn');
+  });
+
   it('rule 7: a duplicate opSeq is answered from the first execution, never executed twice; a forgotten old one is stale', async () => {
     const h = await Cluster.start(SEED);
     const primary = h.primary(P1);
