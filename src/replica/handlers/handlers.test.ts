@@ -77,6 +77,8 @@ class Cluster {
   readonly members = new Map<NodeName, Member>();
   /** While set, cleanup requests between nodes fail (the sender sees CONNECTION_CLOSED). */
   dropCleanups = false;
+  /** Nodes cut off from every Raft message. */
+  readonly cut = new Set<NodeName>();
   cleanupRequests = 0;
   private readonly raftHandlers = new Map<NodeName, (from: NodeName, envelope: unknown) => void>();
   private txCounter = 0;
@@ -178,7 +180,10 @@ class Cluster {
 
   private transport(self: NodeName): RaftTransport {
     return {
-      send: (to, envelope) => this.scheduler.schedule(1, () => this.raftHandlers.get(to)?.(self, envelope), 'raft'),
+      send: (to, envelope) => {
+        if (this.cut.has(self) || this.cut.has(to)) return;
+        this.scheduler.schedule(1, () => this.raftHandlers.get(to)?.(self, envelope), 'raft');
+      },
       setHandler: (handler) => this.raftHandlers.set(self, handler),
     };
   }
@@ -358,6 +363,31 @@ describe('ReadWriteRequest on a partition primary', () => {
     await assert.rejects(
       h.rw(backup, rwRequest(P1, tx, 3, { op: 'get', key: 'a' }, { token: first.lease.token })),
       hasCode('PRIMARY_MISS', (e) => e.details?.['holderName'] === primary.name),
+    );
+  });
+
+  it('a primary change under an open tx: both the old holder and the new one refuse the old token (PRIMARY_MISS)', async () => {
+    const h = await Cluster.start(SEED);
+    const old = h.primary(P1);
+    const tx = h.newTx();
+    const put = await h.rw(old, rwRequest(P1, tx, 1, { op: 'put', key: 'm', value: 1 }));
+    h.cut.add(old.name);
+    await h.runUntil(() => {
+      const p = h.primaryOf(P1);
+      return p !== undefined && p !== old;
+    });
+    const next = h.primary(P1);
+    assert.ok(next.replicas.get(P1)!.stateMachine.currentLease()!.start >= put.lease.expiration, 'no overlap');
+    await assert.rejects(
+      h.rw(next, rwRequest(P1, tx, 2, { op: 'get', key: 'm' }, { token: put.lease.token })),
+      hasCode(
+        'PRIMARY_MISS',
+        (e) => e.details?.['reason'] === 'token-mismatch' && e.details?.['holderName'] === next.name,
+      ),
+    );
+    await assert.rejects(
+      h.rw(old, rwRequest(P1, tx, 3, { op: 'get', key: 'm' }, { token: put.lease.token })),
+      hasCode('PRIMARY_MISS'),
     );
   });
 
