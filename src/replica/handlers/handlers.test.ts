@@ -50,6 +50,7 @@ import { leaseTiming } from '../primary.js';
 import { HostedPartition } from './hosted-partition.js';
 import { LocalIntentResolver } from './intent-resolver.js';
 import { type HandlerRegistry, REPLICA_REQUEST_KINDS, type ReplicaRequest, ReplicaRequestRouter } from './router.js';
+import { messengerCleanupSender, type RequestChannel } from './tx-finish.js';
 
 const SKEW_MS = 20;
 const TIMING = leaseTiming(SKEW_MS, 2_000, 500);
@@ -692,6 +693,32 @@ describe('TxFinishRequest and cleanup', () => {
     assert.equal(recovered, 1);
     assert.deepEqual(h.hosted(p1, P1).locks.locksOf(tx), []);
     await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
+  });
+
+  it('messengerCleanupSender bounds each request by the cleanup timeout and checks the response kind', async () => {
+    const seen: { to: string; timeoutMs: number }[] = [];
+    const answers: unknown[] = [
+      { kind: 'TxCleanupResponse', txId: 'x', cleaned: [P1] },
+      { kind: 'LeaseConfirmResponse', confirmed: true },
+    ];
+    const sender = messengerCleanupSender(
+      {
+        request: async (to, _body, options) => {
+          seen.push({ to, timeoutMs: options.timeoutMs });
+          return answers.shift();
+        },
+      },
+      1_234,
+    );
+    const body = { kind: 'TxCleanupRequest', txId: 'x' as TxId, partitions: [P1], unlockOnly: true } as const;
+    assert.deepEqual((await sender.request(nodeName('n2'), body)).cleaned, [P1]);
+    await assert.rejects(sender.request(nodeName('n2'), body), hasCode('INTERNAL'));
+    assert.deepEqual(seen, [
+      { to: 'n2', timeoutMs: 1_234 },
+      { to: 'n2', timeoutMs: 1_234 },
+    ]);
+    const fits: (messenger: Messenger<MessageBody>) => RequestChannel = (messenger) => messenger;
+    assert.equal(typeof fits, 'function');
   });
 
   it('a cleanup for a partition this node is not primary of answers PRIMARY_MISS', async () => {

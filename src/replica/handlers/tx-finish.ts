@@ -41,6 +41,27 @@ export interface CleanupSender {
   request(to: NodeName, body: TxCleanupRequest): Promise<TxCleanupResponse>;
 }
 
+/** The part of the Messenger a CleanupSender needs. */
+export interface RequestChannel {
+  request(to: NodeName, body: TxCleanupRequest, options: { readonly timeoutMs: number }): Promise<unknown>;
+}
+
+/** A CleanupSender over the node's messenger, each request bounded by `timeoutMs`. */
+export function messengerCleanupSender(
+  channel: RequestChannel,
+  timeoutMs: number = LIMITS.cleanupRequestTimeoutMs,
+): CleanupSender {
+  return {
+    request: async (to, body) => {
+      const response = (await channel.request(to, body, { timeoutMs })) as Partial<TxCleanupResponse> | undefined;
+      if (response?.kind !== 'TxCleanupResponse' || !Array.isArray(response.cleaned)) {
+        throw new BasaltError('INTERNAL', `${to} answered a cleanup with ${String(response?.kind)}`);
+      }
+      return response as TxCleanupResponse;
+    },
+  };
+}
+
 /** Finds the current primary of a partition (waiting for one if needed; rejects when none can be found). */
 export interface PrimaryLocator {
   locate(partitionId: PartitionId): Promise<NodeName>;
