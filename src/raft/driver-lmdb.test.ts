@@ -88,7 +88,7 @@ async function startCluster(transportFor: (self: NodeName) => RaftTransport, run
 }
 
 async function leaderOf(nodes: readonly Node[], group: PartitionId): Promise<Node> {
-  for (let i = 0; i < 400; i++) {
+  for (let i = 0; i < 1000; i++) {
     const l = nodes.find((n) => n.driver.status(group)?.role === 'leader');
     if (l !== undefined) return l;
     await new Promise((resolve) => setTimeout(resolve, 10));
@@ -111,9 +111,8 @@ async function propose(nodes: readonly Node[], group: PartitionId, data: string)
 }
 
 async function stopCluster(nodes: readonly Node[]): Promise<void> {
-  for (const n of nodes) n.driver.stop();
-  // Let Ready loops that were awaiting a write finish before the environments close.
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  // stop() resolves once no Ready loop is writing any more: only then may the environments close.
+  for (const n of nodes) await n.driver.stop();
   for (const n of nodes) await n.root.close();
 }
 

@@ -95,8 +95,8 @@ interface Group {
   scheduled: boolean;
   busy: boolean;
   failed: boolean;
-  /** Called once when an in-progress Ready loop ends (removeGroup waits for it). */
-  onIdle: (() => void) | undefined;
+  /** Called once when the in-progress Ready loop ends (removeGroup and stop wait for it). */
+  idleWaiters: (() => void)[];
   lastLeader: NodeName | null;
   lastTerm: number;
   lastRole: Role;
@@ -178,7 +178,7 @@ export class RaftDriver {
       scheduled: false,
       busy: false,
       failed: false,
-      onIdle: undefined,
+      idleWaiters: [],
       lastLeader: s.leader,
       lastTerm: s.term,
       lastRole: s.role,
@@ -214,7 +214,7 @@ export class RaftDriver {
     this.groups.delete(id);
     g.failed = true;
     this.failPending(g, new BasaltError('NOT_FOUND', `raft group ${id} was removed`, { group: id }));
-    if (g.busy) await new Promise<void>((resolve) => (g.onIdle = resolve));
+    await this.idle(g);
     return true;
   }
 
@@ -235,12 +235,21 @@ export class RaftDriver {
     return [...this.groups.keys()];
   }
 
-  /** Stops ticking and receiving; pending proposals reject with NODE_UNAVAILABLE. Storage is left to its owner. */
-  stop(): void {
+  /**
+   * Stops ticking and receiving; pending proposals reject with NODE_UNAVAILABLE. Resolves once no Ready is being
+   * handled any more, so that the caller may then close the storage (which is left to its owner).
+   */
+  async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer !== null) this.timers.clearTimer(this.timer);
     this.timer = null;
     for (const g of this.groups.values()) this.failPending(g, new BasaltError('NODE_UNAVAILABLE', 'raft stopped'));
+    await Promise.all([...this.groups.values()].map((g) => this.idle(g)));
+  }
+
+  private idle(g: Group): Promise<void> {
+    if (!g.busy) return Promise.resolve();
+    return new Promise((resolve) => g.idleWaiters.push(resolve));
   }
 
   // ---------------------------------------------------------------- inputs
@@ -301,9 +310,7 @@ export class RaftDriver {
       this.onGroupFailed?.(g.id, error);
     } finally {
       g.busy = false;
-      const onIdle = g.onIdle;
-      g.onIdle = undefined;
-      onIdle?.();
+      for (const wake of g.idleWaiters.splice(0)) wake();
     }
   }
 
