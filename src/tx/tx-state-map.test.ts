@@ -436,6 +436,24 @@ describe('tx state map: vacuum', () => {
   });
 });
 
+describe('tx state map: remove (a coordinator dropping its own entry)', () => {
+  it('removes the entry whatever its state, tells observers, and a queued vacuum item for it is skipped', () => {
+    const { map, clock, events } = newMap();
+    put(map, tx(1), 'ABORTED');
+    put(map, tx(2), 'PENDING');
+    put(map, tx(3), 'ABORTED');
+    assert.equal(map.remove(tx(1), 'unlock-only'), true);
+    assert.equal(map.remove(tx(2), 'one-phase'), true);
+    assert.equal(map.remove(tx(2), 'one-phase'), false, 'already gone');
+    assert.deepEqual(events.at(-1), { kind: 'remove', txId: tx(2), state: 'PENDING', reason: 'one-phase' });
+    assert.equal(map.get(tx(1)), undefined);
+    assert.equal(map.size, 1);
+    clock.ms += 1_000;
+    assert.equal(map.vacuum(clock.ms, 0), 1, 'only the entry still present is vacuumed');
+    assert.equal(map.size, 0);
+  });
+});
+
 describe('tx state map: size bound', () => {
   it('at the bound a new entry is refused with OVERLOADED, existing entries still update', () => {
     const { map, events, clock } = newMap({ entriesMax: 2 });

@@ -12,7 +12,8 @@
  * - A COMMITTED entry always carries its commitTs.
  * - Vacuum removes only final entries, and only once their retention period has passed since `vacuumFrom`: the moment
  *   cleanup completed for entries marked `retainUntilCleanup` (coordinator, commit partition), else the moment the
- *   entry became final here. Non-final entries are never removed.
+ *   entry became final here. Non-final entries are never vacuumed; the only other removal is `remove`, a coordinator
+ *   dropping its own entry of a tx that left no intent anywhere (ignite3-protocol.md §4).
  * - The map holds at most `entriesMax` entries. At the bound a *new* entry is refused (`refused`, code OVERLOADED);
  *   live state is never evicted to make room, and existing entries keep updating. The caller turns a refusal into
  *   an error (begin fails, a touching request is rejected) or, for a cached resolution, simply skips the cache.
@@ -52,8 +53,10 @@ export type TxStateUpdateReason =
   | 'resolution'
   /** The tx's coordinator is gone (rule 17): → ABANDONED where an entry exists. */
   | 'coordinator-gone'
-  /** Coordinator: a one-phase tx finished (PENDING → final). */
-  | 'one-phase';
+  /** Coordinator: a one-phase tx finished (PENDING → final), or its entry was dropped (outcome unknown). */
+  | 'one-phase'
+  /** Coordinator: an RW tx that wrote nothing finished with unlock-only cleanup (→ final, then the entry is removed). */
+  | 'unlock-only';
 
 export type TxStateField = 'coordinatorId' | 'commitTimestamp' | 'commitPartitionId';
 
@@ -122,7 +125,8 @@ export type TxStateMapEvent =
       readonly outcome: 'applied' | 'ignored' | 'refused';
       readonly reason: TxStateUpdateReason;
     }
-  | { readonly kind: 'vacuum'; readonly txId: TxId; readonly state: FinalTxState };
+  | { readonly kind: 'vacuum'; readonly txId: TxId; readonly state: FinalTxState }
+  | { readonly kind: 'remove'; readonly txId: TxId; readonly state: TxState; readonly reason: TxStateUpdateReason };
 
 export type TxStateMapObserver = (event: TxStateMapEvent) => void;
 export type FinalListener = (entry: TxStateEntry) => void;
@@ -259,6 +263,21 @@ export class TxStateMap {
     set.add(waiter);
     this.finalWaiterCount += 1;
     return { kind: 'waiting', cancel: () => this.cancelWaiter(txId, waiter) };
+  }
+
+  /**
+   * Drops an entry at once, whatever its state: only for the owner of an entry nobody can ask about, i.e. a coordinator
+   * whose tx left no intent anywhere (an RW tx that wrote nothing, after its unlock-only cleanup; a one-phase write
+   * whose outcome it cannot learn). ignite3-protocol.md §4: "RW tx with no writes finished: coordinator entry
+   * removed". Waiters registered for the tx stay registered (their own timeouts end them).
+   */
+  remove(txId: TxId, reason: TxStateUpdateReason): boolean {
+    const e = this.entries.get(txId);
+    if (e === undefined) return false;
+    // A queued vacuum item for it becomes stale: vacuum skips items whose entry is gone.
+    this.entries.delete(txId);
+    this.emit({ kind: 'remove', txId, state: e.state, reason });
+    return true;
   }
 
   /** Records that cleanup completed on every enlisted partition; starts the retention of a final entry. */
