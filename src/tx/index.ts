@@ -1,6 +1,12 @@
+export * from './coordinated-tx.js';
+export * from './coordinator.js';
+export * from './coordinator-ports.js';
+export { type CoordinatorSettings, resolveSettings, type TxCoordinatorOptions } from './coordinator-support.js';
 export * from './lock-manager.js';
 export * from './lock-modes.js';
 export * from './messages.js';
+export * from './transaction.js';
 export * from './tx-id.js';
 export * from './tx-state.js';
 export * from './tx-state-map.js';
+export type { KeyValue, ScanOptions, ScanRange } from './user-input.js';

@@ -1,0 +1,359 @@
+/**
+ * Commit and rollback on the coordinator (ignite3-protocol.md §7.4; DESIGN §2b rules 6, 13, 14, 15).
+ *
+ * Commit, once every operation in flight has answered:
+ * 1. abort-only → roll back and report the cause;
+ * 2. in one synchronous step: commitTs = now(), refuse it if commitTs ≥ D (rule 15), and the compare-and-set to
+ *    FINISHING carrying commitTs (rule 13). No await separates them, so no state request can see PENDING once
+ *    commitTs is chosen; since every write's timestamp was absorbed on arrival, commitTs exceeds them all;
+ * 3. the lease check of every enlisted partition, read-only ones included (rule 6): `commitTs < expiration` as last
+ *    heard, else a LeaseConfirmRequest to that primary; a failed check aborts instead (retryable error);
+ * 4. a tx that wrote nothing: unlock-only cleanup, its entry goes final and is removed (no durable state);
+ *    otherwise TxFinishRequest to the commit partition primary, retried on PRIMARY_MISS (following the hint) and on
+ *    timeouts with backoff, always with the same commitTs. COMMITTED is reported only from the stored outcome
+ *    (rule 14); a mismatch sets the map to the real outcome, cleans up the whole enlisted set and is reported
+ *    (not retryable); after `finishAttemptsMax` attempts without an answer commit reports TX_OUTCOME_UNKNOWN (not
+ *    retryable) and the same request goes on being retried in the background until an answer settles the map.
+ *
+ * Rollback (also the tx timeout, and a commit that cannot commit): the compare-and-set to FINISHING without a commitTs
+ * (unless commit already installed one), then unlock-only cleanup for a tx that wrote nothing, else the same finish
+ * request with `commit: false`. An abort can only end ABORTED (no commit was ever sent for the tx), so a rollback that
+ * got no answer resolves anyway and keeps retrying in the background.
+ *
+ * If the compare-and-set is lost (recovery running on this very node decided the tx), the coordinator follows the
+ * stored decision and cleans up its whole enlisted set with it.
+ */
+import { assert } from '../core/assert.js';
+import { BasaltError } from '../core/errors.js';
+import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
+import { formatTimestamp } from '../hlc/timestamp.js';
+import type { CoordinatedTx, Enlistment } from './coordinated-tx.js';
+import { type CleanupTarget, cleanUp } from './coordinator-cleanup.js';
+import {
+  asBasaltError,
+  backoffMs,
+  type CoordinatorContext,
+  expectKind,
+  mismatchOutcome,
+  outcomeOfEntry,
+  parseOutcome,
+  pause,
+  primaryMissHint,
+  waitForFinal,
+} from './coordinator-support.js';
+import type { TxFinishRequest, TxOutcome } from './messages.js';
+import { isFinal } from './tx-state.js';
+import type { BeginFinishResult } from './tx-state-map.js';
+
+type DriveResult =
+  | { readonly kind: 'outcome'; readonly outcome: TxOutcome }
+  | { readonly kind: 'mismatch'; readonly outcome: TxOutcome }
+  /** The commit partition answered TX_OUTCOME_UNKNOWN (the tx is past its vacuum horizon): it will never know. */
+  | { readonly kind: 'unknown'; readonly error: BasaltError }
+  | { readonly kind: 'exhausted'; readonly error: BasaltError | undefined }
+  | { readonly kind: 'stopped' };
+
+export class FinishDriver {
+  constructor(
+    private readonly ctx: CoordinatorContext,
+    /** Called once the tx's outcome is settled (the coordinator forgets the tx). */
+    private readonly onFinished: (tx: CoordinatedTx) => void,
+  ) {}
+
+  /** The commit flow; the tx is already marked finishing (new operations refused). */
+  async commit(tx: CoordinatedTx): Promise<void> {
+    await tx.idle();
+    if (tx.abortCause !== undefined) return this.rollBackAndThrow(tx);
+    assert(tx.uncertain.length === 0, 'a partition with an unknown outcome makes the tx abort-only');
+    // One synchronous step: commitTs, the deadline check and FINISHING (rules 13, 15).
+    const commitTs = this.ctx.clock.now();
+    if (commitTs >= tx.deadline) {
+      tx.makeAbortOnly(deadlineError(tx, commitTs));
+      return this.rollBackAndThrow(tx);
+    }
+    const began = this.ctx.txStates.beginFinish(tx.id, { commitTimestamp: commitTs });
+    if (began.kind !== 'began') return this.followStoredDecision(tx, began, true);
+    tx.finishingInstalled = true;
+    const leaseFailure = await this.checkLeases(tx, commitTs);
+    if (leaseFailure !== undefined) {
+      tx.makeAbortOnly(leaseFailure);
+      return this.rollBackAndThrow(tx);
+    }
+    if (!tx.mayHaveWritten) return this.finishLocally(tx, { state: 'COMMITTED', commitTs });
+    return this.finishDurably(tx, commitTs);
+  }
+
+  /** The rollback flow (user rollback, tx timeout); the tx is already marked finishing. */
+  async rollback(tx: CoordinatedTx): Promise<void> {
+    await tx.idle();
+    await this.abort(tx);
+  }
+
+  private async rollBackAndThrow(tx: CoordinatedTx): Promise<never> {
+    const cause = tx.abortCause;
+    assert(cause !== undefined, 'rolled back for a cause');
+    try {
+      await this.abort(tx);
+    } catch (error) {
+      this.ctx.onError(error);
+    }
+    throw rolledBackError(tx, cause);
+  }
+
+  private async abort(tx: CoordinatedTx): Promise<void> {
+    if (!tx.finishingInstalled) {
+      const began = this.ctx.txStates.beginFinish(tx.id);
+      if (began.kind !== 'began') return this.followStoredDecision(tx, began, false);
+      tx.finishingInstalled = true;
+    }
+    if (!tx.mayHaveWritten) return this.finishLocally(tx, { state: 'ABORTED' });
+    return this.finishDurably(tx, undefined);
+  }
+
+  // ------------------------------------------------------------------------------------------ lease check (rule 6)
+
+  /** Undefined if every enlisted lease covers commitTs; else the error to abort with. */
+  private async checkLeases(tx: CoordinatedTx, commitTs: HybridTimestamp): Promise<BasaltError | undefined> {
+    const enlisted = tx.enlistedPartitions;
+    const checks = enlisted.map((e) => (commitTs < e.expiration ? true : this.confirmLease(e, commitTs)));
+    const results = await Promise.all(checks);
+    const failed = enlisted.filter((_, i) => !results[i]);
+    if (failed.length === 0) return undefined;
+    return new BasaltError('TX_ABORTED', `the lease of ${failed.map((e) => e.partitionId).join(', ')} may have ended`, {
+      txId: tx.id,
+      reason: 'lease-expired',
+      partitions: failed.map((e) => e.partitionId),
+      commitTs: formatTimestamp(commitTs),
+    });
+  }
+
+  private async confirmLease(e: Enlistment, commitTs: HybridTimestamp): Promise<boolean> {
+    try {
+      const response = await this.ctx.request(
+        e.primaryName,
+        { kind: 'LeaseConfirmRequest', partitionId: e.partitionId, token: e.token, commitTs },
+        { timeoutMs: this.ctx.settings.finishRequestTimeoutMs, signal: this.ctx.signal },
+      );
+      return expectKind(response, 'LeaseConfirmResponse').confirmed === true;
+    } catch {
+      // No answer is no confirmation: abort (the safe side).
+      return false;
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------ no writes: local finish
+
+  private async finishLocally(tx: CoordinatedTx, outcome: TxOutcome): Promise<void> {
+    await cleanUp(this.ctx, tx.id, everyTarget(tx), { unlockOnly: true });
+    const commitTimestamp = outcome.state === 'COMMITTED' ? outcome.commitTs : undefined;
+    this.ctx.txStates.update(tx.id, { state: outcome.state, commitTimestamp, reason: 'unlock-only' });
+    this.ctx.txStates.remove(tx.id, 'unlock-only');
+    tx.outcome = outcome;
+    this.onFinished(tx);
+  }
+
+  // ------------------------------------------------------------------------------------------ durable finish
+
+  private async finishDurably(tx: CoordinatedTx, commitTs: HybridTimestamp | undefined): Promise<void> {
+    const commitPartitionId = tx.commitPartitionId;
+    assert(commitPartitionId !== undefined, 'a tx that may have written has a commit partition');
+    const body: TxFinishRequest =
+      commitTs === undefined
+        ? { kind: 'TxFinishRequest', txId: tx.id, commitPartitionId, commit: false, enlisted: tx.finishEnlisted() }
+        : {
+            kind: 'TxFinishRequest',
+            txId: tx.id,
+            commitPartitionId,
+            commit: true,
+            commitTs,
+            enlisted: tx.finishEnlisted(),
+          };
+    const { finishAttemptsMax, retryBackoffMsMax } = this.ctx.settings;
+    const result = await this.drive(tx, body, 1, finishAttemptsMax, retryBackoffMsMax);
+    return this.conclude(tx, body, result, true);
+  }
+
+  /** Acts on a finish result; `foreground`: the caller of commit/rollback is waiting for this result. */
+  private async conclude(
+    tx: CoordinatedTx,
+    body: TxFinishRequest,
+    result: DriveResult,
+    foreground: boolean,
+  ): Promise<void> {
+    switch (result.kind) {
+      case 'outcome':
+        return this.settle(tx, result.outcome);
+      case 'mismatch':
+        await this.settle(tx, result.outcome);
+        // Rule 14: whoever decided may have known only part of the enlisted set.
+        await cleanUp(this.ctx, tx.id, everyTarget(tx), { unlockOnly: false, outcome: result.outcome });
+        if (foreground) throw mismatchError(tx, body, result.outcome);
+        return;
+      case 'unknown':
+        if (foreground && body.commit) throw outcomeUnknownError(tx, body, result.error);
+        this.ctx.onError(result.error);
+        return;
+      case 'exhausted':
+        if (!foreground) {
+          this.ctx.onError(outcomeUnknownError(tx, body, result.error));
+          return;
+        }
+        this.continueInBackground(tx, body);
+        // An abort can only end ABORTED: a rollback need not wait for the answer.
+        if (body.commit) throw outcomeUnknownError(tx, body, result.error);
+        return;
+      case 'stopped':
+        throw new BasaltError('CANCELLED', `the coordinator stopped while finishing tx ${tx.id}`, { txId: tx.id });
+    }
+  }
+
+  private continueInBackground(tx: CoordinatedTx, body: TxFinishRequest): void {
+    const { finishAttemptsMax, finishAttemptsTotalMax, backgroundBackoffMsMax } = this.ctx.settings;
+    this.drive(tx, body, finishAttemptsMax + 1, finishAttemptsTotalMax, backgroundBackoffMsMax)
+      .then((result) => this.conclude(tx, body, result, false))
+      .catch(this.ctx.onError);
+  }
+
+  /** Sends the finish request (attempts `from`..`to`) until the commit partition answers with an outcome. */
+  private async drive(
+    tx: CoordinatedTx,
+    body: TxFinishRequest,
+    from: number,
+    to: number,
+    backoffMaxMs: number,
+  ): Promise<DriveResult> {
+    const { ctx } = this;
+    let target = tx.enlistment(body.commitPartitionId)?.primaryName ?? primaryOf(this.ctx, body.commitPartitionId);
+    let last: BasaltError | undefined;
+    for (let attempt = from; attempt <= to; attempt++) {
+      if (attempt > 1) {
+        try {
+          await pause(ctx, backoffMs(attempt - 1, ctx.settings.retryBackoffMsMin, backoffMaxMs));
+        } catch {
+          return { kind: 'stopped' };
+        }
+      }
+      if (ctx.signal.aborted) return { kind: 'stopped' };
+      try {
+        const response = await ctx.request(target, body, {
+          timeoutMs: ctx.settings.finishRequestTimeoutMs,
+          signal: ctx.signal,
+        });
+        const outcome = parseOutcome(expectKind(response, 'TxFinishResponse').outcome);
+        if (outcome === undefined) throw new BasaltError('INTERNAL', `malformed finish outcome from ${target}`);
+        const matches = outcome.state === (body.commit ? 'COMMITTED' : 'ABORTED');
+        return matches ? { kind: 'outcome', outcome } : { kind: 'mismatch', outcome };
+      } catch (error) {
+        const e = asBasaltError(error);
+        const real = mismatchOutcome(e);
+        if (real !== undefined) return { kind: 'mismatch', outcome: real };
+        if (e.code === 'TX_OUTCOME_UNKNOWN') return { kind: 'unknown', error: e };
+        if (ctx.signal.aborted) return { kind: 'stopped' };
+        last = e;
+        target = this.nextFinishTarget(body.commitPartitionId, target, e);
+      }
+    }
+    return { kind: 'exhausted', error: last };
+  }
+
+  private nextFinishTarget(commitPartitionId: PartitionId, current: NodeName, error: BasaltError): NodeName {
+    const hint = primaryMissHint(error);
+    if (hint !== undefined) {
+      this.ctx.placement.notePrimary(commitPartitionId, hint);
+      return hint;
+    }
+    return primaryOf(this.ctx, commitPartitionId, current);
+  }
+
+  /** The stored outcome arrived: the map goes final (rule 14), the tx is done. */
+  private async settle(tx: CoordinatedTx, outcome: TxOutcome): Promise<void> {
+    if (outcome.state === 'COMMITTED') this.ctx.clock.update(outcome.commitTs);
+    const commitTimestamp = outcome.state === 'COMMITTED' ? outcome.commitTs : undefined;
+    this.ctx.txStates.update(tx.id, { state: outcome.state, commitTimestamp, reason: 'finish-response' });
+    // The finish response comes once the enlisted primaries cleaned up: the entry's retention starts now.
+    this.ctx.txStates.markCleanupCompleted(tx.id);
+    tx.outcome = outcome;
+    this.onFinished(tx);
+    const uncertain = uncertainTargets(tx);
+    if (uncertain.length > 0) await cleanUp(this.ctx, tx.id, uncertain, { unlockOnly: false, outcome });
+  }
+
+  // ------------------------------------------------------------------------------------------ a lost compare-and-set
+
+  private async followStoredDecision(
+    tx: CoordinatedTx,
+    result: Exclude<BeginFinishResult, { kind: 'began' }>,
+    committing: boolean,
+  ): Promise<void> {
+    if (result.kind === 'refused') {
+      // Unreachable while the tx's own entry exists (it does from begin until it is final): say so loudly.
+      throw new BasaltError('OVERLOADED', `the tx state map refused to finish tx ${tx.id}`, { txId: tx.id });
+    }
+    const { finishRequestTimeoutMs, finishAttemptsMax } = this.ctx.settings;
+    const final = isFinal(result.entry.state)
+      ? result.entry
+      : await waitForFinal(this.ctx.txStates, this.ctx.timers, tx.id, finishRequestTimeoutMs * finishAttemptsMax);
+    if (final === undefined) {
+      if (committing) throw outcomeUnknownError(tx, undefined, undefined);
+      return;
+    }
+    const outcome = outcomeOfEntry(final);
+    tx.outcome = outcome;
+    this.onFinished(tx);
+    await cleanUp(this.ctx, tx.id, everyTarget(tx), { unlockOnly: false, outcome });
+    if (committing && outcome.state !== 'COMMITTED') {
+      throw new BasaltError('TX_ABORTED', `tx ${tx.id} was aborted by recovery`, { txId: tx.id, reason: 'recovered' });
+    }
+  }
+}
+
+function primaryOf(ctx: CoordinatorContext, partitionId: PartitionId, fallback?: NodeName): NodeName {
+  try {
+    return ctx.placement.primaryHint(partitionId);
+  } catch (error) {
+    if (fallback !== undefined) return fallback;
+    throw error;
+  }
+}
+
+function everyTarget(tx: CoordinatedTx): CleanupTarget[] {
+  const enlisted = tx.enlistedPartitions.map((e) => ({ partitionId: e.partitionId, primary: e.primaryName }));
+  return [...enlisted, ...uncertainTargets(tx)];
+}
+
+function uncertainTargets(tx: CoordinatedTx): CleanupTarget[] {
+  return tx.uncertain.flatMap((u) => u.primaries.map((primary) => ({ partitionId: u.partitionId, primary })));
+}
+
+function deadlineError(tx: CoordinatedTx, commitTs: HybridTimestamp): BasaltError {
+  return new BasaltError('TX_TIMEOUT', `tx ${tx.id} reached its deadline before it could commit`, {
+    txId: tx.id,
+    deadline: formatTimestamp(tx.deadline),
+    commitTs: formatTimestamp(commitTs),
+  });
+}
+
+/** The error commit reports for an abort-only tx: the cause's code (retryable or not, as the cause was). */
+export function rolledBackError(tx: CoordinatedTx, cause: BasaltError): BasaltError {
+  const message = `tx ${tx.id} was rolled back: ${cause.toData().message}`;
+  return new BasaltError(cause.code, message, { ...cause.details, txId: tx.id }, { cause });
+}
+
+function mismatchError(tx: CoordinatedTx, body: TxFinishRequest, outcome: TxOutcome): BasaltError {
+  const wanted = body.commit ? 'COMMITTED' : 'ABORTED';
+  return new BasaltError('TX_MISMATCHING_OUTCOME', `tx ${tx.id} is ${outcome.state}, not ${wanted}`, {
+    txId: tx.id,
+    outcome,
+  });
+}
+
+function outcomeUnknownError(
+  tx: CoordinatedTx,
+  body: TxFinishRequest | undefined,
+  cause: BasaltError | undefined,
+): BasaltError {
+  const details: Record<string, unknown> = { txId: tx.id };
+  if (body?.commitTs !== undefined) details['commitTs'] = formatTimestamp(body.commitTs);
+  const why = cause === undefined ? '' : `: ${cause.toData().message}`;
+  return new BasaltError('TX_OUTCOME_UNKNOWN', `the outcome of tx ${tx.id} is unknown${why}`, details, { cause });
+}

@@ -1,0 +1,67 @@
+/**
+ * The coordinator's answer to a TxStateCoordinatorRequest (write intent resolution, coordinator path; DESIGN §2b
+ * rules 8, 11, 12):
+ * - the clock absorbs the reader's readTs *before* the map is read: a PENDING answer then guarantees that any later
+ *   commitTs of the tx (taken from this clock) exceeds readTs;
+ * - only the tx's own coordinator answers (the entry's coordinatorId is this incarnation); anything else, or no
+ *   entry, answers `null` (the reader goes to the commit partition);
+ * - COMMITTED carries its commitTs even when it is above readTs (the reader decides visibility); ABORTED as is;
+ * - PENDING (or ABANDONED, which recovery may still finish as an abort) answers PENDING;
+ * - FINISHING whose commitTs is above readTs, or that carries none (an abort), is not visible at readTs: PENDING at
+ *   once (the clock is above readTs, so this is the rule 12 "not visible" answer); FINISHING with commitTs ≤ readTs
+ *   waits for the outcome, at most `waitMs`, and a wait that times out answers an error (TIMEOUT), never PENDING.
+ */
+import { BasaltError, invalidArgument } from '../core/errors.js';
+import type { Timers } from '../env/timers.js';
+import type { HybridClock } from '../hlc/hybrid-clock.js';
+import type { CoordinatorSelf } from './coordinator-ports.js';
+import { isTimestamp, outcomeOfEntry, waitForFinal } from './coordinator-support.js';
+import type { TxStateAnswer, TxStateCoordinatorRequest, TxStateResponse } from './messages.js';
+import { isTxId } from './tx-id.js';
+import type { TxStateEntry, TxStateMap } from './tx-state-map.js';
+
+export interface CoordinatorStateDeps {
+  readonly self: CoordinatorSelf;
+  readonly clock: HybridClock;
+  readonly timers: Timers;
+  readonly txStates: TxStateMap;
+}
+
+export async function answerCoordinatorStateRequest(
+  deps: CoordinatorStateDeps,
+  request: TxStateCoordinatorRequest,
+  waitMs: number,
+): Promise<TxStateResponse> {
+  const { txId, readTs } = request;
+  if (!isTxId(txId)) throw invalidArgument('malformed tx id in a state request');
+  if (!isTimestamp(readTs)) throw invalidArgument('a state request carries a readTs');
+  // Absorb first, then read: nothing may come between the two (rule 12).
+  deps.clock.update(readTs);
+  const entry = deps.txStates.entry(txId);
+  if (entry === undefined || entry.coordinatorId !== deps.self.id) return respond(null);
+  switch (entry.state) {
+    case 'COMMITTED':
+    case 'ABORTED':
+      return respond(finalAnswer(entry));
+    case 'PENDING':
+    case 'ABANDONED':
+      return respond({ state: 'PENDING' });
+    case 'FINISHING': {
+      const commitTs = entry.commitTimestamp;
+      if (commitTs === undefined || commitTs > readTs) return respond({ state: 'PENDING' });
+      const final = await waitForFinal(deps.txStates, deps.timers, txId, waitMs);
+      if (final === undefined) {
+        throw new BasaltError('TIMEOUT', `tx ${txId} is still finishing; its outcome is not known yet`, { txId });
+      }
+      return respond(finalAnswer(final));
+    }
+  }
+}
+
+function finalAnswer(entry: TxStateEntry): TxStateAnswer {
+  return outcomeOfEntry(entry);
+}
+
+function respond(answer: TxStateAnswer | null): TxStateResponse {
+  return { kind: 'TxStateResponse', answer };
+}

@@ -1,0 +1,179 @@
+/**
+ * Shared pieces of the coordinator's flows: its resolved settings (every retry loop bounded by a named limit), the
+ * context the flows run in, backoff, and how the coordinator reads the errors primaries send back:
+ * - *unexecuted*: the request certainly did nothing (refused before acting), so the tx may go on;
+ * - PRIMARY_MISS with a holder hint: where to go next;
+ * - TX_MISMATCHING_OUTCOME with the outcome the commit partition stored (rule 14).
+ */
+import { assert } from '../core/assert.js';
+import { BasaltError, isBasaltError } from '../core/errors.js';
+import type { HybridTimestamp, NodeName, TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
+import type { HybridClock } from '../hlc/hybrid-clock.js';
+import { MAX_TIMESTAMP, MIN_TIMESTAMP } from '../hlc/timestamp.js';
+import type { CoordinatorSelf, TxPlacement, TxRequestFn } from './coordinator-ports.js';
+import type { TxOutcome } from './messages.js';
+import { isFinal } from './tx-state.js';
+import type { TxStateEntry, TxStateMap } from './tx-state-map.js';
+
+export interface TxCoordinatorOptions {
+  /** Tx timeout: the deadline is beginTs + this (rule 15); must be the same on every node of the cluster. */
+  readonly txTimeoutMs?: number;
+  readonly opRequestTimeoutMs?: number;
+  readonly finishRequestTimeoutMs?: number;
+  readonly enlistAttemptsMax?: number;
+  /** Finish attempts before commit reports TX_OUTCOME_UNKNOWN; the retries then go on in the background. */
+  readonly finishAttemptsMax?: number;
+  readonly finishAttemptsTotalMax?: number;
+  readonly cleanupAttemptsMax?: number;
+  readonly cleanupRequestTimeoutMs?: number;
+  readonly retryBackoffMsMin?: number;
+  readonly retryBackoffMsMax?: number;
+  readonly backgroundBackoffMsMax?: number;
+  /** How long a state request for a FINISHING tx (commitTs ≤ readTs) waits for the outcome. */
+  readonly stateWaitMs?: number;
+}
+
+export type CoordinatorSettings = Required<TxCoordinatorOptions>;
+
+export function resolveSettings(options: TxCoordinatorOptions = {}): CoordinatorSettings {
+  const settings: CoordinatorSettings = {
+    txTimeoutMs: options.txTimeoutMs ?? LIMITS.txTimeoutMsDefault,
+    opRequestTimeoutMs: options.opRequestTimeoutMs ?? LIMITS.txOpRequestTimeoutMsDefault,
+    finishRequestTimeoutMs: options.finishRequestTimeoutMs ?? LIMITS.txFinishRequestTimeoutMs,
+    enlistAttemptsMax: options.enlistAttemptsMax ?? LIMITS.txEnlistAttemptsMax,
+    finishAttemptsMax: options.finishAttemptsMax ?? LIMITS.txFinishAttemptsMax,
+    finishAttemptsTotalMax: options.finishAttemptsTotalMax ?? LIMITS.txFinishAttemptsTotalMax,
+    // The coordinator's own cleanups (unlock-only, after a mismatch, uncertain partitions) retry like the commit
+    // partition's.
+    cleanupAttemptsMax: options.cleanupAttemptsMax ?? LIMITS.cleanupAttemptsMax,
+    cleanupRequestTimeoutMs: options.cleanupRequestTimeoutMs ?? LIMITS.cleanupRequestTimeoutMs,
+    retryBackoffMsMin: options.retryBackoffMsMin ?? LIMITS.txRetryBackoffMsMin,
+    retryBackoffMsMax: options.retryBackoffMsMax ?? LIMITS.txRetryBackoffMsMax,
+    backgroundBackoffMsMax: options.backgroundBackoffMsMax ?? LIMITS.txBackgroundBackoffMsMax,
+    stateWaitMs: options.stateWaitMs ?? LIMITS.txStateWaitMsDefault,
+  };
+  for (const [name, value] of Object.entries(settings)) {
+    if (!Number.isInteger(value) || value < 1) {
+      throw new BasaltError('INVALID_ARGUMENT', `coordinator option ${name} must be a positive integer`, { value });
+    }
+  }
+  if (settings.finishAttemptsTotalMax < settings.finishAttemptsMax) {
+    throw new BasaltError('INVALID_ARGUMENT', 'finishAttemptsTotalMax must be at least finishAttemptsMax');
+  }
+  return settings;
+}
+
+/** What the coordinator's flows run with. `signal` aborts when the coordinator stops. */
+export interface CoordinatorContext {
+  readonly self: CoordinatorSelf;
+  readonly clock: HybridClock;
+  readonly timers: Timers;
+  readonly txStates: TxStateMap;
+  readonly request: TxRequestFn;
+  readonly placement: TxPlacement;
+  readonly settings: CoordinatorSettings;
+  readonly signal: AbortSignal;
+  readonly onError: (error: unknown) => void;
+}
+
+/** Attempt 1 waits `minMs`; each later attempt doubles it, up to `maxMs`. */
+export function backoffMs(attempt: number, minMs: number, maxMs: number): number {
+  const exponent = Math.min(Math.max(attempt - 1, 0), 30);
+  return Math.min(maxMs, minMs * 2 ** exponent);
+}
+
+/** Sleeps on the injected timers; rejects with CANCELLED once the coordinator stops. */
+export async function pause(ctx: CoordinatorContext, delayMs: number): Promise<void> {
+  await sleep(ctx.timers, delayMs, ctx.signal);
+}
+
+export function asBasaltError(error: unknown): BasaltError {
+  if (error instanceof BasaltError) return error;
+  return new BasaltError('INTERNAL', error instanceof Error ? error.message : String(error), undefined, {
+    cause: error,
+  });
+}
+
+/** Codes with which a request is refused before anything was done: the tx may go on (its outcome is known). */
+const UNEXECUTED_CODES = new Set(['OVERLOADED', 'NODE_UNAVAILABLE', 'INVALID_ARGUMENT', 'UNKNOWN_TABLE', 'NOT_FOUND']);
+
+export function isUnexecuted(error: BasaltError): boolean {
+  return UNEXECUTED_CODES.has(error.code);
+}
+
+/** The node a PRIMARY_MISS names as the current holder, if any. */
+export function primaryMissHint(error: unknown): NodeName | undefined {
+  if (!isBasaltError(error, 'PRIMARY_MISS')) return undefined;
+  const name = error.details?.['holderName'];
+  return typeof name === 'string' && name.length > 0 ? (name as NodeName) : undefined;
+}
+
+/** Checks an outcome received from the wire; undefined if it is not one. */
+export function parseOutcome(value: unknown): TxOutcome | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as { state?: unknown; commitTs?: unknown };
+  if (v.state === 'ABORTED') return { state: 'ABORTED' };
+  if (v.state === 'COMMITTED' && isTimestamp(v.commitTs)) return { state: 'COMMITTED', commitTs: v.commitTs };
+  return undefined;
+}
+
+/** The outcome a TX_MISMATCHING_OUTCOME error carries. */
+export function mismatchOutcome(error: unknown): TxOutcome | undefined {
+  if (!isBasaltError(error, 'TX_MISMATCHING_OUTCOME')) return undefined;
+  return parseOutcome(error.details?.['outcome']);
+}
+
+export function isTimestamp(value: unknown): value is HybridTimestamp {
+  return typeof value === 'bigint' && value >= MIN_TIMESTAMP && value < MAX_TIMESTAMP;
+}
+
+/** A response of the wrong kind is a protocol violation by the peer (never expected from a correct node). */
+export function expectKind<R extends { readonly kind: string }>(response: R, kind: R['kind']): R {
+  if (response?.kind !== kind) {
+    throw new BasaltError('INTERNAL', `expected a ${kind}, got ${String(response?.kind)}`);
+  }
+  return response;
+}
+
+/**
+ * Waits until the map holds a final entry for `txId`, at most `timeoutMs`; undefined if it did not become final in
+ * time (or the wait could not be registered). Never a PENDING substitute: callers treat undefined as "unknown".
+ */
+export function waitForFinal(
+  txStates: TxStateMap,
+  timers: Timers,
+  txId: TxId,
+  timeoutMs: number,
+): Promise<TxStateEntry | undefined> {
+  return new Promise((resolve) => {
+    let timer: TimerHandle | undefined;
+    const wait = txStates.whenFinal(txId, (entry) => {
+      if (timer !== undefined) timers.clearTimer(timer);
+      resolve(entry);
+    });
+    switch (wait.kind) {
+      case 'final':
+        resolve(wait.entry);
+        return;
+      case 'refused':
+        resolve(undefined);
+        return;
+      case 'waiting':
+        timer = timers.setTimer(() => {
+          wait.cancel();
+          resolve(undefined);
+        }, timeoutMs);
+        return;
+    }
+  });
+}
+
+/** The outcome a final entry records. */
+export function outcomeOfEntry(entry: TxStateEntry): TxOutcome {
+  assert(isFinal(entry.state), 'an outcome comes from a final entry');
+  if (entry.state === 'ABORTED') return { state: 'ABORTED' };
+  assert(entry.commitTimestamp !== undefined, 'COMMITTED carries its commitTs');
+  return { state: 'COMMITTED', commitTs: entry.commitTimestamp };
+}

@@ -1,0 +1,700 @@
+/**
+ * The transaction coordinator of one node (ignite3-protocol.md §7; DESIGN §2, §2b): begins RW transactions, routes
+ * their operations to partition primaries, commits and rolls them back (coordinator-finish.ts), runs one-phase
+ * implicit writes, and answers coordinator-path state requests (coordinator-state-request.ts).
+ *
+ * Begin: beginTs = now(); the tx id embeds it (id order = age); the node's map gets PENDING with this incarnation as
+ * coordinator; the deadline is D = beginTs + txTimeout (rule 15) and a timer rolls the tx back at the timeout.
+ *
+ * Operations, per partition: the first request carries no token and enlists the partition under the lease its
+ * response names (the first partition a request goes to is the commit partition); later requests carry that token.
+ * Each request has the next opSeq of the tx (rule 7). Every response's writeTs is absorbed into the clock, so the
+ * commitTs taken later exceeds every write. Failures:
+ * - PRIMARY_MISS on a first request: the request did nothing; follow the hint and retry (bounded);
+ * - PRIMARY_MISS once enlisted: the primary changed under the tx; it becomes abort-only (retryable TX_ABORTED);
+ * - TX_LOCK_CONFLICT (wait-die): the op fails retryably and the tx is abort-only (the whole tx is retried);
+ * - a timeout, a lost connection or anything else whose effect is unknown: abort-only (rule 7);
+ * - refusals that certainly did nothing (OVERLOADED, ...): the op fails, the tx goes on.
+ * Operations of a tx may run concurrently; commit first refuses new ones and waits for those in flight (rule 6).
+ *
+ * Repeated finishing (Ignite returns the first finish's future to every later commit/rollback call): a later rollback
+ * resolves once the tx is finished, whatever the outcome (so `finally { rollback() }` is always safe); a later commit
+ * after a commit reports the same result, or the outcome learned since if the first reported TX_OUTCOME_UNKNOWN. Where
+ * we differ from Ignite: a commit after a rollback throws TX_ALREADY_FINISHED (TX_TIMEOUT if the timeout rolled it
+ * back) instead of succeeding silently: a commit is never reported for a tx that did not commit (rule 14).
+ */
+import { assert } from '../core/assert.js';
+import { BasaltError } from '../core/errors.js';
+import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../core/ids.js';
+import type { Timers } from '../env/timers.js';
+import type { HybridClock } from '../hlc/hybrid-clock.js';
+import { maxTimestamp } from '../hlc/timestamp.js';
+import type { KeyRange, Value } from '../storage/mv-partition-storage.js';
+import { CoordinatedTx, type Enlistment, sameEnlistmentToken } from './coordinated-tx.js';
+import { FinishDriver } from './coordinator-finish.js';
+import type { CoordinatorSelf, TxPlacement, TxRequestFn } from './coordinator-ports.js';
+import { answerCoordinatorStateRequest } from './coordinator-state-request.js';
+import {
+  asBasaltError,
+  backoffMs,
+  type CoordinatorContext,
+  expectKind,
+  isUnexecuted,
+  pause,
+  primaryMissHint,
+  resolveSettings,
+  type TxCoordinatorOptions,
+} from './coordinator-support.js';
+import type {
+  ReadWriteRequest,
+  ReadWriteResponse,
+  RwOperation,
+  RwResult,
+  TxStateCoordinatorRequest,
+  TxStateResponse,
+} from './messages.js';
+import { TxIdGenerator, txDeadline } from './tx-id.js';
+import type { TxStateMap } from './tx-state-map.js';
+import {
+  checkEntries,
+  checkKey,
+  checkKeys,
+  checkScanLimit,
+  checkScanRange,
+  checkTable,
+  checkValue,
+  compareKeys,
+  type KeyValue,
+  type ScanOptions,
+  type ScanRange,
+} from './user-input.js';
+
+export interface TxCoordinatorDeps {
+  readonly self: CoordinatorSelf;
+  readonly clock: HybridClock;
+  readonly timers: Timers;
+  /** The node's tx state map (shared with every other role of the node). */
+  readonly txStates: TxStateMap;
+  readonly request: TxRequestFn;
+  readonly placement: TxPlacement;
+  readonly options?: TxCoordinatorOptions;
+  /** Failures of background work (finish retries after TX_OUTCOME_UNKNOWN, cleanups that gave up). */
+  readonly onError?: (error: unknown) => void;
+}
+
+export interface CoordinatorScanOptions extends ScanOptions {
+  /** Scan only this partition of the table (default: every partition, merged in key order). */
+  readonly partitionId?: PartitionId;
+}
+
+/** The result of a one-phase (implicit) write: its tx id and commit timestamp (the command's effective timestamp). */
+export interface OnePhaseResult {
+  readonly txId: TxId;
+  readonly commitTs: HybridTimestamp;
+}
+
+/** Error codes of a one-phase write that prove it did not apply. */
+const ONE_PHASE_NOT_APPLIED = new Set(['PRIMARY_MISS', 'TX_LOCK_CONFLICT', 'TX_TIMEOUT', 'TX_ABORTED']);
+
+export class TxCoordinator {
+  readonly self: CoordinatorSelf;
+  readonly clock: HybridClock;
+  readonly timers: Timers;
+  readonly txStates: TxStateMap;
+  private readonly ctx: CoordinatorContext;
+  private readonly ids: TxIdGenerator;
+  private readonly finisher: FinishDriver;
+  private readonly live = new Map<TxId, CoordinatedTx>();
+  private readonly stopper = new AbortController();
+
+  constructor(deps: TxCoordinatorDeps) {
+    this.self = deps.self;
+    this.clock = deps.clock;
+    this.timers = deps.timers;
+    this.txStates = deps.txStates;
+    this.ids = new TxIdGenerator(deps.self.id);
+    this.ctx = {
+      self: deps.self,
+      clock: deps.clock,
+      timers: deps.timers,
+      txStates: deps.txStates,
+      request: deps.request,
+      placement: deps.placement,
+      settings: resolveSettings(deps.options),
+      signal: this.stopper.signal,
+      onError: deps.onError ?? (() => {}),
+    };
+    this.finisher = new FinishDriver(this.ctx, (tx) => this.forget(tx));
+  }
+
+  get txTimeoutMs(): number {
+    return this.ctx.settings.txTimeoutMs;
+  }
+
+  /** Transactions begun here and not finished yet (finishing ones included). */
+  get liveCount(): number {
+    return this.live.size;
+  }
+
+  /** A live transaction by id (e.g. for a remote client naming it). */
+  tx(txId: TxId): CoordinatedTx | undefined {
+    return this.live.get(txId);
+  }
+
+  // ------------------------------------------------------------------------------------------ begin
+
+  begin(): CoordinatedTx {
+    this.checkRunning();
+    const tx = this.newTx();
+    tx.timeoutTimer = this.timers.setTimer(() => this.timeOut(tx), this.ctx.settings.txTimeoutMs);
+    this.live.set(tx.id, tx);
+    return tx;
+  }
+
+  /** beginTs, id, PENDING in the map (refused when the map is full: OVERLOADED). */
+  private newTx(): CoordinatedTx {
+    const beginTs = this.clock.now();
+    const id = this.ids.next(beginTs);
+    const result = this.txStates.update(id, {
+      state: 'PENDING',
+      reason: 'coordinator-begin',
+      coordinatorId: this.self.id,
+    });
+    if (result.kind === 'refused') {
+      throw new BasaltError('OVERLOADED', 'the tx state map is full; no tx can begin now', { txId: id });
+    }
+    assert(result.kind === 'applied', 'a fresh tx id has no entry yet');
+    return new CoordinatedTx(id, beginTs, txDeadline(id, this.ctx.settings.txTimeoutMs));
+  }
+
+  // ------------------------------------------------------------------------------------------ operations
+
+  async get(tx: CoordinatedTx, table: string, key: string): Promise<Value | undefined> {
+    checkTable(table);
+    checkKey(key);
+    return this.operation(tx, async () => {
+      const result = await this.execute(tx, this.ctx.placement.partitionOf(table, key), { op: 'get', key });
+      const r = expectResult(result, 'get');
+      return r.value.found ? r.value.value : undefined;
+    });
+  }
+
+  /** Values of `keys` in their order (undefined where absent); one request per partition. */
+  async getAll(tx: CoordinatedTx, table: string, keys: readonly string[]): Promise<(Value | undefined)[]> {
+    checkTable(table);
+    checkKeys(keys);
+    return this.operation(tx, async () => {
+      const out: (Value | undefined)[] = new Array(keys.length).fill(undefined);
+      const groups = groupByPartition(keys, (key) => this.ctx.placement.partitionOf(table, key));
+      await settleAll(
+        [...groups].map(async ([partitionId, items]) => {
+          const keysHere = items.map((i) => keys[i]!);
+          const result = await this.execute(tx, partitionId, { op: 'getAll', keys: keysHere });
+          const values = expectResult(result, 'getAll').values;
+          if (values.length !== items.length) throw protocolError(`getAll answered ${values.length} values`);
+          items.forEach((index, j) => {
+            const v = values[j]!;
+            out[index] = v.found ? v.value : undefined;
+          });
+        }),
+      );
+      return out;
+    });
+  }
+
+  async put(tx: CoordinatedTx, table: string, key: string, value: Value): Promise<void> {
+    checkTable(table);
+    checkKey(key);
+    checkValue(value);
+    await this.operation(tx, async () => {
+      const result = await this.execute(tx, this.ctx.placement.partitionOf(table, key), { op: 'put', key, value });
+      expectResult(result, 'written');
+    });
+  }
+
+  async remove(tx: CoordinatedTx, table: string, key: string): Promise<void> {
+    checkTable(table);
+    checkKey(key);
+    await this.operation(tx, async () => {
+      const result = await this.execute(tx, this.ctx.placement.partitionOf(table, key), { op: 'remove', key });
+      expectResult(result, 'written');
+    });
+  }
+
+  async putAll(tx: CoordinatedTx, table: string, entries: readonly KeyValue[]): Promise<void> {
+    checkTable(table);
+    checkEntries(entries);
+    await this.operation(tx, async () => {
+      const groups = groupByPartition(entries, (e) => this.ctx.placement.partitionOf(table, e.key));
+      await settleAll(
+        [...groups].map(async ([partitionId, items]) => {
+          const here = items.map((i) => entries[i]!);
+          expectResult(await this.execute(tx, partitionId, { op: 'putAll', entries: here }), 'written');
+        }),
+      );
+    });
+  }
+
+  /** Rows of `range` in key order, at most `limit`; each partition scanned locks its range (rule 18). */
+  async scan(
+    tx: CoordinatedTx,
+    table: string,
+    range: ScanRange,
+    options: CoordinatorScanOptions = {},
+  ): Promise<KeyValue[]> {
+    checkTable(table);
+    const keyRange = checkScanRange(range);
+    const limit = checkScanLimit(options);
+    return this.operation(tx, async () => {
+      const partitions =
+        options.partitionId === undefined ? this.ctx.placement.partitionsOf(table) : [options.partitionId];
+      const pages = await settleAll(partitions.map((p) => this.scanPartition(tx, p, keyRange, limit)));
+      // Every partition returned its first `limit` rows, so the first `limit` of the union are among them, and each
+      // partition locked at least up to the last key kept.
+      return pages
+        .flat()
+        .sort((a, b) => compareKeys(a.key, b.key))
+        .slice(0, limit);
+    });
+  }
+
+  private async scanPartition(
+    tx: CoordinatedTx,
+    partitionId: PartitionId,
+    range: KeyRange,
+    limit: number,
+  ): Promise<KeyValue[]> {
+    const result = expectResult(await this.execute(tx, partitionId, { op: 'scan', range, limit }), 'scan');
+    return result.rows.map((row) => ({ key: row.key, value: row.value }));
+  }
+
+  /** Runs one user operation: refused once the tx is finishing or abort-only; counted while in flight. */
+  private async operation<T>(tx: CoordinatedTx, fn: () => Promise<T>): Promise<T> {
+    this.checkOperable(tx);
+    tx.operationStarted();
+    try {
+      return await fn();
+    } finally {
+      tx.operationEnded();
+    }
+  }
+
+  private checkOperable(tx: CoordinatedTx): void {
+    if (!tx.isActive) {
+      if (tx.finish?.timedOut === true) throw timeoutError(tx);
+      throw new BasaltError('TX_ALREADY_FINISHED', `tx ${tx.id} is finished or finishing`, { txId: tx.id });
+    }
+    if (tx.abortCause !== undefined) throw rolledBackErrorForOp(tx, tx.abortCause);
+  }
+
+  /** One request of `tx` to `partitionId`: enlisting the partition first if needed. */
+  private async execute(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
+    let enlisted = tx.enlistment(partitionId);
+    if (enlisted === undefined) {
+      const pending = tx.enlisting.get(partitionId);
+      if (pending === undefined) return this.enlist(tx, partitionId, operation);
+      // Another operation is enlisting the partition: its failure is ours too.
+      await pending;
+      enlisted = tx.enlistment(partitionId);
+      assert(enlisted !== undefined, 'a successful enlistment records the partition');
+    }
+    if (tx.abortCause !== undefined) throw rolledBackErrorForOp(tx, tx.abortCause);
+    return this.sendEnlisted(tx, enlisted, operation);
+  }
+
+  private async enlist(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
+    tx.commitPartitionId ??= partitionId;
+    const attempt = this.enlistAttempts(tx, partitionId, operation);
+    tx.enlisting.set(partitionId, attempt);
+    try {
+      return await attempt;
+    } finally {
+      tx.enlisting.delete(partitionId);
+    }
+  }
+
+  /** The first request to a partition, following PRIMARY_MISS hints (a miss did nothing), at most enlistAttemptsMax. */
+  private async enlistAttempts(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
+    const { placement, settings } = this.ctx;
+    const write = isWrite(operation);
+    let target = placement.primaryHint(partitionId);
+    for (let attempt = 1; ; attempt++) {
+      if (tx.abortCause !== undefined) throw rolledBackErrorForOp(tx, tx.abortCause);
+      if (write) tx.mayHaveWritten = true;
+      try {
+        const response = await this.send(tx, partitionId, target, operation, undefined);
+        tx.enlist(partitionId, response.lease, write);
+        placement.notePrimary(partitionId, response.lease.holderName);
+        this.absorb(response);
+        return response.result;
+      } catch (error) {
+        const e = asBasaltError(error);
+        if (e.code !== 'PRIMARY_MISS' || attempt >= settings.enlistAttemptsMax) {
+          throw this.operationFailed(tx, partitionId, target, e, false);
+        }
+        const next = this.nextTarget(partitionId, e);
+        // A new target may answer at once; the same one again (a lease not started or being elected) needs time.
+        if (next === target) await this.pauseOrFail(tx, partitionId, target, attempt);
+        target = next;
+      }
+    }
+  }
+
+  private async pauseOrFail(tx: CoordinatedTx, partitionId: PartitionId, target: NodeName, attempt: number) {
+    const { retryBackoffMsMin, retryBackoffMsMax } = this.ctx.settings;
+    try {
+      await pause(this.ctx, backoffMs(attempt, retryBackoffMsMin, retryBackoffMsMax));
+    } catch (error) {
+      throw this.operationFailed(tx, partitionId, target, asBasaltError(error), false);
+    }
+  }
+
+  /** Where to send next after a PRIMARY_MISS: the holder it names, else the placement's current guess. */
+  private nextTarget(partitionId: PartitionId, error: BasaltError): NodeName {
+    const hint = primaryMissHint(error);
+    if (hint !== undefined) {
+      this.ctx.placement.notePrimary(partitionId, hint);
+      return hint;
+    }
+    return this.ctx.placement.primaryHint(partitionId);
+  }
+
+  private async sendEnlisted(tx: CoordinatedTx, e: Enlistment, operation: RwOperation): Promise<RwResult> {
+    if (isWrite(operation)) {
+      e.wrote = true;
+      tx.mayHaveWritten = true;
+    }
+    let response: ReadWriteResponse;
+    try {
+      response = await this.send(tx, e.partitionId, e.primaryName, operation, e.token);
+    } catch (error) {
+      throw this.operationFailed(tx, e.partitionId, e.primaryName, asBasaltError(error), true);
+    }
+    if (!sameEnlistmentToken(response.lease.token, e.token)) {
+      throw this.abortOnly(tx, primaryChangedError(tx, e.partitionId, 'a response named another lease'));
+    }
+    e.expiration = maxTimestamp(e.expiration, response.lease.expiration);
+    this.absorb(response);
+    return response.result;
+  }
+
+  private async send(
+    tx: CoordinatedTx,
+    partitionId: PartitionId,
+    to: NodeName,
+    operation: RwOperation,
+    token: Enlistment['token'] | undefined,
+  ): Promise<ReadWriteResponse> {
+    const commitPartitionId = tx.commitPartitionId;
+    assert(commitPartitionId !== undefined, 'the commit partition is fixed before the first request');
+    const base = {
+      kind: 'ReadWriteRequest',
+      partitionId,
+      txId: tx.id,
+      coordinatorId: this.self.id,
+      commitPartitionId,
+      opSeq: tx.nextOpSeq(),
+      full: false,
+      operation,
+    } as const;
+    const body: ReadWriteRequest = token === undefined ? base : { ...base, token };
+    const response = await this.ctx.request(to, body, {
+      timeoutMs: this.ctx.settings.opRequestTimeoutMs,
+      signal: this.ctx.signal,
+    });
+    return expectKind(response, 'ReadWriteResponse');
+  }
+
+  /** What an operation's failure does to the tx, and the error the operation reports. */
+  private operationFailed(
+    tx: CoordinatedTx,
+    partitionId: PartitionId,
+    primary: NodeName,
+    error: BasaltError,
+    enlisted: boolean,
+  ): BasaltError {
+    // A refusal that did nothing, or a first request that never found a primary: the tx may go on.
+    if (isUnexecuted(error) || (!enlisted && error.code === 'PRIMARY_MISS')) return error;
+    if (!enlisted) tx.noteUncertain(partitionId, primary);
+    switch (error.code) {
+      case 'PRIMARY_MISS':
+        return this.abortOnly(tx, primaryChangedError(tx, partitionId, error.toData().message, error));
+      case 'TX_LOCK_CONFLICT':
+      case 'TX_ABORTED':
+      case 'TX_TIMEOUT':
+      case 'TX_OP_STALE':
+        return this.abortOnly(tx, error);
+      default: {
+        const message = `the outcome of an operation of tx ${tx.id} on ${partitionId} is unknown: ${error.toData().message}`;
+        const details = { txId: tx.id, partitionId, reason: 'operation-failed', code: error.code };
+        return this.abortOnly(tx, new BasaltError('TX_ABORTED', message, details, { cause: error }));
+      }
+    }
+  }
+
+  private abortOnly(tx: CoordinatedTx, cause: BasaltError): BasaltError {
+    tx.makeAbortOnly(cause);
+    return cause;
+  }
+
+  private absorb(response: ReadWriteResponse): void {
+    if (response.writeTs !== undefined) this.clock.update(response.writeTs);
+  }
+
+  // ------------------------------------------------------------------------------------------ commit / rollback
+
+  commit(tx: CoordinatedTx): Promise<void> {
+    if (tx.finish !== undefined) return this.repeatedCommit(tx);
+    this.stopTimer(tx);
+    tx.startFinishing('commit', false);
+    const promise = this.finisher.commit(tx);
+    tx.finishPromise = promise;
+    return promise;
+  }
+
+  rollback(tx: CoordinatedTx): Promise<void> {
+    if (tx.finishPromise !== undefined) return tx.finishPromise.then(ignore, ignore);
+    this.stopTimer(tx);
+    tx.startFinishing('rollback', false);
+    const promise = this.finisher.rollback(tx);
+    tx.finishPromise = promise;
+    return promise;
+  }
+
+  private async repeatedCommit(tx: CoordinatedTx): Promise<void> {
+    const finish = tx.finish;
+    assert(finish !== undefined && tx.finishPromise !== undefined, 'a repeated commit follows a finish');
+    if (finish.kind === 'rollback') {
+      if (finish.timedOut) throw timeoutError(tx);
+      throw new BasaltError('TX_ALREADY_FINISHED', `tx ${tx.id} was rolled back`, { txId: tx.id });
+    }
+    try {
+      await tx.finishPromise;
+    } catch (error) {
+      // The first commit could not tell; the background retries may have learned the outcome since.
+      const outcome = tx.outcome;
+      if (!(error instanceof BasaltError && error.code === 'TX_OUTCOME_UNKNOWN') || outcome === undefined) throw error;
+      if (outcome.state === 'COMMITTED') return;
+      throw new BasaltError('TX_ABORTED', `tx ${tx.id} was aborted`, { txId: tx.id, reason: 'finished-aborted' });
+    }
+  }
+
+  private timeOut(tx: CoordinatedTx): void {
+    tx.timeoutTimer = undefined;
+    if (!tx.isActive) return;
+    tx.makeAbortOnly(timeoutError(tx));
+    tx.startFinishing('rollback', true);
+    tx.finishPromise = this.finisher.rollback(tx);
+    tx.finishPromise.catch(this.ctx.onError);
+  }
+
+  private stopTimer(tx: CoordinatedTx): void {
+    if (tx.timeoutTimer !== undefined) this.timers.clearTimer(tx.timeoutTimer);
+    tx.timeoutTimer = undefined;
+  }
+
+  private forget(tx: CoordinatedTx): void {
+    tx.markFinished();
+    this.live.delete(tx.id);
+  }
+
+  // ------------------------------------------------------------------------------------------ one-phase writes
+
+  /** An implicit `put` outside a transaction: one replicated command, no intent (one-phase commit). */
+  putImplicit(table: string, key: string, value: Value): Promise<OnePhaseResult> {
+    checkTable(table);
+    checkKey(key);
+    checkValue(value);
+    return this.onePhase(this.ctx.placement.partitionOf(table, key), { op: 'put', key, value });
+  }
+
+  removeImplicit(table: string, key: string): Promise<OnePhaseResult> {
+    checkTable(table);
+    checkKey(key);
+    return this.onePhase(this.ctx.placement.partitionOf(table, key), { op: 'remove', key });
+  }
+
+  /**
+   * An implicit `putAll`: one-phase when every key is in one partition; otherwise an ordinary tx (begin, putAll,
+   * commit). Undefined for an empty batch (nothing to do).
+   */
+  async putAllImplicit(table: string, entries: readonly KeyValue[]): Promise<OnePhaseResult | undefined> {
+    checkTable(table);
+    checkEntries(entries);
+    const partitions = new Set(entries.map((e) => this.ctx.placement.partitionOf(table, e.key)));
+    const [only] = partitions;
+    if (only === undefined) return undefined;
+    if (partitions.size === 1) return this.onePhase(only, { op: 'putAll', entries });
+    const tx = this.begin();
+    try {
+      await this.putAll(tx, table, entries);
+      await this.commit(tx);
+    } catch (error) {
+      await this.rollback(tx);
+      throw error;
+    }
+    const outcome = tx.outcome;
+    assert(outcome?.state === 'COMMITTED', 'a commit that returned is COMMITTED');
+    return { txId: tx.id, commitTs: outcome.commitTs };
+  }
+
+  private async onePhase(partitionId: PartitionId, operation: RwOperation): Promise<OnePhaseResult> {
+    this.checkRunning();
+    const tx = this.newTx();
+    tx.commitPartitionId = partitionId;
+    try {
+      const commitTs = await this.onePhaseAttempts(tx, partitionId, operation);
+      this.txStates.update(tx.id, { state: 'COMMITTED', commitTimestamp: commitTs, reason: 'one-phase' });
+      return { txId: tx.id, commitTs };
+    } catch (error) {
+      throw this.onePhaseFailed(tx, asBasaltError(error));
+    }
+  }
+
+  private async onePhaseAttempts(
+    tx: CoordinatedTx,
+    partitionId: PartitionId,
+    operation: RwOperation,
+  ): Promise<HybridTimestamp> {
+    let target = this.ctx.placement.primaryHint(partitionId);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const response = expectKind(
+          await this.ctx.request(target, onePhaseRequest(this, tx, partitionId, operation), {
+            timeoutMs: this.ctx.settings.opRequestTimeoutMs,
+            signal: this.ctx.signal,
+          }),
+          'ReadWriteResponse',
+        );
+        if (response.writeTs === undefined) throw protocolError('a one-phase write answered without its writeTs');
+        this.clock.update(response.writeTs);
+        this.ctx.placement.notePrimary(partitionId, response.lease.holderName);
+        return response.writeTs;
+      } catch (error) {
+        const e = asBasaltError(error);
+        if (e.code !== 'PRIMARY_MISS' || attempt >= this.ctx.settings.enlistAttemptsMax) throw e;
+        const next = this.nextTarget(partitionId, e);
+        if (next === target) {
+          const { retryBackoffMsMin, retryBackoffMsMax } = this.ctx.settings;
+          await pause(this.ctx, backoffMs(attempt, retryBackoffMsMin, retryBackoffMsMax));
+        }
+        target = next;
+      }
+    }
+  }
+
+  /** A failed one-phase write: ABORTED if it certainly did not apply; else its entry is dropped (nobody can ask). */
+  private onePhaseFailed(tx: CoordinatedTx, error: BasaltError): BasaltError {
+    if (isUnexecuted(error) || ONE_PHASE_NOT_APPLIED.has(error.code)) {
+      this.txStates.update(tx.id, { state: 'ABORTED', reason: 'one-phase' });
+      return error;
+    }
+    this.txStates.remove(tx.id, 'one-phase');
+    return new BasaltError('TX_OUTCOME_UNKNOWN', `a one-phase write may or may not have applied: ${error.message}`, {
+      txId: tx.id,
+      code: error.code,
+    });
+  }
+
+  // ------------------------------------------------------------------------------------------ state requests
+
+  /** The coordinator path of write intent resolution: see coordinator-state-request.ts. */
+  handleTxStateCoordinatorRequest(request: TxStateCoordinatorRequest): Promise<TxStateResponse> {
+    return answerCoordinatorStateRequest(this.ctx, request, this.ctx.settings.stateWaitMs);
+  }
+
+  // ------------------------------------------------------------------------------------------ lifecycle
+
+  /**
+   * Stops: background retries end, pending requests and pauses are cancelled (their operations fail), timers are
+   * cleared. Transactions left open are not finished (their primaries' recovery handles them once this node is gone).
+   */
+  stop(): void {
+    if (this.stopper.signal.aborted) return;
+    this.stopper.abort(new BasaltError('CANCELLED', `the coordinator of ${this.self.name} stopped`));
+    for (const tx of this.live.values()) this.stopTimer(tx);
+  }
+
+  private checkRunning(): void {
+    if (this.stopper.signal.aborted) {
+      throw new BasaltError('NODE_UNAVAILABLE', `the coordinator of ${this.self.name} is stopped`);
+    }
+  }
+}
+
+function onePhaseRequest(
+  coordinator: TxCoordinator,
+  tx: CoordinatedTx,
+  partitionId: PartitionId,
+  operation: RwOperation,
+): ReadWriteRequest {
+  return {
+    kind: 'ReadWriteRequest',
+    partitionId,
+    txId: tx.id,
+    coordinatorId: coordinator.self.id,
+    commitPartitionId: partitionId,
+    opSeq: tx.nextOpSeq(),
+    full: true,
+    operation,
+  };
+}
+
+function isWrite(operation: RwOperation): boolean {
+  return operation.op === 'put' || operation.op === 'remove' || operation.op === 'putAll';
+}
+
+type ResultOf<K extends RwResult['op']> = Extract<RwResult, { readonly op: K }>;
+
+function expectResult<K extends RwResult['op']>(result: RwResult, op: K): ResultOf<K> {
+  if (result?.op !== op) throw protocolError(`expected a ${op} result, got ${String(result?.op)}`);
+  return result as ResultOf<K>;
+}
+
+function protocolError(message: string): BasaltError {
+  return new BasaltError('INTERNAL', message);
+}
+
+/** Indexes of `items` grouped by partition, in first-seen order (each group keeps the items' order). */
+function groupByPartition<T>(items: readonly T[], partitionOf: (item: T) => PartitionId): Map<PartitionId, number[]> {
+  const groups = new Map<PartitionId, number[]>();
+  items.forEach((item, index) => {
+    const p = partitionOf(item);
+    const list = groups.get(p) ?? [];
+    list.push(index);
+    groups.set(p, list);
+  });
+  return groups;
+}
+
+/**
+ * Waits for every promise (so that no request of the operation is still in flight when it ends, rule 6), then
+ * rethrows the first failure.
+ */
+async function settleAll<T>(promises: readonly Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(promises);
+  const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failure !== undefined) throw failure.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
+}
+
+function primaryChangedError(tx: CoordinatedTx, partitionId: PartitionId, why: string, cause?: BasaltError) {
+  return new BasaltError(
+    'TX_ABORTED',
+    `the primary of ${partitionId} changed under tx ${tx.id} (${why})`,
+    { txId: tx.id, partitionId, reason: 'primary-changed' },
+    { cause },
+  );
+}
+
+function timeoutError(tx: CoordinatedTx): BasaltError {
+  return new BasaltError('TX_TIMEOUT', `tx ${tx.id} timed out and was rolled back`, { txId: tx.id });
+}
+
+/** An operation of an abort-only tx: the cause's code, so that a retryable cause stays retryable. */
+function rolledBackErrorForOp(tx: CoordinatedTx, cause: BasaltError): BasaltError {
+  const message = `tx ${tx.id} can only roll back: ${cause.toData().message}`;
+  return new BasaltError(cause.code, message, { ...cause.details, txId: tx.id }, { cause });
+}
+
+function ignore(): void {}

@@ -1,0 +1,114 @@
+/**
+ * The client-facing RW transaction (DESIGN §4): a thin object over the coordinator's tx record, and
+ * `runTransaction`, which runs a function in a transaction and retries it when it fails with a *retryable* error
+ * (lock conflict under wait-die, a primary change, a timeout, ...), each time in a fresh transaction after rolling the
+ * failed attempt back. It never retries TX_OUTCOME_UNKNOWN or TX_MISMATCHING_OUTCOME (both not retryable): the
+ * attempt may have committed, and running it again could apply it twice (rule 14).
+ *
+ * Arguments are checked before anything is sent: misuse throws INVALID_ARGUMENT (keys, values, limits in
+ * src/core/limits.ts).
+ */
+import { BasaltError, invalidArgument } from '../core/errors.js';
+import type { TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import { sleep } from '../env/timers.js';
+import type { Value } from '../storage/mv-partition-storage.js';
+import type { CoordinatedTx } from './coordinated-tx.js';
+import type { CoordinatorScanOptions, TxCoordinator } from './coordinator.js';
+import { backoffMs } from './coordinator-support.js';
+import type { KeyValue, ScanRange } from './user-input.js';
+
+export class Transaction {
+  readonly readOnly = false as const;
+
+  constructor(
+    private readonly coordinator: TxCoordinator,
+    private readonly record: CoordinatedTx,
+  ) {}
+
+  get id(): TxId {
+    return this.record.id;
+  }
+
+  get(table: string, key: string): Promise<Value | undefined> {
+    return this.coordinator.get(this.record, table, key);
+  }
+
+  getAll(table: string, keys: readonly string[]): Promise<(Value | undefined)[]> {
+    return this.coordinator.getAll(this.record, table, keys);
+  }
+
+  put(table: string, key: string, value: Value): Promise<void> {
+    return this.coordinator.put(this.record, table, key, value);
+  }
+
+  remove(table: string, key: string): Promise<void> {
+    return this.coordinator.remove(this.record, table, key);
+  }
+
+  putAll(table: string, entries: readonly KeyValue[]): Promise<void> {
+    return this.coordinator.putAll(this.record, table, entries);
+  }
+
+  scan(table: string, range: ScanRange, options?: CoordinatorScanOptions): Promise<KeyValue[]> {
+    return this.coordinator.scan(this.record, table, range, options);
+  }
+
+  commit(): Promise<void> {
+    return this.coordinator.commit(this.record);
+  }
+
+  /** Rolls back; once the tx is finished (committed or not) it is a no-op, so it is safe in a `finally`. */
+  rollback(): Promise<void> {
+    return this.coordinator.rollback(this.record);
+  }
+}
+
+/** Begins an RW transaction on `coordinator`. */
+export function beginTransaction(coordinator: TxCoordinator): Transaction {
+  return new Transaction(coordinator, coordinator.begin());
+}
+
+export interface RunTransactionOptions {
+  /** Retries after the first attempt (default LIMITS.txRunRetriesDefault). */
+  readonly retries?: number;
+  /** Backoff before a retry: doubling from min to max (defaults: the coordinator's retry backoff limits). */
+  readonly backoffMsMin?: number;
+  readonly backoffMsMax?: number;
+}
+
+/**
+ * Runs `fn` in a transaction and commits it; on a retryable failure (of `fn` or of the commit) rolls the attempt back
+ * and runs `fn` again in a new transaction, at most `retries` times. Resolves with `fn`'s result.
+ */
+export async function runTransaction<T>(
+  coordinator: TxCoordinator,
+  fn: (tx: Transaction) => Promise<T>,
+  options: RunTransactionOptions = {},
+): Promise<T> {
+  const retries = options.retries ?? LIMITS.txRunRetriesDefault;
+  const minMs = options.backoffMsMin ?? LIMITS.txRetryBackoffMsMin;
+  const maxMs = options.backoffMsMax ?? LIMITS.txRetryBackoffMsMax;
+  if (!Number.isInteger(retries) || retries < 0) throw invalidArgument('retries must be an integer >= 0', { retries });
+  if (!(minMs > 0 && maxMs >= minMs)) throw invalidArgument('backoff bounds must satisfy 0 < min <= max');
+  for (let attempt = 1; ; attempt++) {
+    const tx = beginTransaction(coordinator);
+    try {
+      const result = await fn(tx);
+      await tx.commit();
+      return result;
+    } catch (error) {
+      // After a commit that failed or could not tell, rollback is a no-op; otherwise it releases the attempt's locks.
+      await tx.rollback().catch(() => {});
+      if (!isRetryable(error) || attempt > retries) throw error;
+    }
+    await sleep(coordinator.timers, backoffMs(attempt, minMs, maxMs));
+  }
+}
+
+/** Retryable coded errors only; never an outcome that may have been a commit. */
+export function isRetryable(error: unknown): boolean {
+  if (!(error instanceof BasaltError)) return false;
+  if (error.code === 'TX_OUTCOME_UNKNOWN' || error.code === 'TX_MISMATCHING_OUTCOME') return false;
+  return error.retryable;
+}
