@@ -1,0 +1,74 @@
+/** Properties of the log and quorum arithmetic against simple models (fast-check). */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { majorityIndex, quorumSize, tally } from './progress.js';
+import { makeEntry, RaftLog } from './raft-log.js';
+
+const EMPTY = new Uint8Array(0);
+
+test('majorityIndex is the largest index held by a quorum', () => {
+  fc.assert(
+    fc.property(fc.array(fc.nat(50), { minLength: 1, maxLength: 7 }), (matches) => {
+      const q = quorumSize(matches.length);
+      const m = majorityIndex(matches);
+      assert.ok(matches.filter((x) => x >= m).length >= q, 'a quorum holds it');
+      assert.ok(matches.filter((x) => x >= m + 1).length < q, 'no quorum holds anything above it');
+    }),
+  );
+});
+
+test('a vote tally is won only with a quorum of grants and lost only when a quorum is out of reach', () => {
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 9 }), fc.nat(9), fc.nat(9), (voters, g, r) => {
+      fc.pre(g + r <= voters);
+      const result = tally(g, r, voters);
+      const q = quorumSize(voters);
+      assert.equal(result === 'won', g >= q);
+      if (g < q) assert.equal(result === 'lost', voters - r < q);
+    }),
+  );
+});
+
+test('appending with conflicts behaves like truncate-then-append on an array, and never below commit', () => {
+  // Each step: append `count` entries of `term` after a position `at` in the current log (at ≥ commit).
+  const step = fc.record({ at: fc.nat(30), count: fc.integer({ min: 1, max: 5 }), termBump: fc.nat(2) });
+  fc.assert(
+    fc.property(fc.array(step, { maxLength: 25 }), fc.nat(10), (steps, commitAt) => {
+      const log = new RaftLog(null, [], 0, 0);
+      let model: number[] = []; // model[i] = term of index i + 1
+      let term = 1;
+      for (const s of steps) {
+        const from = Math.min(s.at, model.length);
+        if (from < log.committed) continue;
+        term += s.termBump;
+        const entries = Array.from({ length: s.count }, (_, i) => makeEntry(from + 1 + i, term, 'data', EMPTY));
+        log.append(entries);
+        model = [...model.slice(0, from), ...entries.map(() => term)];
+        if (model.length > 0) log.commitTo(Math.min(commitAt, model.length));
+        assert.equal(log.lastIndex(), model.length);
+        for (let i = 1; i <= model.length; i++) assert.equal(log.term(i), model[i - 1]);
+        assert.equal(log.findConflict(entries), 0, 'just-appended entries match');
+      }
+    }),
+  );
+});
+
+test('compaction keeps terms above the snapshot and makes the prefix unknown', () => {
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 20 }), fc.nat(20), (length, cut) => {
+      const entries = Array.from({ length }, (_, i) => makeEntry(i + 1, 1 + Math.floor(i / 3), 'data', EMPTY));
+      const log = new RaftLog(null, entries, length, length);
+      const at = Math.min(cut, length);
+      const snap = log.compact(at, EMPTY);
+      if (at === 0) {
+        assert.equal(snap, null);
+        return;
+      }
+      assert.equal(log.snapshotIndex(), at);
+      assert.equal(log.term(at), entries[at - 1]!.term);
+      if (at > 1) assert.equal(log.term(at - 1), undefined);
+      for (let i = at + 1; i <= length; i++) assert.equal(log.term(i), entries[i - 1]!.term);
+    }),
+  );
+});
