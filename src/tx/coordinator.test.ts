@@ -147,6 +147,40 @@ describe('coordinator: operations', () => {
     assert.equal(tx.commitPartitionId, cluster.partition(1));
   });
 
+  it('concurrent first operations on one partition share its enlistment: one token-less request, then the token', async () => {
+    const { coordinator, cluster, run } = setup();
+    const tx = coordinator.begin();
+    const p = cluster.partition(1);
+    const [a, b, c] = [cluster.keyIn(1, 0), cluster.keyIn(1, 1), cluster.keyIn(1, 2)];
+    await run(
+      Promise.all([coordinator.put(tx, TABLE, a, 1), coordinator.put(tx, TABLE, b, 2), coordinator.get(tx, TABLE, c)]),
+    );
+    const rw = cluster.sentOf('ReadWriteRequest');
+    assert.equal(rw.length, 3);
+    assert.equal(rw.filter((r) => r.token === undefined).length, 1, 'one enlistment');
+    const token = cluster.leases.get(p)!.token;
+    assert.ok(rw.slice(1).every((r) => r.token !== undefined && r.token.start === token.start));
+    assert.deepEqual(new Set(rw.map((r) => r.opSeq)).size, 3, 'every request its own opSeq');
+  });
+
+  it('a first operation that failed certainly leaves the partition to be enlisted by the next one', async () => {
+    const { coordinator, cluster, run } = setup();
+    const tx = coordinator.begin();
+    cluster.script('ReadWriteRequest', () => {
+      throw new BasaltError('OVERLOADED', 'busy');
+    });
+    const first = coordinator.put(tx, TABLE, cluster.keyIn(0, 0), 1);
+    const second = coordinator.put(tx, TABLE, cluster.keyIn(0, 1), 2);
+    const [a, b] = await run(Promise.allSettled([first, second]));
+    assert.ok(a.status === 'rejected' && isBasaltError(a.reason, 'OVERLOADED'));
+    assert.ok(b.status === 'rejected' && isBasaltError(b.reason, 'OVERLOADED'), 'the waiter shares the failure');
+    assert.equal(cluster.sentOf('ReadWriteRequest').length, 1);
+    cluster.unscript('ReadWriteRequest');
+    await run(coordinator.put(tx, TABLE, cluster.keyIn(0, 1), 3));
+    assert.equal(cluster.sentOf('ReadWriteRequest').at(-1)?.token, undefined, 'enlisted afresh');
+    assert.ok(tx.enlistment(cluster.partition(0)) !== undefined);
+  });
+
   it('PRIMARY_MISS on the first request follows the holder hint and retries', async () => {
     const { coordinator, cluster, run } = setup();
     const p = cluster.partition(2);
@@ -554,6 +588,48 @@ describe('coordinator: commit', () => {
     assert.equal(err.details?.['reason'], 'recovered');
     assert.equal(cluster.sentOf('TxFinishRequest').length, 0);
     assert.ok(cluster.sentOf('TxCleanupRequest').some((c) => c.outcome?.state === 'ABORTED'));
+  });
+});
+
+describe('coordinator: cleanup and stop', () => {
+  it('unlock-only cleanup not acknowledged is retried in the background at the current primary', async () => {
+    const { coordinator, cluster, run, advance } = setup();
+    const tx = coordinator.begin();
+    const p = cluster.partition(0);
+    await run(coordinator.get(tx, TABLE, cluster.keyIn(0)));
+    let refusals = 2;
+    cluster.script('TxCleanupRequest', (to, body) => {
+      if (refusals > 0) {
+        refusals -= 1;
+        throw new BasaltError('PRIMARY_MISS', 'moved');
+      }
+      return cluster.handle(to, body);
+    });
+    // The placement now believes n3 holds the partition: retries go there.
+    cluster.hints.set(p, 'n3' as NodeName);
+    await run(coordinator.commit(tx));
+    assert.equal(tx.outcome?.state, 'COMMITTED', 'an unacknowledged unlock does not change the outcome');
+    await advance(5_000);
+    const targets = cluster.sent.filter((s) => s.body.kind === 'TxCleanupRequest').map((s) => s.to);
+    assert.deepEqual(targets, ['n1', 'n3', 'n3']);
+  });
+
+  it('stop ends background finish retries and cancels what is pending', async () => {
+    const { coordinator, cluster, run, advance } = setup({
+      options: { finishAttemptsMax: 2, finishRequestTimeoutMs: 100 },
+    });
+    const tx = coordinator.begin();
+    await run(coordinator.put(tx, TABLE, cluster.keyIn(0), 1));
+    cluster.script('TxFinishRequest', hang);
+    await rejectsWith(run(coordinator.commit(tx)), 'TX_OUTCOME_UNKNOWN');
+    coordinator.stop();
+    const sent = cluster.sentOf('TxFinishRequest').length;
+    await advance(60_000);
+    assert.equal(cluster.sentOf('TxFinishRequest').length, sent, 'no retry after stop');
+    assert.throws(
+      () => coordinator.begin(),
+      (e: unknown) => isBasaltError(e, 'NODE_UNAVAILABLE'),
+    );
   });
 });
 
