@@ -1,13 +1,27 @@
 /** Public API of Basalt. */
 
+import { type Client, embeddedClient } from './client/client.js';
 import { invalidArgument } from './core/errors.js';
 import type { NodeName } from './core/ids.js';
 import type { NodeServiceFactory, NodeTuning } from './node/basalt-node.js';
 import { Cluster, defaultNodeNames } from './node/cluster.js';
+import { coordinatorService } from './node/coordinator-service.js';
 import type { PartitionHostFactory } from './node/partition-host.js';
 import { RealClusterEnvironment } from './node/real-cluster.js';
+import { type ReplicaHostOptions, replicaPartitionHost } from './node/replica-host.js';
 import { SimClusterEnvironment } from './sim/cluster.js';
+import type { TxCoordinatorOptions } from './tx/coordinator-support.js';
 
+export type {
+  BeginOptions,
+  Client,
+  KeyValue,
+  ScanOptions,
+  ScanRange,
+  Transaction,
+  TransactionOptions,
+  Value,
+} from './client/client.js';
 export * from './core/index.js';
 export * from './hlc/index.js';
 export type { NodeMetrics, NodeService, NodeServiceFactory, NodeTuning } from './node/basalt-node.js';
@@ -21,6 +35,9 @@ export {
 export type { TableDescriptor, TableOptions } from './node/metastorage-state.js';
 export type { ClusterNetwork, DroppedMessages, HeldMessages, NetworkFilter } from './node/network-filters.js';
 export type { PartitionHost, PartitionHostFactory } from './node/partition-host.js';
+export type { ReplicaHostOptions } from './node/replica-host.js';
+export type { TxCoordinatorOptions } from './tx/coordinator-support.js';
+export type { TxStateView } from './tx/tx-state-map.js';
 
 export interface ClusterOptions {
   /** Number of nodes, named n1..nN (default 3). */
@@ -32,28 +49,36 @@ export interface ClusterOptions {
   /** Virtual time, simulated network, disks and clocks, all driven by `seed`: deterministic. */
   readonly simulation?: { readonly seed: string | number };
   readonly tuning?: NodeTuning;
-  /** Replaces the host of partition replicas (the replica layer plugs in here). */
+  /** Replaces the host of partition replicas (default: real replicas with leases, tuned by `replicas`). */
   readonly partitionHost?: PartitionHostFactory;
-  /** Services built on every node incarnation (the coordinator and client layers plug in here). */
+  /** Tuning of the default replica host (lease length, upkeep period, lock wait, tx timeout). */
+  readonly replicas?: ReplicaHostOptions;
+  /** Tuning of every node's transaction coordinator (its txTimeoutMs must match `replicas.txTimeoutMs`). */
+  readonly coordinator?: TxCoordinatorOptions;
+  /** More services built on every node incarnation (each node always runs a transaction coordinator first). */
   readonly services?: readonly NodeServiceFactory[];
   /** Failures of nodes' background work (default: printed to stderr). Under simulation they fail the run instead. */
   readonly onError?: (node: NodeName, error: unknown) => void;
 }
 
 /** Starts an in-process cluster (DESIGN §4) and waits until its metastorage is up. */
-export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
+export async function startCluster(options: ClusterOptions = {}): Promise<Cluster<Client>> {
   const names = defaultNodeNames(options.nodes ?? 3);
   const common = {
     names,
     ...(options.tuning !== undefined && { tuning: options.tuning }),
-    ...(options.partitionHost !== undefined && { partitionHost: options.partitionHost }),
-    ...(options.services !== undefined && { services: options.services }),
+    partitionHost: options.partitionHost ?? replicaPartitionHost(options.replicas),
+    services: [coordinatorService(options.coordinator), ...(options.services ?? [])],
   };
   if (options.simulation !== undefined) {
     if (options.transport === 'tcp' || options.dataDir !== undefined) {
       throw invalidArgument('a simulated cluster has its own network and disks: drop transport and dataDir');
     }
-    return Cluster.start(new SimClusterEnvironment({ ...common, seed: options.simulation.seed }), names);
+    return Cluster.start(
+      new SimClusterEnvironment({ ...common, seed: options.simulation.seed }),
+      names,
+      embeddedClient,
+    );
   }
   const env = new RealClusterEnvironment({
     ...common,
@@ -61,5 +86,5 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     ...(options.dataDir !== undefined && { dataDir: options.dataDir }),
     onError: options.onError ?? ((node, error) => console.error(`basalt: node ${node}: ${String(error)}`)),
   });
-  return Cluster.start(env, names);
+  return Cluster.start(env, names, embeddedClient);
 }

@@ -200,6 +200,7 @@ export class BasaltNode {
       txStates: this.txStates,
       onLeaderChange: (listener) => this.onLeaderChange(listener),
       onError: this.onError,
+      metaView: () => this.metastorage?.view(),
     });
     this.reconciler = new PartitionReconciler(this.self.name, this.partitions, this.onError);
     const nodes = [...new Set(options.nodes)];

@@ -129,7 +129,7 @@ test('simulated: hold, drop and count filter by kind, group, from and to', async
   await cluster.stop();
 });
 
-test('public startCluster: simulation and default real-time clusters; client() is not available yet', async () => {
+test('public startCluster: simulation and default real-time clusters; client() names its coordinator node', async () => {
   const { startCluster, isBasaltError } = await import('../index.js');
   const sim = await startCluster({ simulation: { seed: 'public' }, nodes: 3 });
   assert.deepEqual(sim.nodes, ['n1', 'n2', 'n3']);
@@ -139,9 +139,11 @@ test('public startCluster: simulation and default real-time clusters; client() i
     sim.tables().map((t) => t.name),
     ['accounts'],
   );
+  assert.equal(sim.client().node, 'n1');
+  assert.equal(sim.client('n2').node, 'n2');
   assert.throws(
-    () => sim.client(),
-    (e) => isBasaltError(e, 'NOT_IMPLEMENTED'),
+    () => sim.client('n9'),
+    (e) => isBasaltError(e, 'INVALID_ARGUMENT'),
   );
   assert.throws(
     () => sim.placement('nope', 'k'),

@@ -81,7 +81,10 @@ export function defaultNodeNames(count: number): NodeName[] {
 }
 const READY_TIMEOUT_MS = 30_000;
 
-export class Cluster {
+/** Builds the client whose coordinator is node `node` (the client layer supplies it; see `startCluster`). */
+export type ClientFactory<C> = (cluster: Cluster<C>, node: NodeName) => C;
+
+export class Cluster<C = never> {
   readonly nodes: readonly NodeName[];
   readonly network: ClusterNetwork;
   readonly simulation: SimulationControls | undefined;
@@ -89,21 +92,27 @@ export class Cluster {
   private readonly running = new Map<NodeName, BasaltNode>();
   private readonly lastIds = new Map<NodeName, NodeId>();
   private readonly busy = new Set<NodeName>();
+  private readonly clientFactory: ClientFactory<C> | undefined;
   private stopped = false;
 
-  private constructor(env: ClusterEnvironment, names: readonly NodeName[]) {
+  private constructor(env: ClusterEnvironment, names: readonly NodeName[], clientFactory?: ClientFactory<C>) {
     this.env = env;
+    this.clientFactory = clientFactory;
     this.nodes = [...names];
     this.network = env.network;
     this.simulation = env.simulation;
   }
 
   /** Starts every node and waits until the metastorage has a leader and every node knows its state. */
-  static async start(env: ClusterEnvironment, names: readonly NodeName[]): Promise<Cluster> {
+  static async start<C = never>(
+    env: ClusterEnvironment,
+    names: readonly NodeName[],
+    clientFactory?: ClientFactory<C>,
+  ): Promise<Cluster<C>> {
     if (names.length === 0 || new Set(names).size !== names.length) {
       throw new BasaltError('INVALID_ARGUMENT', 'a cluster needs distinct node names', { names });
     }
-    const cluster = new Cluster(env, names);
+    const cluster = new Cluster<C>(env, names, clientFactory);
     try {
       await env.drive(
         (async () => {
@@ -243,9 +252,14 @@ export class Cluster {
     this.env.setClockOffset(this.known(name), offsetMs);
   }
 
-  /** Transactions arrive with the client layer. */
-  client(_name?: string): never {
-    throw new BasaltError('NOT_IMPLEMENTED', 'cluster.client() is not available yet');
+  /** A client whose coordinator is node `name` (default: the first node); needs the client layer's factory. */
+  client(name?: string): C {
+    if (this.clientFactory === undefined) {
+      throw new BasaltError('NOT_IMPLEMENTED', 'this cluster was started without a client layer');
+    }
+    const first = this.nodes[0];
+    if (first === undefined) throw new BasaltError('INTERNAL', 'a cluster has at least one node');
+    return this.clientFactory(this, name === undefined ? first : this.known(name));
   }
 
   /** Stops every node gracefully and releases the environment. */

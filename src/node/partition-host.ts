@@ -21,6 +21,7 @@ import type { StorageEngine } from '../storage/storage-engine.js';
 import type { TxStateMap } from '../tx/tx-state-map.js';
 import { EmptyStateMachine, type GroupStateMachines } from './group-state-machines.js';
 import type { Membership } from './membership.js';
+import type { MetaView } from './metastorage-state.js';
 
 export type PartitionStopReason = 'removed' | 'node-stopping';
 
@@ -53,6 +54,8 @@ export interface PartitionHostContext {
   readonly onLeaderChange: (listener: (change: LeaderChange) => void) => () => void;
   /** Failures of background work. */
   readonly onError: (error: unknown) => void;
+  /** The node's current metastorage view (tables, assignments), once the metastorage has started. */
+  readonly metaView: () => MetaView | undefined;
 }
 
 export type PartitionHostFactory = (context: PartitionHostContext) => PartitionHost;

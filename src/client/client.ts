@@ -1,0 +1,218 @@
+/**
+ * The embedded client (DESIGN §4): a `Client` bound to one node of an in-process cluster, whose transactions that
+ * node's coordinator runs. The coordinator is looked up on every call, so a client outlives a restart of its node
+ * (calls made while the node is down fail NODE_UNAVAILABLE, which is retryable).
+ *
+ * Under the simulator nothing moves unless the harness drives virtual time, so every method of the client and of its
+ * transactions settles through `cluster.drive` (the identity on real time); calls made inside a driven call join the
+ * same run.
+ *
+ * Implicit operations: `put`/`remove` are one-phase writes (one replicated command, no intent). `get` is, until
+ * read-only transactions exist, a read-write transaction of a single read (it takes a shared lock on the primary and
+ * finishes with an unlock-only cleanup), retried like `transaction`.
+ */
+import { BasaltError } from '../core/errors.js';
+import type { NodeName, TxId } from '../core/ids.js';
+import type { BasaltNode } from '../node/basalt-node.js';
+import type { Cluster } from '../node/cluster.js';
+import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
+import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
+import type { Value } from '../storage/mv-partition-storage.js';
+import type { TxCoordinator } from '../tx/coordinator.js';
+import {
+  beginTransaction,
+  type Transaction as CoordinatedTransaction,
+  type RunTransactionOptions,
+  runTransaction,
+} from '../tx/transaction.js';
+import type { KeyValue, ScanOptions, ScanRange } from '../tx/user-input.js';
+
+export type { Value } from '../storage/mv-partition-storage.js';
+export type { KeyValue, ScanOptions, ScanRange } from '../tx/user-input.js';
+
+export interface BeginOptions {
+  /** Read-only transactions come with their own issue: `true` throws NOT_IMPLEMENTED for now. */
+  readonly readOnly?: boolean;
+}
+
+export interface TransactionOptions extends BeginOptions, RunTransactionOptions {}
+
+/** A read-write transaction (DESIGN §4). Values are JSON-compatible or Uint8Array; a missing key reads `undefined`. */
+export interface Transaction {
+  readonly id: TxId;
+  readonly readOnly: boolean;
+  get(table: string, key: string): Promise<Value | undefined>;
+  getAll(table: string, keys: readonly string[]): Promise<(Value | undefined)[]>;
+  put(table: string, key: string, value: Value): Promise<void>;
+  putAll(table: string, entries: readonly KeyValue[]): Promise<void>;
+  remove(table: string, key: string): Promise<void>;
+  scan(table: string, range: ScanRange, options?: ScanOptions): Promise<KeyValue[]>;
+  commit(): Promise<void>;
+  /** A no-op once the transaction finished, so it is safe in a `finally`. */
+  rollback(): Promise<void>;
+}
+
+export interface Client {
+  /** The node whose coordinator runs this client's transactions. */
+  readonly node: NodeName;
+  begin(options?: BeginOptions): Promise<Transaction>;
+  /** Runs `fn` in a transaction and commits; retries retryable failures in a fresh transaction. */
+  transaction<T>(fn: (tx: Transaction) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  get(table: string, key: string): Promise<Value | undefined>;
+  put(table: string, key: string, value: Value): Promise<void>;
+  remove(table: string, key: string): Promise<void>;
+  createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
+  dropTable(name: string): Promise<void>;
+  tables(): TableDescriptor[];
+}
+
+/** The `ClientFactory` of the cluster harness. */
+export function embeddedClient(cluster: Cluster<Client>, node: NodeName): Client {
+  return new EmbeddedClient(cluster, node);
+}
+
+class EmbeddedClient implements Client {
+  constructor(
+    private readonly cluster: Cluster<Client>,
+    readonly node: NodeName,
+  ) {}
+
+  begin(options: BeginOptions = {}): Promise<Transaction> {
+    return this.run(async () => {
+      rejectReadOnly(options);
+      return new DrivenTransaction(this.cluster, beginTransaction(this.coordinator()));
+    });
+  }
+
+  transaction<T>(fn: (tx: Transaction) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+    return this.run(async () => {
+      rejectReadOnly(options);
+      return runTransaction(this.coordinator(), (tx) => fn(new DrivenTransaction(this.cluster, tx)), options);
+    });
+  }
+
+  get(table: string, key: string): Promise<Value | undefined> {
+    return this.run(() => runTransaction(this.coordinator(), (tx) => tx.get(table, key)));
+  }
+
+  put(table: string, key: string, value: Value): Promise<void> {
+    return this.run(async () => {
+      await this.coordinator().putImplicit(table, key, value);
+    });
+  }
+
+  remove(table: string, key: string): Promise<void> {
+    return this.run(async () => {
+      await this.coordinator().removeImplicit(table, key);
+    });
+  }
+
+  /** Creates the table and waits until its partitions have primaries and this client's node knows it. */
+  createTable(name: string, options: TableOptions): Promise<TableDescriptor> {
+    return this.run(async () => {
+      const table = await this.cluster.createTable(name, options);
+      await this.cluster.waitFor(() => this.knows(name, true), { what: `table ${name} known to ${this.node}` });
+      return table;
+    });
+  }
+
+  dropTable(name: string): Promise<void> {
+    return this.run(async () => {
+      await this.cluster.dropTable(name);
+      await this.cluster.waitFor(() => this.knows(name, false), { what: `table ${name} dropped on ${this.node}` });
+    });
+  }
+
+  tables(): TableDescriptor[] {
+    return this.cluster.tables();
+  }
+
+  private knows(name: string, present: boolean): boolean {
+    const node = this.cluster.basaltNode(this.node);
+    if (node === undefined) return false;
+    return node.metastorage.view().tables.some((t) => t.name === name) === present;
+  }
+
+  private coordinator(): TxCoordinator {
+    return coordinatorOf(this.cluster.basaltNode(this.node), this.node);
+  }
+
+  private run<T>(fn: () => Promise<T>): Promise<T> {
+    return driven(this.cluster, fn);
+  }
+}
+
+class DrivenTransaction implements Transaction {
+  readonly readOnly = false;
+
+  constructor(
+    private readonly cluster: Cluster<Client>,
+    private readonly tx: CoordinatedTransaction,
+  ) {}
+
+  get id(): TxId {
+    return this.tx.id;
+  }
+
+  get(table: string, key: string): Promise<Value | undefined> {
+    return this.drive(() => this.tx.get(table, key));
+  }
+
+  getAll(table: string, keys: readonly string[]): Promise<(Value | undefined)[]> {
+    return this.drive(() => this.tx.getAll(table, keys));
+  }
+
+  put(table: string, key: string, value: Value): Promise<void> {
+    return this.drive(() => this.tx.put(table, key, value));
+  }
+
+  putAll(table: string, entries: readonly KeyValue[]): Promise<void> {
+    return this.drive(() => this.tx.putAll(table, entries));
+  }
+
+  remove(table: string, key: string): Promise<void> {
+    return this.drive(() => this.tx.remove(table, key));
+  }
+
+  scan(table: string, range: ScanRange, options?: ScanOptions): Promise<KeyValue[]> {
+    return this.drive(() => this.tx.scan(table, range, options));
+  }
+
+  commit(): Promise<void> {
+    return this.drive(() => this.tx.commit());
+  }
+
+  rollback(): Promise<void> {
+    return this.drive(() => this.tx.rollback());
+  }
+
+  private drive<T>(fn: () => Promise<T>): Promise<T> {
+    return driven(this.cluster, fn);
+  }
+}
+
+/** Runs `fn` under the cluster's drive; a synchronous throw (argument checks) becomes a rejection like any error. */
+function driven<T>(cluster: Cluster<Client>, fn: () => Promise<T>): Promise<T> {
+  let promise: Promise<T>;
+  try {
+    promise = fn();
+  } catch (error) {
+    promise = Promise.reject(error);
+  }
+  return cluster.drive(promise);
+}
+
+function rejectReadOnly(options: BeginOptions): void {
+  if (options.readOnly === true) {
+    throw new BasaltError('NOT_IMPLEMENTED', 'read-only transactions are not available yet');
+  }
+}
+
+function coordinatorOf(node: BasaltNode | undefined, name: NodeName): TxCoordinator {
+  if (node === undefined) throw new BasaltError('NODE_UNAVAILABLE', `node ${name} is down`, { node: name });
+  const service = node.service<CoordinatorService>(COORDINATOR_SERVICE);
+  if (service === undefined) {
+    throw new BasaltError('NOT_IMPLEMENTED', `node ${name} runs no transaction coordinator`, { node: name });
+  }
+  return service.coordinator;
+}

@@ -1,0 +1,101 @@
+/**
+ * The transaction coordinator as a node service: one `TxCoordinator` per node incarnation, wired to the node's
+ * messenger (its `request`, and the coordinator path of state requests), its tx state map and hybrid clock, and a
+ * placement answered from the node's metastorage view: a key's partition by the shared key hash
+ * (`core/partitioning.ts`), primaries from the partition host's hints (a locally hosted replica's applied lease,
+ * else the last holder learned, else a guess among the assigned replicas).
+ *
+ * A crash drops the coordinator with its incarnation (open txs are then recovered by their commit partitions); a
+ * graceful stop cancels its background retries.
+ */
+import { BasaltError } from '../core/errors.js';
+import type { NodeName, PartitionId } from '../core/ids.js';
+import { partitionIndexOf, tablePartitionId } from '../core/partitioning.js';
+import { TxCoordinator } from '../tx/coordinator.js';
+import type { TxPlacement, TxRequestFn } from '../tx/coordinator-ports.js';
+import type { TxCoordinatorOptions } from '../tx/coordinator-support.js';
+import type { TxStateCoordinatorRequest } from '../tx/messages.js';
+import type { BasaltNode, NodeService, NodeServiceFactory } from './basalt-node.js';
+import type { MetaView, TableDescriptor } from './metastorage-state.js';
+import { PrimaryHints, ReplicaPartitionHost } from './replica-host.js';
+
+export const COORDINATOR_SERVICE = 'coordinator';
+
+export class CoordinatorService implements NodeService {
+  readonly coordinator: TxCoordinator;
+  private readonly unregister: () => void;
+
+  constructor(node: BasaltNode, options: TxCoordinatorOptions = {}) {
+    const hints =
+      node.partitions instanceof ReplicaPartitionHost
+        ? node.partitions.hints
+        : new PrimaryHints(
+            (p) => replicasOf(node.metastorage.view(), p),
+            () => undefined,
+            (name) => name === node.name || node.liveIdOf(name) !== undefined,
+          );
+    const request: TxRequestFn = (to, body, requestOptions) => node.messenger.request(to, body, requestOptions);
+    this.coordinator = new TxCoordinator({
+      self: { name: node.name, id: node.ephemeralId },
+      clock: node.hlc,
+      timers: node.timers,
+      txStates: node.txStates,
+      request,
+      placement: new MetaPlacement(() => node.metastorage.view(), hints),
+      options,
+    });
+    this.unregister = node.messenger.handle('TxStateCoordinatorRequest', (body) =>
+      this.coordinator.handleTxStateCoordinatorRequest(body as unknown as TxStateCoordinatorRequest),
+    );
+  }
+
+  stop(): void {
+    this.unregister();
+    this.coordinator.stop();
+  }
+}
+
+/** The coordinator service factory (one coordinator per node incarnation). */
+export function coordinatorService(options: TxCoordinatorOptions = {}): NodeServiceFactory {
+  return { name: COORDINATOR_SERVICE, create: (node) => new CoordinatorService(node, options) };
+}
+
+/** Table → partitions from the node's metastorage view; primaries from the shared hints. */
+export class MetaPlacement implements TxPlacement {
+  constructor(
+    private readonly view: () => MetaView,
+    private readonly hints: PrimaryHints,
+  ) {}
+
+  partitionOf(table: string, key: string): PartitionId {
+    const t = this.table(table);
+    return tablePartitionId(t.id, partitionIndexOf(key, t.partitions));
+  }
+
+  partitionsOf(table: string): readonly PartitionId[] {
+    const t = this.table(table);
+    return Array.from({ length: t.partitions }, (_, i) => tablePartitionId(t.id, i));
+  }
+
+  primaryHint(partitionId: PartitionId): NodeName {
+    const name = this.hints.best(partitionId);
+    if (name === undefined) {
+      throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${partitionId} is known here`, { partitionId });
+    }
+    return name;
+  }
+
+  notePrimary(partitionId: PartitionId, name: NodeName): void {
+    this.hints.note(partitionId, name);
+  }
+
+  private table(name: string): TableDescriptor {
+    const table = this.view().tables.find((t) => t.name === name);
+    if (table === undefined) throw new BasaltError('UNKNOWN_TABLE', `no table named ${name}`, { table: name });
+    return table;
+  }
+}
+
+function replicasOf(view: MetaView, partitionId: PartitionId): readonly NodeName[] | undefined {
+  return view.assignments.find(([p]) => p === partitionId)?.[1] as NodeName[] | undefined;
+}

@@ -1,0 +1,313 @@
+/**
+ * The partition host that runs real replicas (the `PartitionHost` seam): per assigned partition one
+ * `PartitionReplica` (its state machine registered with the node's Raft multiplexer before its group is added, its
+ * proposals submitted to the node's Raft driver) and one `HostedPartition` registered in the node's single
+ * `ReplicaRequestRouter`, which answers every replica request kind on the node's messenger.
+ *
+ * Upkeep: every replica's `maintain` runs on each leader change of its group and on a timer (`upkeepIntervalMs`), so
+ * leases are proposed, renewed and taken over and idle safe time advances. When this node gains the lease of a
+ * partition it re-runs the cleanups its commit partition records still owe (`recoverCleanups`).
+ *
+ * Primaries as this node knows them (`PrimaryHints`): a locally hosted replica's applied lease is the truth; for other
+ * partitions the last holder a response or a PRIMARY_MISS named, else a rotating guess among the assigned replicas
+ * (a wrong guess answers PRIMARY_MISS with the holder's name, which is learned). The coordinator's placement and the
+ * cleanup locator share these hints.
+ *
+ * Durability: the state machine writes each apply batch (data, lease record and applied position) in one consistent
+ * storage step but never flushes; a power loss may lose the unflushed tail of those steps, which leaves an older but
+ * consistent applied position, and the Raft driver replays the committed log from there on restart (the log is
+ * durable before it is acknowledged, and a compacted prefix is restored from its snapshot). The host flushes the
+ * engine on each upkeep tick only to bound what a crash can take back (and the simulator's undo log).
+ */
+import { BasaltError } from '../core/errors.js';
+import type { NodeName, PartitionId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import type { TimerHandle } from '../env/timers.js';
+import { HostedPartition } from '../replica/handlers/hosted-partition.js';
+import { LocalIntentResolver } from '../replica/handlers/intent-resolver.js';
+import { ReplicaRequestRouter } from '../replica/handlers/router.js';
+import { type CleanupSender, messengerCleanupSender, type PrimaryLocator } from '../replica/handlers/tx-finish.js';
+import type { Lease } from '../replica/lease.js';
+import { sameHolder } from '../replica/lease.js';
+import { PartitionReplica } from '../replica/partition-replica.js';
+import { leaseTiming } from '../replica/primary.js';
+import type { MetaView } from './metastorage-state.js';
+import type {
+  PartitionHost,
+  PartitionHostContext,
+  PartitionHostFactory,
+  PartitionStopReason,
+} from './partition-host.js';
+
+export interface ReplicaHostOptions {
+  /** Period of the replicas' upkeep (lease decisions, idle safe time, storage flush). */
+  readonly upkeepIntervalMs?: number;
+  /** Lease length and renewal margin (defaults: LIMITS). */
+  readonly leaseDurationMs?: number;
+  readonly leaseRenewMarginMs?: number;
+  readonly txTimeoutMs?: number;
+  readonly lockWaitTimeoutMs?: number;
+  readonly safeTimeSyncIdleMs?: number;
+}
+
+const UPKEEP_INTERVAL_MS_DEFAULT = 25;
+
+interface Hosted {
+  readonly replica: PartitionReplica;
+  readonly partition: HostedPartition;
+  readonly replicas: readonly NodeName[];
+  readonly undo: (() => void)[];
+  /** This replica acted under the current lease at the last upkeep (to notice gaining it). */
+  holding: boolean;
+}
+
+/**
+ * Best-known primaries of partitions: learned from responses and PRIMARY_MISS hints, else guessed among the assigned
+ * replicas (rotating, so that repeated guesses try every replica).
+ */
+export class PrimaryHints {
+  private readonly learned = new Map<PartitionId, NodeName>();
+  private readonly rotation = new Map<PartitionId, number>();
+
+  constructor(
+    private readonly replicasOf: (partitionId: PartitionId) => readonly NodeName[] | undefined,
+    private readonly localHolder: (partitionId: PartitionId) => NodeName | undefined,
+    private readonly isLive: (name: NodeName) => boolean = () => true,
+  ) {}
+
+  note(partitionId: PartitionId, name: NodeName): void {
+    if (this.learned.size >= LIMITS.txStateMapEntriesMax && !this.learned.has(partitionId)) this.learned.clear();
+    this.learned.set(partitionId, name);
+  }
+
+  /** Forgets a learned primary that turned out wrong. */
+  forget(partitionId: PartitionId, name: NodeName): void {
+    if (this.learned.get(partitionId) === name) this.learned.delete(partitionId);
+  }
+
+  /**
+   * The local lease holder, else the learned holder, else the next guess; a learned or guessed node that is not live
+   * is passed over (a crashed primary must not be asked forever). Undefined for an unknown partition.
+   */
+  best(partitionId: PartitionId): NodeName | undefined {
+    const local = this.localHolder(partitionId);
+    if (local !== undefined && this.isLive(local)) return local;
+    const learned = this.learned.get(partitionId);
+    if (learned !== undefined && this.isLive(learned)) return learned;
+    return this.guess(partitionId);
+  }
+
+  /** The next live replica of the partition, round robin (any replica when none is known live). */
+  guess(partitionId: PartitionId): NodeName | undefined {
+    const replicas = this.replicasOf(partitionId);
+    if (replicas === undefined || replicas.length === 0) return undefined;
+    const start = this.rotation.get(partitionId) ?? 0;
+    for (let k = 0; k < replicas.length; k++) {
+      const i = (start + k) % replicas.length;
+      const name = replicas[i];
+      if (name !== undefined && this.isLive(name)) {
+        this.rotation.set(partitionId, (i + 1) % replicas.length);
+        return name;
+      }
+    }
+    this.rotation.set(partitionId, (start + 1) % replicas.length);
+    return replicas[start % replicas.length];
+  }
+}
+
+export class ReplicaPartitionHost implements PartitionHost {
+  readonly router: ReplicaRequestRouter;
+  readonly hints: PrimaryHints;
+  private readonly context: PartitionHostContext;
+  private readonly options: ReplicaHostOptions;
+  private readonly hosted = new Map<PartitionId, Hosted>();
+  private readonly unsubscribe: (() => void)[] = [];
+  private timer: TimerHandle | undefined;
+  private stopped = false;
+
+  constructor(context: PartitionHostContext, options: ReplicaHostOptions = {}) {
+    this.context = context;
+    this.options = options;
+    this.hints = new PrimaryHints(
+      (p) => this.hosted.get(p)?.replicas ?? replicasFromView(context.metaView(), p),
+      (p) => this.localHolder(p),
+      (name) => name === context.self || context.membership.liveIdOf(name) !== undefined,
+    );
+    this.router = new ReplicaRequestRouter({
+      sender: this.hintingSender(messengerCleanupSender(context.messenger as never)),
+      locator: this.locator(),
+      timers: context.timers,
+      resolver: new LocalIntentResolver(context.txStates),
+      onError: context.onError,
+    });
+    this.unsubscribe.push(this.router.registerWith(context.messenger as never));
+    this.unsubscribe.push(context.onLeaderChange((change) => this.maintainOne(change.group)));
+    this.arm();
+  }
+
+  async start(partitionId: PartitionId, replicas: readonly NodeName[]): Promise<void> {
+    if (this.stopped) throw new BasaltError('NODE_UNAVAILABLE', `the replica host of ${this.context.self} stopped`);
+    const { context, options } = this;
+    const replica = new PartitionReplica({
+      partitionId,
+      nodeId: context.identity.id,
+      nodeName: context.self,
+      random: context.random.fork(partitionId),
+      physicalClock: context.clock,
+      clock: context.hlc,
+      engine: context.storage,
+      txStateMap: context.txStates,
+      submit: (bytes) => context.raft.propose(partitionId, bytes),
+      timing: leaseTiming(context.hlc.maxClockSkewMs, options.leaseDurationMs, options.leaseRenewMarginMs),
+      ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
+      ...(options.safeTimeSyncIdleMs !== undefined && { safeTimeSyncIdleMs: options.safeTimeSyncIdleMs }),
+    });
+    const partition = new HostedPartition({
+      replica,
+      engine: context.storage,
+      txStateMap: context.txStates,
+      clock: context.hlc,
+      timers: context.timers,
+      ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
+      ...(options.lockWaitTimeoutMs !== undefined && { lockWaitTimeoutMs: options.lockWaitTimeoutMs }),
+    });
+    const entry: Hosted = { replica, partition, replicas, undo: [], holding: false };
+    entry.undo.push(context.stateMachines.register(partitionId, replica.stateMachine));
+    entry.undo.push(this.router.register(partition));
+    // Every apply may change the lease (a first lease, a takeover): decide at once rather than on the next tick.
+    entry.undo.push(replica.stateMachine.onApplied(() => this.maintainOne(partitionId)));
+    this.hosted.set(partitionId, entry);
+    try {
+      await context.raft.addGroup(partitionId, replicas);
+    } catch (error) {
+      this.release(partitionId);
+      throw error;
+    }
+  }
+
+  async stop(partitionId: PartitionId, reason: PartitionStopReason): Promise<void> {
+    const entry = this.hosted.get(partitionId);
+    if (entry === undefined) return;
+    if (reason === 'node-stopping') entry.replica.handOver();
+    await this.context.raft.removeGroup(partitionId);
+    this.release(partitionId);
+    if (reason === 'removed') await this.context.logStorage.removeGroup(partitionId);
+  }
+
+  /** The leaseholder as this node's applied lease names it, while that lease has not expired. */
+  primaryOf(partitionId: PartitionId): NodeName | undefined {
+    return this.localHolder(partitionId);
+  }
+
+  /** The hosted partition (tests and diagnostics). */
+  partition(partitionId: PartitionId): HostedPartition | undefined {
+    return this.hosted.get(partitionId)?.partition;
+  }
+
+  /** Stops the upkeep and the request handlers; replicas still hosted are stopped. */
+  shutdown(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer !== undefined) this.context.timers.clearTimer(this.timer);
+    for (const u of this.unsubscribe.splice(0)) u();
+    for (const partitionId of [...this.hosted.keys()]) this.release(partitionId);
+  }
+
+  // ---------------------------------------------------------------------------------------- internals
+
+  private release(partitionId: PartitionId): void {
+    const entry = this.hosted.get(partitionId);
+    if (entry === undefined) return;
+    this.hosted.delete(partitionId);
+    entry.replica.stop();
+    for (const undo of entry.undo.reverse()) undo();
+  }
+
+  private localHolder(partitionId: PartitionId): NodeName | undefined {
+    const lease = this.hosted.get(partitionId)?.replica.stateMachine.currentLease();
+    if (lease === null || lease === undefined) return undefined;
+    return this.context.hlc.current() < lease.expiration ? lease.holderName : undefined;
+  }
+
+  private arm(): void {
+    const interval = this.options.upkeepIntervalMs ?? UPKEEP_INTERVAL_MS_DEFAULT;
+    this.timer = this.context.timers.setTimer(() => {
+      this.timer = undefined;
+      if (this.stopped) return;
+      for (const partitionId of this.hosted.keys()) this.maintainOne(partitionId);
+      this.context.storage.flush().catch(this.context.onError);
+      this.arm();
+    }, interval);
+  }
+
+  private maintainOne(partitionId: PartitionId): void {
+    const entry = this.hosted.get(partitionId);
+    if (entry === undefined || this.stopped) return;
+    const status = this.context.raft.status(partitionId);
+    if (status === undefined) return;
+    try {
+      entry.replica.maintain({ isLeader: status.role === 'leader', term: status.term });
+    } catch (error) {
+      this.context.onError(error);
+    }
+    const holding = this.acting(entry);
+    if (holding && !entry.holding) {
+      // Gained primacy: re-run what this commit partition still owes (idempotent).
+      this.router.recoverCleanups(partitionId).catch(this.context.onError);
+    }
+    entry.holding = holding;
+  }
+
+  private acting(entry: Hosted): boolean {
+    const lease: Lease | null = entry.replica.stateMachine.currentLease();
+    return (
+      lease !== null &&
+      sameHolder(lease.holder, entry.replica.self) &&
+      entry.replica.checkPrimary(this.context.hlc.current()).kind === 'ok'
+    );
+  }
+
+  /** Cleanup requests teach the hints: a PRIMARY_MISS names the holder. */
+  private hintingSender(inner: CleanupSender): CleanupSender {
+    return {
+      request: async (to, body) => {
+        try {
+          return await inner.request(to, body);
+        } catch (error) {
+          const holder = holderHint(error);
+          for (const p of body.partitions) {
+            if (holder !== undefined) this.hints.note(p, holder);
+            else this.hints.forget(p, to);
+          }
+          throw error;
+        }
+      },
+    };
+  }
+
+  private locator(): PrimaryLocator {
+    return {
+      locate: async (partitionId) => {
+        const name = this.hints.best(partitionId);
+        if (name === undefined) throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${partitionId} is known`);
+        return name;
+      },
+    };
+  }
+}
+
+/** The holder named by a PRIMARY_MISS (its details carry `holderName`). */
+export function holderHint(error: unknown): NodeName | undefined {
+  if (!(error instanceof BasaltError) || error.code !== 'PRIMARY_MISS') return undefined;
+  const name = error.details?.['holderName'];
+  return typeof name === 'string' ? (name as NodeName) : undefined;
+}
+
+function replicasFromView(view: MetaView | undefined, partitionId: PartitionId): readonly NodeName[] | undefined {
+  return view?.assignments.find(([p]) => p === partitionId)?.[1] as NodeName[] | undefined;
+}
+
+/** A PartitionHostFactory running real replicas. */
+export function replicaPartitionHost(options: ReplicaHostOptions = {}): PartitionHostFactory {
+  return (context) => new ReplicaPartitionHost(context, options);
+}
