@@ -285,3 +285,64 @@ test('removeGroup stops one group: pending proposals reject with NOT_FOUND, noth
     'the remaining voters elect a leader without it',
   );
 });
+
+/** Memory storage whose writes complete only when the test says so: "durable" is then observable. */
+class GatedStorage extends MemoryLogStorage {
+  private readonly gates: (() => void)[] = [];
+  override async save(...args: Parameters<MemoryLogStorage['save']>): Promise<void> {
+    await new Promise<void>((resolve) => this.gates.push(resolve));
+    await super.save(...args);
+  }
+  get waiting(): number {
+    return this.gates.length;
+  }
+  releaseAll(): void {
+    for (const open of this.gates.splice(0)) open();
+  }
+}
+
+test('a vote and an append are answered only after the write holding them is durable', async () => {
+  const scheduler = new Scheduler({ seed: 'gated' });
+  const storage = new GatedStorage();
+  const sent: RaftEnvelope[] = [];
+  let deliver: (from: NodeName, envelope: unknown) => void = () => {};
+  const [n1, n2, n3] = [nodeName('n1'), nodeName('n2'), nodeName('n3')];
+  const driver = new RaftDriver({
+    self: n2,
+    transport: { send: (_to, e) => sent.push(e), setHandler: (h) => (deliver = h) },
+    timers: scheduler.timers('n2'),
+    random: new SeededRandom('gated'),
+    storage,
+    stateMachine: new RecordingStateMachine(),
+    tickIntervalMs: 60_000,
+  });
+  await driver.addGroup(G, [n1, n2, n3]);
+  const settle = (): Promise<unknown> => scheduler.run({ forMs: 1 });
+  const kinds = (): string[] => sent.map((e) => e.message.kind);
+
+  deliver(n1, {
+    group: G,
+    message: { kind: 'Vote', from: n1, to: n2, term: 1, lastIndex: 0, lastTerm: 0, transfer: false },
+  });
+  await settle();
+  assert.equal(storage.waiting, 1, 'the vote is being written');
+  assert.deepEqual(kinds(), [], 'no answer before it is durable');
+  storage.releaseAll();
+  await settle();
+  assert.deepEqual(kinds(), ['VoteResp']);
+  assert.equal(storage.load(G).hardState?.vote, n1);
+
+  const entry = { index: 1, term: 1, kind: 'data', data: enc('x') };
+  deliver(n1, {
+    group: G,
+    message: { kind: 'Append', from: n1, to: n2, term: 1, prevIndex: 0, prevTerm: 0, entries: [entry], commit: 0 },
+  });
+  await settle();
+  assert.deepEqual(kinds(), ['VoteResp'], 'the append is not acknowledged before its entry is durable');
+  assert.equal(storage.load(G).entries.length, 0);
+  storage.releaseAll();
+  await settle();
+  assert.deepEqual(kinds(), ['VoteResp', 'AppendResp']);
+  assert.equal(storage.load(G).entries.length, 1);
+  await driver.stop();
+});
