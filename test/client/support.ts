@@ -1,0 +1,84 @@
+/**
+ * Shared helpers of the black-box client tests: simulated clusters that name their seed when a test fails, key
+ * choosers by partition, and a few state assertions.
+ */
+import type { Client, Cluster, NodeName, PartitionId } from '../../src/index.js';
+import { isBasaltError, startCluster } from '../../src/index.js';
+
+export type TestCluster = Cluster<Client>;
+
+export interface SimOptions {
+  readonly nodes?: number;
+  readonly partitions?: number;
+  readonly replicas?: number;
+  readonly table?: string;
+}
+
+/**
+ * Runs `body` on a fresh simulated cluster with one table; the failure message names the seed (rerun with it to
+ * replay the same run), and the cluster is stopped in any case.
+ */
+export async function withSimCluster(
+  seed: string | number,
+  options: SimOptions,
+  body: (cluster: TestCluster, client: Client) => Promise<void>,
+): Promise<void> {
+  const cluster = await startCluster({ simulation: { seed }, nodes: options.nodes ?? 3 });
+  try {
+    const client = cluster.client();
+    await client.createTable(options.table ?? 'accounts', {
+      partitions: options.partitions ?? 4,
+      replicas: options.replicas ?? 3,
+    });
+    await body(cluster, client);
+  } catch (error) {
+    if (error instanceof Error) error.message = `[seed ${String(seed)}] ${error.message}`;
+    throw error;
+  } finally {
+    await cluster.stop().catch(() => {});
+  }
+}
+
+/** The first key `prefix<i>` whose partition satisfies `accept` (and is not in `avoid`). */
+export function keyIn(
+  cluster: TestCluster,
+  table: string,
+  accept: (partition: PartitionId) => boolean,
+  prefix = 'k',
+): string {
+  for (let i = 0; i < 10_000; i++) {
+    const key = `${prefix}${i}`;
+    if (accept(cluster.placement(table, key).partition)) return key;
+  }
+  throw new Error('no key found for the partition predicate');
+}
+
+/** One key per distinct partition, `count` of them. */
+export function keysInDistinctPartitions(cluster: TestCluster, table: string, count: number): string[] {
+  const seen = new Set<PartitionId>();
+  const keys: string[] = [];
+  for (let i = 0; keys.length < count && i < 10_000; i++) {
+    const key = `key-${i}`;
+    const p = cluster.placement(table, key).partition;
+    if (seen.has(p)) continue;
+    seen.add(p);
+    keys.push(key);
+  }
+  if (keys.length < count) throw new Error(`only ${keys.length} partitions found`);
+  return keys;
+}
+
+/** Asserts that `promise` rejects with a BasaltError of `code`; returns the error. */
+export async function rejectsWith(promise: Promise<unknown>, code: string): Promise<Error & { retryable?: boolean }> {
+  try {
+    await promise;
+  } catch (error) {
+    if (isBasaltError(error, code as never)) return error as Error & { retryable?: boolean };
+    throw new Error(`expected ${code}, got ${String(error)}`, { cause: error });
+  }
+  throw new Error(`expected ${code}, but it resolved`);
+}
+
+export function replicasOf(cluster: TestCluster, table: string, key: string): readonly NodeName[] {
+  return cluster.placement(table, key).replicas;
+}
