@@ -223,7 +223,7 @@ export class FinishDriver {
     backoffMaxMs: number,
   ): Promise<DriveResult> {
     const { ctx } = this;
-    let target = tx.enlistment(body.commitPartitionId)?.primaryName ?? primaryOf(this.ctx, body.commitPartitionId);
+    let target = tx.enlistment(body.commitPartitionId)?.primaryName;
     let last: BasaltError | undefined;
     for (let attempt = from; attempt <= to; attempt++) {
       if (attempt > 1) {
@@ -235,6 +235,8 @@ export class FinishDriver {
       }
       if (ctx.signal.aborted) return { kind: 'stopped' };
       try {
+        // No primary known (yet): the placement may learn one before the next attempt.
+        target ??= ctx.placement.primaryHint(body.commitPartitionId);
         const response = await ctx.request(target, body, {
           timeoutMs: ctx.settings.finishRequestTimeoutMs,
           signal: ctx.signal,
@@ -250,19 +252,17 @@ export class FinishDriver {
         if (e.code === 'TX_OUTCOME_UNKNOWN') return { kind: 'unknown', error: e };
         if (ctx.signal.aborted) return { kind: 'stopped' };
         last = e;
-        target = this.nextFinishTarget(body.commitPartitionId, target, e);
+        target = this.nextFinishTarget(body.commitPartitionId, e);
       }
     }
     return { kind: 'exhausted', error: last };
   }
 
-  private nextFinishTarget(commitPartitionId: PartitionId, current: NodeName, error: BasaltError): NodeName {
+  /** After a failed attempt: the holder a PRIMARY_MISS names, else the placement's guess at the next attempt. */
+  private nextFinishTarget(commitPartitionId: PartitionId, error: BasaltError): NodeName | undefined {
     const hint = primaryMissHint(error);
-    if (hint !== undefined) {
-      this.ctx.placement.notePrimary(commitPartitionId, hint);
-      return hint;
-    }
-    return primaryOf(this.ctx, commitPartitionId, current);
+    if (hint !== undefined) this.ctx.placement.notePrimary(commitPartitionId, hint);
+    return hint;
   }
 
   /** The stored outcome arrived: the map goes final (rule 14), the tx is done. */
@@ -304,15 +304,6 @@ export class FinishDriver {
     if (committing && outcome.state !== 'COMMITTED') {
       throw new BasaltError('TX_ABORTED', `tx ${tx.id} was aborted by recovery`, { txId: tx.id, reason: 'recovered' });
     }
-  }
-}
-
-function primaryOf(ctx: CoordinatorContext, partitionId: PartitionId, fallback?: NodeName): NodeName {
-  try {
-    return ctx.placement.primaryHint(partitionId);
-  } catch (error) {
-    if (fallback !== undefined) return fallback;
-    throw error;
   }
 }
 

@@ -388,6 +388,27 @@ describe('coordinator: commit', () => {
     assert.deepEqual(txStates.get(tx.id)?.commitTimestamp, ts[0]);
   });
 
+  it('a finish whose commit partition primary is unknown at first retries until the placement names one', async () => {
+    const { coordinator, cluster, run, scheduler } = setup();
+    const tx = coordinator.begin();
+    await run(coordinator.put(tx, TABLE, cluster.keyIn(0), 1));
+    let calls = 0;
+    cluster.script('TxFinishRequest', () => {
+      calls += 1;
+      // The commit partition's primary is gone, and for a while no replica of it is known.
+      cluster.unknownPrimaries.add(cluster.partition(0));
+      throw new BasaltError('PRIMARY_MISS', 'stopped');
+    });
+    const commit = coordinator.commit(tx);
+    await scheduler.run({ until: () => calls === 1, forMs: 1_000 });
+    cluster.unscript('TxFinishRequest');
+    await scheduler.run({ forMs: 100 });
+    cluster.unknownPrimaries.clear();
+    await run(commit);
+    assert.equal(tx.outcome?.state, 'COMMITTED');
+    assert.equal(cluster.sentOf('TxFinishRequest').length, 2);
+  });
+
   it('a mismatch sets the map to the real outcome, cleans up the whole enlisted set and is not retryable', async () => {
     const { coordinator, cluster, run, txStates } = setup();
     const tx = coordinator.begin();

@@ -75,6 +75,8 @@ export class FakeCluster {
   readonly writeLog: { txId: TxId; writeTs: HybridTimestamp }[] = [];
   /** Stale placement guesses: primaryHint answers these before the real primaries. */
   readonly hints = new Map<PartitionId, NodeName>();
+  /** Partitions whose primary the placement cannot name (primaryHint throws NODE_UNAVAILABLE). */
+  readonly unknownPrimaries = new Set<PartitionId>();
   private readonly scripts = new Map<TxRequest['kind'], FakeHandler>();
   private incarnation = 0;
 
@@ -174,7 +176,10 @@ export class FakeCluster {
       if (table !== TABLE) throw new BasaltError('UNKNOWN_TABLE', `no table ${table}`);
       return Array.from({ length: this.partitionCount }, (_, i) => this.partition(i));
     },
-    primaryHint: (p) => this.hints.get(p) ?? this.primaries.get(p) ?? this.nodes[0]!,
+    primaryHint: (p) => {
+      if (this.unknownPrimaries.has(p)) throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${p} known`);
+      return this.hints.get(p) ?? this.primaries.get(p) ?? this.nodes[0]!;
+    },
     notePrimary: (p, name) => {
       this.notedPrimaries.push({ partitionId: p, name });
     },
