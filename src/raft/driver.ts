@@ -307,7 +307,8 @@ export class RaftDriver {
     } catch (error) {
       g.failed = true;
       this.failPending(g, new BasaltError('INTERNAL', `raft group ${g.id} failed`, { group: g.id }, { cause: error }));
-      this.onGroupFailed?.(g.id, error);
+      // After stop() (or removeGroup) the owner may already have closed the storage: that failure is expected.
+      if (!this.stopped && this.groups.get(g.id) === g) this.onGroupFailed?.(g.id, error);
     } finally {
       g.busy = false;
       for (const wake of g.idleWaiters.splice(0)) wake();
