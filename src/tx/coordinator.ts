@@ -23,9 +23,11 @@
  * we differ from Ignite: a commit after a rollback throws TX_ALREADY_FINISHED (TX_TIMEOUT if the timeout rolled it
  * back) instead of succeeding silently: a commit is never reported for a tx that did not commit (rule 14).
  */
+import { setMaxListeners } from 'node:events';
 import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
 import type { Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { maxTimestamp } from '../hlc/timestamp.js';
@@ -113,6 +115,8 @@ export class TxCoordinator {
     this.timers = deps.timers;
     this.txStates = deps.txStates;
     this.ids = new TxIdGenerator(deps.self.id);
+    // Every pending request and pause listens to the stop signal: as many as requests may be pending.
+    setMaxListeners(LIMITS.pendingRequestsMax, this.stopper.signal);
     this.ctx = {
       self: deps.self,
       clock: deps.clock,
