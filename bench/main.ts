@@ -5,6 +5,7 @@
  */
 import { measureFsync } from './floors.js';
 import { measureLoopbackRoundTrip, measureMessengerRoundTrip } from './net.js';
+import { formatRaftBench, runRaftBench } from './raft.js';
 import { runStorageBench } from './storage.js';
 
 function fmt(n: number, digits = 0): string {
@@ -34,6 +35,9 @@ async function main(): Promise<void> {
     const ratio = durableWrite ? `   ${fmt(perOpUs)} µs/op = ${fmt(perOpUs / fsync.p50Us, 2)}× fsync p50` : '';
     console.log(`  ${result.name.padEnd(72)} ${fmt(result.opsPerSec).padStart(10)} ops/s${ratio}`);
   }
+
+  console.log('');
+  console.log(formatRaftBench(await runRaftBench({ sync: true })));
 }
 
 main().catch((error: unknown) => {
