@@ -118,6 +118,11 @@ export const LIMITS = {
   replicaTxRecordsMax: 100_000,
   /** Replica handlers: an RO read waits at most this long for safe time to cover its readTs, then fails TIMEOUT. */
   replicaReadWaitMsDefault: 5_000,
+  /**
+   * Replica handlers: a holder whose applied lease starts within this long waits for the start (rule 1) instead of
+   * answering PRIMARY_MISS (a new lease starts at the previous one's expiration, up to a lease duration away).
+   */
+  replicaLeaseStartWaitMsMax: 4_000,
   /** Commit partition primary: cleanup rounds (send, re-resolve primaries, back off) before it stops retrying. */
   cleanupAttemptsMax: 30,
   /** Commit partition primary: backoff between cleanup rounds, doubling from min to max. */

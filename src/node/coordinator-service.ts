@@ -43,6 +43,8 @@ export class CoordinatorService implements NodeService {
       request,
       placement: new MetaPlacement(() => node.metastorage.view(), hints),
       options,
+      // Expected under faults (background finish retries, cleanups that gave up): counted, not fatal.
+      onError: () => node.counters.add('coordinator.backgroundErrors'),
     });
     this.unregister = node.messenger.handle('TxStateCoordinatorRequest', (body) =>
       this.coordinator.handleTxStateCoordinatorRequest(body as unknown as TxStateCoordinatorRequest),

@@ -194,9 +194,12 @@ export class ReplicaPartitionHost implements PartitionHost {
     if (reason === 'removed') await this.context.logStorage.removeGroup(partitionId);
   }
 
-  /** The leaseholder as this node's applied lease names it, while that lease has not expired. */
+  /** The leaseholder as this node's applied lease names it, while that lease has started and not expired. */
   primaryOf(partitionId: PartitionId): NodeName | undefined {
-    return this.localHolder(partitionId);
+    const lease = this.hosted.get(partitionId)?.replica.stateMachine.currentLease();
+    if (lease === null || lease === undefined) return undefined;
+    const now = this.context.hlc.current();
+    return lease.start <= now && now < lease.expiration ? lease.holderName : undefined;
   }
 
   /** The hosted partition (tests and diagnostics). */

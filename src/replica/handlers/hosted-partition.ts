@@ -15,9 +15,9 @@ import { assert } from '../../core/assert.js';
 import { BasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
-import type { TimerHandle, Timers } from '../../env/timers.js';
+import { sleep, type TimerHandle, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
-import { formatTimestamp } from '../../hlc/timestamp.js';
+import { formatTimestamp, physicalMs } from '../../hlc/timestamp.js';
 import type { MvPartitionStorage } from '../../storage/mv-partition-storage.js';
 import type { StorageEngine } from '../../storage/storage-engine.js';
 import type { TxStateStorage } from '../../storage/tx-state-storage.js';
@@ -42,6 +42,7 @@ export interface HostedPartitionOptions {
   readonly lockWaitTimeoutMs?: number;
   readonly readWaitMs?: number;
   readonly readWaitersMax?: number;
+  readonly leaseStartWaitMs?: number;
   readonly locks?: LockManager;
 }
 
@@ -65,6 +66,7 @@ export class HostedPartition {
   readonly txTimeoutMs: number;
   readonly lockWaitTimeoutMs: number;
   readonly readWaitMs: number;
+  readonly leaseStartWaitMs: number;
   private readonly readWaitersMax: number;
   private readonly readWaiters = new Set<ReadWaiter>();
   private readonly unsubscribe: () => void;
@@ -83,6 +85,7 @@ export class HostedPartition {
     this.lockWaitTimeoutMs = options.lockWaitTimeoutMs ?? LIMITS.replicaLockWaitTimeoutMsDefault;
     this.readWaitMs = options.readWaitMs ?? LIMITS.replicaReadWaitMsDefault;
     this.readWaitersMax = options.readWaitersMax ?? LIMITS.safeTimeWaitersMax;
+    this.leaseStartWaitMs = options.leaseStartWaitMs ?? LIMITS.replicaLeaseStartWaitMsMax;
     this.unsubscribe = this.replica.stateMachine.onApplied(() => this.wakeReaders());
   }
 
@@ -98,6 +101,20 @@ export class HostedPartition {
     const check = this.replica.checkPrimary(now, token);
     if (check.kind !== 'ok') throw this.primaryMiss(check);
     return check.lease;
+  }
+
+  /**
+   * Rule 1 lets a holder whose applied lease has not started yet wait for its start rather than refuse: when that is
+   * the only obstacle and the start is at most `leaseStartWaitMs` away, resolves with `now` read after the wait;
+   * otherwise at once with `now` (the caller's primacy check then answers).
+   */
+  async untilLeaseStart(now: HybridTimestamp, token?: LeaseToken): Promise<HybridTimestamp> {
+    const check = this.replica.checkPrimary(now, token);
+    if (check.kind === 'ok' || check.reason !== 'not-started' || check.start === undefined) return now;
+    const waitMs = physicalMs(check.start) - physicalMs(now) + 1;
+    if (waitMs > this.leaseStartWaitMs || this.stopped) return now;
+    await sleep(this.timers, waitMs);
+    return this.clock.now();
   }
 
   primaryMiss(check: Exclude<PrimaryCheck, { kind: 'ok' }>): BasaltError {

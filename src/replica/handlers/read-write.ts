@@ -36,7 +36,7 @@ import { type HostedPartition, primaryMissError } from './hosted-partition.js';
 
 export async function handleReadWrite(p: HostedPartition, request: ReadWriteRequest): Promise<ReadWriteResponse> {
   assert(request.partitionId === p.partitionId, 'routed to its partition');
-  const now = p.clock.now();
+  const now = await p.untilLeaseStart(p.clock.now(), request.token);
   const lease = p.actingLease(now, request.token);
   checkDeadline(p, request.txId, now);
   checkTxState(p, request.txId);

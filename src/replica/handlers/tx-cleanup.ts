@@ -46,7 +46,8 @@ async function cleanupOn(registry: PartitionRegistry, partitionId: PartitionId, 
 export async function cleanupPartition(p: HostedPartition, request: TxCleanupRequest): Promise<void> {
   const { txId, outcome } = request;
   const commitTs = outcome?.state === 'COMMITTED' ? outcome.commitTs : undefined;
-  const now = commitTs === undefined ? p.clock.now() : p.clock.update(commitTs);
+  const absorbed = commitTs === undefined ? p.clock.now() : p.clock.update(commitTs);
+  const now = await p.untilLeaseStart(absorbed);
   p.actingLease(now);
   p.operations.close(txId, p.deadlineOf(txId), now);
   if (outcome !== undefined) {

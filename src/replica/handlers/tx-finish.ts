@@ -120,8 +120,8 @@ export class TxFinishHandler {
     const p = assertHosted(this.partitions.get(request.commitPartitionId), request.commitPartitionId);
     // Refused before its commitTs is absorbed: a commitTs past the deadline must not push this node's clock.
     checkDeadline(p, request);
-    const now = request.commitTs === undefined ? p.clock.now() : p.clock.update(request.commitTs);
-    p.actingLease(now);
+    const absorbed = request.commitTs === undefined ? p.clock.now() : p.clock.update(request.commitTs);
+    p.actingLease(await p.untilLeaseStart(absorbed));
     const stored = p.txState.get(request.txId);
     const outcome = stored !== undefined ? outcomeOf(stored) : await this.finishDurably(p, request);
     const targets = mergeTargets(request.enlisted, stored?.enlistedPartitions ?? []);
