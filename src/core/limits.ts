@@ -155,6 +155,25 @@ export const LIMITS = {
   txBatchKeysMax: 10_000,
   /** runTransaction: retries of a transaction that failed with a retryable error. */
   txRunRetriesDefault: 10,
+  /** Resolution: a write intent resolution gives up (TIMEOUT) after this long, retries included. */
+  resolutionTimeoutMsDefault: 10_000,
+  /** Resolution: timeout of one state request (coordinator, commit partition, primary replica, recovery). */
+  resolutionRequestTimeoutMs: 3_000,
+  /** Resolution: backoff between commit partition attempts, doubling from min to max. */
+  resolutionBackoffMsMin: 10,
+  resolutionBackoffMsMax: 500,
+  /** Resolution: resolutions in flight on one node (shared ones count once); more are refused OVERLOADED. */
+  resolutionsInFlightMax: 100_000,
+  /** Resolution: local write intent switches queued on one node; more are skipped (the Raft cleanup does it). */
+  intentSwitchesQueuedMax: 100_000,
+  /** Resolution: attempts of one request to a partition primary that follow PRIMARY_MISS hints. */
+  primaryRequestAttemptsMax: 8,
+  /** Orphan detection: a tx's recovery request is not sent again within this interval. */
+  orphanRecoveryIntervalMs: 5_000,
+  /** Orphan detection: txs remembered with the time of their last recovery request. */
+  orphanRecoveriesTrackedMax: 100_000,
+  /** Commit partition: recoveries (abort through the compare-and-set) in progress at once. */
+  recoveriesInFlightMax: 10_000,
   /** Simulator: events run in one simulation before it is declared runaway. */
   simEventsMax: 50_000_000,
 } as const;
