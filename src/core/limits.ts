@@ -174,6 +174,29 @@ export const LIMITS = {
   orphanRecoveriesTrackedMax: 100_000,
   /** Commit partition: recoveries (abort through the compare-and-set) in progress at once. */
   recoveriesInFlightMax: 10_000,
+  /** RO tx: an open read-only transaction is closed after this long (its readTs then stops holding back GC). */
+  txReadOnlyTimeoutMsDefault: 600_000,
+  /** RO tx: largest bounded staleness accepted (readTs = now − staleness). */
+  txReadOnlyStalenessMsMax: 600_000,
+  /** RO tx: open read-only transactions on one node (each holds the node's low watermark at or below its readTs). */
+  txReadOnlyOpenMax: 100_000,
+  /** RO tx: timeout of one ReadOnlyRequest (above the replica's read wait, so that a wait for safe time ends first). */
+  txReadOnlyRequestTimeoutMsDefault: 10_000,
+  /** RO tx: attempts of one read (local replica, then the primary, following PRIMARY_MISS hints and retrying). */
+  txReadOnlyAttemptsMax: 8,
+  /**
+   * Low watermark: MVCC history newer than now − this is kept. Above txReadOnlyTimeoutMsDefault + the largest
+   * staleness + maxClockSkew, an RO tx coordinated on another node never finds its readTs below this node's watermark.
+   */
+  lowWatermarkRetentionMsDefault: 1_260_000,
+  /** Storage GC driver: one round over every hosted partition this often (sooner while work remains). */
+  storageGcIntervalMsDefault: 1_000,
+  /** Storage GC driver: queued rows one partition's gc() call processes in one round. */
+  storageGcRowsPerRoundMax: 1_000,
+  /** Vacuum driver: rounds of tx state vacuum (volatile map, durable records on commit partition primaries). */
+  txStateVacuumIntervalMsDefault: 1_000,
+  /** Vacuum driver: durable tx state records examined on one commit partition per round. */
+  txStateVacuumScanMax: 10_000,
   /** Simulator: events run in one simulation before it is declared runaway. */
   simEventsMax: 50_000_000,
 } as const;
