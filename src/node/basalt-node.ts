@@ -235,6 +235,11 @@ export class BasaltNode {
     return node;
   }
 
+  /** Reports a failure of background work (a service's), like the node's own: fatal under the simulator. */
+  reportError(error: unknown): void {
+    this.onError(error);
+  }
+
   /** The service built by the factory named `name` for this incarnation. */
   service<T extends NodeService>(name: string): T | undefined {
     return this.services.get(name) as T | undefined;

@@ -17,7 +17,7 @@ import type { TxCoordinatorOptions } from '../tx/coordinator-support.js';
 import type { TxStateCoordinatorRequest } from '../tx/messages.js';
 import type { BasaltNode, NodeService, NodeServiceFactory } from './basalt-node.js';
 import type { MetaView, TableDescriptor } from './metastorage-state.js';
-import { PrimaryHints, ReplicaPartitionHost } from './replica-host.js';
+import { isExpectedFailure, PrimaryHints, ReplicaPartitionHost } from './replica-host.js';
 
 export const COORDINATOR_SERVICE = 'coordinator';
 
@@ -43,8 +43,11 @@ export class CoordinatorService implements NodeService {
       request,
       placement: new MetaPlacement(() => node.metastorage.view(), hints),
       options,
-      // Expected under faults (background finish retries, cleanups that gave up): counted, not fatal.
-      onError: () => node.counters.add('coordinator.backgroundErrors'),
+      // Expected under faults (background finish retries, cleanups that gave up): counted; anything else is a bug.
+      onError: (error) => {
+        if (isExpectedFailure(error)) node.counters.add('coordinator.backgroundFailures');
+        else node.reportError(error);
+      },
     });
     this.unregister = node.messenger.handle('TxStateCoordinatorRequest', (body) =>
       this.coordinator.handleTxStateCoordinatorRequest(body as unknown as TxStateCoordinatorRequest),

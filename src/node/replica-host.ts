@@ -124,6 +124,8 @@ export class ReplicaPartitionHost implements PartitionHost {
   private readonly unsubscribe: (() => void)[] = [];
   private timer: TimerHandle | undefined;
   private stopped = false;
+  /** Expected background failures so far (see `background`). */
+  backgroundFailures = 0;
 
   constructor(context: PartitionHostContext, options: ReplicaHostOptions = {}) {
     this.context = context;
@@ -138,7 +140,7 @@ export class ReplicaPartitionHost implements PartitionHost {
       locator: this.locator(),
       timers: context.timers,
       resolver: new LocalIntentResolver(context.txStates),
-      onError: context.onError,
+      onError: (error) => this.background(error),
     });
     this.unsubscribe.push(this.router.registerWith(context.messenger as never));
     this.unsubscribe.push(context.onLeaderChange((change) => this.maintainOne(change.group)));
@@ -218,6 +220,16 @@ export class ReplicaPartitionHost implements PartitionHost {
 
   // ---------------------------------------------------------------------------------------- internals
 
+  /**
+   * Background work that failed: a coded, expected failure under faults (leadership lost before TxCleanupCompleted
+   * applied, cleanup rounds exhausted: the record stays for recoverCleanups) is only counted; anything else (a bug)
+   * goes to the node's error report.
+   */
+  private background(error: unknown): void {
+    if (isExpectedFailure(error)) this.backgroundFailures++;
+    else this.context.onError(error);
+  }
+
   private release(partitionId: PartitionId): void {
     const entry = this.hosted.get(partitionId);
     if (entry === undefined) return;
@@ -256,7 +268,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     const holding = this.acting(entry);
     if (holding && !entry.holding) {
       // Gained primacy: re-run what this commit partition still owes (idempotent).
-      this.router.recoverCleanups(partitionId).catch(this.context.onError);
+      this.router.recoverCleanups(partitionId).catch((error: unknown) => this.background(error));
     }
     entry.holding = holding;
   }
@@ -304,6 +316,11 @@ export function holderHint(error: unknown): NodeName | undefined {
   if (!(error instanceof BasaltError) || error.code !== 'PRIMARY_MISS') return undefined;
   const name = error.details?.['holderName'];
   return typeof name === 'string' ? (name as NodeName) : undefined;
+}
+
+/** A coded failure that faults explain (not INTERNAL or STORAGE_CORRUPTED, which mean a bug or a broken disk). */
+export function isExpectedFailure(error: unknown): boolean {
+  return error instanceof BasaltError && error.code !== 'INTERNAL' && error.code !== 'STORAGE_CORRUPTED';
 }
 
 function replicasFromView(view: MetaView | undefined, partitionId: PartitionId): readonly NodeName[] | undefined {

@@ -188,7 +188,7 @@ async function bankRun(seed: string): Promise<void> {
   });
 }
 
-/** `BANK_SEEDS=<n>` adds n more seeds (bank-sweep-0..n-1) for a longer search; `BANK_VERBOSE` prints each run. */
+/** `BANK_SEEDS=<n>` adds n more seeds (bank-sweep-100..) for a longer search; `BANK_VERBOSE` prints each run. */
 const SWEEP = Number(process.env['BANK_SEEDS'] ?? 0);
 const SEEDS = [
   'bank-1',
@@ -196,7 +196,7 @@ const SEEDS = [
   'bank-3',
   'bank-4',
   'bank-5',
-  ...Array.from({ length: SWEEP }, (_, i) => `bank-sweep-${i}`),
+  ...Array.from({ length: SWEEP }, (_, i) => `bank-sweep-${i + 100}`),
 ];
 
 describe('bank workload under faults (simulated)', () => {
