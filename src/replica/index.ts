@@ -5,5 +5,6 @@ export * from './lease.js';
 export * from './partition-replica.js';
 export * from './primary.js';
 export * from './proposals.js';
+export * from './resolution/index.js';
 export * from './safe-time.js';
 export * from './state-machine.js';

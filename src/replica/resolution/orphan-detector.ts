@@ -1,0 +1,106 @@
+/**
+ * Orphan detection (ignite3-protocol.md §9 "Orphaned locks"; DESIGN §2 "Recovery", §2b rule 17). A lock conflict on
+ * a primary names the holders that block a request (LockManager `onConflict`). A holder is an orphan when this node's
+ * map has it neither final nor FINISHING and its coordinator id is *gone* (rule 17: superseded or unheard for the
+ * liveness timeout; an id never seen is not gone). For an orphan:
+ *
+ * 1. the map entry moves to ABANDONED (reason `coordinator-gone`; the transition table keeps a final state final);
+ * 2. one TxRecoveryRequest goes to the commit partition's primary, and not again for that tx within
+ *    `intervalMs` (a named limit; the remembered txs are bounded, oldest forgotten first); the commit partition
+ *    aborts the tx through its compare-and-set and cleans up this partition, which releases the orphan's locks;
+ * 3. the requester fails retryably: once its request is queued (deferred to a microtask, because the conflict is
+ *    reported before the lock manager queues it), its waiting lock requests here are denied with TX_ABORTED
+ *    (retryable), so the client retries in a new tx instead of waiting out the lock timeout. A requester that
+ *    wait-die already denied is left alone.
+ */
+import type { PartitionId, TxId } from '../../core/ids.js';
+import { LIMITS } from '../../core/limits.js';
+import type { Clock } from '../../env/clock.js';
+import { isFinal } from '../../tx/tx-state.js';
+import type { TxStateMap } from '../../tx/tx-state-map.js';
+import type { HostedPartition } from '../handlers/hosted-partition.js';
+import {
+  type CounterSink,
+  NO_COUNTERS,
+  type PeerDirectory,
+  type PrimaryLocator,
+  RESOLUTION_COUNTERS,
+  type TxRequestFn,
+} from './ports.js';
+import { requestPrimary } from './primary-requests.js';
+
+export interface OrphanDetectorOptions {
+  readonly txStates: TxStateMap;
+  readonly peers: PeerDirectory;
+  readonly request: TxRequestFn;
+  readonly locator: PrimaryLocator;
+  readonly physicalClock: Pick<Clock, 'monotonicMs'>;
+  readonly counters?: CounterSink;
+  readonly onError?: (error: unknown) => void;
+  readonly intervalMs?: number;
+  readonly trackedMax?: number;
+  readonly requestTimeoutMs?: number;
+  /** Runs `fn` once the current synchronous step is over (default: a microtask). */
+  readonly defer?: (fn: () => void) => void;
+}
+
+export class OrphanDetector {
+  private readonly o: OrphanDetectorOptions;
+  private readonly counters: CounterSink;
+  private readonly onError: (error: unknown) => void;
+  private readonly intervalMs: number;
+  private readonly trackedMax: number;
+  private readonly requestTimeoutMs: number;
+  private readonly defer: (fn: () => void) => void;
+  /** txId → monotonic ms of its last recovery request, oldest first. */
+  private readonly sentAtMs = new Map<TxId, number>();
+
+  constructor(options: OrphanDetectorOptions) {
+    this.o = options;
+    this.counters = options.counters ?? NO_COUNTERS;
+    this.onError = options.onError ?? (() => {});
+    this.intervalMs = options.intervalMs ?? LIMITS.orphanRecoveryIntervalMs;
+    this.trackedMax = options.trackedMax ?? LIMITS.orphanRecoveriesTrackedMax;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? LIMITS.resolutionRequestTimeoutMs;
+    this.defer = options.defer ?? ((fn) => queueMicrotask(fn));
+  }
+
+  /** Watches the lock conflicts of `partition`; returns the function that stops watching. */
+  attach(partition: HostedPartition): () => void {
+    return partition.locks.onConflict((holder, requester) => {
+      this.onConflict(partition, holder, requester);
+    });
+  }
+
+  /** Handles one conflict; true if `holder` is an orphan (then the requester is failed). */
+  onConflict(partition: HostedPartition, holder: TxId, requester: TxId): boolean {
+    const entry = this.o.txStates.entry(holder);
+    if (entry === undefined || isFinal(entry.state) || entry.state === 'FINISHING') return false;
+    const coordinatorId = entry.coordinatorId;
+    if (coordinatorId === undefined || !this.o.peers.isGone(coordinatorId)) return false;
+    this.o.txStates.update(holder, { state: 'ABANDONED', reason: 'coordinator-gone' });
+    if (entry.commitPartitionId !== undefined)
+      this.sendRecovery(holder, entry.commitPartitionId, partition.partitionId);
+    this.defer(() => partition.locks.failWaiters(requester));
+    return true;
+  }
+
+  private sendRecovery(txId: TxId, commitPartitionId: PartitionId, reporterPartitionId: PartitionId): void {
+    const nowMs = this.o.physicalClock.monotonicMs();
+    const last = this.sentAtMs.get(txId);
+    if (last !== undefined && nowMs - last < this.intervalMs) return;
+    this.sentAtMs.delete(txId);
+    if (this.sentAtMs.size >= this.trackedMax) {
+      const oldest = this.sentAtMs.keys().next().value;
+      if (oldest !== undefined) this.sentAtMs.delete(oldest);
+    }
+    this.sentAtMs.set(txId, nowMs);
+    this.counters.add(RESOLUTION_COUNTERS.orphans);
+    requestPrimary(
+      this.o,
+      commitPartitionId,
+      { kind: 'TxRecoveryRequest', txId, commitPartitionId, reporterPartitionId },
+      { timeoutMs: this.requestTimeoutMs },
+    ).catch(this.onError);
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * One node's write intent resolution and recovery, assembled from its parts so that the node wires it in one place:
+ * the resolver the RO read handler uses, the local intent switcher it feeds, the orphan detector watching each hosted
+ * partition's lock conflicts, and the request router for the commit partition / primary replica / recovery kinds.
+ *
+ * The parts need the node's partition registry and finish handler, which live in the ReplicaRequestRouter, which in
+ * turn needs the resolver: so the resolver is built first and `attach(router, messenger)` completes the wiring.
+ * Until then the switcher finds no partition (it skips) and no handler is registered.
+ */
+import type { Clock } from '../../env/clock.js';
+import type { Timers } from '../../env/timers.js';
+import type { HybridClock } from '../../hlc/hybrid-clock.js';
+import type { TxStateMap } from '../../tx/tx-state-map.js';
+import type { HostedPartition, PartitionRegistry } from '../handlers/hosted-partition.js';
+import type { TxFinishHandler } from '../handlers/tx-finish.js';
+import { IntentSwitcher } from './intent-switch.js';
+import { OrphanDetector } from './orphan-detector.js';
+import type { CounterSink, PeerDirectory, PrimaryLocator, SelfIdentity, TxRequestFn } from './ports.js';
+import { TxStateResolver } from './resolver.js';
+import { type ResolutionHandlerRegistry, ResolutionRequestRouter } from './router.js';
+
+export interface ReplicaResolutionOptions {
+  readonly self: SelfIdentity;
+  readonly clock: HybridClock;
+  readonly physicalClock: Pick<Clock, 'monotonicMs'>;
+  readonly timers: Timers;
+  readonly txStates: TxStateMap;
+  readonly peers: PeerDirectory;
+  readonly request: TxRequestFn;
+  readonly locator: PrimaryLocator;
+  readonly counters?: CounterSink;
+  readonly onError?: (error: unknown) => void;
+  readonly resolutionTimeoutMs?: number;
+  readonly requestTimeoutMs?: number;
+  readonly stateWaitMs?: number;
+}
+
+/** What `attach` needs of the ReplicaRequestRouter: its partition registry and its finish handler. */
+export interface ReplicaRouterView extends PartitionRegistry {
+  readonly finish: Pick<TxFinishHandler, 'ensureCleanup'>;
+}
+
+export class ReplicaResolution {
+  readonly resolver: TxStateResolver;
+  readonly switcher: IntentSwitcher;
+  readonly orphans: OrphanDetector;
+  private readonly options: ReplicaResolutionOptions;
+  private partitions: PartitionRegistry | undefined;
+  private requests: ResolutionRequestRouter | undefined;
+
+  constructor(options: ReplicaResolutionOptions) {
+    this.options = options;
+    const common = {
+      ...(options.counters === undefined ? {} : { counters: options.counters }),
+      ...(options.onError === undefined ? {} : { onError: options.onError }),
+    };
+    this.switcher = new IntentSwitcher({
+      storages: { mvPartition: (partitionId) => this.partitions?.get(partitionId)?.mv },
+      timers: options.timers,
+      ...common,
+    });
+    this.resolver = new TxStateResolver({
+      self: options.self,
+      clock: options.clock,
+      physicalClock: options.physicalClock,
+      timers: options.timers,
+      txStates: options.txStates,
+      peers: options.peers,
+      request: options.request,
+      locator: options.locator,
+      switcher: this.switcher,
+      ...(options.counters === undefined ? {} : { counters: options.counters }),
+      ...(options.resolutionTimeoutMs === undefined ? {} : { timeoutMs: options.resolutionTimeoutMs }),
+      ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
+      ...(options.stateWaitMs === undefined ? {} : { stateWaitMs: options.stateWaitMs }),
+    });
+    this.orphans = new OrphanDetector({
+      txStates: options.txStates,
+      peers: options.peers,
+      request: options.request,
+      locator: options.locator,
+      physicalClock: options.physicalClock,
+      ...common,
+      ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
+    });
+  }
+
+  /** The request router, once attached. */
+  get router(): ResolutionRequestRouter | undefined {
+    return this.requests;
+  }
+
+  /** Completes the wiring with the node's ReplicaRequestRouter and registers the handlers with `registry`. */
+  attach(router: ReplicaRouterView, registry: ResolutionHandlerRegistry): () => void {
+    const o = this.options;
+    this.partitions = router;
+    this.requests = new ResolutionRequestRouter({
+      partitions: router,
+      finish: router.finish,
+      self: o.self,
+      peers: o.peers,
+      request: o.request,
+      locator: o.locator,
+      ...(o.counters === undefined ? {} : { counters: o.counters }),
+      ...(o.onError === undefined ? {} : { onError: o.onError }),
+      ...(o.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: o.requestTimeoutMs }),
+      ...(o.stateWaitMs === undefined ? {} : { stateWaitMs: o.stateWaitMs }),
+    });
+    return this.requests.registerWith(registry);
+  }
+
+  /** Watches `partition`'s lock conflicts for orphans; returns the function that stops watching. */
+  watch(partition: HostedPartition): () => void {
+    return this.orphans.attach(partition);
+  }
+}

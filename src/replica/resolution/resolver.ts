@@ -1,0 +1,297 @@
+/**
+ * Write intent resolution for RO reads (seed 001; ignite3-protocol.md §8; DESIGN §2 "Resolution", §2b rules 11, 12,
+ * 16, 17): given a foreign intent met at readTs, the intent's tx's *true* state. Paths, in order:
+ *
+ * 1. **local**: a final entry in this node's map is the answer (COMMITTED with its commitTs even above readTs: the
+ *    reader decides visibility). A local PENDING is never an answer (rule 12): if this node is the tx's coordinator,
+ *    the coordinator rule runs here (absorb readTs into the clock, then read the map); a local FINISHING of another
+ *    coordinator is waited for, bounded by `stateWaitMs`.
+ * 2. **coordinator**: the coordinator id is known, not this node and not gone (rule 17: unknown is not gone) →
+ *    TxStateCoordinatorRequest{txId, readTs}. A final or PENDING answer is the answer; null, UNKNOWN, an error or a
+ *    timeout falls through.
+ * 3. **commit partition**: TxStateCommitPartitionRequest to the commit partition's primary, following PRIMARY_MISS
+ *    hints and retrying retryable failures with backoff until the resolution timeout (a named limit), then TIMEOUT.
+ *
+ * Sharing (rule 12): concurrent resolutions of one tx share one request when the request's readTs covers theirs. A
+ * PENDING answer obtained at readTs r says "any commit is above r", so it serves readers with readTs ≤ r only; a
+ * reader with a larger readTs sends its own request. UNKNOWN ("not committed at or below r") likewise.
+ *
+ * A final answer is cached in the local map (reason `resolution`; transition rules apply; UNKNOWN and PENDING never
+ * are) and schedules a local write intent switch of the row (storage only, never Raft: see intent-switch.ts).
+ * Counters: `resolution.local|coordinator|commitPartition` per answering path, `resolution.outcome.<state>`,
+ * `resolution.shared`, `resolution.failed`, `resolution.latencyMsTotal`.
+ */
+import { BasaltError, isBasaltError } from '../../core/errors.js';
+import type { HybridTimestamp, NodeId, TxId } from '../../core/ids.js';
+import { LIMITS } from '../../core/limits.js';
+import type { Clock } from '../../env/clock.js';
+import { sleep, type Timers } from '../../env/timers.js';
+import type { HybridClock } from '../../hlc/hybrid-clock.js';
+import { answerCoordinatorStateRequest } from '../../tx/coordinator-state-request.js';
+import { outcomeOfEntry, waitForFinal } from '../../tx/coordinator-support.js';
+import type { TxStateAnswer, TxStateCommitPartitionRequest } from '../../tx/messages.js';
+import { isFinal } from '../../tx/tx-state.js';
+import type { TxStateMap } from '../../tx/tx-state-map.js';
+import type { IntentResolutionRequest, IntentResolver } from '../handlers/intent-resolver.js';
+import { answerOf, isFinalAnswer, timeoutError } from './answers.js';
+import type { IntentSwitcher } from './intent-switch.js';
+import {
+  type CounterSink,
+  NO_COUNTERS,
+  outcomeCounter,
+  type PeerDirectory,
+  type PrimaryLocator,
+  RESOLUTION_COUNTERS,
+  type SelfIdentity,
+  type TxRequestFn,
+} from './ports.js';
+import { requestPrimary } from './primary-requests.js';
+
+export interface TxStateResolverOptions {
+  readonly self: SelfIdentity;
+  readonly clock: HybridClock;
+  /** Monotonic ms for the resolution deadline. */
+  readonly physicalClock: Pick<Clock, 'monotonicMs'>;
+  readonly timers: Timers;
+  readonly txStates: TxStateMap;
+  readonly peers: PeerDirectory;
+  readonly request: TxRequestFn;
+  readonly locator: PrimaryLocator;
+  /** Switches the row locally once a final outcome is known; absent: no local switch (the Raft cleanup does it). */
+  readonly switcher?: IntentSwitcher;
+  readonly counters?: CounterSink;
+  readonly timeoutMs?: number;
+  readonly requestTimeoutMs?: number;
+  /** How long a local FINISHING (or, on the coordinator's node, a FINISHING with commitTs ≤ readTs) is waited for. */
+  readonly stateWaitMs?: number;
+  readonly inFlightMax?: number;
+  readonly backoffMsMin?: number;
+  readonly backoffMsMax?: number;
+}
+
+type Path = 'local' | 'coordinator' | 'commitPartition';
+
+interface Resolved {
+  readonly answer: TxStateAnswer;
+  readonly path: Path;
+}
+
+type LocalStep =
+  | { readonly kind: 'answer'; readonly answer: TxStateAnswer }
+  | { readonly kind: 'remote'; readonly coordinatorId: NodeId | undefined };
+
+interface Flight {
+  readonly readTs: HybridTimestamp;
+  readonly answer: Promise<TxStateAnswer>;
+}
+
+export class TxStateResolver implements IntentResolver {
+  private readonly o: TxStateResolverOptions;
+  private readonly counters: CounterSink;
+  private readonly timeoutMs: number;
+  private readonly requestTimeoutMs: number;
+  private readonly stateWaitMs: number;
+  private readonly inFlightMax: number;
+  private readonly backoffMsMin: number;
+  private readonly backoffMsMax: number;
+  /** Remote resolutions in flight, by tx; each serves readers with readTs ≤ its own. */
+  private readonly flights = new Map<TxId, Flight[]>();
+  private flightCount = 0;
+
+  constructor(options: TxStateResolverOptions) {
+    this.o = options;
+    this.counters = options.counters ?? NO_COUNTERS;
+    this.timeoutMs = options.timeoutMs ?? LIMITS.resolutionTimeoutMsDefault;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? LIMITS.resolutionRequestTimeoutMs;
+    this.stateWaitMs = options.stateWaitMs ?? LIMITS.txStateWaitMsDefault;
+    this.inFlightMax = options.inFlightMax ?? LIMITS.resolutionsInFlightMax;
+    this.backoffMsMin = options.backoffMsMin ?? LIMITS.resolutionBackoffMsMin;
+    this.backoffMsMax = options.backoffMsMax ?? LIMITS.resolutionBackoffMsMax;
+  }
+
+  /** Remote resolutions in flight (shared ones count once). */
+  get inFlight(): number {
+    return this.flightCount;
+  }
+
+  async resolve(request: IntentResolutionRequest): Promise<TxStateAnswer> {
+    const startMs = this.o.physicalClock.monotonicMs();
+    try {
+      const answer = await this.resolveOnce(request);
+      this.counters.add(outcomeCounter(answer.state));
+      if (isFinalAnswer(answer)) this.onFinal(request, answer);
+      return answer;
+    } catch (error) {
+      this.counters.add(RESOLUTION_COUNTERS.failed);
+      throw error;
+    } finally {
+      this.counters.add(RESOLUTION_COUNTERS.latencyMsTotal, this.o.physicalClock.monotonicMs() - startMs);
+    }
+  }
+
+  private async resolveOnce(request: IntentResolutionRequest): Promise<TxStateAnswer> {
+    const local = await this.localStep(request);
+    if (local.kind === 'answer') {
+      this.counters.add(RESOLUTION_COUNTERS.local);
+      return local.answer;
+    }
+    return this.shared(request, local.coordinatorId);
+  }
+
+  // ---------------------------------------------------------------------------------------- local path
+
+  private async localStep(request: IntentResolutionRequest): Promise<LocalStep> {
+    const { txId, readTs } = request;
+    const entry = this.o.txStates.entry(txId);
+    if (entry === undefined) return { kind: 'remote', coordinatorId: undefined };
+    if (isFinal(entry.state)) return { kind: 'answer', answer: outcomeOfEntry(entry) };
+    if (entry.coordinatorId === this.o.self.id) {
+      // Rule 12: on the coordinator's own node the coordinator rule applies (absorb readTs, then read).
+      const own = await this.coordinatorRule(txId, readTs);
+      return own === undefined ? { kind: 'remote', coordinatorId: undefined } : { kind: 'answer', answer: own };
+    }
+    if (entry.state === 'FINISHING') {
+      const final = await waitForFinal(this.o.txStates, this.o.timers, txId, this.stateWaitMs);
+      if (final !== undefined) return { kind: 'answer', answer: outcomeOfEntry(final) };
+    }
+    return { kind: 'remote', coordinatorId: entry.coordinatorId };
+  }
+
+  /** The coordinator's answer on this node; undefined when it has none (null) or its FINISHING wait timed out. */
+  private async coordinatorRule(txId: TxId, readTs: HybridTimestamp): Promise<TxStateAnswer | undefined> {
+    const deps = { self: this.o.self, clock: this.o.clock, timers: this.o.timers, txStates: this.o.txStates };
+    try {
+      const response = await answerCoordinatorStateRequest(
+        deps,
+        { kind: 'TxStateCoordinatorRequest', txId, readTs },
+        this.stateWaitMs,
+      );
+      return response.answer ?? undefined;
+    } catch (error) {
+      if (isBasaltError(error, 'TIMEOUT')) return undefined;
+      throw error;
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------- sharing
+
+  private shared(request: IntentResolutionRequest, coordinatorId: NodeId | undefined): Promise<TxStateAnswer> {
+    const { txId, readTs } = request;
+    const flights = this.flights.get(txId) ?? [];
+    const covering = flights.find((f) => f.readTs >= readTs);
+    if (covering !== undefined) {
+      this.counters.add(RESOLUTION_COUNTERS.shared);
+      return covering.answer;
+    }
+    if (this.flightCount >= this.inFlightMax) {
+      return Promise.reject(new BasaltError('OVERLOADED', 'too many write intent resolutions in flight', { txId }));
+    }
+    const answer = this.remote(request, coordinatorId).then((r) => {
+      this.counters.add(RESOLUTION_COUNTERS[r.path]);
+      return r.answer;
+    });
+    const flight: Flight = { readTs, answer };
+    this.flights.set(txId, [...flights, flight]);
+    this.flightCount += 1;
+    const done = (): void => this.land(txId, flight);
+    answer.then(done, done);
+    return answer;
+  }
+
+  private land(txId: TxId, flight: Flight): void {
+    const rest = (this.flights.get(txId) ?? []).filter((f) => f !== flight);
+    if (rest.length === 0) this.flights.delete(txId);
+    else this.flights.set(txId, rest);
+    this.flightCount -= 1;
+  }
+
+  // ---------------------------------------------------------------------------------------- remote paths
+
+  private async remote(request: IntentResolutionRequest, coordinatorId: NodeId | undefined): Promise<Resolved> {
+    const viaCoordinator = await this.coordinatorPath(request, coordinatorId);
+    if (viaCoordinator !== undefined) return { answer: viaCoordinator, path: 'coordinator' };
+    return { answer: await this.commitPartitionPath(request, coordinatorId), path: 'commitPartition' };
+  }
+
+  /** A final or PENDING answer of the live coordinator; undefined when the path cannot answer. */
+  private async coordinatorPath(
+    request: IntentResolutionRequest,
+    coordinatorId: NodeId | undefined,
+  ): Promise<TxStateAnswer | undefined> {
+    if (coordinatorId === undefined || coordinatorId === this.o.self.id) return undefined;
+    if (this.o.peers.isGone(coordinatorId)) {
+      this.o.txStates.update(request.txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
+      return undefined;
+    }
+    const name = this.o.peers.nameOf(coordinatorId);
+    if (name === undefined) return undefined;
+    try {
+      const response = await this.o.request(
+        name,
+        { kind: 'TxStateCoordinatorRequest', txId: request.txId, readTs: request.readTs },
+        { timeoutMs: this.requestTimeoutMs },
+      );
+      const answer = answerOf(response);
+      return answer === null || answer.state === 'UNKNOWN' ? undefined : answer;
+    } catch {
+      // Error or timeout: the commit partition decides (it may still reach the coordinator, or recover the tx).
+      return undefined;
+    }
+  }
+
+  private async commitPartitionPath(
+    request: IntentResolutionRequest,
+    coordinatorId: NodeId | undefined,
+  ): Promise<TxStateAnswer> {
+    const body = commitPartitionRequest(request, coordinatorId);
+    const deadlineMs = this.o.physicalClock.monotonicMs() + this.timeoutMs;
+    let backoffMs = this.backoffMsMin;
+    let lastError: unknown;
+    for (;;) {
+      const remainingMs = deadlineMs - this.o.physicalClock.monotonicMs();
+      if (remainingMs <= 0) throw timeoutError(request.txId, 'write intent resolution', lastError);
+      try {
+        const response = await requestPrimary(this.o, request.commitPartitionId, body, {
+          timeoutMs: Math.max(1, Math.min(this.requestTimeoutMs, remainingMs)),
+        });
+        const answer = answerOf(response);
+        if (answer !== null) return answer;
+        lastError = new BasaltError('INTERNAL', 'the commit partition answered no state');
+      } catch (error) {
+        if (!isBasaltError(error) || !error.retryable) throw error;
+        lastError = error;
+      }
+      await sleep(this.o.timers, Math.min(backoffMs, Math.max(1, deadlineMs - this.o.physicalClock.monotonicMs())));
+      backoffMs = Math.min(backoffMs * 2, this.backoffMsMax);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------- final outcomes
+
+  /** Rule 11: only a true final outcome is cached and switches the row. */
+  private onFinal(request: IntentResolutionRequest, outcome: TxStateAnswer & { state: 'COMMITTED' | 'ABORTED' }): void {
+    this.o.txStates.update(request.txId, {
+      state: outcome.state,
+      commitTimestamp: outcome.state === 'COMMITTED' ? outcome.commitTs : undefined,
+      commitPartitionId: request.commitPartitionId,
+      reason: 'resolution',
+    });
+    this.o.switcher?.schedule(request.partitionId, request.key, request.txId, outcome);
+  }
+}
+
+function commitPartitionRequest(
+  request: IntentResolutionRequest,
+  coordinatorId: NodeId | undefined,
+): TxStateCommitPartitionRequest {
+  return {
+    kind: 'TxStateCommitPartitionRequest',
+    txId: request.txId,
+    commitPartitionId: request.commitPartitionId,
+    readTs: request.readTs,
+    intentPartitionId: request.partitionId,
+    key: request.key,
+    ...(coordinatorId === undefined ? {} : { coordinatorId }),
+    ...(request.newestCommitTs === undefined ? {} : { newestCommitTs: request.newestCommitTs }),
+  };
+}
