@@ -156,6 +156,19 @@ export class KvTxState implements TxStateStorage {
     return out;
   }
 
+  records(afterTxId: TxId | undefined, limit: number = LIMITS.txStateListMax): readonly StoredTxMeta[] {
+    this.checkLive();
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIMITS.txStateListMax) {
+      throw invalidArgument(`limit must be an integer in 1..${LIMITS.txStateListMax}`, { limit });
+    }
+    const start = afterTxId === undefined ? this.prefix : withSuffix(this.key(afterTxId), new Uint8Array([0]));
+    const out: StoredTxMeta[] = [];
+    for (const { key, value } of this.store.range('txstate:records', start, prefixEnd(this.prefix), limit)) {
+      out.push(decodeRecord(utf8Text(key.subarray(this.prefix.length)) as TxId, value));
+    }
+    return out;
+  }
+
   vacuumHorizon(): HybridTimestamp {
     this.checkLive();
     return this.meta().vacuumHorizon;

@@ -98,6 +98,20 @@ export function txStateStorageContract(name: string, open: OpenEngine): void {
         assert.throws(() => s.finishedNotCleanedUp(undefined, LIMITS.txStateListMax + 1), isInvalidArgument);
       }));
 
+    it('records lists every record (cleaned up or not) in txId order, paged', () =>
+      withTxState((s) => {
+        for (const id of ['d', 'b', 'a', 'c']) s.compareAndSet(tx(id), null, abortedMeta);
+        s.markCleanupCompleted(tx('c'));
+        const ids = (list: readonly { txId: string }[]) => list.map((m) => m.txId);
+        assert.deepEqual(ids(s.records(undefined)), ['a', 'b', 'c', 'd']);
+        assert.deepEqual(ids(s.records(tx('a'), 2)), ['b', 'c']);
+        assert.deepEqual(ids(s.records(tx('d'))), []);
+        assert.equal(s.records(tx('b'), 1)[0]?.cleanupCompleted, true);
+        s.remove(tx('c'));
+        assert.deepEqual(ids(s.records(undefined)), ['a', 'b', 'd']);
+        assert.throws(() => s.records(undefined, 0), isInvalidArgument);
+      }));
+
     it('the vacuum horizon starts at 0 and only rises', () =>
       withTxState((s) => {
         assert.equal(s.vacuumHorizon(), 0n);

@@ -43,6 +43,11 @@ export interface TxStateStorage extends ReplicatedStorage {
   remove(txId: TxId): boolean;
   /** Finished txs whose cleanup has not completed, in txId order, after `afterTxId`, at most `limit` of them. */
   finishedNotCleanedUp(afterTxId: TxId | undefined, limit?: number): readonly StoredTxMeta[];
+  /**
+   * Every record in txId order (= age order: the oldest tx, hence the earliest deadline, first), after `afterTxId`,
+   * at most `limit` of them. Vacuum pages through the oldest records with it.
+   */
+  records(afterTxId: TxId | undefined, limit?: number): readonly StoredTxMeta[];
   /** Records of txs at or below the horizon may have been vacuumed; 0 at first. */
   vacuumHorizon(): HybridTimestamp;
   /** Raises the horizon (a lower value is ignored: the horizon never goes back). */
