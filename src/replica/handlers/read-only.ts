@@ -11,18 +11,23 @@
  * resolved through the injected IntentResolver, and its value is taken only if the tx committed at or below readTs,
  * else the newest committed version ≤ readTs that the read returned with it.
  *
- * Not yet: the low-watermark check of rule 10 (TX_READ_ONLY_TOO_OLD) arrives with storage GC's watermark.
+ * Rule 10: with a `lowWatermark` (the node's, the one its storage GC uses), a readTs below it fails
+ * TX_READ_ONLY_TOO_OLD; it is checked after any wait, right before the synchronous storage reads, so no GC can run
+ * between the check and the reads.
  */
 import { invalidArgument } from '../../core/errors.js';
 import type { HybridTimestamp } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { type ReadResult, type RowValue, TOMBSTONE } from '../../storage/mv-partition-storage.js';
+import { readOnlyTooOld } from '../../tx/low-watermark.js';
 import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from '../../tx/messages.js';
 import type { HostedPartition } from './hosted-partition.js';
 import { type IntentResolver, isIntentVisible } from './intent-resolver.js';
 
 export interface ReadOnlyDeps {
   readonly resolver: IntentResolver;
+  /** The node's low watermark (rule 10); absent: no check (no GC runs below any read). */
+  readonly lowWatermark?: () => HybridTimestamp;
 }
 
 export async function handleReadOnly(
@@ -33,6 +38,8 @@ export async function handleReadOnly(
   const readTs = request.readTs ?? implicitReadTs(p);
   if (readTs <= 0n) throw invalidArgument('readTs must be positive');
   await p.waitReadable(readTs);
+  const watermark = deps.lowWatermark?.();
+  if (watermark !== undefined && readTs < watermark) throw readOnlyTooOld(readTs, watermark);
   return { kind: 'ReadOnlyResponse', readTs, result: await readAt(p, request.operation, readTs, deps.resolver) };
 }
 

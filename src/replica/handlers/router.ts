@@ -8,7 +8,7 @@
  * The messenger has absorbed the envelope timestamp before any handler runs (rule 1 reads `now` after that).
  */
 import { BasaltError } from '../../core/errors.js';
-import type { PartitionId } from '../../core/ids.js';
+import type { HybridTimestamp, PartitionId } from '../../core/ids.js';
 import type { Timers } from '../../env/timers.js';
 import type { PeerIdentity } from '../../env/transport.js';
 import type {
@@ -57,6 +57,8 @@ export interface ReplicaRequestRouterOptions {
   readonly timers: Timers;
   /** Resolves foreign write intents met by RO reads; the node passes a LocalIntentResolver until the full one. */
   readonly resolver: IntentResolver;
+  /** The node's low watermark: RO reads below it fail TX_READ_ONLY_TOO_OLD (rule 10). */
+  readonly lowWatermark?: () => HybridTimestamp;
   readonly onError?: (error: unknown) => void;
   readonly finish?: Partial<
     Pick<TxFinishOptions, 'cleanupAttemptsMax' | 'cleanupBackoffMsMin' | 'cleanupBackoffMsMax' | 'finishesInFlightMax'>
@@ -66,10 +68,12 @@ export interface ReplicaRequestRouterOptions {
 export class ReplicaRequestRouter implements PartitionRegistry {
   readonly finish: TxFinishHandler;
   private readonly resolver: IntentResolver;
+  private readonly lowWatermark: (() => HybridTimestamp) | undefined;
   private readonly hosted = new Map<PartitionId, HostedPartition>();
 
   constructor(options: ReplicaRequestRouterOptions) {
     this.resolver = options.resolver;
+    this.lowWatermark = options.lowWatermark;
     this.finish = new TxFinishHandler({
       ...options.finish,
       partitions: this,
@@ -112,7 +116,10 @@ export class ReplicaRequestRouter implements PartitionRegistry {
       case 'ReadWriteRequest':
         return handleReadWrite(this.partition(request.partitionId), request);
       case 'ReadOnlyRequest':
-        return handleReadOnly(this.partition(request.partitionId), request, { resolver: this.resolver });
+        return handleReadOnly(this.partition(request.partitionId), request, {
+          resolver: this.resolver,
+          ...(this.lowWatermark === undefined ? {} : { lowWatermark: this.lowWatermark }),
+        });
       case 'TxFinishRequest':
         return this.finish.handle(request);
       case 'TxCleanupRequest':
