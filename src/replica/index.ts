@@ -1,5 +1,6 @@
 export * from './apply-result.js';
 export * from './commands.js';
+export * from './gc.js';
 export * from './handlers/index.js';
 export * from './lease.js';
 export * from './partition-replica.js';
@@ -8,3 +9,4 @@ export * from './proposals.js';
 export * from './resolution/index.js';
 export * from './safe-time.js';
 export * from './state-machine.js';
+export * from './vacuum.js';

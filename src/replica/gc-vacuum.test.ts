@@ -1,0 +1,332 @@
+/**
+ * Storage GC, the replica's low-watermark check and tx state vacuum on one replica whose Raft group is reduced to
+ * "apply at once" (every proposal is applied as the next log entry inside submit), on the simulator's virtual time.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { isBasaltError } from '../core/errors.js';
+import type { HybridTimestamp, LogIndex, NodeId, NodeName, PartitionId, Term, TxId } from '../core/ids.js';
+import { HybridClock } from '../hlc/hybrid-clock.js';
+import { addMs } from '../hlc/timestamp.js';
+import { SimClock } from '../sim/clock.js';
+import { SeededRandom } from '../sim/random.js';
+import { Scheduler } from '../sim/scheduler.js';
+import type { Value } from '../storage/mv-partition-storage.js';
+import { MemoryStorageEngine } from '../storage/storage-engine.js';
+import { LowWatermark } from '../tx/low-watermark.js';
+import type { ReadOnlyRequest } from '../tx/messages.js';
+import { makeTxId, txDeadline } from '../tx/tx-id.js';
+import { TxStateMap } from '../tx/tx-state-map.js';
+import { StorageGcDriver } from './gc.js';
+import { HostedPartition } from './handlers/hosted-partition.js';
+import { LocalIntentResolver } from './handlers/intent-resolver.js';
+import { handleReadOnly } from './handlers/read-only.js';
+import { type Lease, tokenOf } from './lease.js';
+import { PartitionReplica } from './partition-replica.js';
+import { leaseTiming } from './primary.js';
+import { TxStateVacuumDriver, vacuumPartitionOf } from './vacuum.js';
+
+const P = 't1p0' as PartitionId;
+const SKEW_MS = 20;
+const TX_TIMEOUT_MS = 1_000;
+const RETENTION_MS = 2_000;
+const COORDINATOR = 'c1' as NodeId;
+
+async function setup(seed: string, watermarkRetentionMs = 1_000) {
+  const scheduler = new Scheduler({ seed });
+  const physical = new SimClock(scheduler);
+  const clock = new HybridClock(physical, { maxClockSkewMs: SKEW_MS });
+  const engine = new MemoryStorageEngine();
+  const map = new TxStateMap({ clock: physical });
+  let index = 0;
+  const replica: PartitionReplica = new PartitionReplica({
+    partitionId: P,
+    nodeId: 'n1-id' as NodeId,
+    nodeName: 'n1' as NodeName,
+    random: new SeededRandom(seed),
+    physicalClock: physical,
+    clock,
+    engine,
+    txStateMap: map,
+    submit: async (bytes) => {
+      index += 1;
+      replica.stateMachine.apply([{ term: 1 as Term, index: index as LogIndex, kind: 'data', data: bytes }]);
+    },
+    timing: leaseTiming(SKEW_MS, 24 * 3_600_000, 1_000),
+    txTimeoutMs: TX_TIMEOUT_MS,
+    txStateRetentionMs: RETENTION_MS,
+  });
+  const start = clock.now();
+  const lease: Lease = {
+    holder: replica.self,
+    holderName: 'n1' as NodeName,
+    start,
+    expiration: addMs(start, 24 * 3_600_000),
+  };
+  const granted = await replica.propose((p) => ({ kind: 'Lease', ts: p.ts, proposalId: p.id, lease, replaces: null }));
+  assert.equal(granted.kind, 'LEASE_APPLIED');
+  const hosted = new HostedPartition({ replica, engine, txStateMap: map, clock, timers: scheduler.timers('n1') });
+  const watermark = new LowWatermark({ clock, retentionMs: watermarkRetentionMs });
+  let counter = 0;
+
+  function newTxId(): TxId {
+    counter += 1;
+    return makeTxId({ beginTimestamp: clock.now(), nodeId: COORDINATOR, counter });
+  }
+
+  /** A one-phase write: a committed version at the command's effective timestamp. */
+  async function write(key: string, value: Value): Promise<HybridTimestamp> {
+    const result = await replica.proposeData({
+      token: tokenOf(lease),
+      txId: newTxId(),
+      coordinatorId: COORDINATOR,
+      commitPartitionId: P,
+      full: true,
+      writes: [{ kind: 'put', key, value }],
+    });
+    assert.equal(result.kind, 'UPDATED');
+    return result.appliedTs;
+  }
+
+  async function read(key: string, readTs: HybridTimestamp): Promise<Value | undefined> {
+    const request: ReadOnlyRequest = {
+      kind: 'ReadOnlyRequest',
+      partitionId: P,
+      coordinatorId: COORDINATOR,
+      readTs,
+      operation: { op: 'get', key },
+    };
+    const response = await handleReadOnly(hosted, request, {
+      resolver: new LocalIntentResolver(map),
+      lowWatermark: () => watermark.current(),
+    });
+    assert.equal(response.result.op, 'get');
+    return response.result.op === 'get' && response.result.value.found ? response.result.value.value : undefined;
+  }
+
+  /** The durable finish of `txId` on this commit partition, then (optionally) its cleanup-completed mark. */
+  async function finish(txId: TxId, cleaned: boolean) {
+    const commitTs = clock.now();
+    const result = await replica.propose((p) => ({
+      kind: 'FinishTx',
+      ts: p.ts,
+      proposalId: p.id,
+      txId,
+      commit: true,
+      commitTs,
+      enlistedPartitions: [P],
+    }));
+    if (cleaned) await markCleaned(txId);
+    return result;
+  }
+
+  async function markCleaned(txId: TxId): Promise<void> {
+    const marked = await replica.propose((p) => ({
+      kind: 'TxCleanupCompleted',
+      ts: p.ts,
+      proposalId: p.id,
+      txIds: [txId],
+    }));
+    assert.equal(marked.kind, 'CLEANUP_MARKED');
+  }
+
+  const advance = (ms: number) => scheduler.run({ forMs: ms });
+  return { scheduler, physical, clock, engine, map, replica, hosted, watermark, newTxId, write, read, finish, advance };
+}
+
+describe('storage GC driver and the RO watermark check (rule 10)', () => {
+  it('GC removes old versions but keeps what an open RO tx can read; then the old readTs is TX_READ_ONLY_TOO_OLD', async () => {
+    const s = await setup('gc-keeps-open-ro');
+    await s.write('k', 'v0');
+    await s.advance(100);
+    const t1 = await s.write('k', 'v1');
+    await s.advance(100);
+    await s.write('k', 'v2');
+    await s.advance(100);
+    await s.write('k', 'v3');
+    const hold = s.watermark.register(t1);
+    const gc = new StorageGcDriver({
+      timers: s.scheduler.timers('gc'),
+      partitions: () => [s.hosted.mv],
+      lowWatermark: () => s.watermark.current(),
+    });
+    await s.advance(10_000);
+    const held = gc.runRound();
+    assert.equal(held.watermark, t1, 'the open RO tx holds the watermark at its readTs');
+    assert.equal(held.versionsRemoved, 1, 'only v0, older than the newest version at or below the watermark');
+    assert.equal(await s.read('k', t1), 'v1', 'the open RO tx still reads its snapshot');
+    hold.release();
+    gc.start();
+    await s.advance(gc.intervalMs + 1);
+    gc.stop();
+    assert.equal(gc.versionsRemoved, 3, 'after release, v1 and v2 go too (v3 is the newest)');
+    await assert.rejects(s.read('k', t1), (e) => isBasaltError(e, 'TX_READ_ONLY_TOO_OLD'));
+    assert.equal(await s.read('k', s.clock.now()), 'v3');
+  });
+
+  it('the replica refuses a read below the watermark with TX_READ_ONLY_TOO_OLD, even with GC never run', async () => {
+    const s = await setup('replica-too-old');
+    const t = await s.write('k', 'v');
+    await s.advance(5_000);
+    assert.ok(s.watermark.current() > t);
+    await assert.rejects(s.read('k', t), (e) => isBasaltError(e, 'TX_READ_ONLY_TOO_OLD'));
+    assert.equal(await s.read('k', s.watermark.current()), 'v');
+  });
+
+  it('a partition whose gc fails is reported and the others are still collected', async () => {
+    const s = await setup('gc-failure');
+    await s.write('k', 'a');
+    await s.write('k', 'b');
+    await s.advance(5_000);
+    const errors: PartitionId[] = [];
+    const broken = {
+      partitionId: 't9p9' as PartitionId,
+      gc: () => {
+        throw new Error('destroyed');
+      },
+    };
+    const gc = new StorageGcDriver({
+      timers: s.scheduler.timers('gc'),
+      partitions: () => [broken, s.hosted.mv],
+      lowWatermark: () => s.watermark.current(),
+      onError: (_e, partitionId) => errors.push(partitionId),
+    });
+    const round = gc.runRound();
+    assert.deepEqual(errors, ['t9p9']);
+    assert.equal(round.versionsRemoved, 1);
+  });
+});
+
+describe('tx state vacuum (rule 15)', () => {
+  it('removes durable records only after cleanup completed and past D + maxClockSkew + retention, raising the horizon', async () => {
+    const s = await setup('vacuum-rule-15');
+    const driver = new TxStateVacuumDriver({
+      timers: s.scheduler.timers('vacuum'),
+      clock: s.clock,
+      mapClock: s.physical,
+      txStates: s.map,
+      partitions: () => [vacuumPartitionOf(s.hosted)],
+      txTimeoutMs: TX_TIMEOUT_MS,
+      retentionMs: RETENTION_MS,
+      mapRetentionMs: 500,
+    });
+    const a = s.newTxId();
+    const b = s.newTxId();
+    await s.finish(a, true);
+    await s.finish(b, false);
+    await s.advance(1_000);
+    const c = s.newTxId();
+    await s.finish(c, true);
+    const dA = txDeadline(a, TX_TIMEOUT_MS);
+    const dC = txDeadline(c, TX_TIMEOUT_MS);
+
+    // Just before D_A + skew + retention nothing goes.
+    const dueA = Number((dA >> 16n) - (s.clock.now() >> 16n)) + SKEW_MS + RETENTION_MS;
+    await s.advance(dueA - 2);
+    assert.equal((await driver.runRound()).removed, 0);
+    assert.notEqual(s.hosted.txState.get(a), undefined);
+    assert.equal(s.hosted.txState.vacuumHorizon(), 0n);
+
+    await s.advance(5);
+    const round = await driver.runRound();
+    assert.equal(round.removed, 1);
+    assert.equal(s.hosted.txState.get(a), undefined, 'A: cleaned and past its deadline + skew + retention');
+    assert.notEqual(s.hosted.txState.get(b), undefined, 'B: cleanup never completed, kept');
+    assert.notEqual(s.hosted.txState.get(c), undefined, 'C: too young');
+    assert.equal(s.hosted.txState.vacuumHorizon(), dA);
+
+    // A finish of a tx at or below the horizon with no record left is not applied (rule 15).
+    const late = await s.replica.propose((p) => ({
+      kind: 'FinishTx',
+      ts: p.ts,
+      proposalId: p.id,
+      txId: a,
+      commit: false,
+      commitTs: null,
+      enlistedPartitions: [P],
+    }));
+    assert.equal(late.kind, 'TX_OUTCOME_UNKNOWN');
+
+    await s.advance(1_100);
+    await driver.runRound();
+    assert.equal(s.hosted.txState.get(c), undefined);
+    assert.notEqual(s.hosted.txState.get(b), undefined);
+    assert.equal(s.hosted.txState.vacuumHorizon(), dC);
+
+    // The volatile map: cleaned-up entries went after their retention; B's waits for its cleanup.
+    assert.equal(s.map.get(a), undefined);
+    assert.equal(s.map.get(c), undefined);
+    assert.equal(s.map.get(b)?.state, 'COMMITTED');
+  });
+
+  it('a replica that is not primary proposes nothing', async () => {
+    const s = await setup('vacuum-not-primary');
+    const a = s.newTxId();
+    await s.finish(a, true);
+    await s.advance(10_000);
+    let proposals = 0;
+    const target = { ...vacuumPartitionOf(s.hosted), isPrimary: () => false };
+    const driver = new TxStateVacuumDriver({
+      timers: s.scheduler.timers('vacuum'),
+      clock: s.clock,
+      mapClock: s.physical,
+      txStates: s.map,
+      partitions: () => [
+        {
+          ...target,
+          proposeVacuum: (ids) => {
+            proposals += 1;
+            return target.proposeVacuum(ids);
+          },
+        },
+      ],
+      txTimeoutMs: TX_TIMEOUT_MS,
+      retentionMs: RETENTION_MS,
+    });
+    await driver.runRound();
+    assert.equal(proposals, 0);
+    assert.notEqual(s.hosted.txState.get(a), undefined);
+  });
+
+  it('under a steady workload the tx state map and the durable records stay bounded', async () => {
+    const s = await setup('vacuum-steady');
+    const intervalMs = 200;
+    const mapRetentionMs = 500;
+    const driver = new TxStateVacuumDriver({
+      timers: s.scheduler.timers('vacuum'),
+      clock: s.clock,
+      mapClock: s.physical,
+      txStates: s.map,
+      partitions: () => [vacuumPartitionOf(s.hosted)],
+      txTimeoutMs: TX_TIMEOUT_MS,
+      retentionMs: RETENTION_MS,
+      mapRetentionMs,
+      intervalMs,
+    });
+    driver.start();
+    const txs = 2_000;
+    const gapMs = 20;
+    let mapMax = 0;
+    let recordsMax = 0;
+    for (let i = 0; i < txs; i++) {
+      await s.advance(gapMs);
+      const txId = s.newTxId();
+      // An enlisted partition's entry elsewhere on this node: PENDING on an update, final on cleanup.
+      const other = s.newTxId();
+      s.map.update(other, { state: 'PENDING', coordinatorId: COORDINATOR, reason: 'update-applied' });
+      await s.finish(txId, true);
+      s.map.update(other, { state: 'ABORTED', reason: 'cleanup-applied' });
+      mapMax = Math.max(mapMax, s.map.size);
+      recordsMax = Math.max(recordsMax, s.hosted.txState.records(undefined).length);
+    }
+    driver.stop();
+    const perSecond = 1_000 / gapMs;
+    // Records live D − beginTs + skew + retention (+ one round); map entries live their retention (+ one round).
+    const recordsBound = Math.ceil(perSecond * ((TX_TIMEOUT_MS + SKEW_MS + RETENTION_MS + 2 * intervalMs) / 1_000));
+    const mapBound = Math.ceil(2 * perSecond * ((mapRetentionMs + 2 * intervalMs) / 1_000));
+    assert.ok(recordsMax <= recordsBound, `durable records peaked at ${recordsMax}, bound ${recordsBound}`);
+    assert.ok(mapMax <= mapBound, `map entries peaked at ${mapMax}, bound ${mapBound}`);
+    assert.ok(recordsMax < txs / 4 && mapMax < txs / 4, 'far below the number of txs run');
+    assert.ok(s.hosted.txState.vacuumHorizon() > 0n);
+  });
+});

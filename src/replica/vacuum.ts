@@ -1,0 +1,202 @@
+/**
+ * Tx state vacuum on one node (DESIGN §2 "Vacuum", §2b rule 15), in rounds on the injected timers:
+ *
+ * - the node's volatile tx state map drops final entries whose retention passed (`TxStateMap.vacuum`: entries kept
+ *   until cleanup completed count from that moment, others from becoming final; non-final entries are never removed);
+ * - on every commit partition this node is primary of, durable records are removed through the log: the driver
+ *   proposes `VacuumTxStates` for records whose cleanup completed and whose deadline D = beginTs + txTimeout lies
+ *   below `now − maxClockSkew − retention`. The state machine re-checks both conditions against the command's
+ *   effective timestamp (≥ the `now` used here) on every replica, removes the records and raises the persisted vacuum
+ *   horizon to the largest removed D; a finish or recovery of a tx at or below the horizon is then not applied.
+ *
+ * Records are listed in txId order, which is age order, so D rises along the listing and a page stops at the first
+ * record too young to go. Records whose cleanup has not completed stay (recoverCleanups completes them). Bounded:
+ * at most scanMax records examined per partition per round, VacuumTxStates batches of txStateVacuumBatchMax ids,
+ * rounds never overlap. Only the primary proposes, so replicas do not race each other with duplicate commands (a
+ * duplicate would be harmless: it finds nothing left to remove).
+ */
+
+import { invalidArgument } from '../core/errors.js';
+import type { HybridTimestamp, PartitionId, TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import type { Clock } from '../env/clock.js';
+import type { TimerHandle, Timers } from '../env/timers.js';
+import type { HybridClock } from '../hlc/hybrid-clock.js';
+import { addMs } from '../hlc/timestamp.js';
+import type { TxStateStorage } from '../storage/tx-state-storage.js';
+import { txDeadline } from '../tx/tx-id.js';
+import type { TxStateMap } from '../tx/tx-state-map.js';
+import type { ApplyResult } from './apply-result.js';
+import type { HostedPartition } from './handlers/hosted-partition.js';
+
+/** What durable vacuum needs of one commit partition replica on this node. */
+export interface VacuumPartition {
+  readonly partitionId: PartitionId;
+  readonly txState: Pick<TxStateStorage, 'records'>;
+  /** True while this replica acts as primary at `now` (rule 1). */
+  isPrimary(now: HybridTimestamp): boolean;
+  /** Proposes `VacuumTxStates` for `txIds`; resolves with its apply result here. */
+  proposeVacuum(txIds: readonly TxId[]): Promise<ApplyResult>;
+}
+
+/** A hosted partition as a vacuum target. */
+export function vacuumPartitionOf(p: HostedPartition): VacuumPartition {
+  return {
+    partitionId: p.partitionId,
+    txState: p.txState,
+    isPrimary: (now) => p.replica.checkPrimary(now).kind === 'ok',
+    proposeVacuum: (txIds) =>
+      p.replica.propose((proposal) => ({ kind: 'VacuumTxStates', ts: proposal.ts, proposalId: proposal.id, txIds })),
+  };
+}
+
+export interface TxStateVacuumOptions {
+  readonly timers: Timers;
+  readonly clock: HybridClock;
+  /** The clock the tx state map stamps its entries with (its monotonicMs is the map vacuum's `now`). */
+  readonly mapClock: Pick<Clock, 'monotonicMs'>;
+  readonly txStates: TxStateMap;
+  /** Commit partitions hosted now (read at every round; non-primaries are skipped). */
+  readonly partitions: () => Iterable<VacuumPartition>;
+  /** Cluster-wide tx timeout (D = beginTs + this); must equal the state machines'. */
+  readonly txTimeoutMs?: number;
+  /** Durable retention; must equal the state machines' txStateRetentionMs. */
+  readonly retentionMs?: number;
+  /** Retention of final entries in the volatile map. */
+  readonly mapRetentionMs?: number;
+  readonly intervalMs?: number;
+  readonly scanMax?: number;
+  readonly batchMax?: number;
+  readonly onError?: (error: unknown) => void;
+}
+
+export interface VacuumRound {
+  /** Entries removed from the volatile map. */
+  readonly mapRemoved: number;
+  /** Durable records named in VacuumTxStates proposals. */
+  readonly proposed: number;
+  /** Durable records the applied commands removed. */
+  readonly removed: number;
+}
+
+export class TxStateVacuumDriver {
+  readonly txTimeoutMs: number;
+  readonly retentionMs: number;
+  readonly mapRetentionMs: number;
+  readonly intervalMs: number;
+  readonly scanMax: number;
+  readonly batchMax: number;
+  private readonly options: TxStateVacuumOptions;
+  private timer: TimerHandle | undefined;
+  private running = false;
+  private roundInFlight: Promise<VacuumRound> | undefined;
+
+  constructor(options: TxStateVacuumOptions) {
+    this.options = options;
+    this.txTimeoutMs = options.txTimeoutMs ?? LIMITS.txTimeoutMsDefault;
+    this.retentionMs = options.retentionMs ?? LIMITS.txStateRetentionMsDefault;
+    this.mapRetentionMs = options.mapRetentionMs ?? LIMITS.txStateRetentionMsDefault;
+    this.intervalMs = options.intervalMs ?? LIMITS.txStateVacuumIntervalMsDefault;
+    this.scanMax = options.scanMax ?? LIMITS.txStateVacuumScanMax;
+    this.batchMax = options.batchMax ?? LIMITS.txStateVacuumBatchMax;
+    const positive = [this.txTimeoutMs, this.intervalMs, this.scanMax, this.batchMax];
+    if (positive.some((v) => !Number.isInteger(v) || v < 1) || this.retentionMs < 0 || this.mapRetentionMs < 0) {
+      throw invalidArgument('vacuum settings must be positive integers (retentions >= 0)');
+    }
+    if (this.batchMax > LIMITS.txStateVacuumBatchMax) {
+      throw invalidArgument(`a VacuumTxStates command names at most ${LIMITS.txStateVacuumBatchMax} txs`);
+    }
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.schedule();
+  }
+
+  stop(): void {
+    this.running = false;
+    if (this.timer !== undefined) this.options.timers.clearTimer(this.timer);
+    this.timer = undefined;
+  }
+
+  /** One round: the map, then every commit partition this node is primary of. Concurrent calls share one round. */
+  runRound(): Promise<VacuumRound> {
+    this.roundInFlight ??= this.round().finally(() => {
+      this.roundInFlight = undefined;
+    });
+    return this.roundInFlight;
+  }
+
+  /** Final map entries past their retention are removed; returns how many. */
+  vacuumMap(): number {
+    return this.options.txStates.vacuum(this.options.mapClock.monotonicMs(), this.mapRetentionMs);
+  }
+
+  /** Rule 15: the records of `p` that may go now (cleanup completed, D < now − maxClockSkew − retention). */
+  candidates(p: VacuumPartition, now: HybridTimestamp): TxId[] {
+    const limit = addMs(now, -(this.options.clock.maxClockSkewMs + this.retentionMs));
+    const out: TxId[] = [];
+    let after: TxId | undefined;
+    let examined = 0;
+    while (examined < this.scanMax) {
+      const page = p.txState.records(after, Math.min(LIMITS.txStateListMax, this.scanMax - examined));
+      for (const record of page) {
+        // Age order: every later record has a deadline at least as late.
+        if (txDeadline(record.txId, this.txTimeoutMs) >= limit) return out;
+        if (record.cleanupCompleted) out.push(record.txId);
+      }
+      examined += page.length;
+      const last = page.at(-1);
+      if (last === undefined) return out;
+      after = last.txId;
+    }
+    return out;
+  }
+
+  /** Proposes VacuumTxStates for the candidates of `p` if it is primary; resolves with [proposed, removed]. */
+  async vacuumPartition(p: VacuumPartition): Promise<{ proposed: number; removed: number }> {
+    const now = this.options.clock.now();
+    if (!p.isPrimary(now)) return { proposed: 0, removed: 0 };
+    const txIds = this.candidates(p, now);
+    let removed = 0;
+    for (let i = 0; i < txIds.length; i += this.batchMax) {
+      const result = await p.proposeVacuum(txIds.slice(i, i + this.batchMax));
+      if (result.kind === 'VACUUMED') removed += result.removed.length;
+    }
+    return { proposed: txIds.length, removed };
+  }
+
+  private async round(): Promise<VacuumRound> {
+    const mapRemoved = this.vacuumMap();
+    let proposed = 0;
+    let removed = 0;
+    for (const p of [...this.options.partitions()]) {
+      try {
+        const r = await this.vacuumPartition(p);
+        proposed += r.proposed;
+        removed += r.removed;
+      } catch (error) {
+        // A lost leadership or a stopped replica: the next round (or the next primary) tries again.
+        this.options.onError?.(error);
+      }
+    }
+    return { mapRemoved, proposed, removed };
+  }
+
+  private schedule(): void {
+    this.timer = this.options.timers.setTimer(() => {
+      this.timer = undefined;
+      if (!this.running) return;
+      this.runRound().then(
+        () => {
+          if (this.running) this.schedule();
+        },
+        (error: unknown) => {
+          this.options.onError?.(error);
+          if (this.running) this.schedule();
+        },
+      );
+    }, this.intervalMs);
+  }
+}
