@@ -22,6 +22,7 @@ import { HostedPartition } from './handlers/hosted-partition.js';
 import { LocalIntentResolver } from './handlers/intent-resolver.js';
 import { handleReadOnly } from './handlers/read-only.js';
 import { type Lease, tokenOf } from './lease.js';
+import { localReplicaView } from './local-view.js';
 import { PartitionReplica } from './partition-replica.js';
 import { leaseTiming } from './primary.js';
 import { TxStateVacuumDriver, vacuumPartitionOf } from './vacuum.js';
@@ -32,7 +33,7 @@ const TX_TIMEOUT_MS = 1_000;
 const RETENTION_MS = 2_000;
 const COORDINATOR = 'c1' as NodeId;
 
-async function setup(seed: string, watermarkRetentionMs = 1_000) {
+async function setup(seed: string, watermarkRetentionMs = 1_000, withLease = true) {
   const scheduler = new Scheduler({ seed });
   const physical = new SimClock(scheduler);
   const clock = new HybridClock(physical, { maxClockSkewMs: SKEW_MS });
@@ -63,8 +64,18 @@ async function setup(seed: string, watermarkRetentionMs = 1_000) {
     start,
     expiration: addMs(start, 24 * 3_600_000),
   };
-  const granted = await replica.propose((p) => ({ kind: 'Lease', ts: p.ts, proposalId: p.id, lease, replaces: null }));
-  assert.equal(granted.kind, 'LEASE_APPLIED');
+  if (withLease) {
+    const granted = await replica.propose((p) => ({
+      kind: 'Lease',
+      ts: p.ts,
+      proposalId: p.id,
+      lease,
+      replaces: null,
+    }));
+    assert.equal(granted.kind, 'LEASE_APPLIED');
+  } else {
+    await replica.propose((p) => ({ kind: 'SafeTimeSync', ts: p.ts, proposalId: p.id }));
+  }
   const hosted = new HostedPartition({ replica, engine, txStateMap: map, clock, timers: scheduler.timers('n1') });
   const watermark = new LowWatermark({ clock, retentionMs: watermarkRetentionMs });
   let counter = 0;
@@ -328,5 +339,24 @@ describe('tx state vacuum (rule 15)', () => {
     assert.ok(mapMax <= mapBound, `map entries peaked at ${mapMax}, bound ${mapBound}`);
     assert.ok(recordsMax < txs / 4 && mapMax < txs / 4, 'far below the number of txs run');
     assert.ok(s.hosted.txState.vacuumHorizon() > 0n);
+  });
+});
+
+describe('local replica view (RO routing)', () => {
+  it("a primary's local safe time covers a fresh readTs; a replica without a lease offers its applied safe time", async () => {
+    const primary = await setup('local-view-primary');
+    const view = localReplicaView({ get: (p) => (p === P ? primary.hosted : undefined) });
+    const fresh = primary.clock.now();
+    const safe = view.localSafeTime(P);
+    assert.ok(safe !== undefined && safe >= fresh, 'the primary serves a fresh read at once');
+    assert.ok(primary.hosted.readableAt(fresh));
+    assert.equal(view.localSafeTime('t1p9' as PartitionId), undefined, 'not hosted here');
+
+    const backup = await setup('local-view-backup', 1_000, false);
+    const backupView = localReplicaView({ get: () => backup.hosted });
+    await backup.advance(50);
+    const applied = backup.replica.stateMachine.safeTime.current();
+    assert.equal(backupView.localSafeTime(P), applied);
+    assert.ok(applied < backup.clock.now(), 'a fresh readTs is not covered: the read goes to the primary');
   });
 });

@@ -3,6 +3,7 @@ export * from './commands.js';
 export * from './gc.js';
 export * from './handlers/index.js';
 export * from './lease.js';
+export * from './local-view.js';
 export * from './partition-replica.js';
 export * from './primary.js';
 export * from './proposals.js';

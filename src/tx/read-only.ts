@@ -323,6 +323,7 @@ export class ReadOnlyCoordinator {
 
   /** Rule 8: a readTs ahead of this clock is served by waiting (at most maxClockSkew), never by moving the clock. */
   private async untilPast(readTs: HybridTimestamp): Promise<void> {
+    if (this.clock.current() >= readTs) return;
     const aheadMs = physicalMs(readTs) - physicalMs(this.clock.current());
     if (aheadMs >= 0) await sleep(this.timers, aheadMs + 1, this.stopper.signal);
   }
