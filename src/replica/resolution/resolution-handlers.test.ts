@@ -1,0 +1,578 @@
+/**
+ * Resolution and recovery handlers on three nodes, each hosting replicas of P0 (the commit partition) and P1, over the
+ * real Raft driver on the simulator's virtual time (the setup of handlers.test.ts, plus each node's
+ * ReplicaResolution). Requests between nodes go through one `call` that absorbs timestamps both ways and passes bodies
+ * and errors through the wire codec. The tx coordinator is a scripted handler reachable under the name `coord`; tests
+ * declare it gone (rule 17) or script its answers. Seeds are fixed; a failure message names the seed.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { BasaltError, type ErrorData, isBasaltError, toErrorData } from '../../core/errors.js';
+import {
+  type HybridTimestamp,
+  type LogIndex,
+  type NodeId,
+  type NodeName,
+  nodeName,
+  type PartitionId,
+  type TxId,
+} from '../../core/ids.js';
+import { HybridClock } from '../../hlc/hybrid-clock.js';
+import { addMs } from '../../hlc/timestamp.js';
+import { decode, encode } from '../../net/codec.js';
+import { RaftDriver, type RaftTransport } from '../../raft/driver.js';
+import { MemoryLogStorage } from '../../raft/memory-log-storage.js';
+import type { Entry, Snapshot } from '../../raft/types.js';
+import { SimClock } from '../../sim/clock.js';
+import { SeededRandom } from '../../sim/random.js';
+import { Scheduler } from '../../sim/scheduler.js';
+import { MemoryStorageEngine } from '../../storage/storage-engine.js';
+import { rowLockKey } from '../../tx/lock-modes.js';
+import type {
+  EnlistmentToken,
+  ReadOnlyResponse,
+  ReadWriteRequest,
+  ReadWriteResponse,
+  RwOperation,
+  TxFinishRequest,
+  TxFinishResponse,
+  TxRequest,
+  TxStateAnswer,
+  TxStateCommitPartitionRequest,
+  TxStateResponse,
+} from '../../tx/messages.js';
+import { makeTxId } from '../../tx/tx-id.js';
+import { TxStateMap } from '../../tx/tx-state-map.js';
+import { HostedPartition } from '../handlers/hosted-partition.js';
+import { type ReplicaRequest, ReplicaRequestRouter } from '../handlers/router.js';
+import { PartitionReplica } from '../partition-replica.js';
+import { leaseTiming } from '../primary.js';
+import { RESOLUTION_COUNTERS } from './ports.js';
+import { ReplicaResolution } from './replica-resolution.js';
+import { RESOLUTION_REQUEST_KINDS, type ResolutionRequest } from './router.js';
+
+const SKEW_MS = 20;
+const TIMING = leaseTiming(SKEW_MS, 2_000, 500);
+const NAMES = [nodeName('n1'), nodeName('n2'), nodeName('n3')];
+const P0 = 't1p0' as PartitionId;
+const P1 = 't1p1' as PartitionId;
+const PARTITIONS = [P0, P1];
+const COORDINATOR = 'coord' as NodeId;
+const COORD_NAME = nodeName('coord');
+/** A second, live coordinator for requesters. */
+const OTHER_COORDINATOR = 'other' as NodeId;
+
+class Counters {
+  private readonly values = new Map<string, number>();
+  add(name: string, n = 1): void {
+    this.values.set(name, (this.values.get(name) ?? 0) + n);
+  }
+  get(name: string): number {
+    return this.values.get(name) ?? 0;
+  }
+}
+
+interface Member {
+  readonly name: NodeName;
+  readonly clock: HybridClock;
+  readonly map: TxStateMap;
+  readonly replicas: Map<PartitionId, PartitionReplica>;
+  readonly hosted: Map<PartitionId, HostedPartition>;
+  readonly router: ReplicaRequestRouter;
+  readonly resolution: ReplicaResolution;
+  readonly counters: Counters;
+}
+
+type CoordinatorScript = (body: TxRequest) => Promise<TxStateResponse>;
+
+class Cluster {
+  readonly scheduler: Scheduler;
+  readonly coord: HybridClock;
+  readonly members = new Map<NodeName, Member>();
+  readonly gone = new Set<NodeId>();
+  /** Every request sent between nodes: [from, to, kind]. */
+  readonly sent: { from: NodeName; to: NodeName; kind: string }[] = [];
+  coordinator: CoordinatorScript = () => Promise.reject(new BasaltError('CONNECTION_CLOSED', 'no coordinator'));
+  private readonly raftHandlers = new Map<NodeName, (from: NodeName, envelope: unknown) => void>();
+  private txCounter = 0;
+
+  constructor(readonly seed: number) {
+    this.scheduler = new Scheduler({ seed });
+    this.coord = new HybridClock(new SimClock(this.scheduler), { maxClockSkewMs: SKEW_MS });
+  }
+
+  static async start(seed: number): Promise<Cluster> {
+    const h = new Cluster(seed);
+    for (const name of NAMES) await h.startMember(name);
+    await h.runUntil(() => PARTITIONS.every((p) => h.primaryOf(p) !== undefined));
+    return h;
+  }
+
+  private async startMember(name: NodeName): Promise<void> {
+    const random = new SeededRandom(`${this.seed}/${name}`);
+    const physical = new SimClock(this.scheduler);
+    const clock = new HybridClock(physical, { maxClockSkewMs: SKEW_MS });
+    const engine = new MemoryStorageEngine();
+    const map = new TxStateMap({ clock: physical });
+    const timers = this.scheduler.timers(name);
+    const counters = new Counters();
+    const replicas = new Map<PartitionId, PartitionReplica>();
+    const hosted = new Map<PartitionId, HostedPartition>();
+    let driver: RaftDriver | undefined;
+    const locator = {
+      locate: async (partitionId: PartitionId) => {
+        const m = this.primaryOf(partitionId);
+        if (m === undefined) throw new BasaltError('NODE_UNAVAILABLE', `no primary of ${partitionId}`);
+        return m.name;
+      },
+    };
+    const request = ((to: NodeName, body: TxRequest) => this.call(name, to, body, clock)) as never;
+    const resolution = new ReplicaResolution({
+      self: { name, id: idOf(name) },
+      clock,
+      physicalClock: physical,
+      timers,
+      txStates: map,
+      peers: {
+        isGone: (id) => this.gone.has(id),
+        nameOf: (id) => (id === COORDINATOR ? COORD_NAME : NAMES.find((n) => idOf(n) === id)),
+      },
+      request,
+      locator,
+      counters,
+      resolutionTimeoutMs: 4_000,
+      requestTimeoutMs: 1_000,
+      stateWaitMs: 500,
+    });
+    const router = new ReplicaRequestRouter({
+      sender: { request: (to, body) => this.call(name, to, body, clock) as never },
+      locator,
+      timers,
+      resolver: resolution.resolver,
+      finish: { cleanupBackoffMsMin: 10, cleanupBackoffMsMax: 50 },
+    });
+    resolution.attach(router, { handle: () => () => {} });
+    for (const partitionId of PARTITIONS) {
+      const replica = new PartitionReplica({
+        partitionId,
+        nodeId: idOf(name),
+        nodeName: name,
+        random: random.fork(partitionId),
+        physicalClock: physical,
+        clock,
+        engine,
+        txStateMap: map,
+        submit: (bytes) => driver!.propose(partitionId, bytes),
+        timing: TIMING,
+        safeTimeSyncIdleMs: 50,
+      });
+      replicas.set(partitionId, replica);
+      const partition = new HostedPartition({
+        replica,
+        engine,
+        txStateMap: map,
+        clock,
+        timers,
+        readWaitMs: 1_000,
+        lockWaitTimeoutMs: 3_000,
+      });
+      hosted.set(partitionId, partition);
+      router.register(partition);
+      resolution.watch(partition);
+    }
+    const sm = (g: PartitionId) => replicas.get(g)!.stateMachine;
+    driver = new RaftDriver({
+      self: name,
+      transport: this.transport(name),
+      timers,
+      random: random.fork('raft'),
+      storage: new MemoryLogStorage(),
+      stateMachine: {
+        appliedIndex: (g: PartitionId) => sm(g).appliedIndex(),
+        apply: (g: PartitionId, entries: readonly Entry[]) => sm(g).apply(entries),
+        snapshot: (g: PartitionId) => sm(g).snapshot(),
+        restore: (g: PartitionId, snapshot: Snapshot) => sm(g).restore(snapshot),
+      },
+      tickIntervalMs: 10,
+    });
+    for (const partitionId of PARTITIONS) await driver.addGroup(partitionId, NAMES);
+    this.members.set(name, { name, clock, map, replicas, hosted, router, resolution, counters });
+    const upkeep = (): void => {
+      for (const partitionId of PARTITIONS) {
+        const s = driver.status(partitionId);
+        if (s !== undefined) replicas.get(partitionId)!.maintain({ isLeader: s.role === 'leader', term: s.term });
+      }
+      timers.setTimer(upkeep, 20);
+    };
+    timers.setTimer(upkeep, 20);
+  }
+
+  private transport(self: NodeName): RaftTransport {
+    return {
+      send: (to, envelope) => {
+        this.scheduler.schedule(1, () => this.raftHandlers.get(to)?.(self, envelope), 'raft');
+      },
+      setHandler: (handler) => this.raftHandlers.set(self, handler),
+    };
+  }
+
+  member(name: NodeName): Member {
+    const m = this.members.get(name);
+    assert.ok(m !== undefined);
+    return m;
+  }
+
+  primaryOf(partitionId: PartitionId): Member | undefined {
+    for (const m of this.members.values()) {
+      if (m.replicas.get(partitionId)!.checkPrimary(m.clock.current()).kind === 'ok') return m;
+    }
+    return undefined;
+  }
+
+  primary(partitionId: PartitionId): Member {
+    const m = this.primaryOf(partitionId);
+    assert.ok(m !== undefined, `no primary of ${partitionId} (seed ${this.seed})`);
+    return m;
+  }
+
+  backups(partitionId: PartitionId): Member[] {
+    const p = this.primary(partitionId);
+    return [...this.members.values()].filter((m) => m !== p);
+  }
+
+  hosted(m: Member, partitionId: PartitionId): HostedPartition {
+    return m.hosted.get(partitionId)!;
+  }
+
+  newTx(): TxId {
+    this.txCounter++;
+    return makeTxId({ beginTimestamp: this.coord.now(), nodeId: COORDINATOR, counter: this.txCounter });
+  }
+
+  count(kind: string): number {
+    return this.sent.filter((s) => s.kind === kind).length;
+  }
+
+  /** A request as the messenger delivers it: timestamps absorbed both ways, bodies and errors through the codec. */
+  call<R>(fromName: NodeName, to: NodeName, body: TxRequest, from: HybridClock): Promise<R> {
+    this.sent.push({ from: fromName, to, kind: body.kind });
+    const ts = from.now();
+    return new Promise<R>((resolve, reject) => {
+      this.scheduler.schedule(1, () => {
+        const receiverClock = to === COORD_NAME ? this.coord : this.member(to).clock;
+        receiverClock.update(ts);
+        const received = decode(encode(body)) as TxRequest;
+        const back = (settle: () => void) => {
+          const replyTs = receiverClock.now();
+          this.scheduler.schedule(1, () => {
+            from.update(replyTs);
+            settle();
+          });
+        };
+        this.dispatch(to, received).then(
+          (response) => back(() => resolve(decode(encode(response)) as R)),
+          (error: unknown) => back(() => reject(BasaltError.fromData(decode(encode(toErrorData(error))) as ErrorData))),
+        );
+      });
+    });
+  }
+
+  private dispatch(to: NodeName, body: TxRequest): Promise<unknown> {
+    if (to === COORD_NAME) return this.coordinator(body);
+    const m = this.member(to);
+    if ((RESOLUTION_REQUEST_KINDS as readonly string[]).includes(body.kind)) {
+      return m.resolution.router!.handle(body as ResolutionRequest);
+    }
+    if (body.kind === 'TxStateCoordinatorRequest') {
+      return Promise.reject(new BasaltError('UNKNOWN_MESSAGE', 'no coordinator here'));
+    }
+    return m.router.handle(body as ReplicaRequest);
+  }
+
+  /** From the test's coordinator clock. */
+  send<R>(to: Member, body: TxRequest): Promise<R> {
+    return this.settle(this.call<R>(COORD_NAME, to.name, body, this.coord));
+  }
+
+  async runUntil(until: () => boolean, forMs = 10_000): Promise<void> {
+    await this.scheduler.run({ forMs, until });
+    assert.ok(until(), `condition not reached within ${forMs} ms (seed ${this.seed})`);
+  }
+
+  async settle<T>(p: Promise<T>, forMs = 10_000): Promise<T> {
+    let done = false;
+    const tracked = p.finally(() => {
+      done = true;
+    });
+    tracked.catch(() => {});
+    await this.runUntil(() => done, forMs);
+    return tracked;
+  }
+
+  async converge(): Promise<void> {
+    const applied = (m: Member, g: PartitionId) => m.replicas.get(g)!.stateMachine.appliedIndex();
+    const target = new Map<PartitionId, LogIndex>(
+      PARTITIONS.map((g) => [g, Math.max(...[...this.members.values()].map((m) => applied(m, g))) as LogIndex]),
+    );
+    await this.runUntil(() =>
+      [...this.members.values()].every((m) => PARTITIONS.every((g) => applied(m, g) >= target.get(g)!)),
+    );
+  }
+
+  /** The key's newest version on the primary of `partitionId`: intent, committed value, or empty. */
+  latest(partitionId: PartitionId, key: string): string {
+    const mv = this.hosted(this.primary(partitionId), partitionId).mv;
+    const rowId = mv.rowIdOf(key);
+    if (rowId === undefined) return 'empty';
+    const r = mv.readLatest(rowId);
+    return r.kind === 'intent' ? `intent:${String(r.value)}` : r.kind === 'committed' ? String(r.value) : 'empty';
+  }
+}
+
+function idOf(name: NodeName): NodeId {
+  return `${name}-id` as NodeId;
+}
+
+function rw(
+  partitionId: PartitionId,
+  txId: TxId,
+  opSeq: number,
+  operation: RwOperation,
+  options: { token?: EnlistmentToken; full?: boolean; coordinatorId?: NodeId } = {},
+): ReadWriteRequest {
+  return {
+    kind: 'ReadWriteRequest',
+    partitionId,
+    txId,
+    coordinatorId: options.coordinatorId ?? COORDINATOR,
+    commitPartitionId: P0,
+    opSeq,
+    full: options.full ?? false,
+    operation,
+    ...(options.token === undefined ? {} : { token: options.token }),
+  };
+}
+
+function stateRequest(txId: TxId, readTs: HybridTimestamp, key = 'k'): TxStateCommitPartitionRequest {
+  return {
+    kind: 'TxStateCommitPartitionRequest',
+    txId,
+    commitPartitionId: P0,
+    readTs,
+    coordinatorId: COORDINATOR,
+    intentPartitionId: P1,
+    key,
+  };
+}
+
+function hasCode(code: string) {
+  return (e: unknown): boolean => {
+    assert.ok(isBasaltError(e), `expected a BasaltError, got ${String(e)}`);
+    assert.equal(e.code, code, e.message);
+    return true;
+  };
+}
+
+/** Writes `old` committed (one-phase) and then tx's intent `new` on key k of P1; returns the intent's lease token. */
+async function intentOverOld(h: Cluster, tx: TxId): Promise<ReadWriteResponse> {
+  const p1 = h.primary(P1);
+  await h.send(p1, rw(P1, h.newTx(), 1, { op: 'put', key: 'k', value: 'old' }, { full: true }));
+  const put = await h.send<ReadWriteResponse>(p1, rw(P1, tx, 1, { op: 'put', key: 'k', value: 'new' }));
+  await h.converge();
+  return put;
+}
+
+function finishRequest(tx: TxId, commitTs: HybridTimestamp, put: ReadWriteResponse): TxFinishRequest {
+  return {
+    kind: 'TxFinishRequest',
+    txId: tx,
+    commitPartitionId: P0,
+    commit: true,
+    commitTs,
+    enlisted: [{ partitionId: P1, primaryName: put.lease.holderName, token: put.lease.token }],
+  };
+}
+
+/** Replay or vary with BASALT_RESOLUTION_SEED=n. */
+const SEED = Number(process.env['BASALT_RESOLUTION_SEED'] ?? 11);
+
+describe('resolution through the commit partition and recovery', () => {
+  it('coordinator gone → commit partition path → recovery aborts: an RO read on a backup sees the old value, ABORTED is durable, the intent is cleaned up', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    await intentOverOld(h, tx);
+    h.gone.add(COORDINATOR);
+    const reader = h.backups(P1)[0]!;
+    const readTs = h.coord.now();
+    const read = await h.send<ReadOnlyResponse>(reader, {
+      kind: 'ReadOnlyRequest',
+      partitionId: P1,
+      coordinatorId: OTHER_COORDINATOR,
+      readTs,
+      operation: { op: 'get', key: 'k' },
+    });
+    assert.deepEqual(read.result, { op: 'get', value: { found: true, value: 'old' } });
+    assert.equal(h.count('TxStateCoordinatorRequest'), 0, 'a gone coordinator is not asked');
+    assert.equal(h.count('TxStateCommitPartitionRequest'), 1);
+    assert.equal(reader.counters.get(RESOLUTION_COUNTERS.commitPartition), 1);
+    assert.equal(reader.map.entry(tx)?.state, 'ABORTED', 'the true final outcome is cached by the reader');
+    await h.converge();
+    for (const m of h.members.values()) assert.equal(h.hosted(m, P0).txState.get(tx)?.state, 'ABORTED', m.name);
+    await h.runUntil(() => h.latest(P1, 'k') === 'old');
+    assert.deepEqual(h.hosted(h.primary(P1), P1).locks.locksOf(tx), [], 'the orphan lock is released by cleanup');
+  });
+
+  it("rule 11: the coordinator's commit won the compare-and-set: recovery answers COMMITTED with its commitTs, never a guessed ABORTED", async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const put = await intentOverOld(h, tx);
+    h.gone.add(COORDINATOR);
+    const p0 = h.primary(P0);
+    const commitTs = h.coord.now();
+    // The finish and a state request arrive together; the finish is proposed first.
+    const finish = h.call<TxFinishResponse>(COORD_NAME, p0.name, finishRequest(tx, commitTs, put), h.coord);
+    const state = h.call<TxStateResponse>(COORD_NAME, p0.name, stateRequest(tx, h.coord.now()), h.coord);
+    const [finished, answered] = await h.settle(Promise.all([finish, state]));
+    assert.deepEqual(finished.outcome, { state: 'COMMITTED', commitTs }, 'the finish was not overturned');
+    assert.deepEqual(answered.answer, { state: 'COMMITTED', commitTs });
+    assert.equal(h.hosted(p0, P0).txState.get(tx)?.state, 'COMMITTED');
+    // Recovery that meets the stored commit at its own compare-and-set answers what was stored.
+    const again = await h.settle(p0.resolution.router!.commitPartition.recover(h.hosted(p0, P0), tx, [P0, P1]));
+    assert.deepEqual(again, { state: 'COMMITTED', commitTs });
+    assert.ok(p0.counters.get(RESOLUTION_COUNTERS.recoveryCommitWon) >= 1);
+    assert.equal(p0.counters.get(RESOLUTION_COUNTERS.recoveries), 0, 'nothing was aborted');
+    await h.runUntil(() => h.latest(P1, 'k') === 'new');
+  });
+
+  it('rule 12: a live coordinator is asked from the commit partition; PENDING is forwarded, a failed forward fails retryably (never PENDING), a null forward recovers', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    await intentOverOld(h, tx);
+    const p0 = h.primary(P0);
+    const seenReadTs: HybridTimestamp[] = [];
+    h.coordinator = (body) => {
+      if (body.kind === 'TxStateCoordinatorRequest') seenReadTs.push(body.readTs);
+      return Promise.resolve({ kind: 'TxStateResponse', answer: { state: 'PENDING' } });
+    };
+    const readTs = addMs(h.coord.now(), 1);
+    const pending = await h.send<TxStateResponse>(p0, stateRequest(tx, readTs));
+    assert.deepEqual(pending.answer, { state: 'PENDING' });
+    assert.deepEqual(seenReadTs, [readTs], 'the forward carries the reader readTs');
+    h.coordinator = () => Promise.reject(new BasaltError('TIMEOUT', 'slow'));
+    await assert.rejects(h.send(p0, stateRequest(tx, h.coord.now())), (e: unknown) => {
+      assert.ok(isBasaltError(e, 'NODE_UNAVAILABLE') && e.retryable, String(e));
+      return true;
+    });
+    assert.equal(h.hosted(p0, P0).txState.get(tx), undefined, 'a live coordinator is not recovered against');
+    h.coordinator = () => Promise.resolve({ kind: 'TxStateResponse', answer: null });
+    const disowned = await h.send<TxStateResponse>(p0, stateRequest(tx, h.coord.now()));
+    assert.deepEqual(disowned.answer, { state: 'ABORTED' });
+    assert.equal(h.hosted(p0, P0).txState.get(tx)?.state, 'ABORTED');
+  });
+
+  it('a commit partition replica that is not primary answers PRIMARY_MISS naming the primary', async () => {
+    const h = await Cluster.start(SEED);
+    const backup = h.backups(P0)[0]!;
+    await assert.rejects(h.send(backup, stateRequest(h.newTx(), h.coord.now())), (e: unknown) => {
+      assert.ok(isBasaltError(e, 'PRIMARY_MISS'));
+      assert.equal(e.details?.['holderName'], h.primary(P0).name);
+      return true;
+    });
+  });
+});
+
+describe('orphan detection', () => {
+  it('a lock conflict with a holder whose coordinator is gone: ABANDONED, exactly one TxRecoveryRequest, the requester fails retryably, recovery releases the lock', async () => {
+    const h = await Cluster.start(SEED);
+    const older = h.newTx();
+    const alsoOlder = h.newTx();
+    const orphan = h.newTx();
+    const p1 = h.primary(P1);
+    await h.send(p1, rw(P1, orphan, 1, { op: 'put', key: 'k', value: 'orphaned' }));
+    h.gone.add(COORDINATOR);
+    // Older requesters would wait for the younger holder (wait-die); with an orphan holder they fail at once.
+    for (const requester of [older, alsoOlder]) {
+      await assert.rejects(
+        h.send(p1, rw(P1, requester, 1, { op: 'put', key: 'k', value: 'mine' }, { coordinatorId: OTHER_COORDINATOR })),
+        (e: unknown) => {
+          assert.ok(isBasaltError(e) && e.retryable, String(e));
+          return true;
+        },
+      );
+    }
+    assert.equal(h.count('TxRecoveryRequest'), 1, 'one recovery request within the interval');
+    assert.equal(p1.counters.get(RESOLUTION_COUNTERS.orphans), 1);
+    await h.runUntil(() => h.hosted(h.primary(P0), P0).txState.get(orphan)?.state === 'ABORTED');
+    await h.runUntil(() => h.hosted(p1, P1).locks.holders(rowLockKey(P1, 'k')).length === 0);
+    assert.equal(h.latest(P1, 'k'), 'empty', 'the orphan intent was aborted');
+    const next = h.newTx();
+    const put = await h.send<ReadWriteResponse>(
+      p1,
+      rw(P1, next, 1, { op: 'put', key: 'k', value: 'after' }, { coordinatorId: OTHER_COORDINATOR }),
+    );
+    assert.deepEqual(put.result, { op: 'written' });
+  });
+
+  it('rule 17: a holder whose coordinator is merely unknown or live is not an orphan: no recovery, the requester waits', async () => {
+    const h = await Cluster.start(SEED);
+    const older = h.newTx();
+    const holder = h.newTx();
+    const p1 = h.primary(P1);
+    await h.send(p1, rw(P1, holder, 1, { op: 'put', key: 'k', value: 'held' }));
+    let settled = false;
+    const waiting = h.call(COORD_NAME, p1.name, rw(P1, older, 1, { op: 'get', key: 'k' }), h.coord);
+    waiting.then(
+      () => {
+        settled = true;
+      },
+      () => {
+        settled = true;
+      },
+    );
+    await h.scheduler.run({ forMs: 500 });
+    assert.equal(settled, false, 'the older requester still waits');
+    assert.equal(h.count('TxRecoveryRequest'), 0);
+    assert.equal(p1.map.entry(holder)?.state, 'PENDING');
+  });
+});
+
+describe('rule 16: the primary-replica path', () => {
+  it('below the vacuum horizon with no record, the intent partition primary infers COMMITTED from its version chain', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const put = await intentOverOld(h, tx);
+    const p0 = h.primary(P0);
+    const commitTs = h.coord.now();
+    await h.send(p0, finishRequest(tx, commitTs, put));
+    await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
+    // Vacuum on the commit partition primary: the record and the map entry are gone, the horizon covers the tx.
+    const store = h.hosted(p0, P0).txState;
+    store.runConsistently(() => {
+      store.remove(tx);
+      store.setVacuumHorizon(addMs(h.hosted(p0, P0).deadlineOf(tx), 1));
+    });
+    p0.map.remove(tx, 'resolution');
+    const readTs = h.coord.now();
+    const answered = await h.send<TxStateResponse>(p0, { ...stateRequest(tx, readTs), newestCommitTs: undefined });
+    assert.deepEqual(answered.answer, { state: 'COMMITTED', commitTs });
+    assert.equal(h.count('TxStatePrimaryReplicaRequest'), 1);
+    assert.equal(p0.counters.get(RESOLUTION_COUNTERS.primaryReplica), 1);
+  });
+
+  it('the primary that still holds the intent never infers from its own chain (UNKNOWN); a backup answers PRIMARY_MISS', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    await intentOverOld(h, tx);
+    const p1 = h.primary(P1);
+    const body = {
+      kind: 'TxStatePrimaryReplicaRequest',
+      txId: tx,
+      partitionId: P1,
+      key: 'k',
+      readTs: h.coord.now(),
+    } as const;
+    const answered = await h.send<TxStateResponse>(p1, body);
+    assert.deepEqual(answered.answer, { state: 'UNKNOWN' } satisfies TxStateAnswer);
+    await assert.rejects(h.send(h.backups(P1)[0]!, body), hasCode('PRIMARY_MISS'));
+  });
+});
