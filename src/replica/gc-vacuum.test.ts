@@ -13,8 +13,10 @@ import { SeededRandom } from '../sim/random.js';
 import { Scheduler } from '../sim/scheduler.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
+import type { TxRequestFn } from '../tx/coordinator-ports.js';
 import { LowWatermark } from '../tx/low-watermark.js';
 import type { ReadOnlyRequest } from '../tx/messages.js';
+import { beginReadOnly, ReadOnlyCoordinator } from '../tx/read-only.js';
 import { makeTxId, txDeadline } from '../tx/tx-id.js';
 import { TxStateMap } from '../tx/tx-state-map.js';
 import { StorageGcDriver } from './gc.js';
@@ -358,5 +360,59 @@ describe('local replica view (RO routing)', () => {
     const applied = backup.replica.stateMachine.safeTime.current();
     assert.equal(backupView.localSafeTime(P), applied);
     assert.ok(applied < backup.clock.now(), 'a fresh readTs is not covered: the read goes to the primary');
+  });
+});
+
+describe('RO coordinator over a real replica (wiring)', () => {
+  it('an RO tx reads its snapshot on the local primary while GC runs; once closed, GC collects and old reads fail', async () => {
+    const s = await setup('ro-over-replica');
+    const self = { name: 'n1' as NodeName, id: 'n1-id' as NodeId };
+    const served: NodeName[] = [];
+    const request = (async (to: NodeName, body: { kind: string }) => {
+      assert.equal(body.kind, 'ReadOnlyRequest');
+      served.push(to);
+      return handleReadOnly(s.hosted, body as ReadOnlyRequest, {
+        resolver: new LocalIntentResolver(s.map),
+        lowWatermark: () => s.watermark.current(),
+      });
+    }) as TxRequestFn;
+    const coordinator = new ReadOnlyCoordinator({
+      self,
+      clock: s.clock,
+      timers: s.scheduler.timers('ro'),
+      request,
+      placement: {
+        partitionOf: () => P,
+        partitionsOf: () => [P],
+        primaryHint: () => 'n2' as NodeName,
+        notePrimary: () => {},
+      },
+      local: localReplicaView({ get: (p) => (p === P ? s.hosted : undefined) }),
+      watermark: s.watermark,
+    });
+    const gc = new StorageGcDriver({
+      timers: s.scheduler.timers('gc'),
+      partitions: () => [s.hosted.mv],
+      lowWatermark: () => s.watermark.current(),
+      intervalMs: 100,
+    });
+    gc.start();
+    await s.write('k', 'old');
+    const tx = beginReadOnly(coordinator);
+    await s.write('k', 'new');
+    await s.advance(5_000);
+    assert.equal(await tx.get('t', 'k'), 'old');
+    assert.deepEqual(served, ['n1'], 'served by the local primary, whose safe time covers readTs');
+    assert.equal(gc.versionsRemoved, 0, 'the open tx holds the watermark at its readTs');
+    await tx.commit();
+    await s.advance(200);
+    assert.equal(gc.versionsRemoved, 1);
+    assert.throws(
+      () => beginReadOnly(coordinator, { readTimestamp: tx.readTimestamp }),
+      (e) => isBasaltError(e, 'TX_READ_ONLY_TOO_OLD'),
+    );
+    const fresh = beginReadOnly(coordinator);
+    assert.equal(await fresh.get('t', 'k'), 'new');
+    gc.stop();
   });
 });
