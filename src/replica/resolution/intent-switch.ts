@@ -4,6 +4,13 @@
  * one `runConsistently` step. It never touches Raft: the commit partition's cleanup switches every replica through
  * the log as well, and a later Raft switch of a row already switched here finds no intent and is a no-op.
  *
+ * HAZARD (why ReplicaResolution leaves it off unless asked): the state machine decides Update commands from storage
+ * (`blockingIntent`: a foreign intent makes the command a no-op). A replica that switched a row here, and then
+ * becomes primary and proposes another tx's write to that row before the tx's Raft switch is in the log, applies the
+ * write while the other replicas, still holding the intent, apply a no-op: the replicas diverge. Enabling it safely
+ * needs the data command to carry what its proposer saw (as Ignite's commands carry the row's last commit time) or
+ * a state machine that switches a final foreign intent deterministically at apply.
+ *
  * Invariants: only true final outcomes get here (UNKNOWN and PENDING never do); a switch checks, at run time, that
  * the row still holds an intent *of that tx* (anything else is left alone); switches are deduplicated per row while
  * queued and bounded by `queuedMax` (past it a switch is skipped: the Raft cleanup does the work later). Switches

@@ -5,7 +5,8 @@
  *
  * The parts need the node's partition registry and finish handler, which live in the ReplicaRequestRouter, which in
  * turn needs the resolver: so the resolver is built first and `attach(router, messenger)` completes the wiring.
- * Until then the switcher finds no partition (it skips) and no handler is registered.
+ * Until then the switcher finds no partition (it skips) and no handler is registered. The local intent switch is
+ * off unless `localIntentSwitch` is set (see intent-switch.ts for why).
  */
 import type { Clock } from '../../env/clock.js';
 import type { Timers } from '../../env/timers.js';
@@ -33,6 +34,11 @@ export interface ReplicaResolutionOptions {
   readonly resolutionTimeoutMs?: number;
   readonly requestTimeoutMs?: number;
   readonly stateWaitMs?: number;
+  /**
+   * Also switch a resolved row's intent in local storage (default false: see the hazard in intent-switch.ts). The
+   * final outcome is cached in the map either way, so later reads of the intent resolve locally without a message.
+   */
+  readonly localIntentSwitch?: boolean;
 }
 
 /** What `attach` needs of the ReplicaRequestRouter: its partition registry and its finish handler. */
@@ -68,7 +74,7 @@ export class ReplicaResolution {
       peers: options.peers,
       request: options.request,
       locator: options.locator,
-      switcher: this.switcher,
+      ...(options.localIntentSwitch === true ? { switcher: this.switcher } : {}),
       ...(options.counters === undefined ? {} : { counters: options.counters }),
       ...(options.resolutionTimeoutMs === undefined ? {} : { timeoutMs: options.resolutionTimeoutMs }),
       ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),

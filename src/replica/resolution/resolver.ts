@@ -17,7 +17,8 @@
  * reader with a larger readTs sends its own request. UNKNOWN ("not committed at or below r") likewise.
  *
  * A final answer is cached in the local map (reason `resolution`; transition rules apply; UNKNOWN and PENDING never
- * are) and schedules a local write intent switch of the row (storage only, never Raft: see intent-switch.ts).
+ * are) and, when a switcher is given, schedules a local write intent switch of the row (storage only, never Raft;
+ * see intent-switch.ts for why the node leaves it off by default).
  * Counters: `resolution.local|coordinator|commitPartition` per answering path, `resolution.outcome.<state>`,
  * `resolution.shared`, `resolution.failed`, `resolution.latencyMsTotal`.
  */
