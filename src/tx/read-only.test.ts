@@ -9,7 +9,12 @@ import { Scheduler } from '../sim/scheduler.js';
 import type { KeyRange, Value } from '../storage/mv-partition-storage.js';
 import { LowWatermark, readOnlyTooOld } from './low-watermark.js';
 import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse } from './messages.js';
-import { beginReadOnly, ReadOnlyCoordinator, type ReadOnlyCoordinatorOptions } from './read-only.js';
+import {
+  beginReadOnly,
+  ReadOnlyCoordinator,
+  type ReadOnlyCoordinatorOptions,
+  runReadOnlyTransaction,
+} from './read-only.js';
 import { FakeCluster, TABLE } from './test-support.js';
 import { compareKeys } from './user-input.js';
 
@@ -366,5 +371,38 @@ describe('RO tx: low watermark', () => {
     await run(tx.get(TABLE, cluster.keyIn(0)));
     await tx.commit();
     assert.ok(watermark.current() > tx.readTimestamp, 'released: the watermark moves on');
+  });
+});
+
+describe('RO tx: runReadOnlyTransaction', () => {
+  it('retries a retryable failure in a new RO tx and closes every attempt; a non-retryable one is thrown at once', async () => {
+    const { coordinator, cluster, failing, run, watermark, commit } = setup();
+    const key = cluster.keyIn(0);
+    commit(key, 'v');
+    const seen: bigint[] = [];
+    let calls = 0;
+    const value = await run(
+      runReadOnlyTransaction(coordinator, async (tx) => {
+        calls += 1;
+        seen.push(tx.readTimestamp);
+        failing.replica = calls === 1 ? new BasaltError('TX_TIMEOUT', 'closed') : undefined;
+        return tx.get(TABLE, key);
+      }),
+    );
+    assert.equal(value, 'v');
+    assert.equal(calls, 2);
+    assert.ok(seen[1]! > seen[0]!, 'the retry reads at a new readTs');
+    assert.equal(watermark.openCount, 0, 'every attempt was closed');
+    let writes = 0;
+    await rejectsWith(
+      run(
+        runReadOnlyTransaction(coordinator, async (tx) => {
+          writes += 1;
+          await tx.put(TABLE, key, 1);
+        }),
+      ),
+      'TX_READ_ONLY',
+    );
+    assert.equal(writes, 1);
   });
 });

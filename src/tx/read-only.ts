@@ -462,6 +462,37 @@ export function beginReadOnly(coordinator: ReadOnlyCoordinator, options?: BeginR
   return new ReadOnlyTransaction(coordinator, coordinator.begin(options));
 }
 
+export interface RunReadOnlyOptions extends BeginReadOnlyOptions {
+  /** Retries after the first attempt (default LIMITS.txRunRetriesDefault). */
+  readonly retries?: number;
+}
+
+/**
+ * Runs `fn` in an RO transaction and closes it; on a retryable failure (a read that timed out, a tx closed by its
+ * timeout, ...) runs `fn` again in a new RO tx with a new readTs, at most `retries` times. Resolves with `fn`'s result.
+ */
+export async function runReadOnlyTransaction<T>(
+  coordinator: ReadOnlyCoordinator,
+  fn: (tx: ReadOnlyTransaction) => Promise<T>,
+  options: RunReadOnlyOptions = {},
+): Promise<T> {
+  const { retries = LIMITS.txRunRetriesDefault, ...begin } = options;
+  if (!Number.isInteger(retries) || retries < 0) throw invalid('retries must be an integer >= 0', { retries });
+  const { retryBackoffMsMin, retryBackoffMsMax } = coordinator.settings;
+  for (let attempt = 1; ; attempt++) {
+    const tx = beginReadOnly(coordinator, begin);
+    try {
+      const result = await fn(tx);
+      await tx.commit();
+      return result;
+    } catch (error) {
+      await tx.rollback();
+      if (!(error instanceof BasaltError && error.retryable) || attempt > retries) throw error;
+    }
+    await sleep(coordinator.timers, backoffMs(attempt, retryBackoffMsMin, retryBackoffMsMax));
+  }
+}
+
 export function resolveReadOnlySettings(options: ReadOnlyCoordinatorOptions = {}): Settings {
   const settings: Settings = {
     timeoutMs: options.timeoutMs ?? LIMITS.txReadOnlyTimeoutMsDefault,
