@@ -365,6 +365,13 @@ describe('RO tx: low watermark', () => {
       () => coordinator.begin({ readTimestamp: old }),
       (e) => isBasaltError(e, 'TX_READ_ONLY_TOO_OLD'),
     );
+    const { coordinator: strict, clock: strictClock } = setup({ options: { stalenessMsMax: 5_000 } });
+    assert.throws(
+      () => strict.begin({ readTimestamp: addMs(strictClock.now(), -5_001) }),
+      (e) => isBasaltError(e, 'TX_READ_ONLY_TOO_OLD'),
+      'an explicit readTs older than the largest staleness is too old, even above the watermark',
+    );
+    strict.begin({ readTimestamp: addMs(strictClock.now(), -4_000) });
     const tx = beginReadOnly(coordinator);
     await scheduler.run({ forMs: 10_000 });
     assert.ok(watermark.current() <= tx.readTimestamp, 'the watermark never passes an open readTs');

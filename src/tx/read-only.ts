@@ -6,7 +6,8 @@
  * - default: the coordinator's `now()` (a fresh read: it sees every commit this node has seen);
  * - an explicit `readTimestamp`: a client-supplied timestamp, so the skew guard applies (rule 8: beyond physical
  *   time + maxClockSkew → INVALID_ARGUMENT); a future one is served by waiting until this clock passes it (the
- *   clock never absorbs it);
+ *   clock never absorbs it); one older than now − stalenessMsMax is TX_READ_ONLY_TOO_OLD (so that retention, not
+ *   a cluster-wide watermark, keeps every node's watermark below it while the tx is open);
  * - a bounded staleness: `now − stalenessMs` (rule 10), served by any replica.
  * A readTs below the node's low watermark is refused (TX_READ_ONLY_TOO_OLD); an open tx holds the watermark at or
  * below its readTs until it closes (commit, rollback or its timeout), and every read re-checks it.
@@ -32,7 +33,7 @@ import { addMs, formatTimestamp, physicalMs } from '../hlc/timestamp.js';
 import type { KeyRange, Value } from '../storage/mv-partition-storage.js';
 import type { CoordinatorSelf, TxPlacement, TxRequestFn } from './coordinator-ports.js';
 import { asBasaltError, backoffMs, expectKind, primaryMissHint } from './coordinator-support.js';
-import type { LowWatermark, WatermarkHold } from './low-watermark.js';
+import { type LowWatermark, readOnlyTooOld, type WatermarkHold } from './low-watermark.js';
 import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from './messages.js';
 import { TxIdGenerator } from './tx-id.js';
 import {
@@ -176,6 +177,10 @@ export class ReadOnlyCoordinator {
     if (readTimestamp !== undefined) {
       if (typeof readTimestamp !== 'bigint' || readTimestamp <= 0n) throw invalid('readTimestamp must be positive');
       this.clock.checkUntrusted(readTimestamp, 'readTimestamp');
+      // No older than the largest staleness: with retention ≥ timeout + that + maxClockSkew, no node's watermark
+      // passes the readTs while the tx is open, wherever it reads.
+      const oldest = addMs(beginTs, -this.settings.stalenessMsMax);
+      if (readTimestamp < oldest) throw readOnlyTooOld(readTimestamp, oldest);
       return readTimestamp;
     }
     if (stalenessMs === undefined) return beginTs;
