@@ -129,7 +129,9 @@ export class CommitPartitionStates {
 
   private async known(p: HostedPartition, txId: TxId): Promise<Known> {
     const entry = p.txStateMap.entry(txId);
-    if (entry?.state === 'FINISHING') {
+    // A FINISHING of this node's own coordinator is left to the coordinator rule (it answers "not visible" at once
+    // when commitTs > readTs); any other FINISHING here is a finish about to store its outcome.
+    if (entry?.state === 'FINISHING' && entry.coordinatorId !== this.o.self.id) {
       const final = await waitForFinal(p.txStateMap, p.timers, txId, this.stateWaitMs);
       if (final !== undefined) return { kind: 'final', outcome: outcomeOfEntry(final) };
     } else if (entry !== undefined && isFinal(entry.state)) {

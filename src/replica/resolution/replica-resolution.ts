@@ -8,9 +8,12 @@
  * Until then the switcher finds no partition (it skips) and no handler is registered. The local intent switch is
  * off unless `localIntentSwitch` is set (see intent-switch.ts for why).
  */
+import type { NodeId, NodeName } from '../../core/ids.js';
 import type { Clock } from '../../env/clock.js';
 import type { Timers } from '../../env/timers.js';
+import type { PeerIdentity } from '../../env/transport.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
+import type { TxRequest } from '../../tx/messages.js';
 import type { TxStateMap } from '../../tx/tx-state-map.js';
 import type { HostedPartition, PartitionRegistry } from '../handlers/hosted-partition.js';
 import type { TxFinishHandler } from '../handlers/tx-finish.js';
@@ -119,4 +122,56 @@ export class ReplicaResolution {
   watch(partition: HostedPartition): () => void {
     return this.orphans.attach(partition);
   }
+}
+
+/** The part of the node's Membership resolution needs (rule 17 lives in its `isGone`). */
+export interface MembershipView {
+  isGone(id: NodeId): boolean;
+  connectedPeers(): readonly PeerIdentity[];
+}
+
+/** A PeerDirectory over the node's membership: this node by its own id, peers while their connection is up. */
+export function membershipPeers(membership: MembershipView, self: PeerIdentity): PeerDirectory {
+  return {
+    isGone: (id) => membership.isGone(id),
+    nameOf: (id): NodeName | undefined =>
+      id === self.id ? self.name : membership.connectedPeers().find((p) => p.id === id)?.name,
+  };
+}
+
+/** What a node's partition host has at hand (its PartitionHostContext fits), plus optional counters. */
+export interface ResolutionHostContext {
+  readonly identity: PeerIdentity;
+  readonly clock: Pick<Clock, 'monotonicMs'>;
+  readonly hlc: HybridClock;
+  readonly timers: Timers;
+  readonly txStates: TxStateMap;
+  readonly membership: MembershipView;
+  readonly messenger: {
+    request(to: NodeName, body: TxRequest, options: { readonly timeoutMs: number }): Promise<unknown>;
+  };
+  readonly onError: (error: unknown) => void;
+  readonly counters?: CounterSink;
+}
+
+/** The node's ReplicaResolution from its host context and primary locator (see the module header for `attach`). */
+export function replicaResolutionFor(
+  context: ResolutionHostContext,
+  locator: PrimaryLocator,
+  tuning: Pick<ReplicaResolutionOptions, 'resolutionTimeoutMs' | 'requestTimeoutMs' | 'stateWaitMs'> = {},
+): ReplicaResolution {
+  return new ReplicaResolution({
+    ...tuning,
+    self: context.identity,
+    clock: context.hlc,
+    physicalClock: context.clock,
+    timers: context.timers,
+    txStates: context.txStates,
+    peers: membershipPeers(context.membership, context.identity),
+    request: ((to: NodeName, body: TxRequest, options: { readonly timeoutMs: number }) =>
+      context.messenger.request(to, body, options)) as TxRequestFn,
+    locator,
+    onError: context.onError,
+    ...(context.counters === undefined ? {} : { counters: context.counters }),
+  });
 }
