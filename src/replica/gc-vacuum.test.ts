@@ -272,6 +272,33 @@ describe('tx state vacuum (rule 15)', () => {
     assert.equal(s.map.get(b)?.state, 'COMMITTED');
   });
 
+  it('a scan cut short by scanMax resumes next round, so old records still waiting for cleanup never block vacuum', async () => {
+    const s = await setup('vacuum-scan-resumes');
+    const stuck = [s.newTxId(), s.newTxId(), s.newTxId(), s.newTxId(), s.newTxId()];
+    for (const txId of stuck) await s.finish(txId, false);
+    const cleaned = [s.newTxId(), s.newTxId()];
+    for (const txId of cleaned) await s.finish(txId, true);
+    await s.advance(10_000);
+    const driver = new TxStateVacuumDriver({
+      timers: s.scheduler.timers('vacuum'),
+      clock: s.clock,
+      mapClock: s.physical,
+      txStates: s.map,
+      partitions: () => [vacuumPartitionOf(s.hosted)],
+      txTimeoutMs: TX_TIMEOUT_MS,
+      retentionMs: RETENTION_MS,
+      scanMax: 3,
+    });
+    assert.equal((await driver.runRound()).removed, 0, 'the first 3 records all wait for their cleanup');
+    assert.equal((await driver.runRound()).removed, 1, 'resumed after them: two stuck, then the first cleaned one');
+    assert.equal((await driver.runRound()).removed, 1, 'resumed again: the second cleaned one');
+    assert.equal((await driver.runRound()).removed, 0, 'started over from the oldest: nothing left to remove');
+    assert.deepEqual(
+      s.hosted.txState.records(undefined).map((r) => r.txId),
+      stuck,
+    );
+  });
+
   it('a replica that is not primary proposes nothing', async () => {
     const s = await setup('vacuum-not-primary');
     const a = s.newTxId();

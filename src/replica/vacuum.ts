@@ -11,7 +11,7 @@
  *
  * Records are listed in txId order, which is age order, so D rises along the listing and a page stops at the first
  * record too young to go. Records whose cleanup has not completed stay (recoverCleanups completes them). Bounded:
- * at most scanMax records examined per partition per round, VacuumTxStates batches of txStateVacuumBatchMax ids,
+ * at most scanMax records examined per partition per round (a cut-short scan resumes there next round), VacuumTxStates batches of txStateVacuumBatchMax ids,
  * rounds never overlap. Only the primary proposes, so replicas do not race each other with duplicate commands (a
  * duplicate would be harmless: it finds nothing left to remove).
  */
@@ -90,6 +90,8 @@ export class TxStateVacuumDriver {
   private timer: TimerHandle | undefined;
   private running = false;
   private roundInFlight: Promise<VacuumRound> | undefined;
+  /** Where a scan cut short by scanMax resumes, per hosted partition (pruned to the hosted ones every round). */
+  private readonly cursors = new Map<PartitionId, TxId>();
 
   constructor(options: TxStateVacuumOptions) {
     this.options = options;
@@ -133,11 +135,16 @@ export class TxStateVacuumDriver {
     return this.options.txStates.vacuum(this.options.mapClock.monotonicMs(), this.mapRetentionMs);
   }
 
-  /** Rule 15: the records of `p` that may go now (cleanup completed, D < now − maxClockSkew − retention). */
+  /**
+   * Rule 15: records of `p` that may go now (cleanup completed, D < now − maxClockSkew − retention), from at most
+   * scanMax records. A scan cut short by scanMax (many old records still waiting for their cleanup) resumes after
+   * its last record next round, and starts over once it reaches records too young to go.
+   */
   candidates(p: VacuumPartition, now: HybridTimestamp): TxId[] {
     const limit = addMs(now, -(this.options.clock.maxClockSkewMs + this.retentionMs));
     const out: TxId[] = [];
-    let after: TxId | undefined;
+    let after = this.cursors.get(p.partitionId);
+    this.cursors.delete(p.partitionId);
     let examined = 0;
     while (examined < this.scanMax) {
       const page = p.txState.records(after, Math.min(LIMITS.txStateListMax, this.scanMax - examined));
@@ -151,6 +158,7 @@ export class TxStateVacuumDriver {
       if (last === undefined) return out;
       after = last.txId;
     }
+    if (after !== undefined) this.cursors.set(p.partitionId, after);
     return out;
   }
 
@@ -171,7 +179,10 @@ export class TxStateVacuumDriver {
     const mapRemoved = this.vacuumMap();
     let proposed = 0;
     let removed = 0;
-    for (const p of [...this.options.partitions()]) {
+    const partitions = [...this.options.partitions()];
+    const hosted = new Set(partitions.map((p) => p.partitionId));
+    for (const id of [...this.cursors.keys()]) if (!hosted.has(id)) this.cursors.delete(id);
+    for (const p of partitions) {
       try {
         const r = await this.vacuumPartition(p);
         proposed += r.proposed;
