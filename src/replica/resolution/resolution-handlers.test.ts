@@ -470,6 +470,48 @@ describe('resolution through the commit partition and recovery', () => {
     assert.equal(h.hosted(p0, P0).txState.get(tx)?.state, 'ABORTED');
   });
 
+  it('a FINISHING entry on the commit partition primary is waited for, and its outcome answers', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    await intentOverOld(h, tx);
+    const p0 = h.primary(P0);
+    // A finish driven from this node by another coordinator (not this node's own) is under way.
+    p0.map.update(tx, { state: 'PENDING', reason: 'replica-touch', coordinatorId: OTHER_COORDINATOR });
+    assert.equal(p0.map.beginFinish(tx).kind, 'began');
+    const commitTs = h.coord.now();
+    h.scheduler.schedule(100, () => {
+      p0.map.update(tx, { state: 'COMMITTED', reason: 'finish-response', commitTimestamp: commitTs });
+    });
+    const answered = await h.send<TxStateResponse>(p0, stateRequest(tx, h.coord.now()));
+    assert.deepEqual(answered.answer, { state: 'COMMITTED', commitTs });
+    assert.equal(h.count('TxStateCoordinatorRequest'), 0);
+    assert.equal(h.hosted(p0, P0).txState.get(tx), undefined, 'no recovery was started');
+  });
+
+  it('TxRecoveryRequest for a tx already finished answers the durable outcome and proposes no second finish', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const put = await intentOverOld(h, tx);
+    const p0 = h.primary(P0);
+    const commitTs = h.coord.now();
+    await h.send(p0, finishRequest(tx, commitTs, put));
+    const finishes: string[] = [];
+    p0.map.observe((e) => {
+      if (e.kind === 'update' && e.txId === tx && e.reason.startsWith('finish')) finishes.push(e.reason);
+    });
+    const answered = await h.send<TxStateResponse>(p0, {
+      kind: 'TxRecoveryRequest',
+      txId: tx,
+      commitPartitionId: P0,
+      reporterPartitionId: P1,
+    });
+    assert.deepEqual(answered.answer, { state: 'COMMITTED', commitTs });
+    assert.equal(p0.counters.get(RESOLUTION_COUNTERS.recoveries), 0);
+    assert.equal(p0.counters.get(RESOLUTION_COUNTERS.recoveryCommitWon), 0);
+    await h.converge();
+    assert.deepEqual(finishes, [], 'no second FinishTx was applied');
+  });
+
   it('a commit partition replica that is not primary answers PRIMARY_MISS naming the primary', async () => {
     const h = await Cluster.start(SEED);
     const backup = h.backups(P0)[0]!;
