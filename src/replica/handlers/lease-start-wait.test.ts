@@ -1,0 +1,93 @@
+/**
+ * Rule 1's "before start it waits": a holder whose applied lease starts soon waits for the start instead of answering
+ * PRIMARY_MISS (a transferred lease starts at the previous one's expiration), bounded by leaseStartWaitMs; anything
+ * else (a later start, another holder) answers at once.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { isBasaltError } from '../../core/errors.js';
+import type { NodeId, NodeName } from '../../core/ids.js';
+import { HybridClock } from '../../hlc/hybrid-clock.js';
+import { physicalMs } from '../../hlc/timestamp.js';
+import { SimClock } from '../../sim/clock.js';
+import { SeededRandom } from '../../sim/random.js';
+import { Scheduler } from '../../sim/scheduler.js';
+import { MemoryStorageEngine } from '../../storage/storage-engine.js';
+import { TxStateMap } from '../../tx/tx-state-map.js';
+import type { Lease } from '../lease.js';
+import { PartitionReplica } from '../partition-replica.js';
+import { LogBuilder, leaseCommand, PARTITION } from '../test-support.js';
+import { HostedPartition } from './hosted-partition.js';
+
+const SKEW_MS = 20;
+
+function setup(startInMs: number, leaseStartWaitMs: number, holder: 'self' | 'other' = 'self') {
+  const scheduler = new Scheduler({ seed: 7 });
+  const physical = new SimClock(scheduler);
+  const clock = new HybridClock(physical, { maxClockSkewMs: SKEW_MS });
+  const engine = new MemoryStorageEngine();
+  const txStateMap = new TxStateMap({ clock: physical });
+  const replica = new PartitionReplica({
+    partitionId: PARTITION,
+    nodeId: 'n1-id' as NodeId,
+    nodeName: 'n1' as NodeName,
+    random: new SeededRandom('lease-start'),
+    physicalClock: physical,
+    clock,
+    engine,
+    txStateMap,
+    submit: () => Promise.reject(new Error('no Raft here')),
+  });
+  const nowMs = physicalMs(clock.now());
+  const lease: Lease = {
+    holder: holder === 'self' ? replica.self : { nodeId: 'n2-id' as NodeId, incarnation: 'x' },
+    holderName: (holder === 'self' ? 'n1' : 'n2') as NodeName,
+    start: clock.now() + (BigInt(startInMs) << 16n),
+    expiration: clock.now() + (BigInt(startInMs + 5_000) << 16n),
+  } as Lease;
+  const log = new LogBuilder();
+  replica.stateMachine.apply([log.data(leaseCommand(lease, null, nowMs))]);
+  const partition = new HostedPartition({
+    replica,
+    engine,
+    txStateMap,
+    clock,
+    timers: scheduler.timers('handlers'),
+    leaseStartWaitMs,
+  });
+  return { scheduler, clock, partition, lease };
+}
+
+describe('HostedPartition.untilLeaseStart', () => {
+  it('waits for a start within the bound, then the holder acts', async () => {
+    const { scheduler, clock, partition, lease } = setup(300, 1_000);
+    assert.throws(
+      () => partition.actingLease(clock.now()),
+      (e) => isBasaltError(e, 'PRIMARY_MISS') && e.details?.['reason'] === 'not-started',
+    );
+    let now: bigint | undefined;
+    void partition.untilLeaseStart(clock.now()).then((n) => {
+      now = n;
+    });
+    await scheduler.run({ until: () => now !== undefined, forMs: 2_000 });
+    assert.ok(now !== undefined && now >= lease.start, 'resolved at or after the start');
+    assert.equal(partition.actingLease(clock.now()).start, lease.start);
+  });
+
+  it('answers at once when the start is beyond the bound (the caller then refuses: not-started)', async () => {
+    const { clock, partition } = setup(3_000, 1_000);
+    const before = clock.now();
+    const now = await partition.untilLeaseStart(before);
+    assert.equal(now, before);
+    assert.throws(
+      () => partition.actingLease(now),
+      (e) => isBasaltError(e, 'PRIMARY_MISS'),
+    );
+  });
+
+  it("answers at once when the lease is another replica's", async () => {
+    const { clock, partition } = setup(300, 1_000, 'other');
+    const before = clock.now();
+    assert.equal(await partition.untilLeaseStart(before), before);
+  });
+});
