@@ -196,6 +196,20 @@ describe('TxStateResolver: coordinator and commit partition paths', () => {
     assert.equal(f.counters.get(RESOLUTION_COUNTERS.commitPartition), 1);
   });
 
+  it('a reader with no entry for the tx asks the coordinator named in the tx id first (rule 17)', async () => {
+    const f = new Fixture();
+    const tx = f.tx();
+    f.reply = (_to, body) =>
+      body.kind === 'TxStateCoordinatorRequest' ? answer({ state: 'PENDING' }) : answer({ state: 'ABORTED' });
+    const a = await f.settle(f.resolver.resolve(f.request(tx, f.clock.now())));
+    assert.deepEqual(a, { state: 'PENDING' });
+    assert.deepEqual(f.kinds(), ['TxStateCoordinatorRequest']);
+    assert.deepEqual(
+      f.sent.map((s) => s.to),
+      [COORD_NAME],
+    );
+  });
+
   it('a null or failed coordinator answer falls through to the commit partition path', async () => {
     for (const coordinatorReply of ['null', 'error'] as const) {
       const f = new Fixture();
@@ -215,6 +229,7 @@ describe('TxStateResolver: coordinator and commit partition paths', () => {
   it('PRIMARY_MISS at the commit partition is retried at the holder it names', async () => {
     const f = new Fixture();
     const tx = f.tx();
+    f.gone.add(COORD);
     f.reply = (to) =>
       to === 'p0-primary'
         ? Promise.reject(new BasaltError('PRIMARY_MISS', 'moved', { holderName: 'n3' }))
@@ -230,6 +245,7 @@ describe('TxStateResolver: coordinator and commit partition paths', () => {
   it('a commit partition that cannot answer makes the resolution fail TIMEOUT after the resolution timeout, never PENDING', async () => {
     const f = new Fixture();
     const tx = f.tx();
+    f.gone.add(COORD);
     f.reply = () => Promise.reject(new BasaltError('NODE_UNAVAILABLE', 'down'));
     await assert.rejects(f.settle(f.resolver.resolve(f.request(tx, f.clock.now())), 10_000), (e: unknown) => {
       assert.ok(isBasaltError(e, 'TIMEOUT'), String(e));

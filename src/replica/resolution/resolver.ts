@@ -31,6 +31,7 @@ import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { answerCoordinatorStateRequest } from '../../tx/coordinator-state-request.js';
 import { outcomeOfEntry, waitForFinal } from '../../tx/coordinator-support.js';
 import type { TxStateAnswer, TxStateCommitPartitionRequest } from '../../tx/messages.js';
+import { nodeIdOf } from '../../tx/tx-id.js';
 import { isFinal } from '../../tx/tx-state.js';
 import type { TxStateMap } from '../../tx/tx-state-map.js';
 import type { IntentResolutionRequest, IntentResolver } from '../handlers/intent-resolver.js';
@@ -144,18 +145,20 @@ export class TxStateResolver implements IntentResolver {
   private async localStep(request: IntentResolutionRequest): Promise<LocalStep> {
     const { txId, readTs } = request;
     const entry = this.o.txStates.entry(txId);
-    if (entry === undefined) return { kind: 'remote', coordinatorId: undefined };
-    if (isFinal(entry.state)) return { kind: 'answer', answer: outcomeOfEntry(entry) };
-    if (entry.coordinatorId === this.o.self.id) {
+    if (entry !== undefined && isFinal(entry.state)) return { kind: 'answer', answer: outcomeOfEntry(entry) };
+    // The coordinator's ephemeral id is part of the tx id, so a reader without an entry (it restarted, or its entry
+    // was vacuumed) still knows whom to ask first (rule 17: an id it never saw is unknown, not gone).
+    const coordinatorId = entry?.coordinatorId ?? coordinatorOf(txId);
+    if (coordinatorId === this.o.self.id) {
       // Rule 12: on the coordinator's own node the coordinator rule applies (absorb readTs, then read).
       const own = await this.coordinatorRule(txId, readTs);
       return own === undefined ? { kind: 'remote', coordinatorId: undefined } : { kind: 'answer', answer: own };
     }
-    if (entry.state === 'FINISHING') {
+    if (entry?.state === 'FINISHING') {
       const final = await waitForFinal(this.o.txStates, this.o.timers, txId, this.stateWaitMs);
       if (final !== undefined) return { kind: 'answer', answer: outcomeOfEntry(final) };
     }
-    return { kind: 'remote', coordinatorId: entry.coordinatorId };
+    return { kind: 'remote', coordinatorId };
   }
 
   /** The coordinator's answer on this node; undefined when it has none (null) or its FINISHING wait timed out. */
@@ -221,7 +224,10 @@ export class TxStateResolver implements IntentResolver {
   ): Promise<TxStateAnswer | undefined> {
     if (coordinatorId === undefined || coordinatorId === this.o.self.id) return undefined;
     if (this.o.peers.isGone(coordinatorId)) {
-      this.o.txStates.update(request.txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
+      // Only an entry this node already has is marked: ABANDONED is a note about a known tx, not a new entry.
+      if (this.o.txStates.entry(request.txId) !== undefined) {
+        this.o.txStates.update(request.txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
+      }
       return undefined;
     }
     const name = this.o.peers.nameOf(coordinatorId);
@@ -295,4 +301,13 @@ function commitPartitionRequest(
     ...(coordinatorId === undefined ? {} : { coordinatorId }),
     ...(request.newestCommitTs === undefined ? {} : { newestCommitTs: request.newestCommitTs }),
   };
+}
+
+/** The coordinator id embedded in a tx id; undefined for an id that does not parse (never from our own writes). */
+function coordinatorOf(txId: TxId): NodeId | undefined {
+  try {
+    return nodeIdOf(txId);
+  } catch {
+    return undefined;
+  }
 }
