@@ -11,10 +11,13 @@
 import { BasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { partitionIndexOf, tablePartitionId } from '../core/partitioning.js';
+import { localReplicaView } from '../replica/local-view.js';
 import { TxCoordinator } from '../tx/coordinator.js';
 import type { TxPlacement, TxRequestFn } from '../tx/coordinator-ports.js';
 import type { TxCoordinatorOptions } from '../tx/coordinator-support.js';
+import { LowWatermark } from '../tx/low-watermark.js';
 import type { TxStateCoordinatorRequest } from '../tx/messages.js';
+import { ReadOnlyCoordinator } from '../tx/read-only.js';
 import type { BasaltNode, NodeService, NodeServiceFactory } from './basalt-node.js';
 import type { MetaView, TableDescriptor } from './metastorage-state.js';
 import { isExpectedFailure, PrimaryHints, ReplicaPartitionHost } from './replica-host.js';
@@ -23,6 +26,8 @@ export const COORDINATOR_SERVICE = 'coordinator';
 
 export class CoordinatorService implements NodeService {
   readonly coordinator: TxCoordinator;
+  /** Read-only transactions and implicit reads coordinated on this node. */
+  readonly readOnly: ReadOnlyCoordinator;
   private readonly unregister: () => void;
 
   constructor(node: BasaltNode, options: TxCoordinatorOptions = {}) {
@@ -35,13 +40,24 @@ export class CoordinatorService implements NodeService {
             (name) => name === node.name || node.liveIdOf(name) !== undefined,
           );
     const request: TxRequestFn = (to, body, requestOptions) => node.messenger.request(to, body, requestOptions);
+    const placement = new MetaPlacement(() => node.metastorage.view(), hints);
+    const host = node.partitions instanceof ReplicaPartitionHost ? node.partitions : undefined;
+    this.readOnly = new ReadOnlyCoordinator({
+      self: { name: node.name, id: node.ephemeralId },
+      clock: node.hlc,
+      timers: node.timers,
+      request,
+      placement,
+      local: host === undefined ? { localSafeTime: () => undefined } : localReplicaView(host.router),
+      watermark: host?.lowWatermark ?? new LowWatermark({ clock: node.hlc }),
+    });
     this.coordinator = new TxCoordinator({
       self: { name: node.name, id: node.ephemeralId },
       clock: node.hlc,
       timers: node.timers,
       txStates: node.txStates,
       request,
-      placement: new MetaPlacement(() => node.metastorage.view(), hints),
+      placement,
       options,
       // Expected under faults (background finish retries, cleanups that gave up): counted; anything else is a bug.
       onError: (error) => {
@@ -57,6 +73,7 @@ export class CoordinatorService implements NodeService {
   stop(): void {
     this.unregister();
     this.coordinator.stop();
+    this.readOnly.stop();
   }
 }
 

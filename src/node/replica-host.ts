@@ -23,14 +23,17 @@ import { BasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { TimerHandle } from '../env/timers.js';
+import { StorageGcDriver } from '../replica/gc.js';
 import { HostedPartition } from '../replica/handlers/hosted-partition.js';
-import { LocalIntentResolver } from '../replica/handlers/intent-resolver.js';
 import { ReplicaRequestRouter } from '../replica/handlers/router.js';
 import { type CleanupSender, messengerCleanupSender, type PrimaryLocator } from '../replica/handlers/tx-finish.js';
 import type { Lease } from '../replica/lease.js';
 import { sameHolder } from '../replica/lease.js';
 import { PartitionReplica } from '../replica/partition-replica.js';
 import { leaseTiming } from '../replica/primary.js';
+import { type ReplicaResolution, replicaResolutionFor } from '../replica/resolution/replica-resolution.js';
+import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
+import { LowWatermark } from '../tx/low-watermark.js';
 import type { MetaView } from './metastorage-state.js';
 import type {
   PartitionHost,
@@ -118,6 +121,12 @@ export class PrimaryHints {
 export class ReplicaPartitionHost implements PartitionHost {
   readonly router: ReplicaRequestRouter;
   readonly hints: PrimaryHints;
+  /** Write intent resolution for reads (local map → coordinator → commit partition) and recovery of orphans. */
+  readonly resolution: ReplicaResolution;
+  /** This node's low watermark: below every open RO readTs here; RO reads re-check it, storage GC collects below. */
+  readonly lowWatermark: LowWatermark;
+  private readonly gc: StorageGcDriver;
+  private readonly vacuum: TxStateVacuumDriver;
   private readonly context: PartitionHostContext;
   private readonly options: ReplicaHostOptions;
   private readonly hosted = new Map<PartitionId, Hosted>();
@@ -135,14 +144,36 @@ export class ReplicaPartitionHost implements PartitionHost {
       (p) => this.localHolder(p),
       (name) => name === context.self || context.membership.liveIdOf(name) !== undefined,
     );
+    this.lowWatermark = new LowWatermark({ clock: context.hlc });
+    const lowWatermark = () => this.lowWatermark.current();
+    this.resolution = replicaResolutionFor(context, this.locator());
     this.router = new ReplicaRequestRouter({
       sender: this.hintingSender(messengerCleanupSender(context.messenger as never)),
       locator: this.locator(),
       timers: context.timers,
-      resolver: new LocalIntentResolver(context.txStates),
+      resolver: this.resolution.resolver,
+      lowWatermark,
       onError: (error) => this.background(error),
     });
     this.unsubscribe.push(this.router.registerWith(context.messenger as never));
+    this.unsubscribe.push(this.resolution.attach(this.router, context.messenger as never));
+    this.gc = new StorageGcDriver({
+      timers: context.timers,
+      partitions: () => [...this.hosted.values()].map((e) => e.partition.mv),
+      lowWatermark,
+      onError: (error) => this.background(error),
+    });
+    this.vacuum = new TxStateVacuumDriver({
+      timers: context.timers,
+      clock: context.hlc,
+      mapClock: context.clock,
+      txStates: context.txStates,
+      partitions: () => [...this.hosted.values()].map((e) => vacuumPartitionOf(e.partition)),
+      ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
+      onError: (error) => this.background(error),
+    });
+    this.gc.start();
+    this.vacuum.start();
     this.unsubscribe.push(context.onLeaderChange((change) => this.maintainOne(change.group)));
     this.arm();
   }
@@ -176,6 +207,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     const entry: Hosted = { replica, partition, replicas, undo: [], holding: false };
     entry.undo.push(context.stateMachines.register(partitionId, replica.stateMachine));
     entry.undo.push(this.router.register(partition));
+    entry.undo.push(this.resolution.watch(partition));
     // Every apply may change the lease (a first lease, a takeover): decide at once rather than on the next tick.
     entry.undo.push(replica.stateMachine.onApplied(() => this.maintainOne(partitionId)));
     this.hosted.set(partitionId, entry);
@@ -214,6 +246,8 @@ export class ReplicaPartitionHost implements PartitionHost {
     if (this.stopped) return;
     this.stopped = true;
     if (this.timer !== undefined) this.context.timers.clearTimer(this.timer);
+    this.gc.stop();
+    this.vacuum.stop();
     for (const u of this.unsubscribe.splice(0)) u();
     for (const partitionId of [...this.hosted.keys()]) this.release(partitionId);
   }
