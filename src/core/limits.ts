@@ -197,6 +197,19 @@ export const LIMITS = {
   txStateVacuumIntervalMsDefault: 1_000,
   /** Vacuum driver: durable tx state records examined on one commit partition per round. */
   txStateVacuumScanMax: 10_000,
+  /** Client protocol: connections one node's client server accepts at a time. */
+  clientConnectionsMax: 1_024,
+  /** Client protocol: open transactions (handles) of one client connection; a begin past it is OVERLOADED. */
+  clientTxHandlesMax: 1_024,
+  /** Client protocol: requests of one connection being processed; past it the server stops reading that socket. */
+  clientRequestsInFlightMax: 256,
+  /** Client protocol: calls one remote client awaits at once; more fail OVERLOADED without being sent. */
+  clientPendingCallsMax: 100_000,
+  /**
+   * Client protocol: default timeout of one remote call. Above the coordinator's own bounds (an operation's request
+   * timeout, a commit's finish attempts), so that the node answers first and a client TIMEOUT means a lost node.
+   */
+  clientRequestTimeoutMsDefault: 60_000,
   /** Simulator: events run in one simulation before it is declared runaway. */
   simEventsMax: 50_000_000,
 } as const;
