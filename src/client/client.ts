@@ -7,21 +7,29 @@
  * transactions settles through `cluster.drive` (the identity on real time); calls made inside a driven call join the
  * same run.
  *
+ * A call in flight when its node stops (a crash, whose timers never fire again) settles at once instead of hanging:
+ * an operation fails TX_ABORTED (retryable: a transaction whose coordinator is gone never commits), a commit or an
+ * implicit write TX_OUTCOME_UNKNOWN (it may have reached its commit partition), a rollback resolves. `transaction`
+ * looks its coordinator up again for every attempt, so it retries on the restarted node.
+ *
  * Implicit operations: `put`/`remove` are one-phase writes (one replicated command, no intent). `get` is, until
  * read-only transactions exist, a read-write transaction of a single read (it takes a shared lock on the primary and
  * finishes with an unlock-only cleanup), retried like `transaction`.
  */
 import { BasaltError } from '../core/errors.js';
 import type { NodeName, TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import type { Cluster } from '../node/cluster.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import type { TxCoordinator } from '../tx/coordinator.js';
+import { backoffMs } from '../tx/coordinator-support.js';
 import {
   beginTransaction,
   type Transaction as CoordinatedTransaction,
+  isRetryable,
   type RunTransactionOptions,
   runTransaction,
 } from '../tx/transaction.js';
@@ -80,30 +88,59 @@ class EmbeddedClient implements Client {
   begin(options: BeginOptions = {}): Promise<Transaction> {
     return this.run(async () => {
       rejectReadOnly(options);
-      return new DrivenTransaction(this.cluster, beginTransaction(this.coordinator()));
+      const { node, coordinator } = this.current();
+      return new DrivenTransaction(this.cluster, node, beginTransaction(coordinator));
     });
   }
 
   transaction<T>(fn: (tx: Transaction) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
     return this.run(async () => {
       rejectReadOnly(options);
-      return runTransaction(this.coordinator(), (tx) => fn(new DrivenTransaction(this.cluster, tx)), options);
+      const retries = options.retries ?? LIMITS.txRunRetriesDefault;
+      const minMs = options.backoffMsMin ?? LIMITS.txRetryBackoffMsMin;
+      const maxMs = options.backoffMsMax ?? LIMITS.txRetryBackoffMsMax;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await this.attempt(fn, options);
+        } catch (error) {
+          if (!isRetryable(error) || attempt > retries) throw error;
+        }
+        await this.cluster.runFor(backoffMs(attempt, minMs, maxMs));
+      }
     });
   }
 
+  /** One attempt of `transaction` on the current incarnation of the node (its coordinator retries nothing here). */
+  private attempt<T>(fn: (tx: Transaction) => Promise<T>, options: TransactionOptions): Promise<T> {
+    const { node, coordinator } = this.current();
+    let committing = false;
+    const run = runTransaction(
+      coordinator,
+      async (tx) => {
+        const result = await fn(new DrivenTransaction(this.cluster, node, tx));
+        committing = true;
+        return result;
+      },
+      { ...options, retries: 0 },
+    );
+    return whileAlive(node, run, () => (committing ? outcomeUnknown(node.name) : coordinatorGone(node.name)));
+  }
+
   get(table: string, key: string): Promise<Value | undefined> {
-    return this.run(() => runTransaction(this.coordinator(), (tx) => tx.get(table, key)));
+    return this.transaction((tx) => tx.get(table, key));
   }
 
   put(table: string, key: string, value: Value): Promise<void> {
     return this.run(async () => {
-      await this.coordinator().putImplicit(table, key, value);
+      const { node, coordinator } = this.current();
+      await whileAlive(node, coordinator.putImplicit(table, key, value), () => outcomeUnknown(node.name));
     });
   }
 
   remove(table: string, key: string): Promise<void> {
     return this.run(async () => {
-      await this.coordinator().removeImplicit(table, key);
+      const { node, coordinator } = this.current();
+      await whileAlive(node, coordinator.removeImplicit(table, key), () => outcomeUnknown(node.name));
     });
   }
 
@@ -133,8 +170,10 @@ class EmbeddedClient implements Client {
     return node.metastorage.view().tables.some((t) => t.name === name) === present;
   }
 
-  private coordinator(): TxCoordinator {
-    return coordinatorOf(this.cluster.basaltNode(this.node), this.node);
+  /** The running incarnation of this client's node and its coordinator (NODE_UNAVAILABLE while it is down). */
+  private current(): { node: BasaltNode; coordinator: TxCoordinator } {
+    const node = this.cluster.basaltNode(this.node);
+    return { node: node as BasaltNode, coordinator: coordinatorOf(node, this.node) };
   }
 
   private run<T>(fn: () => Promise<T>): Promise<T> {
@@ -147,6 +186,7 @@ class DrivenTransaction implements Transaction {
 
   constructor(
     private readonly cluster: Cluster<Client>,
+    private readonly node: BasaltNode,
     private readonly tx: CoordinatedTransaction,
   ) {}
 
@@ -155,39 +195,43 @@ class DrivenTransaction implements Transaction {
   }
 
   get(table: string, key: string): Promise<Value | undefined> {
-    return this.drive(() => this.tx.get(table, key));
+    return this.drive(() => this.tx.get(table, key), coordinatorGone);
   }
 
   getAll(table: string, keys: readonly string[]): Promise<(Value | undefined)[]> {
-    return this.drive(() => this.tx.getAll(table, keys));
+    return this.drive(() => this.tx.getAll(table, keys), coordinatorGone);
   }
 
   put(table: string, key: string, value: Value): Promise<void> {
-    return this.drive(() => this.tx.put(table, key, value));
+    return this.drive(() => this.tx.put(table, key, value), coordinatorGone);
   }
 
   putAll(table: string, entries: readonly KeyValue[]): Promise<void> {
-    return this.drive(() => this.tx.putAll(table, entries));
+    return this.drive(() => this.tx.putAll(table, entries), coordinatorGone);
   }
 
   remove(table: string, key: string): Promise<void> {
-    return this.drive(() => this.tx.remove(table, key));
+    return this.drive(() => this.tx.remove(table, key), coordinatorGone);
   }
 
   scan(table: string, range: ScanRange, options?: ScanOptions): Promise<KeyValue[]> {
-    return this.drive(() => this.tx.scan(table, range, options));
+    return this.drive(() => this.tx.scan(table, range, options), coordinatorGone);
   }
 
   commit(): Promise<void> {
-    return this.drive(() => this.tx.commit());
+    return this.drive(() => this.tx.commit(), outcomeUnknown);
   }
 
   rollback(): Promise<void> {
-    return this.drive(() => this.tx.rollback());
+    // A tx whose coordinator is gone never commits: nothing is left to roll back here.
+    return this.drive(() => this.tx.rollback().catch(ignore), undefined);
   }
 
-  private drive<T>(fn: () => Promise<T>): Promise<T> {
-    return driven(this.cluster, fn);
+  /** Drives `fn`; if this tx's node stops first, fails with `gone` (or resolves when there is none). */
+  private drive<T>(fn: () => Promise<T>, gone: ((node: NodeName) => BasaltError) | undefined): Promise<T> {
+    return driven(this.cluster, () =>
+      whileAlive(this.node, fn(), gone === undefined ? undefined : () => gone(this.node.name)),
+    );
   }
 }
 
@@ -201,6 +245,45 @@ function driven<T>(cluster: Cluster<Client>, fn: () => Promise<T>): Promise<T> {
   }
   return cluster.drive(promise);
 }
+
+/**
+ * Settles with `promise`, unless `node` stops first: then rejects with `gone()`, or resolves (undefined) when `gone`
+ * is undefined. The abandoned promise's later settlement is absorbed.
+ */
+function whileAlive<T>(node: BasaltNode, promise: Promise<T>, gone: (() => BasaltError) | undefined): Promise<T> {
+  const signal = node.lifetime;
+  return new Promise<T>((resolve, reject) => {
+    const onStop = (): void => {
+      if (gone === undefined) resolve(undefined as T);
+      else reject(gone());
+    };
+    if (signal.aborted) return onStop();
+    signal.addEventListener('abort', onStop, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onStop);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onStop);
+        reject(error);
+      },
+    );
+  });
+}
+
+function coordinatorGone(node: NodeName): BasaltError {
+  return new BasaltError('TX_ABORTED', `the coordinator on ${node} stopped: the transaction can never commit`, {
+    node,
+    reason: 'coordinator-gone',
+  });
+}
+
+function outcomeUnknown(node: NodeName): BasaltError {
+  return new BasaltError('TX_OUTCOME_UNKNOWN', `the coordinator on ${node} stopped while committing`, { node });
+}
+
+function ignore(): void {}
 
 function rejectReadOnly(options: BeginOptions): void {
   if (options.readOnly === true) {

@@ -12,6 +12,7 @@
  * it synchronously retires every timer, stops Raft and closes the transport so that nothing of this incarnation acts
  * again, and leaves storage as it is (the harness decides what a crash keeps).
  */
+import { setMaxListeners } from 'node:events';
 import { BasaltError } from '../core/errors.js';
 import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -104,6 +105,13 @@ export interface NodeMetrics {
 
 export const META_MEMBERS_MAX = 3;
 
+/** Every client call in flight listens for the end of its node's incarnation: no listener-count warning. */
+function lifetimeController(): AbortController {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
+}
+
 export class BasaltNode {
   readonly self: PeerIdentity;
   readonly clock: Clock;
@@ -129,6 +137,7 @@ export class BasaltNode {
   private readonly services = new Map<string, NodeService>();
   private state: 'running' | 'stopping' | 'stopped' = 'running';
   private storageClosed = false;
+  private readonly lifetimeController = lifetimeController();
 
   private constructor(options: BasaltNodeOptions) {
     const tuning = options.tuning ?? {};
@@ -235,6 +244,11 @@ export class BasaltNode {
     return node;
   }
 
+  /** Aborted once this incarnation stops acting (a crash, or the start of a graceful stop). */
+  get lifetime(): AbortSignal {
+    return this.lifetimeController.signal;
+  }
+
   /** Reports a failure of background work (a service's), like the node's own: fatal under the simulator. */
   reportError(error: unknown): void {
     this.onError(error);
@@ -306,6 +320,7 @@ export class BasaltNode {
   async stop(): Promise<void> {
     if (this.state !== 'running') return;
     this.state = 'stopping';
+    this.lifetimeController.abort();
     for (const service of [...this.services.values()].reverse()) {
       await Promise.resolve(service.stop?.()).catch((error: unknown) => this.onError(error));
     }
@@ -333,6 +348,7 @@ export class BasaltNode {
   kill(): Promise<void> {
     if (this.state === 'stopped') return Promise.resolve();
     this.state = 'stopped';
+    this.lifetimeController.abort();
     this.timers.retire();
     this.reconciler.halt();
     this.metastorage.stop();

@@ -236,4 +236,7 @@ describe('bank workload under faults (simulated)', () => {
   }
   // Regression: a background cleanup that lost its Raft leadership (NOT_LEADER) was reported as a node failure.
   it('regression seed bank-sweep-3 (first fault schedule)', () => bankRun('bank-sweep-3', FAULTS_V1));
+  // Regression: locks of a tx whose cleanup reached the new primary stayed on the old one and blocked every tx once it
+  // held a lease again (a lock table now belongs to one lease).
+  it('regression seed bank-sweep-121', () => bankRun('bank-sweep-121'));
 });

@@ -69,6 +69,10 @@ export class HostedPartition {
   readonly leaseStartWaitMs: number;
   private readonly readWaitersMax: number;
   private readonly readWaiters = new Set<ReadWaiter>();
+  /** Txs that asked this lock table for a lock since the lease last changed (to drop their locks at the change). */
+  private readonly lockingTxs = new Set<TxId>();
+  /** The applied lease the lock table belongs to. */
+  private lockTableLease: LeaseToken | undefined;
   private readonly unsubscribe: () => void;
   private stopped = false;
 
@@ -86,7 +90,11 @@ export class HostedPartition {
     this.readWaitMs = options.readWaitMs ?? LIMITS.replicaReadWaitMsDefault;
     this.readWaitersMax = options.readWaitersMax ?? LIMITS.safeTimeWaitersMax;
     this.leaseStartWaitMs = options.leaseStartWaitMs ?? LIMITS.replicaLeaseStartWaitMsMax;
-    this.unsubscribe = this.replica.stateMachine.onApplied(() => this.wakeReaders());
+    this.lockTableLease = this.currentToken();
+    this.unsubscribe = this.replica.stateMachine.onApplied(() => {
+      this.checkLockTableLease();
+      this.wakeReaders();
+    });
   }
 
   /** The tx's hard deadline D (rule 15). */
@@ -139,6 +147,7 @@ export class HostedPartition {
   }
 
   private acquireOne(txId: TxId, step: LockStep): Promise<void> {
+    this.noteLocking(txId);
     return new Promise((resolve, reject) => {
       let timer: TimerHandle | undefined;
       const settle = (error?: BasaltError): void => {
@@ -165,6 +174,41 @@ export class HostedPartition {
         );
       }, this.lockWaitTimeoutMs);
     });
+  }
+
+  /**
+   * Locks live on the primary only, for one lease: when the applied lease changes (a new lease, whoever holds it),
+   * every lock and lock waiter of the previous one is dropped. Otherwise a tx whose cleanup reached the new holder
+   * while this replica was not primary would keep its locks here, and block everyone once this replica holds a lease
+   * again. (An extension keeps the token, and the locks.)
+   */
+  private checkLockTableLease(): void {
+    const token = this.currentToken();
+    const same =
+      token === undefined || this.lockTableLease === undefined
+        ? token === this.lockTableLease
+        : sameToken(token, this.lockTableLease);
+    if (same) return;
+    this.lockTableLease = token;
+    // Waiters first: a release would grant them a lock of the dropped table.
+    for (const txId of this.lockingTxs) this.locks.failWaiters(txId);
+    for (const txId of this.lockingTxs) this.locks.releaseAll(txId);
+    this.lockingTxs.clear();
+  }
+
+  private currentToken(): LeaseToken | undefined {
+    const lease = this.replica.stateMachine.currentLease();
+    return lease === null ? undefined : tokenOf(lease);
+  }
+
+  /** Remembers a locking tx; past the bound, forgets those that hold and await nothing any more. */
+  private noteLocking(txId: TxId): void {
+    if (this.lockingTxs.size >= LIMITS.replicaTxRecordsMax && !this.lockingTxs.has(txId)) {
+      for (const t of this.lockingTxs) {
+        if (this.locks.locksOf(t).length === 0 && this.locks.waitsOf(t).length === 0) this.lockingTxs.delete(t);
+      }
+    }
+    this.lockingTxs.add(txId);
   }
 
   // ---------------------------------------------------------------------------------------- readability

@@ -1,7 +1,10 @@
 /**
- * Rule 1's "before start it waits": a holder whose applied lease starts soon waits for the start instead of answering
- * PRIMARY_MISS (a transferred lease starts at the previous one's expiration), bounded by leaseStartWaitMs; anything
- * else (a later start, another holder) answers at once.
+ * HostedPartition on one replica with leases applied directly to its state machine:
+ * - rule 1's "before start it waits": a holder whose applied lease starts soon waits for the start instead of
+ *   answering PRIMARY_MISS (a transferred lease starts at the previous one's expiration), bounded by
+ *   leaseStartWaitMs; anything else (a later start, another holder) answers at once;
+ * - locks belong to one lease: a new applied lease drops every lock and waiter of the previous one; an extension keeps
+ *   them.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -13,10 +16,11 @@ import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
 import { MemoryStorageEngine } from '../../storage/storage-engine.js';
+import { pointLockPlan } from '../../tx/lock-modes.js';
 import { TxStateMap } from '../../tx/tx-state-map.js';
 import type { Lease } from '../lease.js';
 import { PartitionReplica } from '../partition-replica.js';
-import { LogBuilder, leaseCommand, PARTITION } from '../test-support.js';
+import { LogBuilder, leaseCommand, PARTITION, txIdAt } from '../test-support.js';
 import { HostedPartition } from './hosted-partition.js';
 
 const SKEW_MS = 20;
@@ -47,6 +51,8 @@ function setup(startInMs: number, leaseStartWaitMs: number, holder: 'self' | 'ot
   } as Lease;
   const log = new LogBuilder();
   replica.stateMachine.apply([log.data(leaseCommand(lease, null, nowMs))]);
+  const applyLease = (next: Lease, replaces: Lease) =>
+    replica.stateMachine.apply([log.data(leaseCommand(next, replaces, physicalMs(clock.now())))]);
   const partition = new HostedPartition({
     replica,
     engine,
@@ -55,7 +61,7 @@ function setup(startInMs: number, leaseStartWaitMs: number, holder: 'self' | 'ot
     timers: scheduler.timers('handlers'),
     leaseStartWaitMs,
   });
-  return { scheduler, clock, partition, lease };
+  return { scheduler, clock, partition, lease, applyLease };
 }
 
 describe('HostedPartition.untilLeaseStart', () => {
@@ -89,5 +95,34 @@ describe('HostedPartition.untilLeaseStart', () => {
     const { clock, partition } = setup(300, 1_000, 'other');
     const before = clock.now();
     assert.equal(await partition.untilLeaseStart(before), before);
+  });
+});
+
+describe('HostedPartition lock table per lease', () => {
+  const tx1 = txIdAt(1, 2);
+  const tx2 = txIdAt(1, 1); // older: it waits under wait-die
+
+  it('a new lease drops the locks and waiters of the previous one; an extension keeps them', async () => {
+    const { partition, lease, applyLease } = setup(0, 1_000);
+    await partition.acquire(tx1, pointLockPlan(PARTITION, 'a', 'X'));
+    const extended: Lease = { ...lease, expiration: lease.expiration + (1_000n << 16n) } as Lease;
+    applyLease(extended, lease);
+    assert.equal(partition.locks.locksOf(tx1).length, 2, 'an extension keeps the locks');
+    const waiting = partition.acquire(tx2, pointLockPlan(PARTITION, 'a', 'X')).then(
+      () => 'granted',
+      (e: unknown) => (isBasaltError(e) ? e.code : String(e)),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(partition.locks.waitsOf(tx2).length, 1, 'the older tx waits for the row lock');
+    const next: Lease = {
+      holder: { nodeId: 'n2-id' as NodeId, incarnation: 'y' },
+      holderName: 'n2' as NodeName,
+      start: extended.expiration,
+      expiration: extended.expiration + (5_000n << 16n),
+    } as Lease;
+    applyLease(next, extended);
+    assert.deepEqual(partition.locks.locksOf(tx1), [], 'the locks of the old lease are gone');
+    assert.equal(await waiting, 'TX_ABORTED', 'the waiter of the old lease failed');
+    assert.deepEqual(partition.locks.locksOf(tx2), []);
   });
 });
