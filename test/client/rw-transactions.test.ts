@@ -78,7 +78,10 @@ describe('RW transactions (simulated)', () => {
 
 // ------------------------------------------------------------------------------------------ tx state map
 
-/** Partitions A (commit) and B and a coordinator and a bystander that host neither, on 6 nodes. */
+/**
+ * Partitions A (commit) and B with different primaries, and a coordinator and a bystander that host neither, on 6
+ * nodes.
+ */
 interface Roles {
   readonly keyA: string;
   readonly keyB: string;
@@ -95,7 +98,9 @@ function chooseRoles(cluster: TestCluster): Roles {
       if (a === b) continue;
       const keyA = keyIn(cluster, T, (p) => p === a, 'r');
       const keyB = keyIn(cluster, T, (p) => p === b, 'r');
-      const involved = new Set([...cluster.placement(T, keyA).replicas, ...cluster.placement(T, keyB).replicas]);
+      const [pa, pb] = [cluster.placement(T, keyA), cluster.placement(T, keyB)];
+      if (pa.primary === pb.primary) continue;
+      const involved = new Set([...pa.replicas, ...pb.replicas]);
       const outside = cluster.nodes.filter((n) => !involved.has(n));
       if (outside.length >= 2) return { keyA, keyB, a, b, coordinator: outside[0]!, bystander: outside[1]! };
     }
@@ -183,6 +188,37 @@ describe('tx state map update points (simulated, 6 nodes)', () => {
       });
       for (const n of replicas) assert.deepEqual(view(n), final, `${n} final with the same commitTs`);
       assert.equal(view(roles.bystander), undefined, 'a node with no role has no entry');
+    }));
+
+  it('with TxCleanupRequest held: the commit partition (primary and backups) is final once FinishTx applied, the other enlisted partition still PENDING, the coordinator FINISHING', () =>
+    withSimCluster('map-cleanup', options, async (cluster) => {
+      const roles = chooseRoles(cluster);
+      const tx = await cluster.client(roles.coordinator).begin();
+      await tx.put(T, roles.keyA, 'a');
+      await tx.put(T, roles.keyB, 'b');
+      const a = replicaRoles(cluster, roles.keyA);
+      const b = replicaRoles(cluster, roles.keyB);
+      await cluster.waitFor(() => [...b.backups, ...a.backups].every((n) => stateOf(cluster, n, tx.id) === 'PENDING'));
+      const held = cluster.network.hold({ kind: 'TxCleanupRequest', from: a.primary, to: b.primary });
+      const commit = tx.commit();
+      await cluster.waitFor(() => held.heldCount > 0, { what: 'cleanup request to B held' });
+      await cluster.waitFor(() => a.backups.every((n) => stateOf(cluster, n, tx.id) === 'COMMITTED'), {
+        what: 'commit partition backups final from the applied FinishTx',
+      });
+      const commitTs = cluster.node(roles.coordinator).txState(tx.id)?.commitTimestamp;
+      assert.equal(stateOf(cluster, roles.coordinator, tx.id), 'FINISHING', 'the finish answer waits for cleanup');
+      for (const n of [a.primary, ...a.backups]) {
+        assert.equal(cluster.node(n).txState(tx.id)?.commitTimestamp, commitTs, `${n} has the coordinator's commitTs`);
+      }
+      const bOnly = [b.primary, ...b.backups].filter((n) => n !== a.primary && !a.backups.includes(n));
+      assert.ok(bOnly.includes(b.primary), "B's primary plays no role in A");
+      for (const n of bOnly) assert.equal(stateOf(cluster, n, tx.id), 'PENDING', `${n} (B only) still PENDING`);
+      held.release();
+      await commit;
+      assert.equal(stateOf(cluster, b.primary, tx.id), 'COMMITTED', "B's primary final on cleanup");
+      await cluster.waitFor(() => bOnly.every((n) => stateOf(cluster, n, tx.id) === 'COMMITTED'), {
+        what: "B's backups final once the intent switch applied",
+      });
     }));
 
   it('rollback: every actor ends ABORTED without a commitTs', () =>
