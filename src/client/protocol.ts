@@ -1,0 +1,261 @@
+/**
+ * The client protocol on a node's client port (DESIGN §4, `connect()`): length-prefixed msgpack frames (the framing
+ * and codec of `src/net`), a versioned hello, then requests and responses matched by request id.
+ *
+ *   client → server  hello     { magic: 'basalt-client', version }
+ *   server → client  hello     { magic, version, node }            or { magic, version, error } and the server closes
+ *   client → server  request   { id, kind, ...fields }             id: a positive safe integer, unique while in flight
+ *   server → client  response  { id, result }  |  { id, error }    error: ErrorData (code, message, details)
+ *
+ * Transactions live on the server, named per connection by a small integer handle (`tx`); an operation without `tx`
+ * is implicit (a one-phase write, or a single-operation transaction). Timestamps travel as bigints.
+ *
+ * Every decoded request is validated here before anything acts on it: exact field sets per kind (unknown fields are
+ * refused), field types, an unknown kind. A request whose id can be read is answered with a coded error and the
+ * connection stays open; a frame whose id cannot be read has nothing to answer to, so it is answered under id 0 and
+ * the connection is closed (the peer does not speak this protocol).
+ */
+import { BasaltError, type ErrorData, isErrorCode } from '../core/errors.js';
+
+export const CLIENT_MAGIC = 'basalt-client';
+export const CLIENT_PROTOCOL_VERSION = 1;
+
+/** Request id 0 is never used by a client: the server answers frames it cannot attribute under it. */
+export const UNATTRIBUTED_REQUEST_ID = 0;
+
+/** A transaction's name on one connection, chosen by the server at begin. */
+export type TxHandle = number;
+
+export interface ClientHello {
+  readonly magic: string;
+  readonly version: number;
+}
+
+export type ServerHello =
+  | { readonly magic: string; readonly version: number; readonly node: string }
+  | { readonly magic: string; readonly version: number; readonly error: ErrorData };
+
+interface RequestFields {
+  readonly begin: { readonly readOnly?: boolean; readonly readTimestamp?: bigint; readonly stalenessMs?: number };
+  readonly get: { readonly tx?: TxHandle; readonly table: string; readonly key: string };
+  readonly getAll: { readonly tx?: TxHandle; readonly table: string; readonly keys: readonly string[] };
+  readonly put: { readonly tx?: TxHandle; readonly table: string; readonly key: string; readonly value: unknown };
+  readonly putAll: {
+    readonly tx?: TxHandle;
+    readonly table: string;
+    readonly entries: readonly { readonly key: string; readonly value: unknown }[];
+  };
+  readonly remove: { readonly tx?: TxHandle; readonly table: string; readonly key: string };
+  readonly scan: {
+    readonly tx?: TxHandle;
+    readonly table: string;
+    readonly range: Readonly<Record<string, string>>;
+    readonly options?: { readonly limit?: number };
+  };
+  readonly commit: { readonly tx: TxHandle };
+  readonly rollback: { readonly tx: TxHandle };
+  readonly createTable: { readonly name: string; readonly options: { partitions: number; replicas: number } };
+  readonly dropTable: { readonly name: string };
+  readonly tables: Readonly<Record<never, never>>;
+}
+
+export type RequestKind = keyof RequestFields;
+
+/** A request as it travels: `{ id, kind, ...fields }`. */
+export type ClientRequest = {
+  readonly [K in RequestKind]: { readonly id: number; readonly kind: K } & RequestFields[K];
+}[RequestKind];
+
+export type RequestOf<K extends RequestKind> = Extract<ClientRequest, { readonly kind: K }>;
+
+export type ClientResponse =
+  | { readonly id: number; readonly result: unknown }
+  | { readonly id: number; readonly error: ErrorData };
+
+// ---- hello ------------------------------------------------------------------------------------------------------
+
+export function clientHello(): ClientHello {
+  return { magic: CLIENT_MAGIC, version: CLIENT_PROTOCOL_VERSION };
+}
+
+/** Why a client's hello is refused (HANDSHAKE_FAILED), or undefined when it is acceptable. */
+export function clientHelloProblem(value: unknown): string | undefined {
+  if (!isRecord(value)) return 'hello is not an object';
+  if (value['magic'] !== CLIENT_MAGIC) return 'hello has the wrong magic (not a basalt client)';
+  if (value['version'] !== CLIENT_PROTOCOL_VERSION) {
+    return `client protocol version ${describe(value['version'])} is not supported (server speaks ${CLIENT_PROTOCOL_VERSION})`;
+  }
+  if (Object.keys(value).length !== 2) return 'hello must have exactly magic and version';
+  return undefined;
+}
+
+/** The server's hello, checked by the client: the node's name, or the coded error the server refused us with. */
+export function parseServerHello(
+  value: unknown,
+): { readonly ok: true; readonly node: string } | { readonly ok: false; readonly error: BasaltError } {
+  const refuse = (message: string) => ({ ok: false as const, error: new BasaltError('HANDSHAKE_FAILED', message) });
+  if (!isRecord(value) || value['magic'] !== CLIENT_MAGIC) return refuse('the server is not a basalt client port');
+  const error = parseErrorData(value['error']);
+  if (error !== undefined) return { ok: false, error: BasaltError.fromData(error) };
+  if (value['version'] !== CLIENT_PROTOCOL_VERSION) {
+    return refuse(`server speaks client protocol version ${describe(value['version'])}`);
+  }
+  if (typeof value['node'] !== 'string') return refuse('the server hello names no node');
+  return { ok: true, node: value['node'] };
+}
+
+// ---- requests -----------------------------------------------------------------------------------------------------
+
+export type ParsedRequest =
+  | { readonly ok: true; readonly request: ClientRequest }
+  /** `id` is undefined when the frame could not be attributed to a request: the connection must then close. */
+  | { readonly ok: false; readonly id: number | undefined; readonly error: ErrorData };
+
+/** A field's check: a problem description, or undefined when the value is acceptable. */
+type FieldCheck = (value: unknown) => string | undefined;
+
+interface Schema {
+  readonly required: Readonly<Record<string, FieldCheck>>;
+  readonly optional: Readonly<Record<string, FieldCheck>>;
+}
+
+const string: FieldCheck = (v) => (typeof v === 'string' ? undefined : 'must be a string');
+const boolean: FieldCheck = (v) => (typeof v === 'boolean' ? undefined : 'must be a boolean');
+const handle: FieldCheck = (v) => (isPositiveSafeInt(v) ? undefined : 'must be a transaction handle (integer > 0)');
+const count: FieldCheck = (v) => (isNonNegativeSafeInt(v) ? undefined : 'must be an integer >= 0');
+const timestamp: FieldCheck = (v) => (typeof v === 'bigint' && v > 0n ? undefined : 'must be a positive bigint');
+const anything: FieldCheck = () => undefined;
+
+const strings: FieldCheck = (v) =>
+  Array.isArray(v) && v.every((s) => typeof s === 'string') ? undefined : 'must be an array of strings';
+
+const entries: FieldCheck = (v) => {
+  if (!Array.isArray(v)) return 'must be an array of { key, value }';
+  for (const entry of v) {
+    if (
+      !isRecord(entry) ||
+      typeof entry['key'] !== 'string' ||
+      !('value' in entry) ||
+      Object.keys(entry).length !== 2
+    ) {
+      return 'must be an array of { key, value } with string keys';
+    }
+  }
+  return undefined;
+};
+
+const range: FieldCheck = (v) => {
+  if (!isRecord(v)) return 'must be { prefix } or { start?, end? }';
+  const keys = Object.keys(v);
+  const allowed = 'prefix' in v ? ['prefix'] : ['start', 'end'];
+  if (!keys.every((k) => allowed.includes(k) && typeof v[k] === 'string')) {
+    return 'must be { prefix } or { start?, end? } with string bounds';
+  }
+  return undefined;
+};
+
+const record =
+  (schema: Schema): FieldCheck =>
+  (v) =>
+    isRecord(v) ? fieldsProblem(v, schema) : 'must be an object';
+
+const tableOptions = record({ required: { partitions: count, replicas: count }, optional: {} });
+const scanOptions = record({ required: {}, optional: { limit: count } });
+
+const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
+  begin: { required: {}, optional: { readOnly: boolean, readTimestamp: timestamp, stalenessMs: count } },
+  get: { required: { table: string, key: string }, optional: { tx: handle } },
+  getAll: { required: { table: string, keys: strings }, optional: { tx: handle } },
+  put: { required: { table: string, key: string, value: anything }, optional: { tx: handle } },
+  putAll: { required: { table: string, entries }, optional: { tx: handle } },
+  remove: { required: { table: string, key: string }, optional: { tx: handle } },
+  scan: { required: { table: string, range }, optional: { tx: handle, options: scanOptions } },
+  commit: { required: { tx: handle }, optional: {} },
+  rollback: { required: { tx: handle }, optional: {} },
+  createTable: { required: { name: string, options: tableOptions }, optional: {} },
+  dropTable: { required: { name: string }, optional: {} },
+  tables: { required: {}, optional: {} },
+};
+
+/** Validates one decoded frame as a request. Never throws. */
+export function parseRequest(value: unknown): ParsedRequest {
+  if (!isRecord(value)) return unattributed('a request must be an object { id, kind, ... }');
+  const id = value['id'];
+  if (!isPositiveSafeInt(id)) return unattributed('a request id must be an integer > 0');
+  const kind = value['kind'];
+  if (typeof kind !== 'string' || !Object.hasOwn(SCHEMAS, kind)) {
+    return { ok: false, id, error: { code: 'UNKNOWN_MESSAGE', message: `unknown request kind ${describe(kind)}` } };
+  }
+  const { id: _id, kind: _kind, ...fields } = value;
+  const problem = fieldsProblem(fields, SCHEMAS[kind as RequestKind]);
+  if (problem !== undefined)
+    return { ok: false, id, error: { code: 'INVALID_ARGUMENT', message: `${kind}: ${problem}` } };
+  return { ok: true, request: value as unknown as ClientRequest };
+}
+
+function fieldsProblem(fields: Readonly<Record<string, unknown>>, schema: Schema): string | undefined {
+  for (const name of Object.keys(schema.required)) {
+    if (!Object.hasOwn(fields, name)) return `field ${name} is missing`;
+  }
+  for (const [name, v] of Object.entries(fields)) {
+    const check = Object.hasOwn(schema.required, name)
+      ? schema.required[name]
+      : Object.hasOwn(schema.optional, name)
+        ? schema.optional[name]
+        : undefined;
+    if (check === undefined) return `unknown field ${JSON.stringify(name.slice(0, 64))}`;
+    const problem = check(v);
+    if (problem !== undefined) return `${name} ${problem}`;
+  }
+  return undefined;
+}
+
+function unattributed(message: string): ParsedRequest {
+  return { ok: false, id: undefined, error: { code: 'MALFORMED_FRAME', message } };
+}
+
+// ---- responses ----------------------------------------------------------------------------------------------------
+
+export type ParsedResponse =
+  | { readonly ok: true; readonly id: number; readonly result: unknown }
+  | { readonly ok: true; readonly id: number; readonly error: BasaltError }
+  | { readonly ok: false; readonly problem: string };
+
+/** Checks one decoded frame from the server as a response. Never throws. */
+export function parseResponse(value: unknown): ParsedResponse {
+  if (!isRecord(value) || !isNonNegativeSafeInt(value['id'])) return { ok: false, problem: 'response without an id' };
+  const id = value['id'];
+  if (Object.hasOwn(value, 'error')) {
+    const error = parseErrorData(value['error']);
+    if (error === undefined) return { ok: false, problem: 'response with a malformed error' };
+    return { ok: true, id, error: BasaltError.fromData(error) };
+  }
+  return { ok: true, id, result: value['result'] };
+}
+
+function parseErrorData(value: unknown): ErrorData | undefined {
+  if (!isRecord(value) || !isErrorCode(value['code']) || typeof value['message'] !== 'string') return undefined;
+  const details = value['details'];
+  return isRecord(details)
+    ? { code: value['code'], message: value['message'], details }
+    : { code: value['code'], message: value['message'] };
+}
+
+// ---- helpers ------------------------------------------------------------------------------------------------------
+
+export function isRecord(value: unknown): value is Readonly<Record<string, unknown>> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Uint8Array);
+}
+
+function isPositiveSafeInt(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) > 0;
+}
+
+function isNonNegativeSafeInt(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 64));
+  return typeof value === 'number' ? String(value) : typeof value;
+}

@@ -1,0 +1,509 @@
+/**
+ * The client server: a node's client port (protocol in `protocol.ts`), serving remote clients over a `Client`
+ * backend bound to that node, so the node a client connects to coordinates its transactions.
+ *
+ * Per connection (a `ClientSession`):
+ *   - a table of open transactions by handle, at most `txHandlesMax` (a begin past it is OVERLOADED). Handles are
+ *     never reused on a connection, so a handle below the next one that is not open names a finished transaction
+ *     (TX_ALREADY_FINISHED) and any other is unknown (INVALID_ARGUMENT);
+ *   - at most `requestsInFlightMax` requests being processed: reaching it pauses reading the socket (the peer's sends
+ *     then back up in TCP); frames already received past the bound are answered OVERLOADED;
+ *   - requests run concurrently and never wait on one another or on other connections;
+ *   - when the connection ends, however it ends, every transaction still open on it is rolled back (its locks are
+ *     released); a commit already under way is left to finish;
+ *   - a frame that cannot be attributed to a request (bad msgpack, oversized length, no id, a bad hello) is answered
+ *     under id 0 with a coded error and closes this connection only; a request with a readable id but a bad shape is
+ *     answered with a coded error and the connection stays open.
+ * Time comes from the injected timers (the hello timeout); the socket is `node:net`.
+ */
+import { createServer, type Server, type Socket } from 'node:net';
+import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
+import type { HybridTimestamp } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import type { TimerHandle, Timers } from '../env/timers.js';
+import { decode } from '../net/codec.js';
+import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnosticKind } from '../net/diagnostics.js';
+import { encodeFrame, FrameDecoder } from '../net/frame.js';
+import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
+import type { KeyValue, ScanOptions, ScanRange, Transaction, Value } from './client.js';
+import {
+  CLIENT_MAGIC,
+  CLIENT_PROTOCOL_VERSION,
+  type ClientRequest,
+  type ClientResponse,
+  clientHelloProblem,
+  parseRequest,
+  type RequestOf,
+  type TxHandle,
+  UNATTRIBUTED_REQUEST_ID,
+} from './protocol.js';
+
+/** Options of a begin as the client protocol carries them (read-only ones are the coordinator's to check). */
+export interface RemoteBeginOptions {
+  readonly readOnly?: boolean;
+  readonly readTimestamp?: HybridTimestamp;
+  readonly stalenessMs?: number;
+}
+
+/** A transaction of the backend; a read-only one may tell its read timestamp. */
+export type BackendTransaction = Transaction & { readonly readTimestamp?: HybridTimestamp };
+
+/** What the server needs of a client bound to its node: the embedded `Client` fits. */
+export interface ClientBackend {
+  readonly node: string;
+  begin(options?: RemoteBeginOptions): Promise<BackendTransaction>;
+  transaction<T>(fn: (tx: BackendTransaction) => Promise<T>): Promise<T>;
+  get(table: string, key: string): Promise<Value | undefined>;
+  put(table: string, key: string, value: Value): Promise<void>;
+  remove(table: string, key: string): Promise<void>;
+  createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
+  dropTable(name: string): Promise<void>;
+  tables(): readonly TableDescriptor[] | Promise<readonly TableDescriptor[]>;
+}
+
+export interface ClientServerOptions {
+  readonly host: string;
+  /** 0 picks an ephemeral port; read it back from `port`. */
+  readonly port: number;
+  readonly client: ClientBackend;
+  readonly timers: Timers;
+  readonly connectionsMax?: number;
+  readonly txHandlesMax?: number;
+  readonly requestsInFlightMax?: number;
+  readonly frameBytesMax?: number;
+  readonly handshakeTimeoutMs?: number;
+  readonly writeBufferBytesMax?: number;
+  readonly onDiagnostic?: DiagnosticListener;
+}
+
+interface SessionLimits {
+  readonly txHandlesMax: number;
+  readonly requestsInFlightMax: number;
+  readonly frameBytesMax: number;
+  readonly handshakeTimeoutMs: number;
+  readonly writeBufferBytesMax: number;
+}
+
+export class ClientServer {
+  private readonly sessions = new Set<ClientSession>();
+  /** Rollbacks of closed connections' transactions still running; `close()` waits for them. */
+  private readonly rollbacks = new Set<Promise<void>>();
+  private readonly limits: SessionLimits;
+  private closed = false;
+
+  private constructor(
+    private readonly server: Server,
+    private readonly options: ClientServerOptions,
+  ) {
+    this.limits = {
+      txHandlesMax: options.txHandlesMax ?? LIMITS.clientTxHandlesMax,
+      requestsInFlightMax: options.requestsInFlightMax ?? LIMITS.clientRequestsInFlightMax,
+      frameBytesMax: options.frameBytesMax ?? LIMITS.frameBytesMax,
+      handshakeTimeoutMs: options.handshakeTimeoutMs ?? LIMITS.handshakeTimeoutMs,
+      writeBufferBytesMax: options.writeBufferBytesMax ?? LIMITS.peerWriteBufferBytesMax,
+    };
+    server.maxConnections = options.connectionsMax ?? LIMITS.clientConnectionsMax;
+  }
+
+  /** Listens on host:port and serves every accepted connection. */
+  static async start(options: ClientServerOptions): Promise<ClientServer> {
+    const server = createServer();
+    const clientServer = new ClientServer(server, options);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port, options.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    server.on('error', (error) => clientServer.diagnose('connection-error', `client server: ${error.message}`));
+    server.on('connection', (socket) => clientServer.accept(socket));
+    return clientServer;
+  }
+
+  get port(): number {
+    const address = this.server.address();
+    return typeof address === 'object' && address !== null ? address.port : this.options.port;
+  }
+
+  /** 'host:port' as `connect()` takes it. */
+  get address(): string {
+    const host = this.options.host;
+    return host.includes(':') ? `[${host}]:${this.port}` : `${host}:${this.port}`;
+  }
+
+  /** Connections currently open (handshaking or established). */
+  get connections(): number {
+    return this.sessions.size;
+  }
+
+  /** Transactions open on all connections. */
+  get openTransactions(): number {
+    let n = 0;
+    for (const session of this.sessions) n += session.openTransactions;
+    return n;
+  }
+
+  /** Stops accepting, closes every connection (rolling back their open transactions) and waits for the rollbacks. */
+  async close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true;
+      const listening = new Promise<void>((resolve) => this.server.close(() => resolve()));
+      for (const session of [...this.sessions]) session.close();
+      await listening;
+    }
+    while (this.rollbacks.size > 0) await Promise.all([...this.rollbacks]);
+  }
+
+  private accept(socket: Socket): void {
+    if (this.closed) {
+      socket.destroy();
+      return;
+    }
+    const session = new ClientSession(socket, this.options.client, this.options.timers, this.limits, {
+      diagnose: (kind, message) => this.diagnose(kind, message, remoteOf(socket)),
+      onRollback: (rollback) => {
+        this.rollbacks.add(rollback);
+        void rollback.finally(() => this.rollbacks.delete(rollback));
+      },
+      onClose: () => this.sessions.delete(session),
+    });
+    this.sessions.add(session);
+  }
+
+  private diagnose(kind: NetDiagnosticKind, message: string, peer?: string): void {
+    try {
+      (this.options.onDiagnostic ?? ignoreDiagnostics)({ kind, message, peer });
+    } catch {
+      // A failing diagnostics sink must not break the server.
+    }
+  }
+}
+
+interface SessionEvents {
+  readonly diagnose: (kind: NetDiagnosticKind, message: string) => void;
+  readonly onRollback: (rollback: Promise<void>) => void;
+  readonly onClose: () => void;
+}
+
+/** One client connection. Invariant: `txs.size + beginsInFlight <= txHandlesMax`; `inFlight <= requestsInFlightMax`. */
+class ClientSession {
+  private state: 'handshaking' | 'open' | 'closed' = 'handshaking';
+  private readonly decoder: FrameDecoder;
+  private readonly txs = new Map<TxHandle, BackendTransaction>();
+  private nextHandle: TxHandle = 1;
+  private beginsInFlight = 0;
+  private inFlight = 0;
+  private paused = false;
+  private timer: TimerHandle | undefined;
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly backend: ClientBackend,
+    private readonly timers: Timers,
+    private readonly limits: SessionLimits,
+    private readonly events: SessionEvents,
+  ) {
+    this.decoder = new FrameDecoder(limits.frameBytesMax);
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('error', (error: Error) => {
+      events.diagnose('connection-error', error.message);
+      this.close();
+    });
+    socket.on('close', () => {
+      this.clearTimer();
+      this.close();
+    });
+    this.timer = timers.setTimer(() => {
+      this.timer = undefined;
+      this.refuse('HANDSHAKE_FAILED', `no hello within ${limits.handshakeTimeoutMs} ms`);
+    }, limits.handshakeTimeoutMs);
+  }
+
+  get openTransactions(): number {
+    return this.txs.size;
+  }
+
+  /** Ends the connection at once and rolls back its open transactions. Idempotent. */
+  close(): void {
+    if (this.state === 'closed') return;
+    this.socket.destroy();
+    this.finish();
+  }
+
+  /** Flushes what was written, then closes: the peer reads the refusal before the connection ends. */
+  private end(): void {
+    if (this.state === 'closed') return;
+    this.socket.end();
+    this.finish();
+    // A peer that does not read must not keep the socket: it is destroyed after the hello timeout at the latest.
+    this.timer = this.timers.setTimer(() => this.socket.destroy(), this.limits.handshakeTimeoutMs);
+  }
+
+  private finish(): void {
+    this.state = 'closed';
+    this.clearTimer();
+    const open = [...this.txs.values()];
+    this.txs.clear();
+    for (const tx of open) this.events.onRollback(tx.rollback().catch(() => {}));
+    this.events.onClose();
+  }
+
+  private isClosed(): boolean {
+    return this.state === 'closed';
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.state === 'closed') return;
+    const output = this.decoder.push(chunk);
+    for (const frame of output.frames) {
+      // A frame may have closed the connection; the frames after it are not served.
+      if (this.isClosed()) return;
+      this.onFrame(frame);
+    }
+    if (!output.ok) {
+      this.refuse('FRAME_TOO_LARGE', `a frame of ${output.frameBytes} bytes exceeds ${this.limits.frameBytesMax}`);
+    }
+  }
+
+  private onFrame(frame: Buffer): void {
+    let payload: unknown;
+    try {
+      payload = decode(frame);
+    } catch (error) {
+      this.refuse('MALFORMED_FRAME', error instanceof Error ? error.message : String(error));
+      return;
+    }
+    if (this.state === 'handshaking') this.onHello(payload);
+    else this.onRequest(payload);
+  }
+
+  private onHello(payload: unknown): void {
+    const problem = clientHelloProblem(payload);
+    if (problem !== undefined) {
+      this.events.diagnose('handshake-failed', problem);
+      this.send({
+        magic: CLIENT_MAGIC,
+        version: CLIENT_PROTOCOL_VERSION,
+        error: { code: 'HANDSHAKE_FAILED', message: problem },
+      });
+      this.end();
+      return;
+    }
+    this.clearTimer();
+    this.state = 'open';
+    this.send({ magic: CLIENT_MAGIC, version: CLIENT_PROTOCOL_VERSION, node: this.backend.node });
+  }
+
+  private onRequest(payload: unknown): void {
+    const parsed = parseRequest(payload);
+    if (!parsed.ok) {
+      if (parsed.id !== undefined) {
+        this.respond({ id: parsed.id, error: parsed.error });
+        return;
+      }
+      this.refuse(parsed.error.code, parsed.error.message);
+      return;
+    }
+    const { id } = parsed.request;
+    if (this.inFlight >= this.limits.requestsInFlightMax) {
+      const message = `more than ${this.limits.requestsInFlightMax} requests in flight on this connection`;
+      this.respond({ id, error: { code: 'OVERLOADED', message } });
+      return;
+    }
+    this.inFlight++;
+    if (this.inFlight >= this.limits.requestsInFlightMax && !this.paused) {
+      this.paused = true;
+      this.socket.pause();
+    }
+    void this.run(parsed.request).then((response) => {
+      this.inFlight--;
+      if (this.paused && this.inFlight < this.limits.requestsInFlightMax && this.state !== 'closed') {
+        this.paused = false;
+        this.socket.resume();
+      }
+      this.respond(response);
+    });
+  }
+
+  /** Runs one request to its response; never rejects. */
+  private async run(request: ClientRequest): Promise<ClientResponse> {
+    try {
+      return { id: request.id, result: await this.execute(request) };
+    } catch (error) {
+      return { id: request.id, error: toErrorData(error) };
+    }
+  }
+
+  private execute(request: ClientRequest): Promise<unknown> {
+    switch (request.kind) {
+      case 'begin':
+        return this.begin(request);
+      case 'get':
+        return this.get(request);
+      case 'getAll':
+        return this.onTx(request.tx, (tx) => tx.getAll(request.table, request.keys)).then((values) => ({ values }));
+      case 'put':
+        return this.put(request);
+      case 'putAll':
+        return this.onTx(request.tx, (tx) => tx.putAll(request.table, request.entries as readonly KeyValue[]));
+      case 'remove':
+        return this.remove(request);
+      case 'scan':
+        return this.onTx(request.tx, (tx) =>
+          tx.scan(request.table, request.range as ScanRange, request.options as ScanOptions | undefined),
+        ).then((entries) => ({ entries }));
+      case 'commit':
+        return this.commit(request.tx);
+      case 'rollback':
+        return this.rollback(request.tx);
+      case 'createTable':
+        return this.backend.createTable(request.name, request.options).then((table) => ({ table }));
+      case 'dropTable':
+        return this.backend.dropTable(request.name).then(() => ({}));
+      case 'tables':
+        return Promise.resolve(this.backend.tables()).then((tables) => ({ tables: [...tables] }));
+      default:
+        throw new BasaltError('INTERNAL', `request kind ${String((request as { kind: unknown }).kind)} has no handler`);
+    }
+  }
+
+  private async begin(request: RequestOf<'begin'>): Promise<unknown> {
+    if (this.txs.size + this.beginsInFlight >= this.limits.txHandlesMax) {
+      throw new BasaltError('OVERLOADED', `at most ${this.limits.txHandlesMax} open transactions per connection`, {
+        txHandlesMax: this.limits.txHandlesMax,
+      });
+    }
+    const options: RemoteBeginOptions = {
+      ...(request.readOnly !== undefined && { readOnly: request.readOnly }),
+      ...(request.readTimestamp !== undefined && { readTimestamp: request.readTimestamp as HybridTimestamp }),
+      ...(request.stalenessMs !== undefined && { stalenessMs: request.stalenessMs }),
+    };
+    this.beginsInFlight++;
+    let tx: BackendTransaction;
+    try {
+      tx = await this.backend.begin(options);
+    } finally {
+      this.beginsInFlight--;
+    }
+    if (this.state === 'closed') {
+      // Nobody will ever name this transaction: release it now.
+      this.events.onRollback(tx.rollback().catch(() => {}));
+      throw new BasaltError('CONNECTION_CLOSED', 'the connection closed during begin');
+    }
+    const handle = this.nextHandle++;
+    this.txs.set(handle, tx);
+    return { tx: handle, txId: tx.id, readOnly: tx.readOnly, readTimestamp: tx.readTimestamp };
+  }
+
+  private get(request: RequestOf<'get'>): Promise<unknown> {
+    const value =
+      request.tx === undefined
+        ? this.backend.get(request.table, request.key)
+        : this.txOf(request.tx).get(request.table, request.key);
+    return value.then((v) => ({ value: v }));
+  }
+
+  private put(request: RequestOf<'put'>): Promise<unknown> {
+    const value = request.value as Value;
+    return request.tx === undefined
+      ? this.backend.put(request.table, request.key, value)
+      : this.txOf(request.tx).put(request.table, request.key, value);
+  }
+
+  private remove(request: RequestOf<'remove'>): Promise<unknown> {
+    return request.tx === undefined
+      ? this.backend.remove(request.table, request.key)
+      : this.txOf(request.tx).remove(request.table, request.key);
+  }
+
+  /** Runs `op` in the named transaction, or without a handle in an implicit transaction of its own. */
+  private onTx<T>(handle: TxHandle | undefined, op: (tx: BackendTransaction) => Promise<T>): Promise<T> {
+    return handle === undefined ? this.backend.transaction(op) : op(this.txOf(handle));
+  }
+
+  private async commit(handle: TxHandle): Promise<unknown> {
+    const tx = this.txOf(handle);
+    // From here on the transaction is finishing: a dropped connection must not roll it back.
+    this.txs.delete(handle);
+    await tx.commit();
+    return {};
+  }
+
+  private async rollback(handle: TxHandle): Promise<unknown> {
+    const tx = this.txs.get(handle);
+    if (tx === undefined) {
+      if (handle < this.nextHandle) return {}; // finished already: rollback is a no-op, as on the embedded client
+      throw unknownHandle(handle);
+    }
+    this.txs.delete(handle);
+    await tx.rollback();
+    return {};
+  }
+
+  private txOf(handle: TxHandle): BackendTransaction {
+    const tx = this.txs.get(handle);
+    if (tx !== undefined) return tx;
+    if (handle < this.nextHandle) {
+      throw new BasaltError('TX_ALREADY_FINISHED', `transaction ${handle} of this connection is finished`, {
+        tx: handle,
+      });
+    }
+    throw unknownHandle(handle);
+  }
+
+  private respond(response: ClientResponse): void {
+    if (this.state === 'closed') return;
+    try {
+      this.write(encodeFrame(response, this.limits.frameBytesMax));
+    } catch (error) {
+      // The result itself cannot travel (too large, not plain data): the request fails with that error instead.
+      const data: ErrorData = toErrorData(error);
+      this.write(encodeFrame({ id: response.id, error: data }, this.limits.frameBytesMax));
+    }
+  }
+
+  private send(payload: unknown): void {
+    this.write(encodeFrame(payload, this.limits.frameBytesMax));
+  }
+
+  private write(frame: readonly [Buffer, Buffer]): void {
+    if (this.state === 'closed') return;
+    this.socket.write(Buffer.concat(frame));
+    if (this.socket.writableLength > this.limits.writeBufferBytesMax) {
+      this.events.diagnose('connection-error', `client does not drain: ${this.socket.writableLength} bytes buffered`);
+      this.close();
+    }
+  }
+
+  /** Answers a frame that breaks the protocol under id 0 (or the hello) and ends the connection. */
+  private refuse(code: ErrorData['code'], message: string): void {
+    if (this.state === 'closed') return;
+    const kind: NetDiagnosticKind =
+      code === 'FRAME_TOO_LARGE'
+        ? 'frame-too-large'
+        : code === 'HANDSHAKE_FAILED'
+          ? 'handshake-failed'
+          : 'malformed-frame';
+    this.events.diagnose(kind, message);
+    const error = { code, message };
+    if (this.state === 'handshaking') this.send({ magic: CLIENT_MAGIC, version: CLIENT_PROTOCOL_VERSION, error });
+    else this.respond({ id: UNATTRIBUTED_REQUEST_ID, error });
+    this.end();
+  }
+
+  private clearTimer(): void {
+    if (this.timer === undefined) return;
+    this.timers.clearTimer(this.timer);
+    this.timer = undefined;
+  }
+}
+
+function unknownHandle(handle: TxHandle): BasaltError {
+  return new BasaltError('INVALID_ARGUMENT', `no transaction ${handle} was begun on this connection`, { tx: handle });
+}
+
+function remoteOf(socket: Socket): string {
+  return `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
+}
