@@ -22,6 +22,16 @@ export type {
   TransactionOptions,
   Value,
 } from './client/client.js';
+export { type ClusterClientServerOptions, startClientServer } from './client/cluster-server.js';
+export {
+  type ConnectOptions,
+  connect,
+  type RemoteBeginOptions,
+  type RemoteClient,
+  type RemoteTransaction,
+  type RemoteTransactionOptions,
+} from './client/remote.js';
+export type { ClientServer, ClientServerOptions } from './client/server.js';
 export * from './core/index.js';
 export * from './hlc/index.js';
 export type { NodeMetrics, NodeService, NodeServiceFactory, NodeTuning } from './node/basalt-node.js';
