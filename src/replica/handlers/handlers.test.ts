@@ -656,6 +656,22 @@ describe('TxFinishRequest and cleanup', () => {
     assert.equal(h.cleanupRequests, requestsAfterFirst, 'a cleaned-up tx is not cleaned up again');
   });
 
+  it('a repeated finish cleans the enlisted partitions the first decider did not know (a cleaned-up record)', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const { p0, p1, enlisted } = await writeBoth(h, tx);
+    // A decider that knew only the commit partition (as a recovery may): aborted, cleaned up, marked.
+    const partial = enlisted.filter((e) => e.partitionId === P0);
+    await h.settle(h.call<TxFinishResponse>(p0.name, finishRequest(tx, undefined, partial)));
+    await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
+    assert.equal(h.hosted(p1, P1).mv.rowsWrittenBy(tx).length, 1, 'P1 still holds the intent');
+    // The coordinator's own abort names both: P1 is cleaned too (its intent aborted, its locks released).
+    const response = await h.settle(h.call<TxFinishResponse>(p0.name, finishRequest(tx, undefined, enlisted)));
+    assert.deepEqual(response.outcome, { state: 'ABORTED' });
+    assert.deepEqual(h.hosted(p1, P1).mv.rowsWrittenBy(tx), []);
+    assert.deepEqual(h.hosted(p1, P1).locks.locksOf(tx), []);
+  });
+
   it("rule 14: the finish handler never waits on a FINISHING entry in its own node's map", async () => {
     const h = await Cluster.start(SEED);
     const tx = h.newTx();

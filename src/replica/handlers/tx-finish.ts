@@ -131,6 +131,11 @@ export class TxFinishHandler {
       throw mismatch(request.txId, outcome);
     }
     if (stored === undefined || !stored.cleanupCompleted) await this.ensureCleanup(p, request.txId, outcome, targets);
+    else {
+      // The decider (e.g. a recovery) may have known only part of the enlisted set: clean what it did not know.
+      const unknown = targets.filter((t) => !stored.enlistedPartitions.includes(t.partitionId));
+      if (unknown.length > 0) await this.ensureCleanup(p, request.txId, outcome, unknown);
+    }
     return { kind: 'TxFinishResponse', outcome };
   }
 
