@@ -17,6 +17,13 @@ export function positiveInt(value: string): number {
   return n;
 }
 
+/** A TCP port; 0 picks an ephemeral one. */
+export function port(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 0 || n > 65_535) throw new InvalidArgumentError('expected a port (0-65535)');
+  return n;
+}
+
 /** `name[:partitions[:replicas]]`, accumulated over repeated options. */
 export function tableSpec(value: string, previous: readonly TableSpec[]): TableSpec[] {
   const [name, partitions = '8', replicas = '3'] = value.split(':');

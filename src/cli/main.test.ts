@@ -48,7 +48,16 @@ function runUntilReady(args: readonly string[], timeoutMs = 30_000): Promise<Run
 test('basalt start runs a 3-node TCP + LMDB cluster, reports it ready, and stops cleanly on SIGINT', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'basalt-cli-'));
   try {
-    const first = await runUntilReady(['--nodes', '3', '--data-dir', dataDir, '--table', 'accounts:2:3']);
+    const first = await runUntilReady([
+      '--nodes',
+      '3',
+      '--data-dir',
+      dataDir,
+      '--table',
+      'accounts:2:3',
+      '--client-port',
+      '0',
+    ]);
     assert.equal(first.code, 0, first.output);
     assert.match(first.output, /node n1 listening on 127\.0\.0\.1:\d+/);
     assert.match(first.output, /node n3 listening on 127\.0\.0\.1:\d+/);
@@ -57,7 +66,16 @@ test('basalt start runs a 3-node TCP + LMDB cluster, reports it ready, and stops
     assert.match(first.output, /ready: 3\/3 nodes up.*partitions with a leader: 2\/2/);
     assert.match(first.output, /basalt: stopped/);
 
-    const second = await runUntilReady(['--nodes', '3', '--data-dir', dataDir, '--table', 'accounts:2:3']);
+    const second = await runUntilReady([
+      '--nodes',
+      '3',
+      '--data-dir',
+      dataDir,
+      '--table',
+      'accounts:2:3',
+      '--client-port',
+      '0',
+    ]);
     assert.equal(second.code, 0, second.output);
     assert.match(second.output, /table accounts exists/, 'the table survived the restart on disk');
     assert.match(second.output, /ready: .*tables: 1/);

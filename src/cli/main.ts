@@ -5,7 +5,7 @@
  * second SIGINT exits at once).
  */
 import { Command } from 'commander';
-import { positiveInt, tableSpec } from './common.js';
+import { port, positiveInt, tableSpec } from './common.js';
 import { clusterSpec, type NodeCommandOptions, runNode } from './node-command.js';
 import { type StartOptions, start } from './start.js';
 
@@ -20,6 +20,7 @@ program
   .option('--base-port <port>', 'node i listens on base-port + i - 1 (default: ephemeral ports)', positiveInt)
   .option('--table <name[:partitions[:replicas]]>', 'create this table at start if missing (repeatable)', tableSpec, [])
   .option('--status-interval <ms>', 'milliseconds between status lines', positiveInt, 5_000)
+  .option('--client-port <port>', "n1's client port for connect() (0: an ephemeral port)", port, 10_800)
   .action(async (options: StartOptions & { statusInterval: number }) => {
     await start({ ...options, statusIntervalMs: options.statusInterval });
   });
@@ -38,6 +39,7 @@ program
     [],
   )
   .option('--status-interval <ms>', 'milliseconds between status lines', positiveInt, 5_000)
+  .option('--client-port <port>', 'serve connect() clients on this port (0: an ephemeral port)', port)
   .action(async (options: Omit<NodeCommandOptions, 'statusIntervalMs'> & { statusInterval: number }) => {
     await runNode({ ...options, statusIntervalMs: options.statusInterval });
   });

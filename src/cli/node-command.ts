@@ -2,10 +2,13 @@
  * `basalt node`: one node of a cluster as its own process (real-process tests: kill -9 and restart). Every process is
  * given the same `--cluster` list of `name=host:port`; this one listens on its own entry over TCP and keeps its data
  * in one LMDB environment under `data-dir/<name>` (or in memory). It prints its address, leaders it becomes, a ready
- * line once it knows the metastorage state, then status lines; a signal stops it gracefully.
+ * line once it knows the metastorage state, then status lines; a signal stops it gracefully. With `--client-port` it
+ * serves `connect()` clients on its host, and coordinates their transactions.
  */
 import { join, resolve } from 'node:path';
 import { InvalidArgumentError } from 'commander';
+import { nodeClient } from '../client/node-client.js';
+import { ClientServer } from '../client/server.js';
 import { isBasaltError } from '../core/errors.js';
 import { type NodeName, nodeId, nodeName } from '../core/ids.js';
 import { META_GROUP } from '../core/partitioning.js';
@@ -14,7 +17,9 @@ import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import { parseHostPort, TcpTransport } from '../net/tcp-transport.js';
 import { BasaltNode, type NodeStorage } from '../node/basalt-node.js';
+import { coordinatorService } from '../node/coordinator-service.js';
 import { openLmdbNodeStorage } from '../node/real-cluster.js';
+import { replicaPartitionHost } from '../node/replica-host.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { log, type TableSpec, untilSignal } from './common.js';
@@ -27,6 +32,8 @@ export interface NodeCommandOptions {
   readonly memory?: boolean;
   readonly table: readonly TableSpec[];
   readonly statusIntervalMs: number;
+  /** Serve `connect()` clients on this port of the node's host (0: ephemeral); no client port when absent. */
+  readonly clientPort?: number;
 }
 
 /** Parses `name=host:port,...` (names distinct, addresses valid). */
@@ -72,6 +79,8 @@ export async function runNode(options: NodeCommandOptions): Promise<void> {
     random,
     storage,
     nodes: [...options.cluster.keys()],
+    partitionHost: replicaPartitionHost(),
+    services: [coordinatorService()],
     onError: (error) => log(`basalt: node ${name}: ${String(error)}`),
   });
   log(`node ${name} listening on ${transport.address} (id ${self.id})`);
@@ -84,6 +93,14 @@ export async function runNode(options: NodeCommandOptions): Promise<void> {
   void stopRequested.then(() => {
     stopping = true;
   });
+  // Clients are served from the start: until the metastorage is known, their calls fail with coded errors.
+  const clientServer =
+    options.clientPort === undefined
+      ? undefined
+      : await ClientServer.start({ host, port: options.clientPort, client: nodeClient(node), timers });
+  if (clientServer !== undefined) {
+    log(`client port of ${name} on ${clientServer.address}: connect('${clientServer.address}')`);
+  }
   if (await until(() => stopping || node.metastorage.revision > 0, READY_WAIT_MS)) {
     for (const spec of options.table) {
       await ensureTable(node, spec);
@@ -95,6 +112,7 @@ export async function runNode(options: NodeCommandOptions): Promise<void> {
   await stopRequested;
   clearInterval(timer);
   log(`basalt: stopping node ${name}`);
+  await clientServer?.close();
   await node.stop();
   log(`basalt: node ${name} stopped`);
 }

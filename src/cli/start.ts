@@ -1,13 +1,18 @@
 /**
  * `basalt start`: a local cluster in this process, nodes n1..nN over TCP on loopback with one LMDB environment per node
  * under the data directory (or in-memory storage). Prints each node's address, the metastorage leader and partition
- * leaders as they settle, a `ready` line, then a status line periodically; a signal stops it gracefully.
+ * leaders as they settle, a `ready` line, then a status line periodically; a signal stops it gracefully. Node n1
+ * serves `connect()` clients on the client port (default 10800, Ignite's), printed before the ready line.
  */
 import { resolve } from 'node:path';
+import { type Client, embeddedClient } from '../client/client.js';
+import { startClientServer } from '../client/cluster-server.js';
 import { isBasaltError } from '../core/errors.js';
 import { META_GROUP } from '../core/partitioning.js';
 import { Cluster, defaultNodeNames } from '../node/cluster.js';
+import { coordinatorService } from '../node/coordinator-service.js';
 import { RealClusterEnvironment } from '../node/real-cluster.js';
+import { replicaPartitionHost } from '../node/replica-host.js';
 import { log, type TableSpec, untilSignal } from './common.js';
 
 export interface StartOptions {
@@ -17,6 +22,8 @@ export interface StartOptions {
   readonly basePort?: number;
   readonly statusIntervalMs: number;
   readonly table: readonly TableSpec[];
+  /** n1's client port (0: ephemeral). */
+  readonly clientPort: number;
 }
 
 export async function start(options: StartOptions): Promise<void> {
@@ -32,26 +39,31 @@ export async function start(options: StartOptions): Promise<void> {
     transport: 'tcp',
     ...(dataDir !== undefined && { dataDir }),
     ...(options.basePort !== undefined && { basePort: options.basePort }),
+    partitionHost: replicaPartitionHost(),
+    services: [coordinatorService()],
     onError: (node, error) => log(`basalt: node ${node}: ${String(error)}`),
   });
-  const cluster = await Cluster.start(env, names);
+  const cluster = await Cluster.start<Client>(env, names, embeddedClient);
   for (const name of names) {
     log(`node ${name} listening on ${env.address(name) ?? '?'} (id ${cluster.node(name).ephemeralId})`);
   }
   watchLeaders(cluster);
   for (const spec of options.table) await ensureTable(cluster, spec);
   await settle(cluster);
+  const clientServer = await startClientServer(cluster, names[0]!, { port: options.clientPort });
+  log(`client port of ${names[0]} on ${clientServer.address}: connect('${clientServer.address}')`);
   log(`basalt: ready: ${summary(cluster)}`);
   const timer = setInterval(() => log(`status: ${summary(cluster)}`), options.statusIntervalMs);
   await stopRequested;
   clearInterval(timer);
   log('basalt: stopping');
+  await clientServer.close();
   await cluster.stop();
   log('basalt: stopped');
 }
 
 /** Prints each leader change once, as nodes see themselves elected. */
-function watchLeaders(cluster: Cluster): void {
+function watchLeaders(cluster: Cluster<Client>): void {
   const printed = new Map<string, string>();
   for (const name of cluster.nodes) {
     cluster.basaltNode(name)?.onLeaderChange((change) => {
@@ -67,7 +79,7 @@ function watchLeaders(cluster: Cluster): void {
   if (meta !== undefined) log(`metastorage leader: ${meta}`);
 }
 
-async function ensureTable(cluster: Cluster, spec: TableSpec): Promise<void> {
+async function ensureTable(cluster: Cluster<Client>, spec: TableSpec): Promise<void> {
   try {
     const table = await cluster.createTable(spec.name, { partitions: spec.partitions, replicas: spec.replicas });
     log(`table ${table.name} created (id ${table.id}, ${table.partitions} partitions, ${table.replicas} replicas)`);
@@ -78,13 +90,13 @@ async function ensureTable(cluster: Cluster, spec: TableSpec): Promise<void> {
 }
 
 /** Waits (bounded) until every partition known to the metastorage has a leader. */
-async function settle(cluster: Cluster): Promise<void> {
+async function settle(cluster: Cluster<Client>): Promise<void> {
   await cluster.waitFor(() => partitionCounts(cluster).led === partitionCounts(cluster).total, {
     what: 'every partition has a leader',
   });
 }
 
-function partitionCounts(cluster: Cluster): { total: number; led: number } {
+function partitionCounts(cluster: Cluster<Client>): { total: number; led: number } {
   let total = 0;
   let led = 0;
   for (const table of cluster.tables()) {
@@ -96,7 +108,7 @@ function partitionCounts(cluster: Cluster): { total: number; led: number } {
   return { total, led };
 }
 
-function summary(cluster: Cluster): string {
+function summary(cluster: Cluster<Client>): string {
   const up = cluster.nodes.filter((n) => cluster.node(n).up).length;
   const { total, led } = partitionCounts(cluster);
   const meta = cluster.leaderOf(META_GROUP) ?? 'none';

@@ -347,7 +347,9 @@ class ClientSession {
       case 'put':
         return this.put(request);
       case 'putAll':
-        return this.onTx(request.tx, (tx) => tx.putAll(request.table, request.entries as readonly KeyValue[]));
+        return this.onTx(request.tx, (tx) => tx.putAll(request.table, request.entries as readonly KeyValue[])).then(
+          () => ({}),
+        );
       case 'remove':
         return this.remove(request);
       case 'scan':
@@ -405,17 +407,17 @@ class ClientSession {
     return value.then((v) => ({ value: v }));
   }
 
-  private put(request: RequestOf<'put'>): Promise<unknown> {
+  private async put(request: RequestOf<'put'>): Promise<unknown> {
     const value = request.value as Value;
-    return request.tx === undefined
-      ? this.backend.put(request.table, request.key, value)
-      : this.txOf(request.tx).put(request.table, request.key, value);
+    if (request.tx === undefined) await this.backend.put(request.table, request.key, value);
+    else await this.txOf(request.tx).put(request.table, request.key, value);
+    return {};
   }
 
-  private remove(request: RequestOf<'remove'>): Promise<unknown> {
-    return request.tx === undefined
-      ? this.backend.remove(request.table, request.key)
-      : this.txOf(request.tx).remove(request.table, request.key);
+  private async remove(request: RequestOf<'remove'>): Promise<unknown> {
+    if (request.tx === undefined) await this.backend.remove(request.table, request.key);
+    else await this.txOf(request.tx).remove(request.table, request.key);
+    return {};
   }
 
   /** Runs `op` in the named transaction, or without a handle in an implicit transaction of its own. */

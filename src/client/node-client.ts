@@ -1,0 +1,97 @@
+/**
+ * A client backend bound to one node incarnation, without a cluster harness around it: what a `basalt node` process
+ * serves on its client port. Transactions run on the node's coordinator service (read-write ones on its
+ * `TxCoordinator`, read-only ones on its `ReadOnlyCoordinator`); tables go through the node's metastorage.
+ *
+ * Unlike the embedded client it does not wait for a new table's partitions to elect primaries: `createTable`
+ * resolves once this node's metastorage view holds the table, and the first transactions on it may meet retryable
+ * PRIMARY_MISS / NODE_UNAVAILABLE errors while leases settle (`transaction` retries them).
+ */
+import { BasaltError } from '../core/errors.js';
+import { LIMITS } from '../core/limits.js';
+import { sleep } from '../env/timers.js';
+import type { BasaltNode } from '../node/basalt-node.js';
+import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
+import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
+import { beginReadOnly } from '../tx/read-only.js';
+import { beginTransaction, runTransaction } from '../tx/transaction.js';
+import type { Value } from './client.js';
+import type { BackendTransaction, ClientBackend, RemoteBeginOptions } from './server.js';
+
+/** Polling period while waiting for this node's metastorage view to show a table change. */
+const TABLE_POLL_MS = 20;
+
+export function nodeClient(node: BasaltNode): ClientBackend {
+  return new NodeClient(node);
+}
+
+class NodeClient implements ClientBackend {
+  constructor(private readonly basalt: BasaltNode) {}
+
+  get node(): string {
+    return this.basalt.name;
+  }
+
+  async begin(options: RemoteBeginOptions = {}): Promise<BackendTransaction> {
+    const service = this.service();
+    if (options.readOnly !== true) {
+      if (options.readTimestamp !== undefined || options.stalenessMs !== undefined) {
+        throw new BasaltError('INVALID_ARGUMENT', 'readTimestamp and stalenessMs are for read-only transactions');
+      }
+      return beginTransaction(service.coordinator);
+    }
+    return beginReadOnly(service.readOnly, {
+      ...(options.readTimestamp !== undefined && { readTimestamp: options.readTimestamp }),
+      ...(options.stalenessMs !== undefined && { stalenessMs: options.stalenessMs }),
+    });
+  }
+
+  transaction<T>(fn: (tx: BackendTransaction) => Promise<T>): Promise<T> {
+    return runTransaction(this.service().coordinator, fn);
+  }
+
+  get(table: string, key: string): Promise<Value | undefined> {
+    return this.transaction((tx) => tx.get(table, key));
+  }
+
+  async put(table: string, key: string, value: Value): Promise<void> {
+    await this.service().coordinator.putImplicit(table, key, value);
+  }
+
+  async remove(table: string, key: string): Promise<void> {
+    await this.service().coordinator.removeImplicit(table, key);
+  }
+
+  async createTable(name: string, options: TableOptions): Promise<TableDescriptor> {
+    const table = await this.basalt.metastorage.createTable(name, options);
+    await this.untilKnown(name, true);
+    return table;
+  }
+
+  async dropTable(name: string): Promise<void> {
+    await this.basalt.metastorage.dropTable(name);
+    await this.untilKnown(name, false);
+  }
+
+  tables(): TableDescriptor[] {
+    return this.basalt.metastorage.tables();
+  }
+
+  /** Waits (bounded by the metastorage command timeout) until this node's view has, or lacks, the table. */
+  private async untilKnown(name: string, present: boolean): Promise<void> {
+    for (let waitedMs = 0; (this.basalt.metastorage.table(name) !== undefined) !== present; waitedMs += TABLE_POLL_MS) {
+      if (waitedMs >= LIMITS.metaCommandTimeoutMs) {
+        throw new BasaltError('TIMEOUT', `table ${name} not ${present ? 'known' : 'dropped'} on ${this.node} yet`);
+      }
+      await sleep(this.basalt.timers, TABLE_POLL_MS);
+    }
+  }
+
+  private service(): CoordinatorService {
+    const service = this.basalt.service<CoordinatorService>(COORDINATOR_SERVICE);
+    if (service === undefined) {
+      throw new BasaltError('NOT_IMPLEMENTED', `node ${this.node} runs no transaction coordinator`);
+    }
+    return service;
+  }
+}
