@@ -2,7 +2,8 @@
  * The bank workload under faults (simulated, fixed seeds; a failure names its seed and prints the fault log):
  * concurrent transfers between accounts through `client.transaction` on two coordinators while a seeded schedule
  * drops and delays messages on random links, isolates a node, skews a clock (within maxClockSkew), splits the
- * cluster two against three, and crashes and restarts a node. Once every
+ * cluster two against three, and crashes and restarts a node (one run also crashes a node whose client runs
+ * transactions: its open transactions are recovered by their commit partitions). Once every
  * fault is healed the total is conserved and every balance is what the acknowledged transfers made it, give or take
  * the transfers whose outcome the client was told is unknown (TX_OUTCOME_UNKNOWN: each may or may not have applied).
  */
@@ -73,11 +74,13 @@ async function worker(
   }
 }
 
-type FaultKind = 'drop' | 'delay' | 'isolate' | 'skew' | 'split' | 'crash';
+type FaultKind = 'drop' | 'delay' | 'isolate' | 'skew' | 'split' | 'crash' | 'crash-coordinator';
 
 const FAULTS: readonly FaultKind[] = ['drop', 'delay', 'isolate', 'skew', 'crash', 'split', 'drop', 'delay'];
 /** The schedule the first seeds ran with (kept so that their regression seeds replay the same runs). */
 const FAULTS_V1: readonly FaultKind[] = ['drop', 'delay', 'isolate', 'crash', 'drop', 'delay'];
+/** Also crashes a node whose client runs transactions (their coordinator): orphans are recovered by their commit partitions. */
+const FAULTS_COORDINATOR: readonly FaultKind[] = [...FAULTS, 'crash-coordinator', 'drop'];
 
 /** A seeded sequence of faults, one at a time, each healed before the next; returns its log. */
 async function faults(
@@ -140,8 +143,9 @@ async function faults(
         for (const c of cuts) c.undo();
         break;
       }
-      case 'crash': {
-        const victim = random.pick(crashable);
+      case 'crash':
+      case 'crash-coordinator': {
+        const victim = random.pick(kind === 'crash' ? crashable : CLIENT_NODES.slice(1));
         const downMs = 500 + random.int(2_500);
         log.push(`crash ${victim} for ${downMs} ms`);
         await cluster.stopNode(victim);
@@ -230,6 +234,12 @@ const SEEDS = [
   ...Array.from({ length: SWEEP }, (_, i) => `bank-sweep-${i + 100}`),
 ];
 
+/** bank-coord-0, plus `BANK_COORDINATOR_SEEDS=<n>` more (bank-coord-1..n): runs with coordinator crashes too. */
+const COORDINATOR_SEEDS = Array.from(
+  { length: 1 + Number(process.env['BANK_COORDINATOR_SEEDS'] ?? 0) },
+  (_, i) => `bank-coord-${i}`,
+);
+
 describe('bank workload under faults (simulated)', () => {
   for (const seed of SEEDS) {
     it(`total conserved and acknowledged transfers kept (seed ${seed})`, () => bankRun(seed));
@@ -242,4 +252,7 @@ describe('bank workload under faults (simulated)', () => {
   // Regression: a recovery aborted a tx knowing only its commit partition; the coordinator's later abort found the
   // record cleaned up and skipped the cleanup of the other enlisted partitions, whose intents stayed forever.
   it('regression seed bank-sweep-176', () => bankRun('bank-sweep-176'));
+  for (const seed of COORDINATOR_SEEDS) {
+    it(`with a coordinator crash too (seed ${seed})`, () => bankRun(seed, FAULTS_COORDINATOR));
+  }
 });
