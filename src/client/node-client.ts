@@ -13,8 +13,9 @@ import { sleep } from '../env/timers.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
+import { backoffMs } from '../tx/coordinator-support.js';
 import { beginReadOnly } from '../tx/read-only.js';
-import { beginTransaction, runTransaction } from '../tx/transaction.js';
+import { beginTransaction, isRetryable, runTransaction } from '../tx/transaction.js';
 import type { Value } from './client.js';
 import type { BackendTransaction, ClientBackend, RemoteBeginOptions } from './server.js';
 
@@ -50,8 +51,16 @@ class NodeClient implements ClientBackend {
     return runTransaction(this.service().coordinator, fn);
   }
 
-  get(table: string, key: string): Promise<Value | undefined> {
-    return this.transaction((tx) => tx.get(table, key));
+  /** One lock-free read on the key's primary at the primary's `now` (as the embedded client), retried when retryable. */
+  async get(table: string, key: string): Promise<Value | undefined> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.service().readOnly.getImplicit(table, key);
+      } catch (error) {
+        if (!isRetryable(error) || attempt > LIMITS.txRunRetriesDefault) throw error;
+      }
+      await sleep(this.basalt.timers, backoffMs(attempt, LIMITS.txRetryBackoffMsMin, LIMITS.txRetryBackoffMsMax));
+    }
   }
 
   async put(table: string, key: string, value: Value): Promise<void> {

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { connect as netConnect, type Socket } from 'node:net';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../core/errors.js';
+import type { HybridTimestamp } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { RealTimers } from '../env/real-timers.js';
 import { type Client, startCluster } from '../index.js';
@@ -15,6 +16,7 @@ import { decode } from '../net/codec.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import type { Cluster } from '../node/cluster.js';
 import { startClientServer } from './cluster-server.js';
+import { nodeClient } from './node-client.js';
 import { CLIENT_MAGIC } from './protocol.js';
 import { connect, type RemoteClient } from './remote.js';
 import { ClientServer } from './server.js';
@@ -242,14 +244,50 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
       } finally {
         holdFinish.release();
       }
+      const reader = await impatient.begin();
       const holdReads = cluster.network.hold({ kind: 'ReadWriteRequest', from: 'n1' });
       try {
-        await rejectsWith(impatient.get(T, k3), 'TIMEOUT', true);
+        await rejectsWith(reader.get(T, k3), 'TIMEOUT', true);
       } finally {
         holdReads.release();
       }
+      await reader.rollback();
     } finally {
       await impatient.close();
+    }
+  });
+
+  it('read-only transactions over the wire (node-bound backend): a snapshot at readTimestamp, writes refused', async () => {
+    const node = cluster.basaltNode('n2');
+    assert.ok(node !== undefined);
+    const roServer = await ClientServer.start({
+      host: '127.0.0.1',
+      port: 0,
+      client: nodeClient(node),
+      timers: new RealTimers(),
+    });
+    const c = await connect(roServer.address);
+    try {
+      assert.equal(c.node, 'n2');
+      await c.put(T, 'ro', 1);
+      const ro = await c.begin({ readOnly: true });
+      assert.equal(ro.readOnly, true);
+      assert.equal(typeof ro.readTimestamp, 'bigint');
+      await c.put(T, 'ro', 2);
+      assert.equal(await ro.get(T, 'ro'), 1, 'the snapshot predates the second write');
+      await rejectsWith(ro.put(T, 'ro', 3), 'TX_READ_ONLY', false);
+      await ro.commit();
+      assert.equal(await c.get(T, 'ro'), 2);
+      const at = await c.begin({ readOnly: true, readTimestamp: ro.readTimestamp as HybridTimestamp });
+      assert.equal(at.readTimestamp, ro.readTimestamp, 'bigint timestamps travel both ways');
+      assert.equal(await at.get(T, 'ro'), 1);
+      await at.rollback();
+      const read = await c.transaction((tx) => tx.getAll(T, ['ro', 'none']), { readOnly: true, stalenessMs: 0 });
+      assert.deepEqual(read, [2, undefined]);
+      await rejectsWith(c.begin({ readTimestamp: 5n as HybridTimestamp }), 'INVALID_ARGUMENT', false);
+    } finally {
+      await c.close();
+      await roServer.close();
     }
   });
 

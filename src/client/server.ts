@@ -90,6 +90,7 @@ export class ClientServer {
   private readonly rollbacks = new Set<Promise<void>>();
   private readonly limits: SessionLimits;
   private closed = false;
+  private boundPort: number;
 
   private constructor(
     private readonly server: Server,
@@ -103,6 +104,7 @@ export class ClientServer {
       writeBufferBytesMax: options.writeBufferBytesMax ?? LIMITS.peerWriteBufferBytesMax,
     };
     server.maxConnections = options.connectionsMax ?? LIMITS.clientConnectionsMax;
+    this.boundPort = options.port;
   }
 
   /** Listens on host:port and serves every accepted connection. */
@@ -116,14 +118,16 @@ export class ClientServer {
         resolve();
       });
     });
+    const address = server.address();
+    if (typeof address === 'object' && address !== null) clientServer.boundPort = address.port;
     server.on('error', (error) => clientServer.diagnose('connection-error', `client server: ${error.message}`));
     server.on('connection', (socket) => clientServer.accept(socket));
     return clientServer;
   }
 
+  /** The port listened on (still known after `close()`). */
   get port(): number {
-    const address = this.server.address();
-    return typeof address === 'object' && address !== null ? address.port : this.options.port;
+    return this.boundPort;
   }
 
   /** 'host:port' as `connect()` takes it. */
