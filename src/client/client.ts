@@ -17,7 +17,7 @@
  * finishes with an unlock-only cleanup), retried like `transaction`.
  */
 import { BasaltError } from '../core/errors.js';
-import type { NodeName, TxId } from '../core/ids.js';
+import type { HybridTimestamp, NodeName, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import type { Cluster } from '../node/cluster.js';
@@ -26,6 +26,7 @@ import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js
 import type { Value } from '../storage/mv-partition-storage.js';
 import type { TxCoordinator } from '../tx/coordinator.js';
 import { backoffMs } from '../tx/coordinator-support.js';
+import { beginReadOnly, type ReadOnlyCoordinator, runReadOnlyTransaction } from '../tx/read-only.js';
 import {
   beginTransaction,
   type Transaction as CoordinatedTransaction,
@@ -39,8 +40,12 @@ export type { Value } from '../storage/mv-partition-storage.js';
 export type { KeyValue, ScanOptions, ScanRange } from '../tx/user-input.js';
 
 export interface BeginOptions {
-  /** Read-only transactions come with their own issue: `true` throws NOT_IMPLEMENTED for now. */
+  /** A lock-free read-only transaction reading a snapshot at its read timestamp (the coordinator's `now`). */
   readonly readOnly?: boolean;
+  /** Read-only only: read at this timestamp (at most maxClockSkew ahead of physical time; a future one waits). */
+  readonly readTimestamp?: HybridTimestamp;
+  /** Read-only only: bounded staleness, read at `now − stalenessMs` (fixed at begin); any replica may serve. */
+  readonly stalenessMs?: number;
 }
 
 export interface TransactionOptions extends BeginOptions, RunTransactionOptions {}
@@ -49,6 +54,8 @@ export interface TransactionOptions extends BeginOptions, RunTransactionOptions 
 export interface Transaction {
   readonly id: TxId;
   readonly readOnly: boolean;
+  /** The snapshot timestamp of a read-only transaction (undefined for a read-write one). */
+  readonly readTimestamp?: HybridTimestamp | undefined;
   get(table: string, key: string): Promise<Value | undefined>;
   getAll(table: string, keys: readonly string[]): Promise<(Value | undefined)[]>;
   put(table: string, key: string, value: Value): Promise<void>;
@@ -87,15 +94,18 @@ class EmbeddedClient implements Client {
 
   begin(options: BeginOptions = {}): Promise<Transaction> {
     return this.run(async () => {
-      rejectReadOnly(options);
-      const { node, coordinator } = this.current();
+      const { node, coordinator, readOnly } = this.current();
+      if (options.readOnly === true) {
+        return new DrivenTransaction(this.cluster, node, beginReadOnly(readOnly, readOnlyOptions(options)));
+      }
+      rejectReadOnlyOptions(options);
       return new DrivenTransaction(this.cluster, node, beginTransaction(coordinator));
     });
   }
 
   transaction<T>(fn: (tx: Transaction) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
     return this.run(async () => {
-      rejectReadOnly(options);
+      if (options.readOnly !== true) rejectReadOnlyOptions(options);
       const retries = options.retries ?? LIMITS.txRunRetriesDefault;
       const minMs = options.backoffMsMin ?? LIMITS.txRetryBackoffMsMin;
       const maxMs = options.backoffMsMax ?? LIMITS.txRetryBackoffMsMax;
@@ -112,7 +122,15 @@ class EmbeddedClient implements Client {
 
   /** One attempt of `transaction` on the current incarnation of the node (its coordinator retries nothing here). */
   private attempt<T>(fn: (tx: Transaction) => Promise<T>, options: TransactionOptions): Promise<T> {
-    const { node, coordinator } = this.current();
+    const { node, coordinator, readOnly } = this.current();
+    if (options.readOnly === true) {
+      // Finishing an RO tx is local: nothing of it can be in doubt when its node stops.
+      const run = runReadOnlyTransaction(readOnly, (tx) => fn(new DrivenTransaction(this.cluster, node, tx)), {
+        ...readOnlyOptions(options),
+        retries: 0,
+      });
+      return whileAlive(node, run, () => coordinatorGone(node.name));
+    }
     let committing = false;
     const run = runTransaction(
       coordinator,
@@ -126,8 +144,20 @@ class EmbeddedClient implements Client {
     return whileAlive(node, run, () => (committing ? outcomeUnknown(node.name) : coordinatorGone(node.name)));
   }
 
+  /** One lock-free read on the key's primary at the primary's `now` (rule 19), retried on retryable errors. */
   get(table: string, key: string): Promise<Value | undefined> {
-    return this.transaction((tx) => tx.get(table, key));
+    return this.run(async () => {
+      const retries = LIMITS.txRunRetriesDefault;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const { node, readOnly } = this.current();
+          return await whileAlive(node, readOnly.getImplicit(table, key), () => coordinatorGone(node.name));
+        } catch (error) {
+          if (!isRetryable(error) || attempt > retries) throw error;
+        }
+        await this.cluster.runFor(backoffMs(attempt, LIMITS.txRetryBackoffMsMin, LIMITS.txRetryBackoffMsMax));
+      }
+    });
   }
 
   put(table: string, key: string, value: Value): Promise<void> {
@@ -171,9 +201,10 @@ class EmbeddedClient implements Client {
   }
 
   /** The running incarnation of this client's node and its coordinator (NODE_UNAVAILABLE while it is down). */
-  private current(): { node: BasaltNode; coordinator: TxCoordinator } {
+  private current(): { node: BasaltNode; coordinator: TxCoordinator; readOnly: ReadOnlyCoordinator } {
     const node = this.cluster.basaltNode(this.node);
-    return { node: node as BasaltNode, coordinator: coordinatorOf(node, this.node) };
+    const service = serviceOf(node, this.node);
+    return { node: node as BasaltNode, coordinator: service.coordinator, readOnly: service.readOnly };
   }
 
   private run<T>(fn: () => Promise<T>): Promise<T> {
@@ -181,17 +212,29 @@ class EmbeddedClient implements Client {
   }
 }
 
-class DrivenTransaction implements Transaction {
-  readonly readOnly = false;
+/** What a coordinator's transaction object offers: the read-write one, or the read-only one. */
+type InnerTransaction = Omit<CoordinatedTransaction, 'readOnly'> & {
+  readonly readOnly: boolean;
+  readonly readTimestamp?: HybridTimestamp;
+};
 
+class DrivenTransaction implements Transaction {
   constructor(
     private readonly cluster: Cluster<Client>,
     private readonly node: BasaltNode,
-    private readonly tx: CoordinatedTransaction,
+    private readonly tx: InnerTransaction,
   ) {}
 
   get id(): TxId {
     return this.tx.id;
+  }
+
+  get readOnly(): boolean {
+    return this.tx.readOnly;
+  }
+
+  get readTimestamp(): HybridTimestamp | undefined {
+    return this.tx.readTimestamp;
   }
 
   get(table: string, key: string): Promise<Value | undefined> {
@@ -219,7 +262,8 @@ class DrivenTransaction implements Transaction {
   }
 
   commit(): Promise<void> {
-    return this.drive(() => this.tx.commit(), outcomeUnknown);
+    // An RO commit only closes the tx on its coordinator: nothing is in doubt if that node stops.
+    return this.drive(() => this.tx.commit(), this.tx.readOnly ? undefined : outcomeUnknown);
   }
 
   rollback(): Promise<void> {
@@ -285,17 +329,24 @@ function outcomeUnknown(node: NodeName): BasaltError {
 
 function ignore(): void {}
 
-function rejectReadOnly(options: BeginOptions): void {
-  if (options.readOnly === true) {
-    throw new BasaltError('NOT_IMPLEMENTED', 'read-only transactions are not available yet');
+function readOnlyOptions(options: BeginOptions): { readTimestamp?: HybridTimestamp; stalenessMs?: number } {
+  return {
+    ...(options.readTimestamp !== undefined && { readTimestamp: options.readTimestamp }),
+    ...(options.stalenessMs !== undefined && { stalenessMs: options.stalenessMs }),
+  };
+}
+
+function rejectReadOnlyOptions(options: BeginOptions): void {
+  if (options.readTimestamp !== undefined || options.stalenessMs !== undefined) {
+    throw new BasaltError('INVALID_ARGUMENT', 'readTimestamp and stalenessMs apply to read-only transactions only');
   }
 }
 
-function coordinatorOf(node: BasaltNode | undefined, name: NodeName): TxCoordinator {
+function serviceOf(node: BasaltNode | undefined, name: NodeName): CoordinatorService {
   if (node === undefined) throw new BasaltError('NODE_UNAVAILABLE', `node ${name} is down`, { node: name });
   const service = node.service<CoordinatorService>(COORDINATOR_SERVICE);
   if (service === undefined) {
     throw new BasaltError('NOT_IMPLEMENTED', `node ${name} runs no transaction coordinator`, { node: name });
   }
-  return service.coordinator;
+  return service;
 }

@@ -58,7 +58,7 @@ describe('RW transactions (simulated)', () => {
       await rolled.put(T, 'y', 1);
       await rolled.rollback();
       await rejectsWith(rolled.commit(), 'TX_ALREADY_FINISHED');
-      await rejectsWith(client.begin({ readOnly: true }), 'NOT_IMPLEMENTED');
+      await rejectsWith(client.begin({ stalenessMs: 100 }), 'INVALID_ARGUMENT');
       await rejectsWith(client.put('nope', 'k', 1), 'UNKNOWN_TABLE');
     }));
 
