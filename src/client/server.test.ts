@@ -124,7 +124,7 @@ async function until(condition: () => boolean): Promise<void> {
 }
 
 describe('client server', () => {
-  it('past requestsInFlightMax answers OVERLOADED, pauses reading, and resumes once requests finish', async () => {
+  it('past requestsInFlightMax queues (same bound), then answers OVERLOADED; reading pauses and resumes', async () => {
     const backend = new ScriptedBackend();
     const gate = deferred<Value | undefined>();
     backend.getGate = gate.promise;
@@ -132,21 +132,24 @@ describe('client server', () => {
     const raw = new Raw(server.port);
     try {
       const get = (id: number) => ({ id, kind: 'get', table: 't', key: `k${id}` });
-      raw.send(get(1), get(2), get(3), get(4));
-      assert.equal(codeOf(await raw.reply(3)), 'OVERLOADED');
-      assert.equal(codeOf(await raw.reply(4)), 'OVERLOADED');
-      // The paused socket does not read request 5 until the two in flight finish.
-      raw.send(get(5));
+      raw.send(get(1), get(2), get(3), get(4), get(5), get(6));
+      assert.equal(codeOf(await raw.reply(5)), 'OVERLOADED');
+      assert.equal(codeOf(await raw.reply(6)), 'OVERLOADED');
+      // The paused socket does not read request 7 until the requests in flight and queued finish.
+      raw.send(get(7));
       await new Promise((r) => setTimeout(r, 50));
-      assert.equal(
-        raw.replies.some((r) => r['id'] === 5),
-        false,
+      assert.deepEqual(
+        raw.replies.map((r) => r['id']),
+        [undefined, 5, 6],
+        'only the hello and the two refusals so far',
       );
-      gate.resolve('late');
       backend.getGate = undefined;
+      gate.resolve('late');
       assert.deepEqual((await raw.reply(1))['result'], { value: 'late' });
       assert.deepEqual((await raw.reply(2))['result'], { value: 'late' });
-      assert.deepEqual((await raw.reply(5))['result'], { value: 'k5' });
+      assert.deepEqual((await raw.reply(3))['result'], { value: 'k3' });
+      assert.deepEqual((await raw.reply(4))['result'], { value: 'k4' });
+      assert.deepEqual((await raw.reply(7))['result'], { value: 'k7' });
     } finally {
       raw.destroy();
       await server.close();

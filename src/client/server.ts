@@ -7,7 +7,8 @@
  *     never reused on a connection, so a handle below the next one that is not open names a finished transaction
  *     (TX_ALREADY_FINISHED) and any other is unknown (INVALID_ARGUMENT);
  *   - at most `requestsInFlightMax` requests being processed: reaching it pauses reading the socket (the peer's sends
- *     then back up in TCP); frames already received past the bound are answered OVERLOADED;
+ *     then back up in TCP); requests already received wait in a queue of the same bound, in order, and past that
+ *     they are answered OVERLOADED;
  *   - requests run concurrently and never wait on one another or on other connections;
  *   - when the connection ends, however it ends, every transaction still open on it is rolled back (its locks are
  *     released); a commit already under way is left to finish;
@@ -190,7 +191,10 @@ interface SessionEvents {
   readonly onClose: () => void;
 }
 
-/** One client connection. Invariant: `txs.size + beginsInFlight <= txHandlesMax`; `inFlight <= requestsInFlightMax`. */
+/**
+ * One client connection. Invariants: `txs.size + beginsInFlight <= txHandlesMax`; `inFlight <= requestsInFlightMax`;
+ * `queued.length <= requestsInFlightMax`, and requests are queued only while `inFlight` is at its bound.
+ */
 class ClientSession {
   private state: 'handshaking' | 'open' | 'closed' = 'handshaking';
   private readonly decoder: FrameDecoder;
@@ -198,6 +202,8 @@ class ClientSession {
   private nextHandle: TxHandle = 1;
   private beginsInFlight = 0;
   private inFlight = 0;
+  /** Requests that arrived while `inFlight` was at its bound; at most `requestsInFlightMax`. */
+  private readonly queued: ClientRequest[] = [];
   private paused = false;
   private timer: TimerHandle | undefined;
 
@@ -286,13 +292,7 @@ class ClientSession {
   private onHello(payload: unknown): void {
     const problem = clientHelloProblem(payload);
     if (problem !== undefined) {
-      this.events.diagnose('handshake-failed', problem);
-      this.send({
-        magic: CLIENT_MAGIC,
-        version: CLIENT_PROTOCOL_VERSION,
-        error: { code: 'HANDSHAKE_FAILED', message: problem },
-      });
-      this.end();
+      this.refuse('HANDSHAKE_FAILED', problem);
       return;
     }
     this.clearTimer();
@@ -303,31 +303,37 @@ class ClientSession {
   private onRequest(payload: unknown): void {
     const parsed = parseRequest(payload);
     if (!parsed.ok) {
-      if (parsed.id !== undefined) {
-        this.respond({ id: parsed.id, error: parsed.error });
-        return;
-      }
-      this.refuse(parsed.error.code, parsed.error.message);
+      if (parsed.id === undefined) this.refuse(parsed.error.code, parsed.error.message);
+      else this.respond({ id: parsed.id, error: parsed.error });
       return;
     }
-    const { id } = parsed.request;
-    if (this.inFlight >= this.limits.requestsInFlightMax) {
-      const message = `more than ${this.limits.requestsInFlightMax} requests in flight on this connection`;
-      this.respond({ id, error: { code: 'OVERLOADED', message } });
-      return;
+    if (this.inFlight < this.limits.requestsInFlightMax) {
+      this.start(parsed.request);
+    } else if (this.queued.length < this.limits.requestsInFlightMax) {
+      this.queued.push(parsed.request);
+    } else {
+      const message = `more than ${2 * this.limits.requestsInFlightMax} requests in flight or queued on this connection`;
+      this.respond({ id: parsed.request.id, error: { code: 'OVERLOADED', message } });
     }
-    this.inFlight++;
+    // At the bound, stop reading: what already arrived is queued, the rest waits in TCP.
     if (this.inFlight >= this.limits.requestsInFlightMax && !this.paused) {
       this.paused = true;
       this.socket.pause();
     }
-    void this.run(parsed.request).then((response) => {
+  }
+
+  private start(request: ClientRequest): void {
+    this.inFlight++;
+    void this.run(request).then((response) => {
       this.inFlight--;
-      if (this.paused && this.inFlight < this.limits.requestsInFlightMax && this.state !== 'closed') {
+      this.respond(response);
+      if (this.isClosed()) return;
+      const next = this.queued.shift();
+      if (next !== undefined) this.start(next);
+      else if (this.paused) {
         this.paused = false;
         this.socket.resume();
       }
-      this.respond(response);
     });
   }
 
