@@ -210,6 +210,7 @@ export class BasaltNode {
       onLeaderChange: (listener) => this.onLeaderChange(listener),
       onError: this.onError,
       metaView: () => this.metastorage?.view(),
+      counters: this.counters,
     });
     this.reconciler = new PartitionReconciler(this.self.name, this.partitions, this.onError);
     const nodes = [...new Set(options.nodes)];

@@ -242,6 +242,7 @@ export class Cluster<C = never> {
       this.exclusive(n, async () => {
         if (this.running.has(n)) throw new BasaltError('INVALID_ARGUMENT', `node ${n} is already running`);
         await this.launch(n);
+        await this.untilCaughtUp(n);
       }),
     );
   }
@@ -278,6 +279,18 @@ export class Cluster<C = never> {
     const node = await this.env.startNode(name);
     this.running.set(name, node);
     this.lastIds.set(name, node.ephemeralId);
+  }
+
+  /**
+   * A restarted node serves clients only once its metastorage view is as new as the other running nodes' (else its
+   * coordinator would answer UNKNOWN_TABLE for a table created while it was down, or right before it restarted).
+   */
+  private async untilCaughtUp(name: NodeName): Promise<void> {
+    const others = [...this.running.entries()].filter(([n]) => n !== name).map(([, node]) => node);
+    const target = Math.max(0, ...others.map((node) => node.metastorage.revision));
+    await this.poll(() => (this.running.get(name)?.metastorage.revision ?? 0) >= target, {
+      what: `metastorage view of ${name} caught up to revision ${target}`,
+    });
   }
 
   private async untilReady(): Promise<void> {

@@ -56,6 +56,8 @@ export interface PartitionHostContext {
   readonly onError: (error: unknown) => void;
   /** The node's current metastorage view (tables, assignments), once the metastorage has started. */
   readonly metaView: () => MetaView | undefined;
+  /** The node's counters, reported by `metrics()` (resolution paths, recoveries, ...). */
+  readonly counters: { add(name: string, n?: number): void };
 }
 
 export type PartitionHostFactory = (context: PartitionHostContext) => PartitionHost;
