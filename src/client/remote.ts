@@ -136,7 +136,7 @@ class RemoteConnection {
   constructor(
     private readonly socket: Socket,
     private readonly timers: Timers,
-    readonly limits: ConnectionLimits,
+    private readonly limits: ConnectionLimits,
   ) {
     this.decoder = new FrameDecoder(limits.frameBytesMax);
     this.opened = new Promise<string>((resolve, reject) => {
