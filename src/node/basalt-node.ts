@@ -90,10 +90,16 @@ export class NodeCounters {
   get(name: string): number {
     return this.values.get(name) ?? 0;
   }
+  /** Every counter by name, sorted. */
+  snapshot(): Readonly<Record<string, number>> {
+    return Object.fromEntries([...this.values].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  }
 }
 
 export interface NodeMetrics {
   readonly resolution: { readonly local: number; readonly coordinator: number; readonly commitPartition: number };
+  /** Txs this node's commit partitions decided by recovery (their coordinator was gone). */
+  readonly recoveries: number;
   readonly raftGroups: number;
   readonly raftLeaderships: number;
   readonly livePeers: readonly NodeName[];
@@ -101,6 +107,8 @@ export interface NodeMetrics {
   readonly hostedPartitions: number;
   readonly txStateEntries: number;
   readonly pendingRequests: number;
+  /** Every counter of this incarnation (resolution outcomes and latency totals, recoveries, background failures). */
+  readonly counters: Readonly<Record<string, number>>;
 }
 
 export const META_MEMBERS_MAX = 3;
@@ -307,6 +315,7 @@ export class BasaltNode {
         coordinator: this.counters.get('resolution.coordinator'),
         commitPartition: this.counters.get('resolution.commitPartition'),
       },
+      recoveries: this.counters.get('recovery.aborts'),
       raftGroups: groups.length,
       raftLeaderships: groups.filter((g) => this.raft.status(g)?.role === 'leader').length,
       livePeers: this.membership.livePeers(),
@@ -314,6 +323,7 @@ export class BasaltNode {
       hostedPartitions: this.reconciler.running().size,
       txStateEntries: this.txStates.size,
       pendingRequests: this.messenger.pendingCount,
+      counters: this.counters.snapshot(),
     };
   }
 

@@ -154,6 +154,13 @@ describe('write intent resolution (simulated, 5 nodes)', () => {
       await cluster.waitFor(() => cluster.node(placement.primary!).txState(tx.id)?.state === 'ABORTED', {
         what: 'the commit partition aborted the orphan',
       });
+      const recoveries = cluster.nodes
+        .filter((n) => cluster.node(n).up)
+        .map((n) => cluster.node(n).metrics().recoveries);
+      assert.ok(
+        recoveries.some((r) => r > 0),
+        `a commit partition counted the recovery: ${recoveries}`,
+      );
       // The coordinator's node is down: its handle can only say the tx never commits.
       const late = await tx.commit().then(
         () => undefined,
