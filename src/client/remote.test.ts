@@ -257,7 +257,31 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
     }
   });
 
-  it('read-only transactions over the wire (node-bound backend): a snapshot at readTimestamp, writes refused', async () => {
+  /** The read-only checks, against one remote client; `key` is written by it first. */
+  async function readOnlyChecks(c: RemoteClient, key: string): Promise<void> {
+    await c.put(T, key, 1);
+    const ro = await c.begin({ readOnly: true });
+    assert.equal(ro.readOnly, true);
+    assert.equal(typeof ro.readTimestamp, 'bigint');
+    await c.put(T, key, 2);
+    assert.equal(await ro.get(T, key), 1, 'the snapshot predates the second write');
+    await rejectsWith(ro.put(T, key, 3), 'TX_READ_ONLY', false);
+    await ro.commit();
+    assert.equal(await c.get(T, key), 2);
+    const at = await c.begin({ readOnly: true, readTimestamp: ro.readTimestamp as HybridTimestamp });
+    assert.equal(at.readTimestamp, ro.readTimestamp, 'bigint timestamps travel both ways');
+    assert.equal(await at.get(T, key), 1);
+    await at.rollback();
+    const read = await c.transaction((tx) => tx.getAll(T, [key, 'none']), { readOnly: true, stalenessMs: 0 });
+    assert.deepEqual(read, [2, undefined]);
+    await rejectsWith(c.begin({ readTimestamp: 5n as HybridTimestamp }), 'INVALID_ARGUMENT', false);
+  }
+
+  it('read-only transactions over the wire (embedded backend): a snapshot at readTimestamp, writes refused', async () => {
+    await readOnlyChecks(client, 'ro-embedded');
+  });
+
+  it('read-only transactions over the wire (node-bound backend, as in basalt node)', async () => {
     const node = cluster.basaltNode('n2');
     assert.ok(node !== undefined);
     const roServer = await ClientServer.start({
@@ -269,22 +293,7 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
     const c = await connect(roServer.address);
     try {
       assert.equal(c.node, 'n2');
-      await c.put(T, 'ro', 1);
-      const ro = await c.begin({ readOnly: true });
-      assert.equal(ro.readOnly, true);
-      assert.equal(typeof ro.readTimestamp, 'bigint');
-      await c.put(T, 'ro', 2);
-      assert.equal(await ro.get(T, 'ro'), 1, 'the snapshot predates the second write');
-      await rejectsWith(ro.put(T, 'ro', 3), 'TX_READ_ONLY', false);
-      await ro.commit();
-      assert.equal(await c.get(T, 'ro'), 2);
-      const at = await c.begin({ readOnly: true, readTimestamp: ro.readTimestamp as HybridTimestamp });
-      assert.equal(at.readTimestamp, ro.readTimestamp, 'bigint timestamps travel both ways');
-      assert.equal(await at.get(T, 'ro'), 1);
-      await at.rollback();
-      const read = await c.transaction((tx) => tx.getAll(T, ['ro', 'none']), { readOnly: true, stalenessMs: 0 });
-      assert.deepEqual(read, [2, undefined]);
-      await rejectsWith(c.begin({ readTimestamp: 5n as HybridTimestamp }), 'INVALID_ARGUMENT', false);
+      await readOnlyChecks(c, 'ro-node');
     } finally {
       await c.close();
       await roServer.close();
