@@ -3,9 +3,12 @@
  * and codec of `src/net`), a versioned hello, then requests and responses matched by request id.
  *
  *   client → server  hello     { magic: 'basalt-client', version }
- *   server → client  hello     { magic, version, node }            or { magic, version, error } and the server closes
+ *   server → client  hello     { magic, version, node, requestsInFlightMax }   or { magic, version, error }, then close
  *   client → server  request   { id, kind, ...fields }             id: a positive safe integer, unique while in flight
  *   server → client  response  { id, result }  |  { id, error }    error: ErrorData (code, message, details)
+ *
+ * Flow control: a client keeps at most `requestsInFlightMax` requests unanswered on a connection (the server pauses
+ * reading at that bound and refuses OVERLOADED past twice it), queueing the rest on its side.
  *
  * Transactions live on the server, named per connection by a small integer handle (`tx`); an operation without `tx`
  * is implicit (a one-phase write, or a single-operation transaction). Timestamps travel as bigints.
@@ -31,9 +34,14 @@ export interface ClientHello {
   readonly version: number;
 }
 
+/** An accepted hello names the node and how many requests the client may have in flight on the connection. */
 export type ServerHello =
-  | { readonly magic: string; readonly version: number; readonly node: string }
+  | { readonly magic: string; readonly version: number; readonly node: string; readonly requestsInFlightMax: number }
   | { readonly magic: string; readonly version: number; readonly error: ErrorData };
+
+export type ParsedServerHello =
+  | { readonly ok: true; readonly node: string; readonly requestsInFlightMax: number }
+  | { readonly ok: false; readonly error: BasaltError };
 
 interface RequestFields {
   readonly begin: { readonly readOnly?: boolean; readonly readTimestamp?: bigint; readonly stalenessMs?: number };
@@ -90,9 +98,7 @@ export function clientHelloProblem(value: unknown): string | undefined {
 }
 
 /** The server's hello, checked by the client: the node's name, or the coded error the server refused us with. */
-export function parseServerHello(
-  value: unknown,
-): { readonly ok: true; readonly node: string } | { readonly ok: false; readonly error: BasaltError } {
+export function parseServerHello(value: unknown): ParsedServerHello {
   const refuse = (message: string) => ({ ok: false as const, error: new BasaltError('HANDSHAKE_FAILED', message) });
   if (!isRecord(value) || value['magic'] !== CLIENT_MAGIC) return refuse('the server is not a basalt client port');
   const error = parseErrorData(value['error']);
@@ -100,8 +106,10 @@ export function parseServerHello(
   if (value['version'] !== CLIENT_PROTOCOL_VERSION) {
     return refuse(`server speaks client protocol version ${describe(value['version'])}`);
   }
-  if (typeof value['node'] !== 'string') return refuse('the server hello names no node');
-  return { ok: true, node: value['node'] };
+  const { node, requestsInFlightMax } = value;
+  if (typeof node !== 'string') return refuse('the server hello names no node');
+  if (!isPositiveSafeInt(requestsInFlightMax)) return refuse('the server hello has no requestsInFlightMax');
+  return { ok: true, node, requestsInFlightMax };
 }
 
 // ---- requests -----------------------------------------------------------------------------------------------------

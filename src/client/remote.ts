@@ -3,7 +3,8 @@
  * connected to coordinates its transactions; the API is the embedded `Client`'s, except that `tables()` returns a
  * Promise (the list lives on the server).
  *
- * Model: one socket, requests matched to responses by id, at most `clientPendingCallsMax` calls awaiting a response.
+ * Model: one socket, requests matched to responses by id, at most `clientPendingCallsMax` calls awaiting a response,
+ * of which at most the server's `requestsInFlightMax` are on the wire (the rest wait here, in order).
  * Every call settles exactly once:
  *   - with the server's result, or its coded error rethrown as a BasaltError (same code, same `retryable`);
  *   - with TIMEOUT when no response came within the call's timeout;
@@ -112,6 +113,8 @@ interface ConnectionLimits {
 interface PendingCall {
   readonly kind: RequestKind;
   readonly onLoss: OnLoss;
+  /** The encoded request while it waits for a window slot; undefined once written. */
+  unsent: Buffer | undefined;
   readonly resolve: (result: unknown) => void;
   readonly reject: (error: BasaltError) => void;
   readonly timer: TimerHandle;
@@ -120,9 +123,16 @@ interface PendingCall {
 /** Distributes a request type over its union members, so that `Omit` keeps each kind's own fields. */
 type WithoutId<R> = R extends ClientRequest ? Omit<R, 'id'> : never;
 
-/** The socket, the hello and the table of pending calls. Invariant: `pending.size <= pendingCallsMax`. */
+/**
+ * The socket, the hello and the table of pending calls. Invariants: `pending.size <= pendingCallsMax`; at most
+ * `window` (the server's requestsInFlightMax) of them are written and unanswered, the others wait in `unsent`, in
+ * call order.
+ */
 class RemoteConnection {
   readonly opened: Promise<string>;
+  private window: number = LIMITS.clientRequestsInFlightMax;
+  private written = 0;
+  private readonly unsent: number[] = [];
   private state: 'connecting' | 'open' | 'closed' = 'connecting';
   private readonly decoder: FrameDecoder;
   private readonly pending = new Map<number, PendingCall>();
@@ -179,9 +189,30 @@ class RemoteConnection {
     }
     return new Promise<unknown>((resolve, reject) => {
       const timer = this.timers.setTimer(() => this.timeOut(id), this.limits.timeoutMs);
-      this.pending.set(id, { kind: request.kind, onLoss, resolve, reject, timer });
-      this.socket.write(Buffer.concat(frame));
+      this.pending.set(id, { kind: request.kind, onLoss, unsent: Buffer.concat(frame), resolve, reject, timer });
+      this.unsent.push(id);
+      this.flush();
     });
+  }
+
+  /** Writes waiting requests while the window has room. */
+  private flush(): void {
+    while (this.written < this.window && this.state === 'open') {
+      const id = this.unsent.shift();
+      if (id === undefined) return;
+      const call = this.pending.get(id);
+      if (call?.unsent === undefined) continue; // timed out while waiting
+      this.socket.write(call.unsent);
+      call.unsent = undefined;
+      this.written++;
+    }
+  }
+
+  /** A written call got its answer or gave up on it: its window slot is free again. */
+  private release(call: PendingCall): void {
+    if (call.unsent !== undefined) return;
+    this.written--;
+    this.flush();
   }
 
   /** Ends the connection; pending calls fail as on a lost connection. */
@@ -195,8 +226,11 @@ class RemoteConnection {
     if (call === undefined) return;
     this.pending.delete(id);
     const message = `no response to ${call.kind} within ${this.limits.timeoutMs} ms`;
+    // A call still waiting for the window was never sent: nothing of it can have applied.
+    const mayHaveApplied = call.onLoss === 'unknown' && call.unsent === undefined;
+    this.release(call);
     call.reject(
-      call.onLoss === 'unknown'
+      mayHaveApplied
         ? new BasaltError('TX_OUTCOME_UNKNOWN', `${message}: it may or may not have applied`)
         : new BasaltError('TIMEOUT', message),
     );
@@ -233,6 +267,7 @@ class RemoteConnection {
     }
     this.clearOpenTimer();
     this.state = 'open';
+    this.window = hello.requestsInFlightMax;
     this.settleOpen?.(hello.node);
   }
 
@@ -250,6 +285,7 @@ class RemoteConnection {
     }
     this.pending.delete(response.id);
     this.timers.clearTimer(call.timer);
+    this.release(call);
     if ('error' in response) call.reject(response.error);
     else call.resolve(response.result);
   }
@@ -269,9 +305,10 @@ class RemoteConnection {
     if (wasConnecting) this.failOpen?.(reason);
     const calls = [...this.pending.values()];
     this.pending.clear();
+    this.unsent.length = 0;
     for (const call of calls) {
       this.timers.clearTimer(call.timer);
-      call.reject(this.lostError(call.onLoss, call.kind));
+      call.reject(this.lostError(call.unsent === undefined ? call.onLoss : 'closed', call.kind));
     }
   }
 

@@ -156,6 +156,19 @@ describe('client server', () => {
     }
   });
 
+  it('a remote client keeps to the window the server announces: 500 concurrent calls all succeed', async () => {
+    const backend = new ScriptedBackend();
+    const server = await startServer(backend, { requestsInFlightMax: 4 });
+    const client = await connect(server.address);
+    try {
+      const keys = Array.from({ length: 500 }, (_, i) => `k${i}`);
+      assert.deepEqual(await Promise.all(keys.map((k) => client.get('t', k))), keys);
+    } finally {
+      await client.close();
+      await server.close();
+    }
+  });
+
   it('finished handles answer TX_ALREADY_FINISHED, never-begun ones INVALID_ARGUMENT; rollback of a finished one is a no-op', async () => {
     const server = await startServer(new ScriptedBackend());
     const raw = new Raw(server.port);

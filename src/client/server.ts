@@ -35,6 +35,7 @@ import {
   clientHelloProblem,
   parseRequest,
   type RequestOf,
+  type ServerHello,
   type TxHandle,
   UNATTRIBUTED_REQUEST_ID,
 } from './protocol.js';
@@ -297,7 +298,13 @@ class ClientSession {
     }
     this.clearTimer();
     this.state = 'open';
-    this.send({ magic: CLIENT_MAGIC, version: CLIENT_PROTOCOL_VERSION, node: this.backend.node });
+    const hello: ServerHello = {
+      magic: CLIENT_MAGIC,
+      version: CLIENT_PROTOCOL_VERSION,
+      node: this.backend.node,
+      requestsInFlightMax: this.limits.requestsInFlightMax,
+    };
+    this.send(hello);
   }
 
   private onRequest(payload: unknown): void {
