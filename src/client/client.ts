@@ -78,7 +78,8 @@ export interface Client {
   remove(table: string, key: string): Promise<void>;
   createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
   dropTable(name: string): Promise<void>;
-  tables(): TableDescriptor[];
+  /** The tables of the cluster (a Promise, so that the embedded and the remote client share one interface). */
+  tables(): Promise<TableDescriptor[]>;
 }
 
 /** The `ClientFactory` of the cluster harness. */
@@ -190,8 +191,8 @@ class EmbeddedClient implements Client {
     });
   }
 
-  tables(): TableDescriptor[] {
-    return this.cluster.tables();
+  tables(): Promise<TableDescriptor[]> {
+    return Promise.resolve(this.cluster.tables());
   }
 
   private knows(name: string, present: boolean): boolean {

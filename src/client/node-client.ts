@@ -82,8 +82,8 @@ class NodeClient implements ClientBackend {
     await this.untilKnown(name, false);
   }
 
-  tables(): TableDescriptor[] {
-    return this.basalt.metastorage.tables();
+  tables(): Promise<TableDescriptor[]> {
+    return Promise.resolve(this.basalt.metastorage.tables());
   }
 
   /** Waits (bounded by the metastorage command timeout) until this node's view has, or lacks, the table. */

@@ -1,7 +1,6 @@
 /**
  * `connect('host:port')`: a client over TCP to one node's client port (protocol in `protocol.ts`). The node it is
- * connected to coordinates its transactions; the API is the embedded `Client`'s, except that `tables()` returns a
- * Promise (the list lives on the server).
+ * connected to coordinates its transactions; the API is the embedded `Client`'s (plus `close()`).
  *
  * Model: one socket, requests matched to responses by id, at most `clientPendingCallsMax` calls awaiting a response,
  * of which at most the server's `requestsInFlightMax` are on the wire (the rest wait here, in order).

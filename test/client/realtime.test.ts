@@ -13,7 +13,7 @@ it('real time, in-memory: commit across partitions, rollback, one-phase writes a
     const client = cluster.client();
     await client.createTable('accounts', { partitions: 4, replicas: 3 });
     assert.deepEqual(
-      client.tables().map((t) => t.name),
+      (await client.tables()).map((t) => t.name),
       ['accounts'],
     );
     const tx = await client.begin();
