@@ -49,7 +49,7 @@ it('real time, in-memory: commit across partitions, rollback, one-phase writes a
     await client.remove('accounts', 'counter');
     assert.equal(await client.get('accounts', 'counter'), undefined);
     await client.dropTable('accounts');
-    assert.deepEqual(client.tables(), []);
+    assert.deepEqual(await client.tables(), []);
   } finally {
     await cluster.stop();
   }
