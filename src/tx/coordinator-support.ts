@@ -7,7 +7,7 @@
  */
 import { assert } from '../core/assert.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
-import type { HybridTimestamp, NodeName, TxId } from '../core/ids.js';
+import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
@@ -176,4 +176,30 @@ export function outcomeOfEntry(entry: TxStateEntry): TxOutcome {
   if (entry.state === 'ABORTED') return { state: 'ABORTED' };
   assert(entry.commitTimestamp !== undefined, 'COMMITTED carries its commitTs');
   return { state: 'COMMITTED', commitTs: entry.commitTimestamp };
+}
+
+/** Indexes of `items` grouped by partition, in first-seen order (each group keeps the items' order). */
+export function groupByPartition<T>(
+  items: readonly T[],
+  partitionOf: (item: T) => PartitionId,
+): Map<PartitionId, number[]> {
+  const groups = new Map<PartitionId, number[]>();
+  items.forEach((item, index) => {
+    const p = partitionOf(item);
+    const list = groups.get(p) ?? [];
+    list.push(index);
+    groups.set(p, list);
+  });
+  return groups;
+}
+
+/**
+ * Waits for every promise (so that no request of an operation is still in flight when it ends, rule 6), then
+ * rethrows the first failure.
+ */
+export async function settleAll<T>(promises: readonly Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(promises);
+  const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failure !== undefined) throw failure.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
 }

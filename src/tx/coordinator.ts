@@ -41,10 +41,12 @@ import {
   backoffMs,
   type CoordinatorContext,
   expectKind,
+  groupByPartition,
   isUnexecuted,
   pause,
   primaryMissHint,
   resolveSettings,
+  settleAll,
   type TxCoordinatorOptions,
 } from './coordinator-support.js';
 import type {
@@ -657,29 +659,6 @@ function expectResult<K extends RwResult['op']>(result: RwResult, op: K): Result
 
 function protocolError(message: string): BasaltError {
   return new BasaltError('INTERNAL', message);
-}
-
-/** Indexes of `items` grouped by partition, in first-seen order (each group keeps the items' order). */
-function groupByPartition<T>(items: readonly T[], partitionOf: (item: T) => PartitionId): Map<PartitionId, number[]> {
-  const groups = new Map<PartitionId, number[]>();
-  items.forEach((item, index) => {
-    const p = partitionOf(item);
-    const list = groups.get(p) ?? [];
-    list.push(index);
-    groups.set(p, list);
-  });
-  return groups;
-}
-
-/**
- * Waits for every promise (so that no request of the operation is still in flight when it ends, rule 6), then
- * rethrows the first failure.
- */
-async function settleAll<T>(promises: readonly Promise<T>[]): Promise<T[]> {
-  const results = await Promise.allSettled(promises);
-  const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (failure !== undefined) throw failure.reason;
-  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
 }
 
 function primaryChangedError(tx: CoordinatedTx, partitionId: PartitionId, why: string, cause?: BasaltError) {

@@ -32,7 +32,14 @@ import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { addMs, formatTimestamp, physicalMs } from '../hlc/timestamp.js';
 import type { KeyRange, Value } from '../storage/mv-partition-storage.js';
 import type { CoordinatorSelf, TxPlacement, TxRequestFn } from './coordinator-ports.js';
-import { asBasaltError, backoffMs, expectKind, primaryMissHint } from './coordinator-support.js';
+import {
+  asBasaltError,
+  backoffMs,
+  expectKind,
+  groupByPartition,
+  primaryMissHint,
+  settleAll,
+} from './coordinator-support.js';
 import { type LowWatermark, readOnlyTooOld, type WatermarkHold } from './low-watermark.js';
 import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from './messages.js';
 import { TxIdGenerator } from './tx-id.js';
@@ -536,24 +543,4 @@ function expectResult<K extends RoResult['op']>(result: RoResult, op: K): Result
 
 function foundToValue(found: FoundValue): Value | undefined {
   return found.found ? found.value : undefined;
-}
-
-/** Indexes of `items` grouped by partition, in first-seen order. */
-function groupByPartition<T>(items: readonly T[], partitionOf: (item: T) => PartitionId): Map<PartitionId, number[]> {
-  const groups = new Map<PartitionId, number[]>();
-  items.forEach((item, index) => {
-    const p = partitionOf(item);
-    const list = groups.get(p) ?? [];
-    list.push(index);
-    groups.set(p, list);
-  });
-  return groups;
-}
-
-/** Waits for every promise, then rethrows the first failure (no request of the read is left in flight). */
-async function settleAll<T>(promises: readonly Promise<T>[]): Promise<T[]> {
-  const results = await Promise.allSettled(promises);
-  const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (failure !== undefined) throw failure.reason;
-  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
 }
