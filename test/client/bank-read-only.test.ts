@@ -76,14 +76,12 @@ async function audits(cluster: TestCluster, node: NodeName, random: SeededRandom
   while (!done()) {
     await cluster.runFor(50 + random.int(150));
     try {
-      const values = await cluster
-        .client(node)
-        .transaction((tx) => tx.getAll(T, ACCOUNTS), {
-          readOnly: true,
-          retries: 5,
-          backoffMsMin: 10,
-          backoffMsMax: 200,
-        });
+      const values = await cluster.client(node).transaction((tx) => tx.getAll(T, ACCOUNTS), {
+        readOnly: true,
+        retries: 5,
+        backoffMsMin: 10,
+        backoffMsMax: 200,
+      });
       const sum = values.reduce<number>((s, v) => s + (v as number), 0);
       assert.equal(sum, TOTAL, `RO snapshot on ${node} sums ${JSON.stringify(values)}`);
       checked++;
