@@ -146,7 +146,8 @@ export class ReplicaPartitionHost implements PartitionHost {
     );
     this.lowWatermark = new LowWatermark({ clock: context.hlc });
     const lowWatermark = () => this.lowWatermark.current();
-    this.resolution = replicaResolutionFor(context, this.locator());
+    // Recovery and resolution requests fail under faults (timeouts, lost leaders): counted like other background work.
+    this.resolution = replicaResolutionFor({ ...context, onError: (error) => this.background(error) }, this.locator());
     this.router = new ReplicaRequestRouter({
       sender: this.hintingSender(messengerCleanupSender(context.messenger as never)),
       locator: this.locator(),

@@ -255,4 +255,7 @@ describe('bank workload under faults (simulated)', () => {
   for (const seed of COORDINATOR_SEEDS) {
     it(`with a coordinator crash too (seed ${seed})`, () => bankRun(seed, FAULTS_COORDINATOR));
   }
+  // Regression: intents of a crashed coordinator's tx whose locks were lost with a primary change blocked every
+  // reader forever (no lock conflict, so no orphan detection); now an unprotected intent triggers recovery.
+  it('regression seed bank-coord-4 (coordinator crash)', () => bankRun('bank-coord-4', FAULTS_COORDINATOR));
 });

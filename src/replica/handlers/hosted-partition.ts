@@ -46,6 +46,8 @@ export interface HostedPartitionOptions {
   readonly locks?: LockManager;
 }
 
+export type UnprotectedIntentListener = (txId: TxId, commitPartitionId: PartitionId) => void;
+
 interface ReadWaiter {
   readonly readTs: HybridTimestamp;
   readonly resolve: () => void;
@@ -73,6 +75,7 @@ export class HostedPartition {
   private readonly lockingTxs = new Set<TxId>();
   /** The applied lease the lock table belongs to. */
   private lockTableLease: LeaseToken | undefined;
+  private readonly intentListeners = new Set<UnprotectedIntentListener>();
   private readonly unsubscribe: () => void;
   private stopped = false;
 
@@ -209,6 +212,20 @@ export class HostedPartition {
       }
     }
     this.lockingTxs.add(txId);
+  }
+
+  /**
+   * Observers of foreign write intents met without a lock (their writer lost its locks with a primary change): such
+   * an intent blocks every RW request on its row until its tx is cleaned up here, so orphan recovery listens.
+   */
+  onUnprotectedIntent(listener: UnprotectedIntentListener): () => void {
+    this.intentListeners.add(listener);
+    return () => this.intentListeners.delete(listener);
+  }
+
+  /** Called by the RW handler before it refuses a request on an unprotected foreign intent. */
+  reportUnprotectedIntent(txId: TxId, commitPartitionId: PartitionId): void {
+    for (const listener of this.intentListeners) listener(txId, commitPartitionId);
   }
 
   // ---------------------------------------------------------------------------------------- readability

@@ -153,7 +153,10 @@ function readKey(p: HostedPartition, txId: TxId, key: string): FoundValue {
 /** The latest value: own intent or committed version; a foreign intent under our lock is a lost lock (see header). */
 function latest(p: HostedPartition, txId: TxId, key: string, read: ReadResult): FoundValue {
   if (read.kind === 'empty') return { found: false };
-  if (read.kind === 'intent' && read.txId !== txId) throw foreignIntent(p, key, read.txId);
+  if (read.kind === 'intent' && read.txId !== txId) {
+    p.reportUnprotectedIntent(read.txId, read.commitPartitionId);
+    throw foreignIntent(p, key, read.txId);
+  }
   return read.value === TOMBSTONE ? { found: false } : { found: true, value: read.value };
 }
 
@@ -165,6 +168,12 @@ function scan(p: HostedPartition, txId: TxId, range: KeyRange, limit: number): R
     if (value.found) rows.push({ key: row.key, value: value.value });
   }
   return result.nextKey === undefined ? { op: 'scan', rows } : { op: 'scan', rows, nextKey: result.nextKey };
+}
+
+function reportIntentOf(p: HostedPartition, key: string): void {
+  const rowId = p.mv.rowIdOf(key);
+  const read = rowId === undefined ? undefined : p.mv.readLatest(rowId);
+  if (read?.kind === 'intent') p.reportUnprotectedIntent(read.txId, read.commitPartitionId);
 }
 
 function foreignIntent(p: HostedPartition, key: string, intentTxId: TxId): BasaltError {
@@ -221,7 +230,8 @@ function writeTimestamp(p: HostedPartition, applied: ApplyResult): HybridTimesta
       throw primaryMissError(p.partitionId, applied.reason, applied.current);
     case 'WRITE_INTENT_CONFLICT':
       // Under our X lock a foreign intent means its writer lost its locks with a primary change and its cleanup has
-      // not switched the intent yet; resolving it here is the write-intent resolution issue's work.
+      // not switched the intent yet; orphan recovery hears of it (the intent names its commit partition).
+      reportIntentOf(p, applied.key);
       throw foreignIntent(p, applied.key, applied.intentTxId);
     default:
       throw new BasaltError('INTERNAL', `data command answered ${applied.kind}`);

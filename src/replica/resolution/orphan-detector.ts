@@ -16,6 +16,7 @@
 import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
+import { nodeIdOf } from '../../tx/tx-id.js';
 import { isFinal } from '../../tx/tx-state.js';
 import type { TxStateMap } from '../../tx/tx-state-map.js';
 import type { HostedPartition } from '../handlers/hosted-partition.js';
@@ -65,11 +66,33 @@ export class OrphanDetector {
     this.defer = options.defer ?? ((fn) => queueMicrotask(fn));
   }
 
-  /** Watches the lock conflicts of `partition`; returns the function that stops watching. */
+  /** Watches the lock conflicts and unprotected intents of `partition`; returns the function that stops watching. */
   attach(partition: HostedPartition): () => void {
-    return partition.locks.onConflict((holder, requester) => {
+    const conflicts = partition.locks.onConflict((holder, requester) => {
       this.onConflict(partition, holder, requester);
     });
+    const intents = partition.onUnprotectedIntent((txId, commitPartitionId) => {
+      this.onUnprotectedIntent(partition, txId, commitPartitionId);
+    });
+    return () => {
+      conflicts();
+      intents();
+    };
+  }
+
+  /**
+   * A foreign intent without a lock (its writer lost its locks with a primary change) whose coordinator is gone: the
+   * same recovery as for a lock holder. Without a map entry here the coordinator named in the tx id is asked about.
+   * True if recovery was asked for.
+   */
+  onUnprotectedIntent(partition: HostedPartition, txId: TxId, commitPartitionId: PartitionId): boolean {
+    const entry = this.o.txStates.entry(txId);
+    if (entry !== undefined && (isFinal(entry.state) || entry.state === 'FINISHING')) return false;
+    const coordinatorId = entry?.coordinatorId ?? nodeIdOf(txId);
+    if (!this.o.peers.isGone(coordinatorId)) return false;
+    if (entry !== undefined) this.o.txStates.update(txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
+    this.sendRecovery(txId, commitPartitionId, partition.partitionId);
+    return true;
   }
 
   /** Handles one conflict; true if `holder` is an orphan (then the requester is failed). */

@@ -555,6 +555,51 @@ describe('orphan detection', () => {
     assert.deepEqual(put.result, { op: 'written' });
   });
 
+  it('an unprotected intent (its locks lost with a primary change) of a gone coordinator: recovery, the intent is aborted', async () => {
+    const h = await Cluster.start(SEED);
+    const orphan = h.newTx();
+    const p1 = h.primary(P1);
+    await h.send(p1, rw(P1, orphan, 1, { op: 'put', key: 'k', value: 'orphaned' }));
+    // What a new lease does to the old lock table: the intent stays, its locks are gone.
+    h.hosted(p1, P1).locks.releaseAll(orphan);
+    h.gone.add(COORDINATOR);
+    const requesters: TxId[] = [];
+    for (const op of [
+      { op: 'get', key: 'k' },
+      { op: 'put', key: 'k', value: 'mine' },
+    ] as const) {
+      const requester = h.newTx();
+      requesters.push(requester);
+      await assert.rejects(h.send(p1, rw(P1, requester, 1, op, { coordinatorId: OTHER_COORDINATOR })), (e: unknown) => {
+        assert.ok(isBasaltError(e, 'TX_LOCK_CONFLICT') && e.retryable, String(e));
+        return true;
+      });
+    }
+    assert.equal(h.count('TxRecoveryRequest'), 1, 'one recovery request within the interval');
+    await h.runUntil(() => h.hosted(h.primary(P0), P0).txState.get(orphan)?.state === 'ABORTED');
+    await h.runUntil(() => h.latest(P1, 'k') === 'empty');
+    // The failed requesters roll back (their coordinator's cleanup releases their locks).
+    for (const r of requesters) h.hosted(p1, P1).locks.releaseAll(r);
+    const put = await h.send<ReadWriteResponse>(
+      p1,
+      rw(P1, h.newTx(), 1, { op: 'put', key: 'k', value: 'after' }, { coordinatorId: OTHER_COORDINATOR }),
+    );
+    assert.deepEqual(put.result, { op: 'written' });
+  });
+
+  it('an unprotected intent of a live coordinator asks for no recovery', async () => {
+    const h = await Cluster.start(SEED);
+    const writer = h.newTx();
+    const p1 = h.primary(P1);
+    await h.send(p1, rw(P1, writer, 1, { op: 'put', key: 'k', value: 'w' }));
+    h.hosted(p1, P1).locks.releaseAll(writer);
+    await assert.rejects(
+      h.send(p1, rw(P1, h.newTx(), 1, { op: 'get', key: 'k' }, { coordinatorId: OTHER_COORDINATOR })),
+    );
+    await h.scheduler.run({ forMs: 200 });
+    assert.equal(h.count('TxRecoveryRequest'), 0);
+  });
+
   it('rule 17: a holder whose coordinator is merely unknown or live is not an orphan: no recovery, the requester waits', async () => {
     const h = await Cluster.start(SEED);
     const older = h.newTx();
