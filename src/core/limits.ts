@@ -78,6 +78,13 @@ export const LIMITS = {
   nodeHeartbeatIntervalMs: 200,
   /** Node: a peer whose connection was down, or whose heartbeats went unanswered, this long is gone (rule 17). */
   peerLivenessTimeoutMsDefault: 2_000,
+  /** Node: clock offset samples kept per peer (the latest heartbeats); the one of smallest round trip is the estimate. */
+  clockOffsetSamplesMax: 8,
+  /**
+   * Node (rule 19): a node whose measured offset from a majority of the live nodes exceeds this fraction of
+   * maxClockSkew stops acting as primary and as coordinator until it is back within.
+   */
+  clockOffsetBoundFraction: 1,
   /** Node: superseded ephemeral ids remembered as gone (one per peer restart); the oldest are forgotten past it. */
   goneNodeIdsMax: 100_000,
   /** Metastorage: tables in the cluster. */

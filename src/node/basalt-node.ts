@@ -103,6 +103,12 @@ export interface NodeMetrics {
   readonly raftGroups: number;
   readonly raftLeaderships: number;
   readonly livePeers: readonly NodeName[];
+  /** Rule 19: live peers' measured clock offsets (peer minus this node, ms), and whether this node is beyond the bound. */
+  readonly clock: {
+    readonly offsetsMs: Readonly<Record<string, number>>;
+    readonly boundMs: number;
+    readonly withinBound: boolean;
+  };
   readonly metaRevision: number;
   readonly hostedPartitions: number;
   readonly txStateEntries: number;
@@ -180,6 +186,7 @@ export class BasaltNode {
       self: this.self,
       nowMs: () => options.clock.monotonicMs(),
       ...(tuning.peerTimeoutMs !== undefined && { timeoutMs: tuning.peerTimeoutMs }),
+      clockOffsetBoundMs: this.hlc.maxClockSkewMs * LIMITS.clockOffsetBoundFraction,
     });
     this.messenger.onPeer((event) => {
       if (event.kind === 'up') this.membership.peerUp(event.peer);
@@ -241,7 +248,7 @@ export class BasaltNode {
   /** Builds and starts one incarnation. */
   static async start(options: BasaltNodeOptions): Promise<BasaltNode> {
     const node = new BasaltNode(options);
-    node.typed().handle('NodeHeartbeat', () => ({ kind: 'NodeHeartbeatAck' }));
+    node.typed().handle('NodeHeartbeat', () => ({ kind: 'NodeHeartbeatAck', physicalMs: node.clock.nowMs() }));
     for (const factory of options.services ?? []) {
       if (node.services.has(factory.name)) {
         throw new BasaltError('ALREADY_EXISTS', `service ${factory.name} is registered twice`);
@@ -278,6 +285,11 @@ export class BasaltNode {
 
   get running(): boolean {
     return this.state === 'running';
+  }
+
+  /** Rule 19: false while this node's clock is beyond the bound from a majority (it must not act as primary). */
+  clockWithinBound(): boolean {
+    return this.membership.clockWithinBound();
   }
 
   /** Rule 17: a superseded id, or one unheard for the liveness timeout. Never true for an id never seen. */
@@ -319,6 +331,11 @@ export class BasaltNode {
       raftGroups: groups.length,
       raftLeaderships: groups.filter((g) => this.raft.status(g)?.role === 'leader').length,
       livePeers: this.membership.livePeers(),
+      clock: {
+        offsetsMs: this.membership.clockOffsetsMs(),
+        boundMs: this.membership.clockOffsetBoundMs,
+        withinBound: this.membership.clockWithinBound(),
+      },
       metaRevision: this.metastorage.revision,
       hostedPartitions: this.reconciler.running().size,
       txStateEntries: this.txStates.size,
@@ -397,10 +414,22 @@ export class BasaltNode {
   private heartbeat(peer: PeerIdentity): void {
     if (this.heartbeatsInFlight.has(peer.name)) return;
     this.heartbeatsInFlight.add(peer.name);
+    const sentPhysicalMs = this.clock.nowMs();
+    const sentMonotonicMs = this.clock.monotonicMs();
     this.typed()
-      .request(peer.name, { kind: 'NodeHeartbeat' }, { timeoutMs: this.membership.timeoutMs })
+      .request(
+        peer.name,
+        { kind: 'NodeHeartbeat', physicalMs: sentPhysicalMs },
+        { timeoutMs: this.membership.timeoutMs },
+      )
       .then(
-        () => this.membership.heard(peer),
+        (answer) => {
+          this.membership.heard(peer);
+          const remotePhysicalMs = (answer as { physicalMs?: unknown }).physicalMs;
+          if (typeof remotePhysicalMs !== 'number') return;
+          const receivedMonotonicMs = this.clock.monotonicMs();
+          this.membership.clockSample(peer, { sentPhysicalMs, sentMonotonicMs, remotePhysicalMs, receivedMonotonicMs });
+        },
         () => {},
       )
       .finally(() => this.heartbeatsInFlight.delete(peer.name));

@@ -59,6 +59,7 @@ export class CoordinatorService implements NodeService {
       request,
       placement,
       options,
+      clockWithinBound: () => node.clockWithinBound(),
       // Expected under faults (background finish retries, cleanups that gave up): counted; anything else is a bug.
       onError: (error) => {
         if (isExpectedFailure(error)) node.counters.add('coordinator.backgroundFailures');

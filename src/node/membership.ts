@@ -12,12 +12,15 @@
  * on it (recovery finishes a tx by compare-and-set, so a live coordinator and a recovery cannot both win).
  *
  * The class is a synchronous state machine over injected monotonic time; the node feeds it transport events and
- * heartbeat answers and calls `tick` periodically to get `gone` events for timeouts.
+ * heartbeat answers and calls `tick` periodically to get `gone` events for timeouts. Heartbeat answers also carry the
+ * peer's physical time: the clock offsets measured from them (`clock-offsets.ts`) say whether this node's clock is
+ * within `clockOffsetBoundMs` of the majority (rule 19); a superseded peer's samples are dropped.
  */
 import { assert } from '../core/assert.js';
 import type { NodeId, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { PeerIdentity } from '../env/transport.js';
+import { ClockOffsets, type ClockSample, type ClockVerdict } from './clock-offsets.js';
 
 export type Liveness = 'self' | 'live' | 'suspect' | 'gone' | 'unknown';
 
@@ -33,6 +36,8 @@ export interface MembershipOptions {
   readonly nowMs: () => number;
   readonly timeoutMs?: number;
   readonly goneIdsMax?: number;
+  /** Rule 19: beyond this offset from a majority, the node stops acting as primary and coordinator. */
+  readonly clockOffsetBoundMs?: number;
 }
 
 interface PeerRecord {
@@ -46,18 +51,23 @@ interface PeerRecord {
 export class Membership {
   readonly self: PeerIdentity;
   readonly timeoutMs: number;
+  readonly clockOffsetBoundMs: number;
+  readonly clockOffsets = new ClockOffsets();
   private readonly nowMs: () => number;
   private readonly goneIdsMax: number;
   private readonly peers = new Map<NodeName, PeerRecord>();
   /** Superseded ids, oldest first; bounded by goneIdsMax. */
   private readonly superseded = new Map<NodeId, NodeName>();
   private readonly listeners = new Set<MembershipListener>();
+  private verdictCache: { readonly atMs: number; readonly verdict: ClockVerdict } | undefined;
 
   constructor(options: MembershipOptions) {
     this.self = options.self;
     this.nowMs = options.nowMs;
     this.timeoutMs = options.timeoutMs ?? LIMITS.peerLivenessTimeoutMsDefault;
     this.goneIdsMax = options.goneIdsMax ?? LIMITS.goneNodeIdsMax;
+    this.clockOffsetBoundMs =
+      options.clockOffsetBoundMs ?? LIMITS.maxClockSkewMsDefault * LIMITS.clockOffsetBoundFraction;
     assert(this.timeoutMs > 0 && this.goneIdsMax > 0, 'membership limits must be positive');
   }
 
@@ -98,6 +108,33 @@ export class Membership {
     record.lastHeardMs = now;
     if (record.connected) record.reportedGone = false;
     if (!wasLive && record.connected) this.emit({ kind: 'live', peer });
+  }
+
+  /** `peer` answered a heartbeat with its physical time: one clock offset sample (a stale id's is ignored). */
+  clockSample(peer: PeerIdentity, sample: ClockSample): void {
+    if (this.peers.get(peer.name)?.id !== peer.id) return;
+    this.clockOffsets.record(peer.name, sample);
+    this.verdictCache = undefined;
+  }
+
+  /** Rule 19: whether this node's clock is beyond the bound from a majority of the live nodes it measured. */
+  clockVerdict(): ClockVerdict {
+    // Asked on every primary request: computed at most once per millisecond and per new sample.
+    const now = this.nowMs();
+    if (this.verdictCache?.atMs !== now) {
+      this.verdictCache = { atMs: now, verdict: this.clockOffsets.verdict(this.livePeers(), this.clockOffsetBoundMs) };
+    }
+    return this.verdictCache.verdict;
+  }
+
+  /** True while this node's clock is within the bound (it may act as primary and coordinator). */
+  clockWithinBound(): boolean {
+    return this.clockVerdict().kind === 'within';
+  }
+
+  /** Estimated offsets of the live peers' clocks from this node's (peer minus self), by name. */
+  clockOffsetsMs(): Record<string, number> {
+    return this.clockOffsets.offsets(this.livePeers());
   }
 
   /** Reports ids that timed out since the last call. */
@@ -164,6 +201,7 @@ export class Membership {
 
   private supersede(name: NodeName, record: PeerRecord): void {
     this.peers.delete(name);
+    this.clockOffsets.forget(name);
     this.superseded.set(record.id, name);
     if (this.superseded.size > this.goneIdsMax) {
       const oldest = this.superseded.keys().next().value;

@@ -8,9 +8,9 @@ import type { MetaCommand, MetaResult, MetaView } from './metastorage-state.js';
 
 export type NodeMessage =
   | { readonly kind: 'Raft'; readonly group: string; readonly message: Message }
-  /** Liveness probe; answered at once by a live node. */
-  | { readonly kind: 'NodeHeartbeat' }
-  | { readonly kind: 'NodeHeartbeatAck' }
+  /** Liveness probe; answered at once by a live node. Both carry the sender's physical time (clock offsets). */
+  | { readonly kind: 'NodeHeartbeat'; readonly physicalMs?: number }
+  | { readonly kind: 'NodeHeartbeatAck'; readonly physicalMs?: number }
   /** To a metastorage member: apply `command` (the leader proposes it; others answer NOT_LEADER with a hint). */
   | { readonly kind: 'MetaCommandRequest'; readonly command: MetaCommand }
   | { readonly kind: 'MetaCommandResponse'; readonly result: MetaResult }

@@ -6,7 +6,10 @@
  *
  * Upkeep: every replica's `maintain` runs on each leader change of its group and on a timer (`upkeepIntervalMs`), so
  * leases are proposed, renewed and taken over and idle safe time advances. When this node gains the lease of a
- * partition it re-runs the cleanups its commit partition records still owe (`recoverCleanups`).
+ * partition it re-runs the cleanups its commit partition records still owe (`recoverCleanups`). While this node's
+ * clock is beyond the bound from the majority (rule 19, measured by membership) its replicas neither act nor propose
+ * leases, and it hands the Raft leadership of its groups to a live replica, so that one takes the lease over once the
+ * current one lapses.
  *
  * Primaries as this node knows them (`PrimaryHints`): a locally hosted replica's applied lease is the truth; for other
  * partitions the last holder a response or a PRIMARY_MISS named, else a rotating guess among the assigned replicas
@@ -195,6 +198,7 @@ export class ReplicaPartitionHost implements PartitionHost {
       timing: leaseTiming(context.hlc.maxClockSkewMs, options.leaseDurationMs, options.leaseRenewMarginMs),
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       ...(options.safeTimeSyncIdleMs !== undefined && { safeTimeSyncIdleMs: options.safeTimeSyncIdleMs }),
+      clockWithinBound: () => context.membership.clockWithinBound(),
     });
     const partition = new HostedPartition({
       replica,
@@ -300,12 +304,20 @@ export class ReplicaPartitionHost implements PartitionHost {
     } catch (error) {
       this.context.onError(error);
     }
+    if (status.role === 'leader' && !this.context.membership.clockWithinBound()) this.handLeadershipOver(entry);
     const holding = this.acting(entry);
     if (holding && !entry.holding) {
       // Gained primacy: re-run what this commit partition still owes (idempotent).
       this.router.recoverCleanups(partitionId).catch((error: unknown) => this.background(error));
     }
     entry.holding = holding;
+  }
+
+  /** Rule 19: a leader whose clock is beyond the bound hands its group to the first live replica (retried each tick). */
+  private handLeadershipOver(entry: Hosted): void {
+    const { membership } = this.context;
+    const to = entry.replicas.find((name) => name !== this.context.self && membership.liveIdOf(name) !== undefined);
+    if (to !== undefined) this.context.raft.transferLeader(entry.replica.partitionId, to);
   }
 
   private acting(entry: Hosted): boolean {

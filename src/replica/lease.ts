@@ -12,7 +12,9 @@
  * - A Lease command names the lease it extends or replaces; it applies only if that lease is still current, else it is
  *   a deterministic no-op (rule 3; design-review #4).
  * - A holder acts (grants locks, serves primary requests, proposes data commands, confirms leases) only while
- *   `start ≤ now < expiration − 2·maxClockSkew` with `now` read after absorbing the request's timestamp (rules 1, 19).
+ *   `start ≤ now < expiration − 2·maxClockSkew` with `now` read after absorbing the request's timestamp (rules 1, 19),
+ *   and only while its node's clock is measured within the bound from the majority (rule 19: the stasis window above
+ *   assumes it; a node beyond it stops acting until it is back within).
  */
 import type { HybridTimestamp, NodeId, NodeName } from '../core/ids.js';
 import type { Random } from '../env/random.js';
@@ -123,20 +125,25 @@ export type ActingCheck =
   /** This replica holds the lease but `now` is before its start: wait until then, or answer PRIMARY_MISS. */
   | { readonly kind: 'not-started'; readonly lease: Lease }
   /** Within `2·maxClockSkew` of the expiration, or past it: this replica must not act any more under it. */
-  | { readonly kind: 'ended'; readonly lease: Lease };
+  | { readonly kind: 'ended'; readonly lease: Lease }
+  /** This replica holds the lease but its node's clock is beyond the bound from the majority (rule 19). */
+  | { readonly kind: 'clock-offset'; readonly lease: Lease };
 
 /**
  * Whether replica `self` may act as primary at `now` (read after absorbing the request's timestamp) under the
- * applied lease `lease`: rules 1 and 19.
+ * applied lease `lease`: rules 1 and 19. `clockWithinBound` is false while this node's measured clock offset from the
+ * majority exceeds the bound.
  */
 export function checkActing(
   lease: Lease | null,
   self: ReplicaIncarnation,
   now: HybridTimestamp,
   maxClockSkewMs: number,
+  clockWithinBound = true,
 ): ActingCheck {
   if (lease === null) return { kind: 'no-lease' };
   if (!sameHolder(lease.holder, self)) return { kind: 'not-holder', lease };
+  if (!clockWithinBound) return { kind: 'clock-offset', lease };
   if (now < lease.start) return { kind: 'not-started', lease };
   if (now >= actingEnd(lease, maxClockSkewMs)) return { kind: 'ended', lease };
   return { kind: 'acting', lease };

@@ -53,6 +53,8 @@ export interface PartitionReplicaOptions {
   readonly txTimeoutMs?: number;
   readonly txStateRetentionMs?: number;
   readonly safeTimeSyncIdleMs?: number;
+  /** Rule 19: false while this node's clock is beyond the bound; the replica then neither acts nor proposes leases. */
+  readonly clockWithinBound?: () => boolean;
 }
 
 /** The Raft state of this partition on this node, as the host reads it from the driver. */
@@ -88,6 +90,7 @@ export class PartitionReplica {
   private readonly submit: SubmitProposal;
   private readonly sequence = new DataSequence();
   private readonly safeTimeSyncIdleMs: number | undefined;
+  private readonly clockWithinBound: () => boolean;
   private leaseProposalInFlight = false;
   private handingOver = false;
   private stopped = false;
@@ -102,6 +105,7 @@ export class PartitionReplica {
     this.submit = options.submit;
     this.timing = options.timing ?? leaseTiming(options.clock.maxClockSkewMs);
     this.safeTimeSyncIdleMs = options.safeTimeSyncIdleMs;
+    this.clockWithinBound = options.clockWithinBound ?? (() => true);
     this.proposals = new ProposalTracker(this.self, options.clock);
     this.stateMachine = new PartitionStateMachine({
       partitionId: options.partitionId,
@@ -137,6 +141,7 @@ export class PartitionReplica {
       timing: this.timing,
       leaseProposalInFlight: this.leaseProposalInFlight,
       handingOver: this.handingOver,
+      clockWithinBound: this.clockWithinBound(),
     });
     if (lease.kind === 'propose') this.proposeLease(lease);
     const sync = shouldProposeSafeTimeSync({
@@ -177,13 +182,16 @@ export class PartitionReplica {
 
   /** Rules 1, 19 for a primary-only request; `now` must be read after absorbing the request's timestamp. */
   checkPrimary(now: HybridTimestamp, token?: LeaseToken): PrimaryCheck {
-    return checkPrimary(this.stateMachine.currentLease(), this.self, now, this.timing.maxClockSkewMs, token);
+    const lease = this.stateMachine.currentLease();
+    return checkPrimary(lease, this.self, now, this.timing.maxClockSkewMs, token, this.clockWithinBound());
   }
 
   /** Rule 6: absorbs commitTs, then says whether this replica still acts under `token`. */
   confirmLease(token: LeaseToken, commitTs: HybridTimestamp): LeaseConfirmation {
     const now = this.clock.update(commitTs);
-    return confirmLease(this.stateMachine.currentLease(), this.self, now, this.timing.maxClockSkewMs, token, commitTs);
+    const lease = this.stateMachine.currentLease();
+    const within = this.clockWithinBound();
+    return confirmLease(lease, this.self, now, this.timing.maxClockSkewMs, token, commitTs, within);
   }
 
   /** The primary's readable safe time at `now` (rules 9, 11). */

@@ -75,6 +75,8 @@ export interface LeaseActionInput {
   readonly leaseProposalInFlight: boolean;
   /** The holder is handing its lease over (graceful shutdown or rebalancing): it stops renewing (rule 5). */
   readonly handingOver?: boolean;
+  /** Rule 19: false while this node's clock is beyond the bound; it then proposes no lease at all. */
+  readonly clockWithinBound?: boolean;
 }
 
 export type LeaseAction =
@@ -86,6 +88,7 @@ export type LeaseAction =
         | 'proposal-in-flight'
         | 'lease-fresh'
         | 'handing-over'
+        | 'clock-offset'
         | 'stopped';
     }
   | {
@@ -100,6 +103,7 @@ export function decideLeaseAction(input: LeaseActionInput): LeaseAction {
   if (!input.isLeader) return { kind: 'none', reason: 'not-leader' };
   if (input.appliedTerm !== input.term) return { kind: 'none', reason: 'own-term-not-applied' };
   if (input.leaseProposalInFlight) return { kind: 'none', reason: 'proposal-in-flight' };
+  if (input.clockWithinBound === false) return { kind: 'none', reason: 'clock-offset' };
   const duration = timing.leaseDurationMs;
   if (lease === null) {
     const first: Lease = { holder: self, holderName: selfName, start: now, expiration: addMs(now, duration) };
@@ -130,7 +134,7 @@ export type PrimaryCheck =
   | { readonly kind: 'ok'; readonly lease: Lease; readonly token: LeaseToken }
   | {
       readonly kind: 'PRIMARY_MISS';
-      readonly reason: 'no-lease' | 'not-holder' | 'not-started' | 'ended' | 'token-mismatch';
+      readonly reason: 'no-lease' | 'not-holder' | 'not-started' | 'ended' | 'token-mismatch' | 'clock-offset';
       /** The applied lease's holder, if any: where the request should go instead (may be this node, later). */
       readonly hint: HolderHint | null;
       /** For `not-started`: the lease start, so the caller may choose to wait until then instead. */
@@ -140,7 +144,8 @@ export type PrimaryCheck =
 /**
  * Rules 1 and 19 for a primary-only request: this replica must hold the applied lease and be inside its acting
  * window at `now` (read after absorbing the request's timestamp), and the request's enlistment token, if it has one,
- * must name that lease. A request without a token enlists: the returned token is the one to record.
+ * must name that lease. A request without a token enlists: the returned token is the one to record. While this node's
+ * clock is beyond the bound (`clockWithinBound` false) it answers PRIMARY_MISS `clock-offset` (rule 19).
  */
 export function checkPrimary(
   lease: Lease | null,
@@ -148,8 +153,9 @@ export function checkPrimary(
   now: HybridTimestamp,
   maxClockSkewMs: number,
   token?: LeaseToken,
+  clockWithinBound = true,
 ): PrimaryCheck {
-  const acting = checkActing(lease, self, now, maxClockSkewMs);
+  const acting = checkActing(lease, self, now, maxClockSkewMs, clockWithinBound);
   const hint = lease === null ? null : { nodeName: lease.holderName, nodeId: lease.holder.nodeId };
   switch (acting.kind) {
     case 'acting': {
@@ -163,6 +169,7 @@ export function checkPrimary(
     case 'no-lease':
     case 'not-holder':
     case 'ended':
+    case 'clock-offset':
       return { kind: 'PRIMARY_MISS', reason: acting.kind, hint };
   }
 }
@@ -183,8 +190,9 @@ export function confirmLease(
   maxClockSkewMs: number,
   token: LeaseToken,
   commitTs: HybridTimestamp,
+  clockWithinBound = true,
 ): LeaseConfirmation {
-  const check = checkPrimary(lease, self, now, maxClockSkewMs, token);
+  const check = checkPrimary(lease, self, now, maxClockSkewMs, token, clockWithinBound);
   if (check.kind === 'ok' && commitTs < check.lease.expiration && commitTs < now) {
     return { confirmed: true, lease: check.lease };
   }

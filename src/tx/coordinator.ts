@@ -84,6 +84,8 @@ export interface TxCoordinatorDeps {
   readonly options?: TxCoordinatorOptions;
   /** Failures of background work (finish retries after TX_OUTCOME_UNKNOWN, cleanups that gave up). */
   readonly onError?: (error: unknown) => void;
+  /** Rule 19: false while this node's clock is beyond the bound from the majority; `begin` then refuses (CLOCK_SKEW). */
+  readonly clockWithinBound?: () => boolean;
 }
 
 export interface CoordinatorScanOptions extends ScanOptions {
@@ -110,6 +112,7 @@ export class TxCoordinator {
   private readonly finisher: FinishDriver;
   private readonly live = new Map<TxId, CoordinatedTx>();
   private readonly stopper = new AbortController();
+  private readonly clockWithinBound: () => boolean;
 
   constructor(deps: TxCoordinatorDeps) {
     this.self = deps.self;
@@ -131,6 +134,7 @@ export class TxCoordinator {
       onError: deps.onError ?? (() => {}),
     };
     this.finisher = new FinishDriver(this.ctx, (tx) => this.forget(tx));
+    this.clockWithinBound = deps.clockWithinBound ?? (() => true);
   }
 
   get txTimeoutMs(): number {
@@ -151,6 +155,12 @@ export class TxCoordinator {
 
   begin(): CoordinatedTx {
     this.checkRunning();
+    if (!this.clockWithinBound()) {
+      // Rule 19: a beginTs from a clock this far off would break the real-time order; another node can serve.
+      throw new BasaltError('CLOCK_SKEW', `${this.self.name}'s clock is beyond the skew bound; no tx begins here now`, {
+        node: this.self.name,
+      });
+    }
     const tx = this.newTx();
     tx.timeoutTimer = this.timers.setTimer(() => this.timeOut(tx), this.ctx.settings.txTimeoutMs);
     this.live.set(tx.id, tx);
