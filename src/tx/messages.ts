@@ -178,6 +178,12 @@ export interface TxStateCoordinatorRequest {
   readonly txId: TxId;
   /** The reader's readTs: the coordinator absorbs it before reading its map (rule 8, 12). */
   readonly readTs: HybridTimestamp;
+  /**
+   * Set by a read-write request that met the tx's intent without its lock (the intent's primary changed, so the tx
+   * lost its locks there): the coordinator aborts the tx if it is still PENDING and answers its final outcome
+   * (ignite3-protocol.md §8). `partitionId` is the partition of the intent.
+   */
+  readonly readWrite?: { readonly partitionId: PartitionId };
 }
 
 export interface TxStateCommitPartitionRequest {
