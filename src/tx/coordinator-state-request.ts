@@ -10,6 +10,13 @@
  * - FINISHING whose commitTs is above readTs, or that carries none (an abort), is not visible at readTs: PENDING at
  *   once (the clock is above readTs, so this is the rule 12 "not visible" answer); FINISHING with commitTs ≤ readTs
  *   waits for the outcome, at most `waitMs`, and a wait that times out answers an error (TIMEOUT), never PENDING.
+ *
+ * A read-write request (`readWrite`: its sender met the tx's intent without the lock, after a primary change) needs
+ * the final outcome, not visibility at readTs (ignite3-protocol.md §8): the coordinator has already aborted a tx it
+ * still held PENDING (TxCoordinator does that before calling here), so FINISHING without a commitTs, an abort decided
+ * by this coordinator, answers ABORTED at once (no commit was ever sent for the tx, and none will be); FINISHING
+ * with a commitTs waits for the outcome whatever readTs is; PENDING (a tx this coordinator could not abort) is
+ * answered as is, and the sender retries later.
  */
 import { BasaltError, invalidArgument } from '../core/errors.js';
 import type { Timers } from '../env/timers.js';
@@ -48,7 +55,9 @@ export async function answerCoordinatorStateRequest(
       return respond({ state: 'PENDING' });
     case 'FINISHING': {
       const commitTs = entry.commitTimestamp;
-      if (commitTs === undefined || commitTs > readTs) return respond({ state: 'PENDING' });
+      if (request.readWrite !== undefined && commitTs === undefined) return respond({ state: 'ABORTED' });
+      const needsOutcome = request.readWrite !== undefined;
+      if (!needsOutcome && (commitTs === undefined || commitTs > readTs)) return respond({ state: 'PENDING' });
       const final = await waitForFinal(deps.txStates, deps.timers, txId, waitMs);
       if (final === undefined) {
         throw new BasaltError('TIMEOUT', `tx ${txId} is still finishing; its outcome is not known yet`, { txId });

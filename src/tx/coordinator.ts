@@ -616,7 +616,29 @@ export class TxCoordinator {
 
   /** The coordinator path of write intent resolution: see coordinator-state-request.ts. */
   handleTxStateCoordinatorRequest(request: TxStateCoordinatorRequest): Promise<TxStateResponse> {
+    if (request.readWrite !== undefined) this.abortForLostLocks(request);
     return answerCoordinatorStateRequest(this.ctx, request, this.ctx.settings.stateWaitMs);
+  }
+
+  /**
+   * ignite3-protocol.md §8: a read-write request met the intent of a tx this coordinator still holds PENDING, without
+   * its lock: the intent's primary changed and the tx lost its locks there, so it can no longer commit serializably.
+   * It becomes abort-only and the abort decision is installed at once (the compare-and-set to FINISHING without a
+   * commitTs), so the answer is ABORTED; the user's next operation or commit fails TX_ABORTED and its rollback (or
+   * the tx timeout) runs the abort. A tx already finishing is left alone: its outcome is waited for.
+   */
+  private abortForLostLocks(request: TxStateCoordinatorRequest): void {
+    const tx = this.live.get(request.txId);
+    const entry = this.txStates.entry(request.txId);
+    if (tx === undefined || entry?.state !== 'PENDING' || entry.coordinatorId !== this.self.id) return;
+    const partitionId = request.readWrite?.partitionId;
+    const cause = new BasaltError(
+      'TX_ABORTED',
+      `tx ${tx.id} lost its locks on ${String(partitionId)} with a primary change`,
+      { txId: tx.id, partitionId, reason: 'lost-locks' },
+    );
+    tx.makeAbortOnly(cause);
+    if (this.txStates.beginFinish(tx.id).kind === 'began') tx.finishingInstalled = true;
   }
 
   // ------------------------------------------------------------------------------------------ lifecycle
