@@ -78,6 +78,11 @@ export const LIMITS = {
   nodeHeartbeatIntervalMs: 200,
   /** Node: a peer whose connection was down, or whose heartbeats went unanswered, this long is gone (rule 17). */
   peerLivenessTimeoutMsDefault: 2_000,
+  /**
+   * Replica: foreign intents without a lock (their writer lost its locks with a primary change) one read-write
+   * operation resolves and switches before it fails retryably.
+   */
+  lostLockResolutionsMax: 16,
   /** Node: clock offset samples kept per peer (the latest heartbeats); the one of smallest round trip is the estimate. */
   clockOffsetSamplesMax: 8,
   /**

@@ -13,7 +13,7 @@
  * coordinator and commit partition paths (rules 12, 16) come with the resolution issue.
  */
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
-import type { TxStateAnswer } from '../../tx/messages.js';
+import type { TxOutcome, TxStateAnswer } from '../../tx/messages.js';
 import type { TxStateMap } from '../../tx/tx-state-map.js';
 
 export interface IntentResolutionRequest {
@@ -28,8 +28,23 @@ export interface IntentResolutionRequest {
   readonly newestCommitTs: HybridTimestamp | undefined;
 }
 
+/** A foreign intent met by a read-write request under its own lock: its writer lost its locks with a primary change. */
+export interface LostLockRequest {
+  readonly txId: TxId;
+  readonly commitPartitionId: PartitionId;
+  /** Where the intent lives (this primary's partition). */
+  readonly partitionId: PartitionId;
+  readonly key: string;
+}
+
 export interface IntentResolver {
   resolve(request: IntentResolutionRequest): Promise<TxStateAnswer>;
+  /**
+   * The final outcome of a tx whose intent a read-write request met without its lock, aborting it through its
+   * coordinator or commit partition if it is still pending (resolution/lost-locks.ts); undefined while no outcome is
+   * final yet. Absent: such intents are never resolved here (the request fails retryably).
+   */
+  resolveLostLock?(request: LostLockRequest): Promise<TxOutcome | undefined>;
 }
 
 /** The reader's visibility rule (rule 11): visible only when committed at or below readTs. */

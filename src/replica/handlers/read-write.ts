@@ -12,17 +12,22 @@
  * S on the partition, which covers the whole range including the first key not returned), then a fresh primary
  * check under the same lease (locks may have taken a while), then:
  * - reads use `readLatest`: the tx's own intent is visible; a foreign intent under our lock means its writer's locks
- *   were lost with a primary change and its cleanup has not reached us: a retryable TX_LOCK_CONFLICT for now (the
- *   write-intent resolution issue will resolve it instead);
+ *   were lost with a primary change and its cleanup has not reached us (see "lost locks" below);
  * - writes propose Update/UpdateAll under the lease and answer from the apply result (rule 4): PRIMARY_MISS when the
- *   command applied as a no-op, TX_LOCK_CONFLICT on a write-intent conflict (same cause as above; resolution later),
- *   else `writeTs` = the command's effective timestamp;
+ *   command applied as a no-op, a write-intent conflict is a lost lock as above, else `writeTs` = the command's
+ *   effective timestamp;
  * - one-phase (`full`): writes only; the X locks are released right after the apply (rule 18), and `writeTs` is the
  *   commit timestamp.
+ *
+ * Lost locks (ignite3-protocol.md §8): a foreign intent met under our lock is resolved to its tx's final outcome
+ * (resolution/lost-locks.ts: the local map, else its coordinator, which aborts the tx if still pending, else its
+ * commit partition's recovery), switched through Raft like a cleanup of that tx on this partition, and the read or
+ * write runs again, still under our locks and our lease (at most `lostLockResolutionsMax` intents per operation). No
+ * final outcome yet: a retryable TX_LOCK_CONFLICT (reason `write-intent`) and orphan detection hears of the intent.
  */
 import { assert } from '../../core/assert.js';
 import { BasaltError, invalidArgument } from '../../core/errors.js';
-import type { HybridTimestamp, TxId } from '../../core/ids.js';
+import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { formatTimestamp } from '../../hlc/timestamp.js';
 import { type KeyRange, type ReadResult, TOMBSTONE, type Value } from '../../storage/mv-partition-storage.js';
@@ -33,8 +38,14 @@ import type { ApplyResult } from '../apply-result.js';
 import type { RowWrite } from '../commands.js';
 import { type Lease, tokenOf } from '../lease.js';
 import { type HostedPartition, primaryMissError } from './hosted-partition.js';
+import type { IntentResolver } from './intent-resolver.js';
+import { cleanupPartition } from './tx-cleanup.js';
 
-export async function handleReadWrite(p: HostedPartition, request: ReadWriteRequest): Promise<ReadWriteResponse> {
+export async function handleReadWrite(
+  p: HostedPartition,
+  request: ReadWriteRequest,
+  resolver?: IntentResolver,
+): Promise<ReadWriteResponse> {
   assert(request.partitionId === p.partitionId, 'routed to its partition');
   const now = await p.untilLeaseStart(p.clock.now(), request.token);
   const lease = p.actingLease(now, request.token);
@@ -44,7 +55,9 @@ export async function handleReadWrite(p: HostedPartition, request: ReadWriteRequ
     throw invalidArgument('a one-phase request must be a write', { op: request.operation.op });
   }
   const deadline = p.deadlineOf(request.txId);
-  const response = p.operations.execute(request.txId, request.opSeq, deadline, () => runOperation(p, request, lease));
+  const response = p.operations.execute(request.txId, request.opSeq, deadline, () =>
+    runOperation(p, request, lease, resolver),
+  );
   if (!request.full) return response;
   // A one-phase tx is over after its one operation: close its record (a duplicate still gets the kept response).
   return response.finally(() => p.operations.close(request.txId, deadline, p.clock.current()));
@@ -67,7 +80,12 @@ function checkTxState(p: HostedPartition, txId: TxId): void {
   if (state === 'ABANDONED') throw new BasaltError('TX_ABORTED', `tx ${txId} was abandoned`, { txId });
 }
 
-async function runOperation(p: HostedPartition, request: ReadWriteRequest, lease: Lease): Promise<ReadWriteResponse> {
+async function runOperation(
+  p: HostedPartition,
+  request: ReadWriteRequest,
+  lease: Lease,
+  resolver: IntentResolver | undefined,
+): Promise<ReadWriteResponse> {
   const { txId, operation } = request;
   // Cleanup may have run while this operation waited for the tx's earlier ones.
   checkTxState(p, txId);
@@ -77,7 +95,7 @@ async function runOperation(p: HostedPartition, request: ReadWriteRequest, lease
     // Locks may have taken a while: act only if still primary under the very lease the request was served under.
     const token = tokenOf(lease);
     p.actingLease(p.clock.now(), token);
-    const done = isWrite(operation) ? await write(p, request, lease) : read(p, txId, operation);
+    const done = await perform(p, request, lease, resolver);
     return { kind: 'ReadWriteResponse', lease: p.leaseInfo(token, lease), ...done };
   } finally {
     if (request.full) p.locks.releaseAll(txId);
@@ -128,6 +146,71 @@ function lockPlan(p: HostedPartition, operation: RwOperation): readonly LockStep
   return [intention, ...rows];
 }
 
+// ------------------------------------------------------------------------------------------ lost locks
+
+/** The read or write; each foreign intent it meets is resolved and switched, then it runs again (see header). */
+async function perform(
+  p: HostedPartition,
+  request: ReadWriteRequest,
+  lease: Lease,
+  resolver: IntentResolver | undefined,
+): Promise<Done> {
+  const { txId, operation } = request;
+  for (let resolved = 0; ; resolved++) {
+    try {
+      return isWrite(operation) ? await write(p, request, lease) : read(p, txId, operation);
+    } catch (error) {
+      const key = lostLockKey(error);
+      if (key === undefined) throw error;
+      if (resolved >= LIMITS.lostLockResolutionsMax || !(await switchLostLock(p, txId, key, resolver))) {
+        // No outcome yet: orphan detection hears of the intent (it recovers it once its coordinator is gone).
+        reportIntentOf(p, key);
+        throw error;
+      }
+      // The resolution took a while: go on only under the very lease the request was served under.
+      p.actingLease(p.clock.now(), tokenOf(lease));
+    }
+  }
+}
+
+/** The key of a foreign-intent error (see `foreignIntent`). */
+function lostLockKey(error: unknown): string | undefined {
+  if (!(error instanceof BasaltError) || error.code !== 'TX_LOCK_CONFLICT') return undefined;
+  const key = error.details?.['key'];
+  return error.details?.['reason'] === 'write-intent' && typeof key === 'string' ? key : undefined;
+}
+
+/** True once the key's foreign intent is gone (switched here to its tx's final outcome, or already). */
+async function switchLostLock(
+  p: HostedPartition,
+  txId: TxId,
+  key: string,
+  resolver: IntentResolver | undefined,
+): Promise<boolean> {
+  const intent = intentAt(p, key);
+  if (intent === undefined) return true;
+  assert(intent.txId !== txId, 'a lost lock is met on a foreign intent');
+  if (resolver?.resolveLostLock === undefined) return false;
+  const request = { ...intent, partitionId: p.partitionId, key };
+  const outcome = await resolver.resolveLostLock(request);
+  if (outcome === undefined) return false;
+  // The cleanup of that tx on this partition, as its finish would send it: map final, WriteIntentSwitch through Raft.
+  await cleanupPartition(p, {
+    kind: 'TxCleanupRequest',
+    txId: intent.txId,
+    partitions: [p.partitionId],
+    unlockOnly: false,
+    outcome,
+  });
+  return true;
+}
+
+function intentAt(p: HostedPartition, key: string): { txId: TxId; commitPartitionId: PartitionId } | undefined {
+  const rowId = p.mv.rowIdOf(key);
+  const read = rowId === undefined ? undefined : p.mv.readLatest(rowId);
+  return read?.kind === 'intent' ? { txId: read.txId, commitPartitionId: read.commitPartitionId } : undefined;
+}
+
 // ------------------------------------------------------------------------------------------ reads
 
 type Done = { readonly result: RwResult; readonly writeTs?: HybridTimestamp };
@@ -153,10 +236,7 @@ function readKey(p: HostedPartition, txId: TxId, key: string): FoundValue {
 /** The latest value: own intent or committed version; a foreign intent under our lock is a lost lock (see header). */
 function latest(p: HostedPartition, txId: TxId, key: string, read: ReadResult): FoundValue {
   if (read.kind === 'empty') return { found: false };
-  if (read.kind === 'intent' && read.txId !== txId) {
-    p.reportUnprotectedIntent(read.txId, read.commitPartitionId);
-    throw foreignIntent(p, key, read.txId);
-  }
+  if (read.kind === 'intent' && read.txId !== txId) throw foreignIntent(p, key, read.txId);
   return read.value === TOMBSTONE ? { found: false } : { found: true, value: read.value };
 }
 
@@ -230,8 +310,7 @@ function writeTimestamp(p: HostedPartition, applied: ApplyResult): HybridTimesta
       throw primaryMissError(p.partitionId, applied.reason, applied.current);
     case 'WRITE_INTENT_CONFLICT':
       // Under our X lock a foreign intent means its writer lost its locks with a primary change and its cleanup has
-      // not switched the intent yet; orphan recovery hears of it (the intent names its commit partition).
-      reportIntentOf(p, applied.key);
+      // not switched the intent yet: `perform` resolves it.
       throw foreignIntent(p, applied.key, applied.intentTxId);
     default:
       throw new BasaltError('INTERNAL', `data command answered ${applied.kind}`);

@@ -114,7 +114,7 @@ export class ReplicaRequestRouter implements PartitionRegistry {
   private async dispatch(request: ReplicaRequest): Promise<ReplicaResponse> {
     switch (request.kind) {
       case 'ReadWriteRequest':
-        return handleReadWrite(this.partition(request.partitionId), request);
+        return handleReadWrite(this.partition(request.partitionId), request, this.resolver);
       case 'ReadOnlyRequest':
         return handleReadOnly(this.partition(request.partitionId), request, {
           resolver: this.resolver,

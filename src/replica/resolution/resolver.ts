@@ -30,13 +30,14 @@ import { sleep, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { answerCoordinatorStateRequest } from '../../tx/coordinator-state-request.js';
 import { outcomeOfEntry, waitForFinal } from '../../tx/coordinator-support.js';
-import type { TxStateAnswer, TxStateCommitPartitionRequest } from '../../tx/messages.js';
+import type { TxOutcome, TxStateAnswer, TxStateCommitPartitionRequest } from '../../tx/messages.js';
 import { nodeIdOf } from '../../tx/tx-id.js';
 import { isFinal } from '../../tx/tx-state.js';
 import type { TxStateMap } from '../../tx/tx-state-map.js';
-import type { IntentResolutionRequest, IntentResolver } from '../handlers/intent-resolver.js';
+import type { IntentResolutionRequest, IntentResolver, LostLockRequest } from '../handlers/intent-resolver.js';
 import { answerOf, isFinalAnswer, timeoutError } from './answers.js';
 import type { IntentSwitcher } from './intent-switch.js';
+import { resolveLostLock } from './lost-locks.js';
 import {
   type CounterSink,
   NO_COUNTERS,
@@ -129,6 +130,13 @@ export class TxStateResolver implements IntentResolver {
     } finally {
       this.counters.add(RESOLUTION_COUNTERS.latencyMsTotal, this.o.physicalClock.monotonicMs() - startMs);
     }
+  }
+
+  /** A foreign intent met by a read-write request without its lock: its final outcome, if any yet (lost-locks.ts). */
+  resolveLostLock(request: LostLockRequest): Promise<TxOutcome | undefined> {
+    const { clock, txStates, peers, locator } = this.o;
+    const deps = { clock, txStates, peers, locator, request: this.o.request, counters: this.counters };
+    return resolveLostLock({ ...deps, requestTimeoutMs: this.requestTimeoutMs }, request);
   }
 
   private async resolveOnce(request: IntentResolutionRequest): Promise<TxStateAnswer> {
