@@ -33,6 +33,8 @@ export interface FinishRecord {
   readonly kind: FinishKind;
   /** Set when the rollback was started by the tx timeout. */
   readonly timedOut: boolean;
+  /** Set when the coordinator rolled the tx back by itself for this cause (e.g. its locks were lost). */
+  readonly cause?: BasaltError;
 }
 
 export class CoordinatedTx {
@@ -82,10 +84,10 @@ export class CoordinatedTx {
   }
 
   /** Commit or rollback started: from now on new operations are refused. */
-  startFinishing(kind: FinishKind, timedOut: boolean): void {
+  startFinishing(kind: FinishKind, timedOut: boolean, cause?: BasaltError): void {
     assert(this.phase === 'active' && this.finish === undefined, 'a tx starts finishing once');
     this.phase = 'finishing';
-    this.finish = { kind, timedOut };
+    this.finish = cause === undefined ? { kind, timedOut } : { kind, timedOut, cause };
   }
 
   /** The outcome is settled (idempotent). */

@@ -1,7 +1,7 @@
 /**
  * The read-write flavour of the coordinator state request (ignite3-protocol.md §8): a PENDING tx whose intent was met
- * without its lock is aborted by its coordinator, which answers ABORTED; the tx's later operations and commit fail
- * TX_ABORTED (retryable) and its rollback finishes it ABORTED. A finishing commit is waited for; a final outcome is
+ * without its lock is aborted by its coordinator, which answers ABORTED and rolls it back at once; the tx's later
+ * operations and commit fail TX_ABORTED (retryable). A finishing commit is waited for; a final outcome is
  * answered as is; a plain (read-only) request still answers PENDING without aborting anything.
  */
 import assert from 'node:assert/strict';
@@ -62,8 +62,8 @@ async function codeOf(p: Promise<unknown>): Promise<{ code: string; retryable: b
 }
 
 describe('coordinator: read-write state requests (lost locks)', () => {
-  it('a PENDING tx is aborted: ABORTED answer, later ops and commit fail TX_ABORTED, rollback ends ABORTED', async () => {
-    const { coordinator, cluster, run, clock, txStates } = setup();
+  it('a PENDING tx is aborted: ABORTED answer, rolled back at once, later ops and commit fail TX_ABORTED', async () => {
+    const { coordinator, cluster, run, clock, txStates, scheduler } = setup();
     const tx = coordinator.begin();
     await run(coordinator.put(tx, TABLE, cluster.keyIn(0), 1));
     const plain = await run(
@@ -78,14 +78,15 @@ describe('coordinator: read-write state requests (lost locks)', () => {
 
     const answer = await run(coordinator.handleTxStateCoordinatorRequest(rwRequest(tx.id, clock.now())));
     assert.deepEqual(answer.answer, { state: 'ABORTED' });
-    assert.equal(txStates.get(tx.id)?.state, 'FINISHING', 'the abort decision is installed');
+    // The coordinator rolls the tx back by itself: the commit partition stores the abort without any user call.
+    await scheduler.run({ until: () => txStates.get(tx.id)?.state === 'ABORTED', forMs: 10_000 });
+    assert.equal(cluster.outcomes.get(tx.id)?.state, 'ABORTED', 'the commit partition stored the abort');
     assert.deepEqual(await codeOf(coordinator.put(tx, TABLE, cluster.keyIn(1), 2)), {
       code: 'TX_ABORTED',
       retryable: true,
     });
     assert.deepEqual(await codeOf(run(coordinator.commit(tx))), { code: 'TX_ABORTED', retryable: true });
-    assert.equal(txStates.get(tx.id)?.state, 'ABORTED');
-    assert.equal(cluster.outcomes.get(tx.id)?.state, 'ABORTED', 'the commit partition stored the abort');
+    await run(coordinator.rollback(tx));
     const again = await run(coordinator.handleTxStateCoordinatorRequest(rwRequest(tx.id, clock.now())));
     assert.deepEqual(again.answer, { state: 'ABORTED' });
   });

@@ -298,6 +298,7 @@ export class TxCoordinator {
   private checkOperable(tx: CoordinatedTx): void {
     if (!tx.isActive) {
       if (tx.finish?.timedOut === true) throw timeoutError(tx);
+      if (tx.finish?.cause !== undefined) throw rolledBackErrorForOp(tx, tx.finish.cause);
       throw new BasaltError('TX_ALREADY_FINISHED', `tx ${tx.id} is finished or finishing`, { txId: tx.id });
     }
     if (tx.abortCause !== undefined) throw rolledBackErrorForOp(tx, tx.abortCause);
@@ -482,6 +483,7 @@ export class TxCoordinator {
     assert(finish !== undefined && tx.finishPromise !== undefined, 'a repeated commit follows a finish');
     if (finish.kind === 'rollback') {
       if (finish.timedOut) throw timeoutError(tx);
+      if (finish.cause !== undefined) throw rolledBackErrorForOp(tx, finish.cause);
       throw new BasaltError('TX_ALREADY_FINISHED', `tx ${tx.id} was rolled back`, { txId: tx.id });
     }
     try {
@@ -624,8 +626,8 @@ export class TxCoordinator {
    * ignite3-protocol.md §8: a read-write request met the intent of a tx this coordinator still holds PENDING, without
    * its lock: the intent's primary changed and the tx lost its locks there, so it can no longer commit serializably.
    * It becomes abort-only and the abort decision is installed at once (the compare-and-set to FINISHING without a
-   * commitTs), so the answer is ABORTED; the user's next operation or commit fails TX_ABORTED and its rollback (or
-   * the tx timeout) runs the abort. A tx already finishing is left alone: its outcome is waited for.
+   * commitTs), so the answer is ABORTED; the rollback then runs at once (its other locks are released), and the
+   * user's next operation or commit fails TX_ABORTED (retryable). A tx already finishing is left alone.
    */
   private abortForLostLocks(request: TxStateCoordinatorRequest): void {
     const tx = this.live.get(request.txId);
@@ -639,6 +641,11 @@ export class TxCoordinator {
     );
     tx.makeAbortOnly(cause);
     if (this.txStates.beginFinish(tx.id).kind === 'began') tx.finishingInstalled = true;
+    if (tx.finish !== undefined) return; // a commit waiting for its operations sees the cause and rolls back
+    this.stopTimer(tx);
+    tx.startFinishing('rollback', false, cause);
+    tx.finishPromise = this.finisher.rollback(tx);
+    tx.finishPromise.catch(this.ctx.onError);
   }
 
   // ------------------------------------------------------------------------------------------ lifecycle
