@@ -50,6 +50,7 @@ export class CoordinatorService implements NodeService {
       placement,
       local: host === undefined ? { localSafeTime: () => undefined } : localReplicaView(host.router),
       watermark: host?.lowWatermark ?? new LowWatermark({ clock: node.hlc }),
+      clockWithinBound: () => node.clockWithinBound(),
     });
     this.coordinator = new TxCoordinator({
       self: { name: node.name, id: node.ephemeralId },

@@ -86,6 +86,11 @@ export interface ReadOnlyCoordinatorDeps {
   /** The node's low watermark (shared with its replicas' read checks and storage GC). */
   readonly watermark: LowWatermark;
   readonly options?: ReadOnlyCoordinatorOptions;
+  /**
+   * Rule 19: false while this node's clock is beyond the bound from the majority; `begin` then refuses (CLOCK_SKEW)
+   * unless the caller fixes the readTimestamp (a readTs from this clock would break the real-time order).
+   */
+  readonly clockWithinBound?: () => boolean;
 }
 
 export interface BeginReadOnlyOptions {
@@ -142,6 +147,7 @@ export class ReadOnlyCoordinator {
   private readonly ids: TxIdGenerator;
   private readonly live = new Map<TxId, ReadOnlyTx>();
   private readonly stopper = new AbortController();
+  private readonly clockWithinBound: () => boolean;
 
   constructor(deps: ReadOnlyCoordinatorDeps) {
     this.self = deps.self;
@@ -153,6 +159,7 @@ export class ReadOnlyCoordinator {
     this.local = deps.local;
     this.ids = new TxIdGenerator(deps.self.id);
     this.settings = resolveReadOnlySettings(deps.options);
+    this.clockWithinBound = deps.clockWithinBound ?? (() => true);
     setMaxListeners(LIMITS.pendingRequestsMax, this.stopper.signal);
   }
 
@@ -169,6 +176,11 @@ export class ReadOnlyCoordinator {
     const { readTimestamp, stalenessMs } = options;
     if (readTimestamp !== undefined && stalenessMs !== undefined) {
       throw invalid('an RO tx takes a readTimestamp or a staleness bound, not both');
+    }
+    if (readTimestamp === undefined && !this.clockWithinBound()) {
+      throw new BasaltError('CLOCK_SKEW', `${this.self.name}'s clock is beyond the skew bound; no tx begins here now`, {
+        node: this.self.name,
+      });
     }
     const beginTs = this.clock.now();
     const readTs = this.readTsFor(beginTs, options);

@@ -1,7 +1,7 @@
 /**
  * Rule 19 end to end (simulated, fixed seeds): a node whose clock is set 2·maxClockSkew ahead measures that from its
  * heartbeats, stops acting as primary (its partitions' leases move to other nodes, and transactions go on through
- * them) and as coordinator (its client's begin fails CLOCK_SKEW, retryably), and resumes once its clock is reset.
+ * them) and as coordinator (its client's RW and RO begin fail CLOCK_SKEW, retryably), and resumes once its clock is reset.
  * An offset within the bound changes nothing.
  */
 import assert from 'node:assert/strict';
@@ -83,6 +83,14 @@ describe('rule 19: clock offsets measured from heartbeats (simulated)', () => {
         );
       assert.ok(isBasaltError(refused, 'CLOCK_SKEW'), `begin on ${skewed}: ${String(refused)}`);
       assert.equal(refused.retryable, true);
+      const readOnly = await cluster
+        .client(skewed)
+        .begin({ readOnly: true })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      assert.ok(isBasaltError(readOnly, 'CLOCK_SKEW'), `RO begin on ${skewed}: ${String(readOnly)}`);
 
       await cluster.waitFor(() => primaries(cluster, keys).every((p) => p !== undefined && p !== skewed), {
         what: `every lease moved off ${skewed}`,
