@@ -1,8 +1,8 @@
 /**
  * Rule 19 end to end (simulated, fixed seeds): a node whose clock is set 2·maxClockSkew ahead measures that from its
  * heartbeats, stops acting as primary (its partitions' leases move to other nodes, and transactions go on through
- * them) and as coordinator (its client's RW and RO begin fail CLOCK_SKEW, retryably), and resumes once its clock is reset.
- * An offset within the bound changes nothing.
+ * them) and as coordinator (its client's RW and RO begin fail CLOCK_SKEW, retryably), and resumes once its clock is
+ * reset. An offset within the bound changes nothing.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
