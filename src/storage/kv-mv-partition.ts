@@ -16,12 +16,13 @@
  * replica-local and replicated commands should name keys.
  */
 import { assert, unreachable } from '../core/assert.js';
-import { BasaltError, invalidArgument } from '../core/errors.js';
+import { invalidArgument } from '../core/errors.js';
 import type { HybridTimestamp, LogIndex, PartitionId, RowId, Term, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { MAX_TIMESTAMP } from '../hlc/timestamp.js';
-import { decode, encode, utf8Bytes, utf8Text } from './codec.js';
-import { partitionPrefix, prefixEnd, rowIdBytes, timestampBytes, txIdPrefixBytes, withSuffix } from './keys.js';
+import { utf8Bytes, utf8Text } from './codec.js';
+import { prefixEnd, rowIdBytes, timestampBytes, txIdPrefixBytes, withSuffix } from './keys.js';
+import { type KvPartitionLayout, KvReplicatedPartition } from './kv-replicated.js';
 import type { KvStore, TableName } from './kv-store.js';
 import type {
   AbortWriteResult,
@@ -38,9 +39,6 @@ import type {
   ScanRow,
 } from './mv-partition-storage.js';
 import { TOMBSTONE } from './mv-partition-storage.js';
-import { readMeta, writeMeta } from './partition-meta.js';
-import { clearPartition, restoreChunks, snapshotChunks } from './partition-tables.js';
-import type { AppliedPosition, PartitionSnapshot } from './replicated-storage.js';
 import {
   assertNewerThanChain,
   decodeRow,
@@ -65,18 +63,21 @@ interface MvMeta {
 
 const INITIAL_META: MvMeta = { index: 0 as LogIndex, term: 0 as Term, ts: 0n as HybridTimestamp, nextRowId: 1 };
 
-export class KvMvPartition implements MvPartitionStorage {
-  readonly partitionId: PartitionId;
-  private readonly store: KvStore;
-  private readonly prefix: Uint8Array;
-  private readonly onDestroy: () => void;
-  private destroyed = false;
+const MV_LAYOUT: KvPartitionLayout<MvMeta> = {
+  namespace: 'mv',
+  tables: MV_TABLES,
+  metaTable: 'mv:meta',
+  attrsTable: 'mv:attrs',
+  what: 'MVCC partition',
+  initialMeta: INITIAL_META,
+  extraFields: (meta) => [meta.nextRowId],
+  fromFields: (applied, [nextRowId, ...rest]) =>
+    typeof nextRowId === 'number' && rest.length === 0 ? { ...applied, nextRowId } : undefined,
+};
 
+export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPartitionStorage {
   constructor(store: KvStore, partitionId: PartitionId, onDestroy: () => void = () => {}) {
-    this.store = store;
-    this.partitionId = partitionId;
-    this.prefix = partitionPrefix(partitionId);
-    this.onDestroy = onDestroy;
+    super(store, partitionId, onDestroy, MV_LAYOUT);
   }
 
   // ---- key index ----
@@ -241,46 +242,6 @@ export class KvMvPartition implements MvPartitionStorage {
 
   // ---- applied position and atomicity ----
 
-  lastApplied(): AppliedPosition {
-    this.checkLive();
-    const { index, term } = this.meta();
-    return { index, term };
-  }
-
-  lastAppliedTs(): HybridTimestamp {
-    this.checkLive();
-    return this.meta().ts;
-  }
-
-  setLastApplied(index: LogIndex, term: Term, ts: HybridTimestamp): void {
-    this.checkLive();
-    this.store.atomically(() => {
-      const meta = this.meta();
-      assert(index >= meta.index, `applied index going back from ${meta.index} to ${index}`);
-      assert(ts >= meta.ts, `applied timestamp going back from ${meta.ts} to ${ts}`);
-      this.putMeta({ ...meta, index, term, ts });
-    });
-  }
-
-  runConsistently<T>(fn: () => T): T {
-    this.checkLive();
-    return this.store.atomically(fn);
-  }
-
-  flush(): Promise<void> {
-    return this.store.flush();
-  }
-
-  getMeta(name: string): Uint8Array | undefined {
-    this.checkLive();
-    return readMeta(this.store, 'mv:attrs', this.prefix, name);
-  }
-
-  setMeta(name: string, value: Uint8Array): void {
-    this.checkLive();
-    writeMeta(this.store, 'mv:attrs', this.prefix, name, value);
-  }
-
   // ---- GC ----
 
   gc(lowWatermark: HybridTimestamp, limit: number = LIMITS.storageGcBatchMax): GcResult {
@@ -317,30 +278,7 @@ export class KvMvPartition implements MvPartitionStorage {
 
   // ---- whole partition ----
 
-  snapshot(): PartitionSnapshot {
-    this.checkLive();
-    const store = this.store;
-    const prefix = this.prefix;
-    return { [Symbol.iterator]: () => snapshotChunks(store.view(), 'mv', MV_TABLES, prefix) };
-  }
-
-  restore(snapshot: Iterable<Uint8Array>): void {
-    this.checkLive();
-    this.store.atomically(() => restoreChunks(this.store, 'mv', MV_TABLES, this.prefix, snapshot));
-  }
-
-  destroy(): void {
-    this.checkLive();
-    this.store.atomically(() => clearPartition(this.store, MV_TABLES, this.prefix));
-    this.destroyed = true;
-    this.onDestroy();
-  }
-
   // ---- helpers ----
-
-  private checkLive(): void {
-    if (this.destroyed) throw new BasaltError('STORAGE_CLOSED', `partition ${this.partitionId} was destroyed`);
-  }
 
   private row(rowId: RowId): RowRecord | undefined {
     const bytes = this.store.get('mv:rows', withSuffix(this.prefix, rowIdBytes(rowId)));
@@ -368,27 +306,6 @@ export class KvMvPartition implements MvPartitionStorage {
 
   private queueGc(ts: HybridTimestamp, rowId: RowId): void {
     this.store.put('mv:gc', withSuffix(this.prefix, timestampBytes(ts), rowIdBytes(rowId)), EMPTY);
-  }
-
-  private meta(): MvMeta {
-    const bytes = this.store.get('mv:meta', this.prefix);
-    if (bytes === undefined) return INITIAL_META;
-    const fields = decode(bytes);
-    if (!Array.isArray(fields) || fields.length !== 4) throw new BasaltError('STORAGE_CORRUPTED', 'malformed mv meta');
-    const [index, term, ts, nextRowId] = fields as [unknown, unknown, unknown, unknown];
-    if (
-      typeof index !== 'number' ||
-      typeof term !== 'number' ||
-      typeof ts !== 'bigint' ||
-      typeof nextRowId !== 'number'
-    ) {
-      throw new BasaltError('STORAGE_CORRUPTED', 'malformed mv meta fields');
-    }
-    return { index: index as LogIndex, term: term as Term, ts: ts as HybridTimestamp, nextRowId };
-  }
-
-  private putMeta(meta: MvMeta): void {
-    this.store.put('mv:meta', this.prefix, encode([meta.index, meta.term, meta.ts, meta.nextRowId]));
   }
 }
 

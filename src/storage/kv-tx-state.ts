@@ -13,11 +13,9 @@ import { BasaltError, invalidArgument } from '../core/errors.js';
 import type { HybridTimestamp, LogIndex, PartitionId, Term, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { decode, encode, utf8Text } from './codec.js';
-import { partitionPrefix, prefixEnd, txIdBytes, withSuffix } from './keys.js';
+import { prefixEnd, txIdBytes, withSuffix } from './keys.js';
+import { type KvPartitionLayout, KvReplicatedPartition } from './kv-replicated.js';
 import type { KvStore, TableName } from './kv-store.js';
-import { readMeta, writeMeta } from './partition-meta.js';
-import { clearPartition, restoreChunks, snapshotChunks } from './partition-tables.js';
-import type { AppliedPosition, PartitionSnapshot } from './replicated-storage.js';
 import type {
   CompareAndSetResult,
   MarkCleanupCompletedResult,
@@ -79,18 +77,23 @@ function decodeRecord(txId: TxId, bytes: Uint8Array): StoredTxMeta {
   };
 }
 
-export class KvTxState implements TxStateStorage {
-  readonly partitionId: PartitionId;
-  private readonly store: KvStore;
-  private readonly prefix: Uint8Array;
-  private readonly onDestroy: () => void;
-  private destroyed = false;
+const TX_LAYOUT: KvPartitionLayout<TxStateMeta> = {
+  namespace: 'txstate',
+  tables: TX_TABLES,
+  metaTable: 'txstate:meta',
+  attrsTable: 'txstate:attrs',
+  what: 'tx state partition',
+  initialMeta: INITIAL_META,
+  extraFields: (meta) => [meta.vacuumHorizon],
+  fromFields: (applied, [vacuumHorizon, ...rest]) =>
+    typeof vacuumHorizon === 'bigint' && rest.length === 0
+      ? { ...applied, vacuumHorizon: vacuumHorizon as HybridTimestamp }
+      : undefined,
+};
 
+export class KvTxState extends KvReplicatedPartition<TxStateMeta> implements TxStateStorage {
   constructor(store: KvStore, partitionId: PartitionId, onDestroy: () => void = () => {}) {
-    this.store = store;
-    this.partitionId = partitionId;
-    this.prefix = partitionPrefix(partitionId);
-    this.onDestroy = onDestroy;
+    super(store, partitionId, onDestroy, TX_LAYOUT);
   }
 
   get(txId: TxId): StoredTxMeta | undefined {
@@ -182,90 +185,7 @@ export class KvTxState implements TxStateStorage {
     });
   }
 
-  lastApplied(): AppliedPosition {
-    this.checkLive();
-    const { index, term } = this.meta();
-    return { index, term };
-  }
-
-  lastAppliedTs(): HybridTimestamp {
-    this.checkLive();
-    return this.meta().ts;
-  }
-
-  setLastApplied(index: LogIndex, term: Term, ts: HybridTimestamp): void {
-    this.checkLive();
-    this.store.atomically(() => {
-      const meta = this.meta();
-      assert(index >= meta.index, `applied index going back from ${meta.index} to ${index}`);
-      assert(ts >= meta.ts, `applied timestamp going back from ${meta.ts} to ${ts}`);
-      this.putMeta({ ...meta, index, term, ts });
-    });
-  }
-
-  runConsistently<T>(fn: () => T): T {
-    this.checkLive();
-    return this.store.atomically(fn);
-  }
-
-  flush(): Promise<void> {
-    return this.store.flush();
-  }
-
-  getMeta(name: string): Uint8Array | undefined {
-    this.checkLive();
-    return readMeta(this.store, 'txstate:attrs', this.prefix, name);
-  }
-
-  setMeta(name: string, value: Uint8Array): void {
-    this.checkLive();
-    writeMeta(this.store, 'txstate:attrs', this.prefix, name, value);
-  }
-
-  snapshot(): PartitionSnapshot {
-    this.checkLive();
-    const store = this.store;
-    const prefix = this.prefix;
-    return { [Symbol.iterator]: () => snapshotChunks(store.view(), 'txstate', TX_TABLES, prefix) };
-  }
-
-  restore(snapshot: Iterable<Uint8Array>): void {
-    this.checkLive();
-    this.store.atomically(() => restoreChunks(this.store, 'txstate', TX_TABLES, this.prefix, snapshot));
-  }
-
-  destroy(): void {
-    this.checkLive();
-    this.store.atomically(() => clearPartition(this.store, TX_TABLES, this.prefix));
-    this.destroyed = true;
-    this.onDestroy();
-  }
-
-  private checkLive(): void {
-    if (this.destroyed) throw new BasaltError('STORAGE_CLOSED', `tx state of ${this.partitionId} was destroyed`);
-  }
-
   private key(txId: TxId): Uint8Array {
     return withSuffix(this.prefix, txIdBytes(txId));
-  }
-
-  private meta(): TxStateMeta {
-    const bytes = this.store.get('txstate:meta', this.prefix);
-    if (bytes === undefined) return INITIAL_META;
-    const fields = decode(bytes);
-    if (!Array.isArray(fields) || fields.length !== 4) throw corrupted('meta');
-    const [index, term, ts, vacuumHorizon] = fields as [unknown, unknown, unknown, unknown];
-    if (typeof index !== 'number' || typeof term !== 'number' || typeof ts !== 'bigint') throw corrupted('meta fields');
-    if (typeof vacuumHorizon !== 'bigint') throw corrupted('meta vacuum horizon');
-    return {
-      index: index as LogIndex,
-      term: term as Term,
-      ts: ts as HybridTimestamp,
-      vacuumHorizon: vacuumHorizon as HybridTimestamp,
-    };
-  }
-
-  private putMeta(meta: TxStateMeta): void {
-    this.store.put('txstate:meta', this.prefix, encode([meta.index, meta.term, meta.ts, meta.vacuumHorizon]));
   }
 }
