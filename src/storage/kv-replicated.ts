@@ -114,7 +114,8 @@ export abstract class KvReplicatedPartition<M extends AppliedMeta> implements Re
   }
 
   protected checkLive(): void {
-    if (this.destroyed) throw new BasaltError('STORAGE_CLOSED', `${this.layout.what} ${this.partitionId} was destroyed`);
+    if (this.destroyed)
+      throw new BasaltError('STORAGE_CLOSED', `${this.layout.what} ${this.partitionId} was destroyed`);
   }
 
   protected meta(): M {
