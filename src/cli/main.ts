@@ -6,6 +6,7 @@
  */
 import { Command } from 'commander';
 import { port, positiveInt, tableSpec } from './common.js';
+import { LOG_LEVELS, logLevel } from './logging.js';
 import { clusterSpec, type NodeCommandOptions, runNode } from './node-command.js';
 import { type StartOptions, start } from './start.js';
 
@@ -40,6 +41,9 @@ program
   )
   .option('--status-interval <ms>', 'milliseconds between status lines', positiveInt, 5_000)
   .option('--client-port <port>', 'serve connect() clients on this port (0: an ephemeral port)', port)
+  .option('--metrics-port <port>', 'serve /metrics (Prometheus) and /health over HTTP (0: an ephemeral port)', port)
+  .option('--log-level <level>', `structured log level (${LOG_LEVELS.join(', ')})`, logLevel, 'info')
+  .option('--log-file <path>', 'structured (JSON) logs to this file instead of stderr')
   .action(async (options: Omit<NodeCommandOptions, 'statusIntervalMs'> & { statusInterval: number }) => {
     await runNode({ ...options, statusIntervalMs: options.statusInterval });
   });

@@ -23,6 +23,8 @@ import { replicaPartitionHost } from '../node/replica-host.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { log, type TableSpec, untilSignal } from './common.js';
+import { createNodeLogger, type LogLevel } from './logging.js';
+import { MetricsServer } from './metrics-http.js';
 
 export interface NodeCommandOptions {
   readonly name: string;
@@ -34,6 +36,11 @@ export interface NodeCommandOptions {
   readonly statusIntervalMs: number;
   /** Serve `connect()` clients on this port of the node's host (0: ephemeral); no client port when absent. */
   readonly clientPort?: number;
+  /** Serve `/metrics` and `/health` over HTTP on this port of the node's host (0: ephemeral); none when absent. */
+  readonly metricsPort?: number;
+  readonly logLevel: LogLevel;
+  /** Structured logs to this file instead of stderr. */
+  readonly logFile?: string;
 }
 
 /** Parses `name=host:port,...` (names distinct, addresses valid). */
@@ -63,6 +70,11 @@ export async function runNode(options: NodeCommandOptions): Promise<void> {
   const name = nodeName(options.name);
   const address = options.cluster.get(name);
   if (address === undefined) throw new InvalidArgumentError(`--name ${name} is not in --cluster`);
+  const logger = createNodeLogger({
+    node: name,
+    level: options.logLevel,
+    ...(options.logFile !== undefined && { file: options.logFile }),
+  });
   const random = new RealRandom();
   const timers = new RealTimers();
   const self = { name, id: nodeId(random.uuid()) };
@@ -81,10 +93,17 @@ export async function runNode(options: NodeCommandOptions): Promise<void> {
     nodes: [...options.cluster.keys()],
     partitionHost: replicaPartitionHost(),
     services: [coordinatorService()],
-    onError: (error) => log(`basalt: node ${name}: ${String(error)}`),
+    onError: (error) => {
+      log(`basalt: node ${name}: ${String(error)}`);
+      logger.error({ err: String(error) }, 'background failure');
+    },
   });
   log(`node ${name} listening on ${transport.address} (id ${self.id})`);
+  logger.info({ address: transport.address, ephemeralId: self.id, dataDir: options.dataDir }, 'node started');
+  let leaderChanges = 0;
   node.onLeaderChange((change) => {
+    leaderChanges++;
+    logger.info({ group: change.group, role: change.role, term: change.term, leader: change.leader }, 'leader change');
     if (change.role !== 'leader') return;
     const what = change.group === META_GROUP ? 'metastorage' : `partition ${change.group}`;
     log(`${what} leader: ${name} (term ${change.term})`);
@@ -100,6 +119,21 @@ export async function runNode(options: NodeCommandOptions): Promise<void> {
       : await ClientServer.start({ host, port: options.clientPort, client: nodeClient(node), timers });
   if (clientServer !== undefined) {
     log(`client port of ${name} on ${clientServer.address}: connect('${clientServer.address}')`);
+    logger.info({ clientAddress: clientServer.address }, 'client port open');
+  }
+  const metricsServer =
+    options.metricsPort === undefined
+      ? undefined
+      : await MetricsServer.start({
+          host,
+          port: options.metricsPort,
+          nodeName: name,
+          nodeOf: () => node,
+          extra: () => ({ leader_changes_total: leaderChanges }),
+        });
+  if (metricsServer !== undefined) {
+    log(`metrics of ${name}: ${metricsServer.url}/metrics (health: ${metricsServer.url}/health)`);
+    logger.info({ metricsUrl: `${metricsServer.url}/metrics` }, 'metrics endpoint open');
   }
   if (await until(() => stopping || node.metastorage.revision > 0, READY_WAIT_MS)) {
     for (const spec of options.table) {
@@ -107,14 +141,21 @@ export async function runNode(options: NodeCommandOptions): Promise<void> {
       await until(() => stopping || node.metastorage.table(spec.name) !== undefined, READY_WAIT_MS);
     }
     log(`basalt: node ${name} ready: ${status(node)}`);
+    logger.info({ ...node.metrics(), clock: undefined }, 'node ready');
+  } else {
+    logger.warn({ waitedMs: READY_WAIT_MS }, 'no metastorage state yet');
   }
   const timer = setInterval(() => log(`status: ${status(node)}`), options.statusIntervalMs);
   await stopRequested;
   clearInterval(timer);
   log(`basalt: stopping node ${name}`);
+  logger.info({}, 'node stopping');
+  await metricsServer?.close();
   await clientServer?.close();
   await node.stop();
   log(`basalt: node ${name} stopped`);
+  logger.info({}, 'node stopped');
+  logger.flush();
 }
 
 async function ensureTable(node: BasaltNode, spec: TableSpec): Promise<void> {

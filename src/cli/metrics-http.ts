@@ -1,0 +1,147 @@
+/**
+ * A node's operations endpoint over `node:http`: `GET /metrics` in the Prometheus text format (version 0.0.4) and
+ * `GET /health`. The node is looked up on every request (`nodeOf()`), so one server outlives restarts of an in-process
+ * node; while there is none, `/metrics` reports `basalt_up 0` and `/health` is 503.
+ *
+ * Health: 200 when the node runs and knows a metastorage leader (it can serve metadata and route requests), else 503
+ * with the reason. Every metric carries the `node` label; node counters (resolution outcomes, recoveries, latency
+ * totals, background failures, ...) are exported generically as `basalt_counter_total{name="..."}` so a new counter
+ * needs no change here.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { BasaltNode } from '../node/basalt-node.js';
+
+export interface MetricsServerOptions {
+  readonly host: string;
+  /** 0: an ephemeral port. */
+  readonly port: number;
+  readonly nodeName: string;
+  readonly nodeOf: () => BasaltNode | undefined;
+  /** Counts kept by the command itself (e.g. leader changes seen), exported as `basalt_<name>`. */
+  readonly extra?: () => Readonly<Record<string, number>>;
+}
+
+export class MetricsServer {
+  private constructor(
+    private readonly server: Server,
+    readonly url: string,
+  ) {}
+
+  static async start(options: MetricsServerOptions): Promise<MetricsServer> {
+    const server = createServer((request, response) => handle(options, request, response));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port, options.host, () => resolve());
+    });
+    const { port } = server.address() as AddressInfo;
+    return new MetricsServer(server, `http://${options.host}:${port}`);
+  }
+
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+function handle(options: MetricsServerOptions, request: IncomingMessage, response: ServerResponse): void {
+  const path = (request.url ?? '/').split('?')[0];
+  if (request.method !== 'GET') {
+    reply(response, 405, 'text/plain', 'method not allowed\n');
+  } else if (path === '/metrics') {
+    reply(response, 200, 'text/plain; version=0.0.4; charset=utf-8', renderMetrics(options));
+  } else if (path === '/health') {
+    const health = healthOf(options.nodeOf());
+    reply(response, health.ok ? 200 : 503, 'application/json', `${JSON.stringify(health)}\n`);
+  } else {
+    reply(response, 404, 'text/plain', 'not found: try /metrics or /health\n');
+  }
+}
+
+function reply(response: ServerResponse, status: number, type: string, body: string): void {
+  response.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
+  response.end(body);
+}
+
+export interface Health {
+  readonly ok: boolean;
+  readonly reason?: string;
+  readonly metastorageLeader?: string;
+}
+
+export function healthOf(node: BasaltNode | undefined): Health {
+  if (node === undefined || !node.running) return { ok: false, reason: 'the node is not running' };
+  const leader = node.metastorage.leader();
+  if (leader === undefined) return { ok: false, reason: 'no metastorage leader known' };
+  return { ok: true, metastorageLeader: leader };
+}
+
+/** The Prometheus text exposition of one node. */
+export function renderMetrics(options: Pick<MetricsServerOptions, 'nodeName' | 'nodeOf' | 'extra'>): string {
+  const out = new MetricsText(options.nodeName);
+  const node = options.nodeOf();
+  const running = node?.running === true;
+  out.metric('basalt_up', 'gauge', '1 while the node runs', [[{}, running ? 1 : 0]]);
+  out.metric('basalt_healthy', 'gauge', '1 while the node runs and knows a metastorage leader', [
+    [{}, healthOf(node).ok ? 1 : 0],
+  ]);
+  if (node !== undefined && running) renderNode(out, node);
+  for (const [name, value] of Object.entries(options.extra?.() ?? {})) {
+    out.metric(`basalt_${name}`, name.endsWith('_total') ? 'counter' : 'gauge', name.replaceAll('_', ' '), [
+      [{}, value],
+    ]);
+  }
+  return out.text();
+}
+
+function renderNode(out: MetricsText, node: BasaltNode): void {
+  const m = node.metrics();
+  out.metric('basalt_resolution_total', 'counter', 'write intents resolved, by the path that answered', [
+    [{ path: 'local' }, m.resolution.local],
+    [{ path: 'coordinator' }, m.resolution.coordinator],
+    [{ path: 'commit_partition' }, m.resolution.commitPartition],
+  ]);
+  out.metric('basalt_recoveries_total', 'counter', 'transactions decided by recovery on this node', [
+    [{}, m.recoveries],
+  ]);
+  out.metric('basalt_raft_groups', 'gauge', 'Raft groups this node is a member of', [[{}, m.raftGroups]]);
+  out.metric('basalt_raft_leaderships', 'gauge', 'Raft groups this node leads', [[{}, m.raftLeaderships]]);
+  out.metric('basalt_live_peers', 'gauge', 'peers this node sees live', [[{}, m.livePeers.length]]);
+  out.metric('basalt_meta_revision', 'gauge', 'metastorage revision applied here', [[{}, m.metaRevision]]);
+  out.metric('basalt_hosted_partitions', 'gauge', 'partition replicas hosted here', [[{}, m.hostedPartitions]]);
+  out.metric('basalt_tx_state_entries', 'gauge', 'entries of the volatile tx state map', [[{}, m.txStateEntries]]);
+  out.metric('basalt_pending_requests', 'gauge', 'requests to peers awaiting a response', [[{}, m.pendingRequests]]);
+  out.metric(
+    'basalt_counter_total',
+    'counter',
+    'every counter of the node incarnation, by name',
+    Object.entries(m.counters).map(([name, value]) => [{ name }, value]),
+  );
+}
+
+type Sample = readonly [labels: Readonly<Record<string, string>>, value: number];
+
+/** Accumulates metric families; every sample gets the `node` label. */
+class MetricsText {
+  private readonly lines: string[] = [];
+  constructor(private readonly nodeName: string) {}
+
+  metric(name: string, type: 'counter' | 'gauge', help: string, samples: readonly Sample[]): void {
+    this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const [labels, value] of samples) {
+      const all = { node: this.nodeName, ...labels };
+      const text = Object.entries(all)
+        .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
+        .join(',');
+      this.lines.push(`${name}{${text}} ${Number.isFinite(value) ? value : 'NaN'}`);
+    }
+  }
+
+  text(): string {
+    return `${this.lines.join('\n')}\n`;
+  }
+}
+
+function escapeLabel(value: string): string {
+  return value.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('\n', '\\n');
+}

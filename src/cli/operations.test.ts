@@ -1,0 +1,113 @@
+/**
+ * Operations endpoints and logs of `basalt node`: `/health` turns 200 once the node knows a metastorage leader,
+ * `/metrics` is Prometheus text with the node label and the node's figures, structured logs are JSON lines naming the
+ * node. A metrics server without a node answers 503 and `basalt_up 0`.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { connect } from '../client/remote.js';
+import { ChildNode } from './child-node.js';
+import { MetricsServer } from './metrics-http.js';
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The value of the sample `name{labels}` in a Prometheus text body. */
+function sample(body: string, series: string): number | undefined {
+  const line = body.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+test('basalt node --metrics-port: /health 200 once ready, /metrics in Prometheus text, JSON logs with the node name', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'basalt-ops-'));
+  const logFile = join(dir, 'n1.log');
+  const child = new ChildNode([
+    'node',
+    '--name',
+    'n1',
+    '--cluster',
+    `n1=127.0.0.1:${await freePort()}`,
+    '--memory',
+    '--table',
+    'kv:2:1',
+    '--client-port',
+    '0',
+    '--metrics-port',
+    '0',
+    '--log-file',
+    logFile,
+  ]);
+  try {
+    const url = (await child.waitFor(/metrics of n1: (http:\/\/[^/]+)\/metrics/))[1]!;
+    await child.waitFor(/basalt: node n1 ready/);
+    const health = await fetch(`${url}/health`);
+    assert.equal(health.status, 200);
+    assert.deepEqual(await health.json(), { ok: true, metastorageLeader: 'n1' });
+
+    const address = (await child.waitFor(/connect\('([^']+)'\)/))[1]!;
+    const client = await connect(address);
+    await client.transaction((tx) => tx.put('kv', 'a', 1), { retries: 20 });
+    await client.close();
+
+    const response = await fetch(`${url}/metrics`);
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+    const body = await response.text();
+    assert.equal(sample(body, 'basalt_up{node="n1"}'), 1);
+    assert.equal(sample(body, 'basalt_healthy{node="n1"}'), 1);
+    assert.equal(sample(body, 'basalt_hosted_partitions{node="n1"}'), 2);
+    assert.equal(sample(body, 'basalt_raft_groups{node="n1"}'), 3, 'metastorage and two partitions');
+    assert.equal(sample(body, 'basalt_raft_leaderships{node="n1"}'), 3);
+    assert.ok((sample(body, 'basalt_meta_revision{node="n1"}') ?? 0) > 0);
+    assert.ok((sample(body, 'basalt_leader_changes_total{node="n1"}') ?? 0) >= 3);
+    for (const path of ['local', 'coordinator', 'commit_partition']) {
+      assert.notEqual(sample(body, `basalt_resolution_total{node="n1",path="${path}"}`), undefined, path);
+    }
+    assert.notEqual(sample(body, 'basalt_tx_state_entries{node="n1"}'), undefined);
+    assert.notEqual(sample(body, 'basalt_pending_requests{node="n1"}'), undefined);
+    assert.match(body, /# TYPE basalt_resolution_total counter/);
+    assert.equal((await fetch(`${url}/nope`)).status, 404);
+
+    child.signal('SIGINT');
+    assert.equal((await child.exited).code, 0, child.output);
+    const lines = readFileSync(logFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { node: string; msg: string; level: number });
+    assert.ok(
+      lines.every((l) => l.node === 'n1'),
+      'every log line names the node',
+    );
+    const messages = lines.map((l) => l.msg);
+    for (const msg of ['node started', 'leader change', 'node ready', 'metrics endpoint open', 'node stopped']) {
+      assert.ok(messages.includes(msg), `logged: ${msg}`);
+    }
+  } finally {
+    child.signal('SIGKILL');
+    await child.exited;
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a metrics server whose node is not running: /health 503, basalt_up 0', async () => {
+  const server = await MetricsServer.start({ host: '127.0.0.1', port: 0, nodeName: 'n9', nodeOf: () => undefined });
+  try {
+    const health = await fetch(`${server.url}/health`);
+    assert.equal(health.status, 503);
+    assert.equal(((await health.json()) as { ok: boolean }).ok, false);
+    const body = await (await fetch(`${server.url}/metrics`)).text();
+    assert.equal(sample(body, 'basalt_up{node="n9"}'), 0);
+    assert.equal(sample(body, 'basalt_healthy{node="n9"}'), 0);
+  } finally {
+    await server.close();
+  }
+});
