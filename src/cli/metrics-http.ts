@@ -96,6 +96,7 @@ export function renderMetrics(options: Pick<MetricsServerOptions, 'nodeName' | '
 
 function renderNode(out: MetricsText, node: BasaltNode): void {
   const m = node.metrics();
+  out.metric('basalt_node_info', 'gauge', "this incarnation's ephemeral id", [[{ ephemeral_id: node.self.id }, 1]]);
   out.metric('basalt_resolution_total', 'counter', 'write intents resolved, by the path that answered', [
     [{ path: 'local' }, m.resolution.local],
     [{ path: 'coordinator' }, m.resolution.coordinator],
@@ -111,11 +112,54 @@ function renderNode(out: MetricsText, node: BasaltNode): void {
   out.metric('basalt_hosted_partitions', 'gauge', 'partition replicas hosted here', [[{}, m.hostedPartitions]]);
   out.metric('basalt_tx_state_entries', 'gauge', 'entries of the volatile tx state map', [[{}, m.txStateEntries]]);
   out.metric('basalt_pending_requests', 'gauge', 'requests to peers awaiting a response', [[{}, m.pendingRequests]]);
+  renderGroups(out, node);
   out.metric(
     'basalt_counter_total',
     'counter',
     'every counter of the node incarnation, by name',
     Object.entries(m.counters).map(([name, value]) => [{ name }, value]),
+  );
+}
+
+/** Per Raft group (metastorage and partitions) as this node sees it: what `basalt status` reads. */
+function renderGroups(out: MetricsText, node: BasaltNode): void {
+  const groups = [...node.raft.groupIds()].sort();
+  const statuses = groups.flatMap((group) => {
+    const status = node.raft.status(group);
+    return status === undefined ? [] : [{ group, status }];
+  });
+  out.metric(
+    'basalt_raft_term',
+    'gauge',
+    'current Raft term, by group',
+    statuses.map(({ group, status }) => [{ group }, Number(status.term)]),
+  );
+  out.metric(
+    'basalt_raft_applied_index',
+    'gauge',
+    'last applied log index, by group',
+    statuses.map(({ group, status }) => [{ group }, Number(status.applied)]),
+  );
+  out.metric(
+    'basalt_raft_commit_index',
+    'gauge',
+    'commit index known here, by group',
+    statuses.map(({ group, status }) => [{ group }, Number(status.commit)]),
+  );
+  out.metric(
+    'basalt_raft_leader',
+    'gauge',
+    'the leader this node follows, by group (1 per known leader)',
+    statuses.flatMap(({ group, status }) => (status.leader === null ? [] : [[{ group, leader: status.leader }, 1]])),
+  );
+  out.metric(
+    'basalt_partition_primary',
+    'gauge',
+    'the primary (leaseholder) of each hosted partition as this node knows it',
+    statuses.flatMap(({ group }) => {
+      const primary = node.partitions.primaryOf?.(group);
+      return primary === undefined ? [] : [[{ group, primary }, 1] as const];
+    }),
   );
 }
 

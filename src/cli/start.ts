@@ -14,6 +14,7 @@ import { coordinatorService } from '../node/coordinator-service.js';
 import { RealClusterEnvironment } from '../node/real-cluster.js';
 import { replicaPartitionHost } from '../node/replica-host.js';
 import { log, type TableSpec, untilSignal } from './common.js';
+import { MetricsServer } from './metrics-http.js';
 
 export interface StartOptions {
   readonly nodes: number;
@@ -24,6 +25,8 @@ export interface StartOptions {
   readonly table: readonly TableSpec[];
   /** n1's client port (0: ephemeral). */
   readonly clientPort: number;
+  /** Node i serves /metrics and /health on metricsPort + i - 1 (0: each on an ephemeral port). */
+  readonly metricsPort: number;
 }
 
 export async function start(options: StartOptions): Promise<void> {
@@ -51,15 +54,33 @@ export async function start(options: StartOptions): Promise<void> {
   for (const spec of options.table) await ensureTable(cluster, spec);
   await settle(cluster);
   const clientServer = await startClientServer(cluster, names[0]!, { port: options.clientPort });
+  const metricsServers = await startMetrics(cluster, options.metricsPort);
   log(`client port of ${names[0]} on ${clientServer.address}: connect('${clientServer.address}')`);
   log(`basalt: ready: ${summary(cluster)}`);
   const timer = setInterval(() => log(`status: ${summary(cluster)}`), options.statusIntervalMs);
   await stopRequested;
   clearInterval(timer);
   log('basalt: stopping');
+  await Promise.all(metricsServers.map((m) => m.close()));
   await clientServer.close();
   await cluster.stop();
   log('basalt: stopped');
+}
+
+/** One metrics endpoint per node, each printed. */
+async function startMetrics(cluster: Cluster<Client>, basePort: number): Promise<MetricsServer[]> {
+  const servers: MetricsServer[] = [];
+  for (const [i, name] of cluster.nodes.entries()) {
+    const server = await MetricsServer.start({
+      host: '127.0.0.1',
+      port: basePort === 0 ? 0 : basePort + i,
+      nodeName: name,
+      nodeOf: () => cluster.basaltNode(name),
+    });
+    servers.push(server);
+    log(`metrics of ${name}: ${server.url}/metrics (health: ${server.url}/health)`);
+  }
+  return servers;
 }
 
 /** Prints each leader change once, as nodes see themselves elected. */

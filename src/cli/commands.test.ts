@@ -1,0 +1,121 @@
+/**
+ * The operator commands against a live `basalt cluster` (three `basalt node` child processes, LMDB in a temp dir):
+ * `--help` lists every command; `table create` and `table list` over the client port; `status` from the metrics
+ * endpoints; `demo` for two seconds with a clean report; a child killed with SIGKILL is reported by the supervisor
+ * with its signal, and SIGINT stops the others cleanly (the supervisor then exits 1 because of the crash).
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { BASALT_MAIN, ChildNode } from './child-node.js';
+
+const run = promisify(execFile);
+
+async function basalt(...args: string[]): Promise<string> {
+  const { stdout } = await run(process.execPath, [BASALT_MAIN, ...args], { timeout: 60_000 });
+  return stdout;
+}
+
+async function isFree(port: number): Promise<boolean> {
+  const server = createServer();
+  const ok = await new Promise<boolean>((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => resolve(true));
+  });
+  if (ok) await new Promise((resolve) => server.close(resolve));
+  return ok;
+}
+
+/** A base port whose `count` consecutive ports are free right now. */
+async function freeRange(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * 40_000);
+    const free = await Promise.all(Array.from({ length: count }, (_, i) => isFree(base + i)));
+    if (free.every(Boolean)) return base;
+  }
+  throw new Error('no free port range');
+}
+
+test('basalt --help lists every command', async () => {
+  const help = await basalt('--help');
+  for (const command of ['start', 'node', 'cluster', 'table', 'status', 'demo']) {
+    assert.match(help, new RegExp(`^  ${command}\\b`, 'm'), command);
+  }
+  assert.match(await basalt('table', '--help'), /create.*\n.*list/s);
+});
+
+test('basalt cluster: table create/list, status, demo, a crashed child reported, Ctrl-C stops the rest', async () => {
+  const data = mkdtempSync(join(tmpdir(), 'basalt-cluster-'));
+  const clientBase = await freeRange(3);
+  const metricsBase = await freeRange(3);
+  const supervisor = new ChildNode([
+    'cluster',
+    '--data',
+    data,
+    '--client-port',
+    String(clientBase),
+    '--metrics-port',
+    String(metricsBase),
+    '--table',
+    'bank:4:3',
+  ]);
+  const connectTo = `127.0.0.1:${clientBase}`;
+  const metrics = [0, 1, 2].map((i) => `127.0.0.1:${metricsBase + i}`).join(',');
+  try {
+    for (const n of ['n1', 'n2', 'n3'])
+      await supervisor.waitFor(new RegExp(`\\[${n}\\] basalt: node ${n} ready`), 45_000);
+
+    assert.match(
+      await basalt('table', 'create', 'accounts', '--partitions', '2', '--replicas', '3', '--connect', connectTo),
+      /table accounts created \(id \d+, 2 partitions, 3 replicas\)/,
+    );
+    const list = await basalt('table', 'list', '--connect', connectTo);
+    assert.match(list, /^accounts\tid \d+\t2 partitions\t3 replicas$/m);
+    assert.match(list, /^bank\tid \d+\t4 partitions\t3 replicas$/m);
+
+    const status = await basalt('status', '--metrics', metrics);
+    for (const n of ['n1', 'n2', 'n3']) assert.match(status, new RegExp(`^  ${n}\\t\\S+\\tup\\thealthy`, 'm'));
+    assert.match(status, /^ {2}meta\tleader n\d\t/m);
+    assert.match(status, /^ {2}t\d+p0\tleader n\d\tprimary n\d\tterm \d+\tapplied n\d=\d+ n\d=\d+ n\d=\d+$/m);
+
+    const report = await basalt('demo', '--connect', connectTo, '--metrics', metrics, '--duration', '2');
+    assert.match(report, /transfers committed [1-9]\d* in/);
+    assert.match(report, /read-only snapshot checks passed [1-9]\d*, failed 0/);
+    assert.match(report, /resolution local=\d+ coordinator=\d+ commit_partition=\d+ \(3\/3 nodes\)/);
+    assert.match(report, /total 20000 \(expected 20000\): conserved/);
+
+    const n3 = Number((await supervisor.waitFor(/node n3 is pid (\d+)/))[1]);
+    process.kill(n3, 'SIGKILL');
+    await supervisor.waitFor(new RegExp(`node n3 \\(pid ${n3}\\) exited unexpectedly: signal SIGKILL`));
+    const downStatus = await basalt('status', '--metrics', metrics);
+    assert.match(downStatus, /^ {2}\?\t\S+\tdown/m, 'the killed node shows as down');
+
+    supervisor.signal('SIGINT');
+    const exit = await supervisor.exited;
+    assert.equal(exit.code, 1, 'a crashed child makes the supervisor exit 1');
+    assert.match(supervisor.output, /node n1 exit code 0/);
+    assert.match(supervisor.output, /node n2 exit code 0/);
+    assert.match(supervisor.output, /node n3 signal SIGKILL/);
+  } finally {
+    // On a failure: a graceful stop first, then the children by the pids the supervisor printed, then the supervisor.
+    supervisor.signal('SIGTERM');
+    await Promise.race([supervisor.exited, new Promise((r) => setTimeout(r, 25_000))]);
+    // Only while the supervisor still runs are its children's pids sure to be theirs.
+    const pids = supervisor.running ? [...supervisor.output.matchAll(/node n\d is pid (\d+)/g)] : [];
+    for (const m of pids) {
+      try {
+        process.kill(Number(m[1]), 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+    }
+    supervisor.signal('SIGKILL');
+    await supervisor.exited;
+    rmSync(data, { recursive: true, force: true });
+  }
+});
