@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,8 +20,8 @@ class Basalt {
   readonly exited: Promise<number | null>;
   private readonly child: ChildProcess;
 
-  constructor(args: readonly string[]) {
-    this.child = spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  constructor(args: readonly string[], cwd?: string) {
+    this.child = spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], ...(cwd && { cwd }) });
     const append = (chunk: Buffer): void => {
       this.output += chunk.toString();
     };
@@ -61,10 +61,11 @@ async function freePort(): Promise<number> {
   return address.port;
 }
 
-test('basalt start prints connect(...); a client writes, the cluster restarts on its data, the writes read back', async () => {
+test('basalt start as npm start runs it (./data, table demo): a client writes, the cluster restarts, the writes read back', async () => {
+  // The working directory of `npm start`, with its relative ./data; only the ports are ephemeral here.
   const dataDir = mkdtempSync(join(tmpdir(), 'basalt-client-port-'));
-  const args = ['start', '--data-dir', dataDir, '--table', 'accounts:2:3', '--client-port', '0'];
-  let run = new Basalt(args);
+  const args = ['start', '--data-dir', './data', '--table', 'demo:8:3', '--client-port', '0', '--metrics-port', '0'];
+  let run = new Basalt(args, dataDir);
   try {
     const address = await run.clientAddress();
     assert.match(address, /^127\.0\.0\.1:\d+$/);
@@ -72,23 +73,24 @@ test('basalt start prints connect(...); a client writes, the cluster restarts on
     assert.equal(client.node, 'n1');
     assert.deepEqual(
       (await client.tables()).map((t) => t.name),
-      ['accounts'],
+      ['demo'],
     );
     await client.transaction(
       async (tx) => {
-        await tx.put('accounts', 'alice', { balance: 100 });
-        await tx.put('accounts', 'bob', { balance: 50 });
+        await tx.put('demo', 'alice', { balance: 100 });
+        await tx.put('demo', 'bob', { balance: 50 });
       },
       { retries: 20 },
     );
-    await client.put('accounts', 'carol', 7);
+    await client.put('demo', 'carol', 7);
     await client.close();
     await run.stop();
+    assert.ok(existsSync(join(dataDir, 'data', 'n1')), 'LMDB under ./data of the working directory');
 
-    run = new Basalt(args);
+    run = new Basalt(args, dataDir);
     const again = await connect(await run.clientAddress());
     try {
-      const values = await again.transaction((tx) => tx.getAll('accounts', ['alice', 'bob', 'carol']), {
+      const values = await again.transaction((tx) => tx.getAll('demo', ['alice', 'bob', 'carol']), {
         retries: 20,
       });
       assert.deepEqual(values, [{ balance: 100 }, { balance: 50 }, 7]);
