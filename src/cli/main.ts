@@ -10,7 +10,7 @@ import { DEFAULT_CONNECT, DEFAULT_METRICS, status, tableCreate, tableList } from
 import { runCluster } from './cluster-command.js';
 import { port, positiveInt, tableSpec } from './common.js';
 import { demo } from './demo.js';
-import { LOG_LEVELS, logLevel } from './logging.js';
+import { LOG_LEVELS, type LogLevel, logLevel } from './logging.js';
 import { clusterSpec, type NodeCommandOptions, runNode } from './node-command.js';
 import { type StartOptions, start } from './start.js';
 
@@ -27,8 +27,12 @@ program
   .option('--status-interval <ms>', 'milliseconds between status lines', positiveInt, 5_000)
   .option('--client-port <port>', "n1's client port for connect() (0: an ephemeral port)", port, 10_800)
   .option('--metrics-port <port>', 'node i serves /metrics and /health on port + i - 1 (0: ephemeral ports)', port, 0)
-  .action(async (options: StartOptions & { statusInterval: number }) => {
-    await start({ ...options, statusIntervalMs: options.statusInterval });
+  .option('--log-level <level>', `structured log level (${LOG_LEVELS.join(', ')}; info with --log-file)`, logLevel)
+  .option('--log-file <path>', 'structured (JSON) logs of every node to this file instead of stderr')
+  .action(async (options: Omit<StartOptions, 'logLevel'> & { statusInterval: number; logLevel?: LogLevel }) => {
+    // On a terminal the human lines come first: structured logs on stderr only from warnings, unless asked.
+    const level = options.logLevel ?? (options.logFile === undefined ? 'warn' : 'info');
+    await start({ ...options, logLevel: level, statusIntervalMs: options.statusInterval });
   });
 
 program

@@ -14,6 +14,7 @@ import { coordinatorService } from '../node/coordinator-service.js';
 import { RealClusterEnvironment } from '../node/real-cluster.js';
 import { replicaPartitionHost } from '../node/replica-host.js';
 import { log, type TableSpec, untilSignal } from './common.js';
+import { createNodeLogger, type LogLevel, type NodeLogger } from './logging.js';
 import { MetricsServer } from './metrics-http.js';
 
 export interface StartOptions {
@@ -27,12 +28,25 @@ export interface StartOptions {
   readonly clientPort: number;
   /** Node i serves /metrics and /health on metricsPort + i - 1 (0: each on an ephemeral port). */
   readonly metricsPort: number;
+  readonly logLevel: LogLevel;
+  /** Structured logs of every node to this file instead of stderr. */
+  readonly logFile?: string;
 }
 
 export async function start(options: StartOptions): Promise<void> {
   // Listen before anything is printed: a signal that arrives before a listener exists kills the process outright.
   const stopRequested = untilSignal();
   const names = defaultNodeNames(options.nodes);
+  const loggers = new Map<string, NodeLogger>(
+    names.map((name) => [
+      name,
+      createNodeLogger({
+        node: name,
+        level: options.logLevel,
+        ...(options.logFile !== undefined && { file: options.logFile }),
+      }),
+    ]),
+  );
   const dataDir = options.memory ? undefined : resolve(options.dataDir);
   log(
     `basalt: starting ${names.length} nodes over TCP on 127.0.0.1 with ${dataDir === undefined ? 'in-memory storage' : `LMDB in ${dataDir}`}`,
@@ -44,11 +58,23 @@ export async function start(options: StartOptions): Promise<void> {
     ...(options.basePort !== undefined && { basePort: options.basePort }),
     partitionHost: replicaPartitionHost(),
     services: [coordinatorService()],
-    onError: (node, error) => log(`basalt: node ${node}: ${String(error)}`),
+    onError: (node, error) => {
+      log(`basalt: node ${node}: ${String(error)}`);
+      loggers.get(node)?.error({ err: String(error) }, 'background failure');
+    },
   });
   const cluster = await Cluster.start<Client>(env, names, embeddedClient);
   for (const name of names) {
     log(`node ${name} listening on ${env.address(name) ?? '?'} (id ${cluster.node(name).ephemeralId})`);
+  }
+  for (const name of names) {
+    loggers
+      .get(name)
+      ?.info({ address: env.address(name), ephemeralId: cluster.node(name).ephemeralId }, 'node started');
+    cluster.basaltNode(name)?.onLeaderChange((change) => {
+      const { group, role, term, leader } = change;
+      loggers.get(name)?.info({ group, role, term, leader }, 'leader change');
+    });
   }
   watchLeaders(cluster);
   for (const spec of options.table) await ensureTable(cluster, spec);
@@ -65,6 +91,10 @@ export async function start(options: StartOptions): Promise<void> {
   await clientServer.close();
   await cluster.stop();
   log('basalt: stopped');
+  for (const logger of loggers.values()) {
+    logger.info({}, 'node stopped');
+    logger.flush();
+  }
 }
 
 /** One metrics endpoint per node, each printed. */
