@@ -78,10 +78,16 @@ test('basalt cluster: table create/list, status, demo, a crashed child reported,
     assert.match(list, /^accounts\tid \d+\t2 partitions\t3 replicas$/m);
     assert.match(list, /^bank\tid \d+\t4 partitions\t3 replicas$/m);
 
-    const status = await basalt('status', '--metrics', metrics);
+    // Every node is ready once it knows the tables; leases of the new table's partitions may take a moment more.
+    const settled = /^ {2}t\d+p0\tleader n\d\tprimary n\d\tterm \d+\tapplied n\d=\d+ n\d=\d+ n\d=\d+$/m;
+    let status = await basalt('status', '--metrics', metrics);
+    for (let i = 0; i < 30 && !settled.test(status); i++) {
+      await new Promise((r) => setTimeout(r, 300));
+      status = await basalt('status', '--metrics', metrics);
+    }
     for (const n of ['n1', 'n2', 'n3']) assert.match(status, new RegExp(`^  ${n}\\t\\S+\\tup\\thealthy`, 'm'));
     assert.match(status, /^ {2}meta\tleader n\d\t/m);
-    assert.match(status, /^ {2}t\d+p0\tleader n\d\tprimary n\d\tterm \d+\tapplied n\d=\d+ n\d=\d+ n\d=\d+$/m);
+    assert.match(status, settled);
 
     const report = await basalt('demo', '--connect', connectTo, '--metrics', metrics, '--duration', '2');
     assert.match(report, /transfers committed [1-9]\d* in/);

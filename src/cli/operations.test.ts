@@ -61,7 +61,13 @@ test('basalt node --metrics-port: /health 200 once ready, /metrics in Prometheus
     const response = await fetch(`${url}/metrics`);
     assert.equal(response.status, 200);
     assert.match(response.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
-    const body = await response.text();
+    // The ready line waits for the table, not for both partitions' elections: the one node leads all three groups soon.
+    let body = await response.text();
+    const deadline = Date.now() + 15_000;
+    while (sample(body, 'basalt_raft_leaderships{node="n1"}') !== 3 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      body = await (await fetch(`${url}/metrics`)).text();
+    }
     assert.equal(sample(body, 'basalt_up{node="n1"}'), 1);
     assert.equal(sample(body, 'basalt_healthy{node="n1"}'), 1);
     assert.equal(sample(body, 'basalt_hosted_partitions{node="n1"}'), 2);
