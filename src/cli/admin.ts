@@ -2,7 +2,7 @@
  * Administrative commands against a running cluster: `basalt table create|list` over the client protocol
  * (`--connect host:port`), and `basalt status` from the nodes' `/metrics` and `/health` endpoints (`--metrics
  * host:port,...`): which nodes answer, and for every partition its Raft leader, its primary (leaseholder) as the
- * nodes know it, the term and each replica's applied index. Status reads only what the nodes export, so a node that
+ * nodes know it, the term, each replica's applied index and the largest lag among them. Status reads only what the nodes export, so a node that
  * is down shows as down and its replicas' figures are missing rather than guessed.
  */
 import { connect } from '../client/remote.js';
@@ -93,7 +93,10 @@ export async function status(metricsAddresses: readonly string[]): Promise<numbe
 }
 
 function groupLines(views: readonly NodeView[]): string[] {
-  const groups = new Map<string, { leader?: string; primary?: string; term: number; applied: string[] }>();
+  const groups = new Map<
+    string,
+    { leader?: string; primary?: string; term: number; applied: { node: string; index: number }[] }
+  >();
   for (const v of views) {
     for (const s of v.samples) {
       const group = s.labels['group'];
@@ -103,7 +106,7 @@ function groupLines(views: readonly NodeView[]): string[] {
       if (s.name === 'basalt_raft_leader') g.leader = s.labels['leader'];
       if (s.name === 'basalt_partition_primary') g.primary = s.labels['primary'];
       if (s.name === 'basalt_raft_term') g.term = Math.max(g.term, s.value);
-      if (s.name === 'basalt_raft_applied_index') g.applied.push(`${v.name}=${s.value}`);
+      if (s.name === 'basalt_raft_applied_index') g.applied.push({ node: v.name ?? '?', index: s.value });
     }
   }
   return [...groups]
@@ -111,6 +114,14 @@ function groupLines(views: readonly NodeView[]): string[] {
     .map(
       ([group, g]) =>
         `${group}\tleader ${g.leader ?? 'none'}\tprimary ${g.primary ?? (group === 'meta' ? '-' : 'none')}\t` +
-        `term ${g.term}\tapplied ${g.applied.join(' ')}`,
+        `term ${g.term}\tapplied ${appliedText(g.applied)}`,
     );
+}
+
+/** Each replica's applied index and the largest lag behind the most advanced replica that answered. */
+function appliedText(applied: readonly { node: string; index: number }[]): string {
+  if (applied.length === 0) return 'none';
+  const max = Math.max(...applied.map((a) => a.index));
+  const lag = Math.max(...applied.map((a) => max - a.index));
+  return `${applied.map((a) => `${a.node}=${a.index}`).join(' ')}\tlag ${lag}`;
 }

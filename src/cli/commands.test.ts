@@ -79,7 +79,7 @@ test('basalt cluster: table create/list, status, demo, a crashed child reported,
     assert.match(list, /^bank\tid \d+\t4 partitions\t3 replicas$/m);
 
     // Every node is ready once it knows the tables; leases of the new table's partitions may take a moment more.
-    const settled = /^ {2}t\d+p0\tleader n\d\tprimary n\d\tterm \d+\tapplied n\d=\d+ n\d=\d+ n\d=\d+$/m;
+    const settled = /^ {2}t\d+p0\tleader n\d\tprimary n\d\tterm \d+\tapplied n\d=\d+ n\d=\d+ n\d=\d+\tlag \d+$/m;
     let status = await basalt('status', '--metrics', metrics);
     for (let i = 0; i < 30 && !settled.test(status); i++) {
       await new Promise((r) => setTimeout(r, 300));
