@@ -61,6 +61,8 @@ test('basalt start runs a 3-node TCP + LMDB cluster, reports it ready, and stops
     assert.equal(first.code, 0, first.output);
     assert.match(first.output, /node n1 listening on 127\.0\.0\.1:\d+/);
     assert.match(first.output, /node n3 listening on 127\.0\.0\.1:\d+/);
+    assert.match(first.output, /metrics of n1: http:\/\/127\.0\.0\.1:\d+\/metrics \(health: .*\/health\)/);
+    assert.match(first.output, /metrics of n3: http:\/\/127\.0\.0\.1:\d+\/metrics/);
     assert.match(first.output, /metastorage leader: n\d/);
     assert.match(first.output, /partition t1p[01] leader: n\d/);
     assert.match(first.output, /ready: 3\/3 nodes up.*partitions with a leader: 2\/2/);
