@@ -139,7 +139,9 @@ async function verify(client: RemoteClient, bank: Bank): Promise<Observed> {
       )) as number[];
       return { balances, records: await tx.getAll(TABLE, ids.map(record)) };
     },
-    { retries: 50, backoffMsMax: 200 },
+    // After a whole-cluster kill, reads wait for the dead coordinators' intents to be recovered (rule 17: their ids
+    // become gone once every member is live again and they stayed unknown for the liveness timeout).
+    { retries: 400, backoffMsMax: 200, readOnly: true },
   );
   const applied = ids.filter((_, i) => observed.records[i] !== undefined);
   for (const [id, transfer] of bank.acknowledged) {
@@ -215,20 +217,18 @@ test('kill -9 of one node with transfers going on, then of all three at once: ac
     await sleep(1_500);
     await ready(launch('n3'));
     await bank.progress(bank.acknowledged.size + 5, 20_000);
-    await bank.stop();
-    const beforeCrash = await verify(client, bank);
-    await client.close();
-
+    // The whole cluster is killed while transfers are in flight: some leave intents whose coordinator died with it.
     for (const n of NAMES) procs.get(n)!.signal('SIGKILL');
     const exits = await Promise.all(NAMES.map((n) => procs.get(n)!.exited));
     assert.deepEqual(
       exits.map((e) => e.signal),
       ['SIGKILL', 'SIGKILL', 'SIGKILL'],
     );
+    await bank.stop();
+    await client.close();
     await Promise.all(NAMES.map((n) => ready(launch(n))));
     client = await connect(address, { timeoutMs: 10_000 });
-    const afterCrash = await verify(client, bank);
-    assert.deepEqual(afterCrash, beforeCrash, 'the whole cluster came back with exactly the state it had');
+    await verify(client, bank);
     const uncertainApplied = [...bank.uncertain.keys()].filter(
       (id) => bank.failedCodes.get(id) === 'TX_OUTCOME_UNKNOWN',
     );

@@ -185,6 +185,7 @@ export class BasaltNode {
     this.membership = new Membership({
       self: this.self,
       nowMs: () => options.clock.monotonicMs(),
+      memberCount: new Set(options.nodes).size,
       ...(tuning.peerTimeoutMs !== undefined && { timeoutMs: tuning.peerTimeoutMs }),
       clockOffsetBoundMs: this.hlc.maxClockSkewMs * LIMITS.clockOffsetBoundFraction,
     });

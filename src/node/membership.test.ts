@@ -103,3 +103,24 @@ test('superseded ids are bounded: the oldest is forgotten (unknown) past goneIds
   assert.equal(m.isGone(nodeId('c')), true);
   assert.equal(m.liveness(nodeId('d')), 'live');
 });
+
+test('rule 17: an id no member presents is gone once every member is live and it stayed unknown for the timeout (whole-cluster restart)', () => {
+  let now = 0;
+  const m = new Membership({ self: peer('n1', 'self-id'), nowMs: () => now, timeoutMs: 1_000, memberCount: 3 });
+  const old = nodeId('coordinator-before-restart');
+  m.peerUp(peer('n2', 'b'));
+  assert.equal(m.liveness(old), 'unknown', 'not every member is known yet');
+  now += 1_500;
+  m.peerUp(peer('n2', 'b'));
+  assert.equal(m.liveness(old), 'unknown', 'n3 has not handshaken: the id may be its new incarnation');
+  m.peerUp(peer('n3', 'c'));
+  assert.equal(m.isGone(old), true, 'every member is live under another id, and the id stayed unknown that long');
+  const fresh = nodeId('asked-just-now');
+  assert.equal(m.liveness(fresh), 'unknown', 'an id first asked about now may still handshake within the timeout');
+  now += 999;
+  m.peerUp(peer('n2', 'b'));
+  m.peerUp(peer('n3', 'c'));
+  assert.equal(m.liveness(fresh), 'unknown');
+  now += 1;
+  assert.equal(m.isGone(fresh), true);
+});

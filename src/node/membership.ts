@@ -7,7 +7,11 @@
  *   - suspect: neither (connection down, or answers late, for less than the timeout).
  * An id that was current and then replaced by a handshake under the same name with a different id is *superseded*:
  * gone for good, since an ephemeral id is never reused (a restarted node has a new one). Any other id this node never
- * saw since it started is *unknown*, not gone (rule 17: try the coordinator first). A timed-out id that is heard again
+ * saw since it started is *unknown*, not gone (rule 17: try the coordinator first) — with one exception that follows
+ * from the same rule: when every other member of the (static) cluster is live under a current id and the unknown id
+ * has stayed unknown for `timeoutMs` since it was first asked about, it belongs to no running process (a live
+ * incarnation would have handshaken by then), so it is gone. Without this, intents of a coordinator that died before a
+ * whole-cluster restart would never be recovered: no node alive after the restart ever saw its id. A timed-out id that is heard again
  * (a healed partition) is live again: a gone verdict from a timeout is an observation, not a fence; safety never rests
  * on it (recovery finishes a tx by compare-and-set, so a live coordinator and a recovery cannot both win).
  *
@@ -36,6 +40,8 @@ export interface MembershipOptions {
   readonly nowMs: () => number;
   readonly timeoutMs?: number;
   readonly goneIdsMax?: number;
+  /** Nodes in the cluster, this one included (enables the "unknown to a fully live cluster" verdict above). */
+  readonly memberCount?: number;
   /** Rule 19: beyond this offset from a majority, the node stops acting as primary and coordinator. */
   readonly clockOffsetBoundMs?: number;
 }
@@ -58,6 +64,9 @@ export class Membership {
   private readonly peers = new Map<NodeName, PeerRecord>();
   /** Superseded ids, oldest first; bounded by goneIdsMax. */
   private readonly superseded = new Map<NodeId, NodeName>();
+  /** When each unknown id was first asked about; bounded by goneIdsMax (oldest dropped). */
+  private readonly unknownSince = new Map<NodeId, number>();
+  private readonly memberCount: number | undefined;
   private readonly listeners = new Set<MembershipListener>();
   private verdictCache: { readonly atMs: number; readonly verdict: ClockVerdict } | undefined;
 
@@ -66,6 +75,7 @@ export class Membership {
     this.nowMs = options.nowMs;
     this.timeoutMs = options.timeoutMs ?? LIMITS.peerLivenessTimeoutMsDefault;
     this.goneIdsMax = options.goneIdsMax ?? LIMITS.goneNodeIdsMax;
+    this.memberCount = options.memberCount;
     this.clockOffsetBoundMs =
       options.clockOffsetBoundMs ?? LIMITS.maxClockSkewMsDefault * LIMITS.clockOffsetBoundFraction;
     assert(this.timeoutMs > 0 && this.goneIdsMax > 0, 'membership limits must be positive');
@@ -74,6 +84,7 @@ export class Membership {
   /** A connection to `peer` completed its handshake. */
   peerUp(peer: PeerIdentity): void {
     if (peer.name === this.self.name) return;
+    this.unknownSince.delete(peer.id);
     const now = this.nowMs();
     const record = this.peers.get(peer.name);
     if (record !== undefined && record.id !== peer.id) {
@@ -156,7 +167,24 @@ export class Membership {
       if (this.isLiveRecord(record, now)) return 'live';
       return now - record.lastHeardMs >= this.timeoutMs ? 'gone' : 'suspect';
     }
-    return 'unknown';
+    return this.unknownVerdict(id, now);
+  }
+
+  /** An id no member ever presented: gone once the whole cluster is live and the id stayed unknown for the timeout. */
+  private unknownVerdict(id: NodeId, now: number): Liveness {
+    if (this.memberCount === undefined) return 'unknown';
+    let since = this.unknownSince.get(id);
+    if (since === undefined) {
+      since = now;
+      this.unknownSince.set(id, now);
+      if (this.unknownSince.size > this.goneIdsMax) {
+        const oldest = this.unknownSince.keys().next().value;
+        if (oldest !== undefined) this.unknownSince.delete(oldest);
+      }
+    }
+    if (now - since < this.timeoutMs || this.peers.size !== this.memberCount - 1) return 'unknown';
+    for (const record of this.peers.values()) if (!this.isLiveRecord(record, now)) return 'unknown';
+    return 'gone';
   }
 
   /** Rule 17: true only for a superseded id or one not heard for the timeout; never for an id never seen. */
