@@ -107,17 +107,7 @@ class EmbeddedClient implements Client {
   transaction<T>(fn: (tx: Transaction) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
     return this.run(async () => {
       if (options.readOnly !== true) rejectReadOnlyOptions(options);
-      const retries = options.retries ?? LIMITS.txRunRetriesDefault;
-      const minMs = options.backoffMsMin ?? LIMITS.txRetryBackoffMsMin;
-      const maxMs = options.backoffMsMax ?? LIMITS.txRetryBackoffMsMax;
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await this.attempt(fn, options);
-        } catch (error) {
-          if (!isRetryable(error) || attempt > retries) throw error;
-        }
-        await this.cluster.runFor(backoffMs(attempt, minMs, maxMs));
-      }
+      return this.retrying(() => this.attempt(fn, options), options);
     });
   }
 
@@ -147,18 +137,12 @@ class EmbeddedClient implements Client {
 
   /** One lock-free read on the key's primary at the primary's `now` (rule 19), retried on retryable errors. */
   get(table: string, key: string): Promise<Value | undefined> {
-    return this.run(async () => {
-      const retries = LIMITS.txRunRetriesDefault;
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const { node, readOnly } = this.current();
-          return await whileAlive(node, readOnly.getImplicit(table, key), () => coordinatorGone(node.name));
-        } catch (error) {
-          if (!isRetryable(error) || attempt > retries) throw error;
-        }
-        await this.cluster.runFor(backoffMs(attempt, LIMITS.txRetryBackoffMsMin, LIMITS.txRetryBackoffMsMax));
-      }
-    });
+    return this.run(() =>
+      this.retrying(() => {
+        const { node, readOnly } = this.current();
+        return whileAlive(node, readOnly.getImplicit(table, key), () => coordinatorGone(node.name));
+      }, {}),
+    );
   }
 
   put(table: string, key: string, value: Value): Promise<void> {
@@ -206,6 +190,21 @@ class EmbeddedClient implements Client {
     const node = this.cluster.basaltNode(this.node);
     const service = serviceOf(node, this.node);
     return { node: node as BasaltNode, coordinator: service.coordinator, readOnly: service.readOnly };
+  }
+
+  /** Runs `attempt` again after a retryable failure, with backoff in the cluster's time, at most `retries` times. */
+  private async retrying<T>(attempt: () => Promise<T>, options: RunTransactionOptions): Promise<T> {
+    const retries = options.retries ?? LIMITS.txRunRetriesDefault;
+    const minMs = options.backoffMsMin ?? LIMITS.txRetryBackoffMsMin;
+    const maxMs = options.backoffMsMax ?? LIMITS.txRetryBackoffMsMax;
+    for (let n = 1; ; n++) {
+      try {
+        return await attempt();
+      } catch (error) {
+        if (!isRetryable(error) || n > retries) throw error;
+      }
+      await this.cluster.runFor(backoffMs(n, minMs, maxMs));
+    }
   }
 
   private run<T>(fn: () => Promise<T>): Promise<T> {

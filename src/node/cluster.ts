@@ -211,26 +211,23 @@ export class Cluster<C = never> {
 
   /** Crash: volatile state is lost; durable data stays for the next start. */
   stopNode(name: string): Promise<void> {
-    const n = this.known(name);
-    return this.env.drive(
-      this.exclusive(n, async () => {
-        const node = this.running.get(n);
-        if (node === undefined) throw new BasaltError('INVALID_ARGUMENT', `node ${n} is not running`);
-        this.running.delete(n);
-        await this.env.crashNode(n, node);
-      }),
-    );
+    return this.halt(name, (n, node) => this.env.crashNode(n, node));
   }
 
   /** Graceful stop of one node (its partitions stop, storage is closed cleanly); `startNode` brings it back. */
   shutdownNode(name: string): Promise<void> {
+    return this.halt(name, (n, node) => this.env.stopNode(n, node));
+  }
+
+  /** Takes a running node out of the cluster, then ends its incarnation with `end` (a crash or a graceful stop). */
+  private halt(name: string, end: (name: NodeName, node: BasaltNode) => Promise<void>): Promise<void> {
     const n = this.known(name);
     return this.env.drive(
       this.exclusive(n, async () => {
         const node = this.running.get(n);
         if (node === undefined) throw new BasaltError('INVALID_ARGUMENT', `node ${n} is not running`);
         this.running.delete(n);
-        await this.env.stopNode(n, node);
+        await end(n, node);
       }),
     );
   }
