@@ -8,10 +8,11 @@
 import assert from 'node:assert/strict';
 import { connect as netConnect } from 'node:net';
 import { it } from 'node:test';
+import { Packr } from 'msgpackr';
 import type { BasaltError } from '../core/errors.js';
 import { type NodeName, nodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import { decode, encode } from '../net/codec.js';
+import { CODEC_OPTIONS, decode, encode } from '../net/codec.js';
 import { FrameDecoder } from '../net/frame.js';
 import { Cluster, defaultNodeNames } from '../node/cluster.js';
 import { coordinatorService } from '../node/coordinator-service.js';
@@ -22,6 +23,9 @@ import { type Client, embeddedClient } from './client.js';
 import { startClientServer } from './cluster-server.js';
 import { CLIENT_MAGIC } from './protocol.js';
 import { connect } from './remote.js';
+
+/** Packs anything msgpack can, without the codec's plain-data check: fuzz frames may hold what senders refuse. */
+const hostile = new Packr(CODEC_OPTIONS);
 
 const SEED = process.env['BASALT_FUZZ_SEED'] ?? 'client-fuzz-1';
 const CLIENT_FRAMES = 2_000;
@@ -208,7 +212,7 @@ function survivableItem(
 ): Buffer {
   switch (rng.int(5)) {
     case 0:
-      return framed(encode(valid(rng)));
+      return framed(hostile.pack(valid(rng)));
     case 1: {
       const shape = randomPlain(rng, 0);
       const object: Record<string, Plain> =
@@ -216,10 +220,10 @@ function survivableItem(
           ? shape
           : {};
       setField(object, idField, rng.between(1, 1_000_000));
-      return framed(encode(object));
+      return framed(hostile.pack(object));
     }
     default:
-      return framed(encode(mutate(rng, valid(rng), idField)));
+      return framed(hostile.pack(mutate(rng, valid(rng), idField)));
   }
 }
 
@@ -229,7 +233,7 @@ function killerItem(rng: SeededRandom, valid: (rng: SeededRandom) => Record<stri
     case 0:
       return framed(randomBytes(rng, 64));
     case 1: {
-      const whole = framed(encode(valid(rng)));
+      const whole = framed(hostile.pack(valid(rng)));
       return whole.subarray(0, rng.int(whole.length));
     }
     case 2: {
@@ -238,9 +242,9 @@ function killerItem(rng: SeededRandom, valid: (rng: SeededRandom) => Record<stri
       return Buffer.concat([header, randomBytes(rng, 32)]);
     }
     case 3:
-      return framed(encode(randomPlain(rng, 0)));
+      return framed(hostile.pack(randomPlain(rng, 0)));
     case 4:
-      return framed(encode(mutate(rng, valid(rng))));
+      return framed(hostile.pack(mutate(rng, valid(rng))));
     default:
       return randomBytes(rng, 48);
   }
@@ -263,7 +267,7 @@ async function fuzzPort(rng: SeededRandom, frames: number, target: PortFuzz): Pr
   for (let sent = 0, i = 0; sent < frames; i++) {
     const n = Math.min(frames - sent, rng.between(1, FRAMES_PER_CONNECTION_MAX));
     const parts: Buffer[] = [];
-    if (rng.chance(0.85)) parts.push(framed(encode(target.hello(rng, i))));
+    if (rng.chance(0.85)) parts.push(framed(hostile.pack(target.hello(rng, i))));
     // Items the port survives, then often one that ends the connection (anything after it would go unread).
     for (let j = 1; j < n; j++) parts.push(survivableItem(rng, target.valid, target.idField));
     parts.push(rng.chance(0.7) ? killerItem(rng, target.valid) : survivableItem(rng, target.valid, target.idField));

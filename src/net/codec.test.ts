@@ -7,7 +7,7 @@ import { decode, encode, isPlainData } from './codec.js';
 
 const roundTrip = (value: unknown): unknown => decode(encode(value));
 
-/** Plain data without `undefined` in objects and without -0, which the codec documents as not preserved. */
+/** Plain data without `undefined` in objects, -0 or `__proto__` keys, which the codec documents as not preserved. */
 const plainValue = fc.letrec((tie) => ({
   leaf: fc.oneof(
     fc.constant(null),
@@ -23,7 +23,11 @@ const plainValue = fc.letrec((tie) => ({
     { depthSize: 'small' },
     tie('leaf'),
     fc.array(tie('node'), { maxLength: 5 }),
-    fc.dictionary(fc.string(), tie('node'), { maxKeys: 5 }),
+    fc.dictionary(
+      fc.string().filter((k) => k !== '__proto__'),
+      tie('node'),
+      { maxKeys: 5 },
+    ),
   ),
 })).node;
 
@@ -49,6 +53,12 @@ describe('codec', () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  it('rejects an object with an own __proto__ key, which no decoder would give back', () => {
+    const value = JSON.parse('{"a":{"__proto__":{"x":1}}}') as unknown;
+    assert.equal(isPlainData(value), false);
+    assertMalformed(() => encode(value), '__proto__ key');
   });
 
   it('a bigint always decodes as a bigint, whatever its magnitude (property)', () => {

@@ -34,7 +34,8 @@ export type PlainData =
 /** `skipValues` exists in msgpackr 2.x but is missing from its typings. */
 type PinnedOptions = Options & { readonly skipValues: readonly unknown[] };
 
-const options: PinnedOptions = {
+/** The pinned msgpackr options of the wire and the disk (exported so tests can build frames the checks would refuse). */
+export const CODEC_OPTIONS: PinnedOptions = {
   useRecords: false,
   mapsAsObjects: true,
   useBigIntExtension: true,
@@ -49,7 +50,7 @@ const options: PinnedOptions = {
   structuredClone: false,
   useTimestamp32: false,
 };
-const packr = new Packr(options);
+const packr = new Packr(CODEC_OPTIONS);
 
 /** Encodes plain data; throws MALFORMED_FRAME for anything else. */
 export function encode(value: unknown): Buffer {
@@ -110,6 +111,8 @@ function objectProblem(value: object, depth: number): string | undefined {
   if (proto !== Object.prototype && proto !== null) {
     return `a ${value.constructor?.name ?? 'non-plain object'} is not plain data`;
   }
+  // Decoders drop a `__proto__` key (a prototype-pollution guard), so an object holding one would not round-trip.
+  if (Object.hasOwn(value, '__proto__')) return 'an object with a __proto__ key is not plain data';
   for (const item of Object.values(value)) {
     const problem = plainDataProblem(item, depth + 1);
     if (problem !== undefined) return problem;
