@@ -353,6 +353,18 @@ describe('Messenger', () => {
     assert.equal(timers.size, 0);
   });
 
+  it('refuses a request to a peer whose connection is down, unsent, until it comes back up', async () => {
+    const { network, ta, tb, a } = setup();
+    network.disconnect(ta, tb);
+    await settle();
+    const error = await rejectsWith(a.request('b' as NodeName, { kind: 'Echo', text: 'x' }), 'NODE_UNAVAILABLE');
+    assert.match(error.message, /was not sent/);
+    assert.equal(a.pendingCount, 0);
+    network.connect(ta, tb);
+    await settle();
+    assert.deepEqual(await a.request('b' as NodeName, { kind: 'Echo', text: 'y' }), { kind: 'EchoReply', text: 'y' });
+  });
+
   it('bounds pending requests with OVERLOADED', async () => {
     const { a } = setup({ pendingRequestsMax: 2 });
     const first = a.request('b' as NodeName, { kind: 'Hang' });

@@ -9,6 +9,8 @@
  *     BasaltError carrying the remote code, with TIMEOUT, with CANCELLED (its AbortSignal), or with CONNECTION_CLOSED
  *     when the connection to its peer goes down (outcome unknown: the peer may have executed it);
  *   - at most `pendingRequestsMax` requests are pending; past it a request fails at once with OVERLOADED;
+ *   - a request to a peer whose connection went down and has not come back up fails at once, unsent, with
+ *     NODE_UNAVAILABLE (retryable; the caller may try another node) instead of waiting out its timeout;
  *   - one handler per message kind; a handler never crashes the node: a thrown BasaltError is answered as its error
  *     data, anything else as INTERNAL, an unknown kind as UNKNOWN_MESSAGE, a malformed request as MALFORMED_FRAME.
  * Messages to this node's own name are delivered locally on a microtask, through the same path as remote ones.
@@ -85,6 +87,8 @@ export class Messenger<B extends MessageBody = MessageBody> {
   private readonly peerListeners = new Set<PeerListener>();
   /** Live ephemeral id of each peer whose connection is up. */
   private readonly live = new Map<NodeName, NodeId>();
+  /** Peers whose connection went down and has not come back: requests to them fail at once, unsent. */
+  private readonly lost = new Set<NodeName>();
   private nextRequestId: RequestId = 1;
   private closed = false;
 
@@ -173,6 +177,9 @@ export class Messenger<B extends MessageBody = MessageBody> {
     if (this.closed) return new BasaltError('CONNECTION_CLOSED', 'messenger is closed');
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) return new BasaltError('INVALID_ARGUMENT', 'timeoutMs > 0');
     if (signal?.aborted) return new BasaltError('CANCELLED', `${body.kind} to ${to} cancelled before sending`);
+    if (this.lost.has(to)) {
+      return new BasaltError('NODE_UNAVAILABLE', `no connection to ${to}: ${body.kind} was not sent`, { to });
+    }
     if (this.pending.size >= this.pendingRequestsMax) {
       return new BasaltError('OVERLOADED', `${this.pending.size} requests pending`, {
         pendingRequestsMax: this.pendingRequestsMax,
@@ -230,10 +237,14 @@ export class Messenger<B extends MessageBody = MessageBody> {
         return;
       case 'up':
         this.live.set(event.peer.name, event.peer.id);
+        this.lost.delete(event.peer.name);
         this.publish(event);
         return;
       case 'down':
-        if (this.live.get(event.peer.name) === event.peer.id) this.live.delete(event.peer.name);
+        if (this.live.get(event.peer.name) === event.peer.id) {
+          this.live.delete(event.peer.name);
+          this.lost.add(event.peer.name);
+        }
         this.failRequestsTo(event.peer);
         this.publish(event);
         return;

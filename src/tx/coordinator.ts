@@ -346,7 +346,9 @@ export class TxCoordinator {
         return response.result;
       } catch (error) {
         const e = asBasaltError(error);
-        if (e.code !== 'PRIMARY_MISS' || attempt >= settings.enlistAttemptsMax) {
+        // A miss did nothing; neither did a request to a node that is down (sent to no one): try elsewhere.
+        const retry = e.code === 'PRIMARY_MISS' || e.code === 'NODE_UNAVAILABLE';
+        if (!retry || attempt >= settings.enlistAttemptsMax) {
           throw this.operationFailed(tx, partitionId, target, e, false);
         }
         const next = this.nextTarget(partitionId, e);
@@ -366,13 +368,13 @@ export class TxCoordinator {
     }
   }
 
-  /** Where to send next after a PRIMARY_MISS: the holder it names, else the placement's current guess. */
+  /**
+   * Where to send next after a PRIMARY_MISS or an unreachable node: the placement's best guess, which has learned
+   * the holder a miss names (and passes over a holder that is not live).
+   */
   private nextTarget(partitionId: PartitionId, error: BasaltError): NodeName {
     const hint = primaryMissHint(error);
-    if (hint !== undefined) {
-      this.ctx.placement.notePrimary(partitionId, hint);
-      return hint;
-    }
+    if (hint !== undefined) this.ctx.placement.notePrimary(partitionId, hint);
     return this.ctx.placement.primaryHint(partitionId);
   }
 
@@ -590,7 +592,8 @@ export class TxCoordinator {
         return response.writeTs;
       } catch (error) {
         const e = asBasaltError(error);
-        if (e.code !== 'PRIMARY_MISS' || attempt >= this.ctx.settings.enlistAttemptsMax) throw e;
+        const retry = e.code === 'PRIMARY_MISS' || e.code === 'NODE_UNAVAILABLE';
+        if (!retry || attempt >= this.ctx.settings.enlistAttemptsMax) throw e;
         const next = this.nextTarget(partitionId, e);
         if (next === target) {
           const { retryBackoffMsMin, retryBackoffMsMax } = this.ctx.settings;

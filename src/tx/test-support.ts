@@ -181,7 +181,9 @@ export class FakeCluster {
       return this.hints.get(p) ?? this.primaries.get(p) ?? this.nodes[0]!;
     },
     notePrimary: (p, name) => {
+      // Like the node's hints: a learned holder replaces a stale guess.
       this.notedPrimaries.push({ partitionId: p, name });
+      this.hints.set(p, name);
     },
   };
 
