@@ -70,6 +70,11 @@ export interface BasaltNodeOptions {
   readonly onError?: (error: unknown) => void;
 }
 
+export interface NodeStopOptions {
+  /** Hand leases and leaderships over before stopping (default true; false when the whole cluster stops). */
+  readonly handOver?: boolean;
+}
+
 /** A service running on one node incarnation; `stop` runs on a graceful stop (a crash just drops it). */
 export interface NodeService {
   stop?(): void | Promise<void>;
@@ -345,13 +350,23 @@ export class BasaltNode {
     };
   }
 
-  /** Graceful stop: partitions stopped (their state kept), Raft stopped, connections closed, storage closed. */
-  async stop(): Promise<void> {
+  /**
+   * Graceful stop: services stopped, then (unless `handOver` is false) leases and Raft leaderships handed to live
+   * replicas, bounded by one lease duration (rule 5), then partitions stopped (their state kept), Raft stopped,
+   * connections closed, storage closed.
+   */
+  async stop(options: NodeStopOptions = {}): Promise<void> {
     if (this.state !== 'running') return;
     this.state = 'stopping';
     this.lifetimeController.abort();
     for (const service of [...this.services.values()].reverse()) {
       await Promise.resolve(service.stop?.()).catch((error: unknown) => this.onError(error));
+    }
+    if (options.handOver !== false) {
+      await Promise.all([
+        Promise.resolve(this.partitions.drain?.()),
+        this.metastorage.handOver(LIMITS.leaseDurationMsDefault),
+      ]).catch((error: unknown) => this.onError(error));
     }
     this.metastorage.stop();
     await this.reconciler.stopAll();
@@ -405,7 +420,8 @@ export class BasaltNode {
 
   private armHeartbeat(): void {
     this.timers.setTimer(() => {
-      if (this.state !== 'running') return;
+      // Liveness is still needed while a graceful stop hands leases over.
+      if (this.state === 'stopped') return;
       this.membership.tick();
       for (const peer of this.membership.connectedPeers()) this.heartbeat(peer);
       this.armHeartbeat();

@@ -14,7 +14,7 @@ import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { META_GROUP, partitionIndexOf, tablePartitionId } from '../core/partitioning.js';
 import { sleep, type Timers } from '../env/timers.js';
 import type { TxStateView } from '../tx/tx-state-map.js';
-import type { BasaltNode, NodeMetrics } from './basalt-node.js';
+import type { BasaltNode, NodeMetrics, NodeStopOptions } from './basalt-node.js';
 import type { MetaView, TableDescriptor, TableOptions } from './metastorage-state.js';
 import type { ClusterNetwork } from './network-filters.js';
 
@@ -36,8 +36,8 @@ export interface ClusterEnvironment {
   startNode(name: NodeName): Promise<BasaltNode>;
   /** Crash: the incarnation stops acting at once; what its storage keeps is the environment's model. */
   crashNode(name: NodeName, node: BasaltNode): Promise<void>;
-  /** Graceful stop of one incarnation. */
-  stopNode(name: NodeName, node: BasaltNode): Promise<void>;
+  /** Graceful stop of one incarnation (handing its leases over first unless the whole cluster stops). */
+  stopNode(name: NodeName, node: BasaltNode, options?: NodeStopOptions): Promise<void>;
   setClockOffset(name: NodeName, offsetMs: number): void;
   /** Settles `promise`: identity on real time; runs virtual time until it settles under the simulator. */
   drive<T>(promise: Promise<T>): Promise<T>;
@@ -266,7 +266,9 @@ export class Cluster<C = never> {
     this.stopped = true;
     const nodes = [...this.running];
     this.running.clear();
-    await this.env.drive(Promise.all(nodes.map(([name, node]) => this.env.stopNode(name, node))));
+    // Every node stops: there is nobody to hand leases over to.
+    const options = { handOver: false };
+    await this.env.drive(Promise.all(nodes.map(([name, node]) => this.env.stopNode(name, node, options))));
     await this.env.close();
   }
 

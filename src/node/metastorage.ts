@@ -67,6 +67,8 @@ interface Watcher {
 
 /** Pause between two attempts of a command or a watch that failed. */
 const RETRY_PAUSE_MS = 50;
+/** Poll period while handing the leadership over before a stop. */
+const HAND_OVER_POLL_MS = 10;
 /** One attempt of a command at one member; a healthy leader applies it in milliseconds. */
 const COMMAND_ATTEMPT_TIMEOUT_MS = 3_000;
 
@@ -101,6 +103,22 @@ export class Metastorage implements GroupStateMachine {
       await this.options.raft.addGroup(META_GROUP, this.options.members);
     } else {
       void this.watchLoop();
+    }
+  }
+
+  /**
+   * Before a graceful stop: a leader hands the metastorage group to a live member, so that metadata stays writable
+   * without waiting for an election timeout. Resolves once this node is no longer the leader, no member is live, or
+   * `waitMs` has passed.
+   */
+  async handOver(waitMs: number): Promise<void> {
+    const { raft, clock, timers, self, members, isLive } = this.options;
+    const deadlineMs = clock.monotonicMs() + waitMs;
+    while (raft.status(META_GROUP)?.role === 'leader' && clock.monotonicMs() < deadlineMs) {
+      const to = members.find((name) => name !== self && isLive(name));
+      if (to === undefined) return;
+      raft.transferLeader(META_GROUP, to);
+      await sleep(timers, HAND_OVER_POLL_MS);
     }
   }
 

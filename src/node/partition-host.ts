@@ -28,6 +28,11 @@ export type PartitionStopReason = 'removed' | 'node-stopping';
 export interface PartitionHost {
   start(partition: PartitionId, replicas: readonly NodeName[]): Promise<void>;
   stop(partition: PartitionId, reason: PartitionStopReason): Promise<void>;
+  /**
+   * Before a graceful stop: hand leases and leaderships over (rule 5), bounded by one lease duration; the node stops
+   * its partitions afterwards.
+   */
+  drain?(): Promise<void>;
   /** The partition's primary as this node knows it (leaseholder, or Raft leader for now), if any. */
   primaryOf?(partition: PartitionId): NodeName | undefined;
 }

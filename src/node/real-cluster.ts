@@ -21,7 +21,13 @@ import { LmdbLogStorage } from '../raft/lmdb-log-storage.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { openLmdbEnvironment } from '../storage/lmdb-environment.js';
 import { LmdbStorageEngine, MemoryStorageEngine } from '../storage/storage-engine.js';
-import { BasaltNode, type NodeServiceFactory, type NodeStorage, type NodeTuning } from './basalt-node.js';
+import {
+  BasaltNode,
+  type NodeServiceFactory,
+  type NodeStopOptions,
+  type NodeStorage,
+  type NodeTuning,
+} from './basalt-node.js';
 import type { ClusterEnvironment } from './cluster.js';
 import { MemoryNetwork } from './memory-transport.js';
 import { NetworkFilters } from './network-filters.js';
@@ -102,8 +108,8 @@ export class RealClusterEnvironment implements ClusterEnvironment {
     await node.closeStorage();
   }
 
-  async stopNode(name: NodeName, node: BasaltNode): Promise<void> {
-    await node.stop();
+  async stopNode(name: NodeName, node: BasaltNode, options?: NodeStopOptions): Promise<void> {
+    await node.stop(options);
     this.tcp.delete(name);
   }
 

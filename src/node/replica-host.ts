@@ -25,15 +25,14 @@
 import { BasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import type { TimerHandle } from '../env/timers.js';
+import { sleep, type TimerHandle } from '../env/timers.js';
 import { StorageGcDriver } from '../replica/gc.js';
 import { HostedPartition } from '../replica/handlers/hosted-partition.js';
 import { ReplicaRequestRouter } from '../replica/handlers/router.js';
 import { type CleanupSender, messengerCleanupSender, type PrimaryLocator } from '../replica/handlers/tx-finish.js';
-import type { Lease } from '../replica/lease.js';
-import { sameHolder } from '../replica/lease.js';
+import { actingEnd, type Lease, sameHolder } from '../replica/lease.js';
 import { PartitionReplica } from '../replica/partition-replica.js';
-import { leaseTiming } from '../replica/primary.js';
+import { type LeaseTiming, leaseTiming } from '../replica/primary.js';
 import { type ReplicaResolution, replicaResolutionFor } from '../replica/resolution/replica-resolution.js';
 import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
 import { LowWatermark } from '../tx/low-watermark.js';
@@ -135,6 +134,7 @@ export class ReplicaPartitionHost implements PartitionHost {
   private readonly hosted = new Map<PartitionId, Hosted>();
   private readonly unsubscribe: (() => void)[] = [];
   private timer: TimerHandle | undefined;
+  private readonly timing: LeaseTiming;
   private stopped = false;
   /** Expected background failures so far (see `background`). */
   backgroundFailures = 0;
@@ -142,6 +142,7 @@ export class ReplicaPartitionHost implements PartitionHost {
   constructor(context: PartitionHostContext, options: ReplicaHostOptions = {}) {
     this.context = context;
     this.options = options;
+    this.timing = leaseTiming(context.hlc.maxClockSkewMs, options.leaseDurationMs, options.leaseRenewMarginMs);
     this.hints = new PrimaryHints(
       (p) => this.hosted.get(p)?.replicas ?? replicasFromView(context.metaView(), p),
       (p) => this.localHolder(p),
@@ -195,7 +196,7 @@ export class ReplicaPartitionHost implements PartitionHost {
       engine: context.storage,
       txStateMap: context.txStates,
       submit: (bytes) => context.raft.propose(partitionId, bytes),
-      timing: leaseTiming(context.hlc.maxClockSkewMs, options.leaseDurationMs, options.leaseRenewMarginMs),
+      timing: this.timing,
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       ...(options.safeTimeSyncIdleMs !== undefined && { safeTimeSyncIdleMs: options.safeTimeSyncIdleMs }),
       clockWithinBound: () => context.membership.clockWithinBound(),
@@ -231,6 +232,29 @@ export class ReplicaPartitionHost implements PartitionHost {
     await this.context.raft.removeGroup(partitionId);
     this.release(partitionId);
     if (reason === 'removed') await this.context.logStorage.removeGroup(partitionId);
+  }
+
+  /**
+   * Graceful hand-over before a stop (rule 5), all partitions in parallel, bounded by one lease duration: every
+   * replica stops renewing and granting locks; a leader whose own lease still lets it act keeps the leadership (it
+   * serves finish, cleanup and lease confirmations until its acting window ends), then hands the leadership to a live
+   * replica, whose takeover lease starts at the current expiration. Resolves once every partition is handed over
+   * (a takeover applied here, or nothing to hand: a follower holding nothing, no live replica to take it) or the
+   * bound has passed.
+   */
+  async drain(): Promise<void> {
+    if (this.stopped || this.hosted.size === 0) return;
+    const { clock, timers } = this.context;
+    const deadlineMs = clock.monotonicMs() + this.timing.leaseDurationMs;
+    for (const entry of this.hosted.values()) entry.replica.handOver();
+    const pollMs = this.options.upkeepIntervalMs ?? UPKEEP_INTERVAL_MS_DEFAULT;
+    while (!this.stopped && [...this.hosted.values()].some((entry) => !this.handedOver(entry))) {
+      if (clock.monotonicMs() >= deadlineMs) {
+        this.context.counters.add('drain.timeouts');
+        return;
+      }
+      await sleep(timers, pollMs);
+    }
   }
 
   /** The leaseholder as this node's applied lease names it, while that lease has started and not expired. */
@@ -313,10 +337,33 @@ export class ReplicaPartitionHost implements PartitionHost {
     entry.holding = holding;
   }
 
+  /** One step of `drain` for one partition: true once it has nothing left to hand over. */
+  private handedOver(entry: Hosted): boolean {
+    const { raft, hlc } = this.context;
+    const partitionId = entry.replica.partitionId;
+    const status = raft.status(partitionId);
+    if (status === undefined) return true;
+    const successor = this.liveSuccessor(entry);
+    if (successor === undefined) return true;
+    const lease = entry.replica.stateMachine.currentLease();
+    const now = hlc.current();
+    const holds = lease !== null && sameHolder(lease.holder, entry.replica.self) && now < lease.expiration;
+    if (status.role === 'leader') {
+      const stillActing = holds && now < actingEnd(lease, this.timing.maxClockSkewMs);
+      if (!stillActing) raft.transferLeader(partitionId, successor);
+      return false;
+    }
+    return !holds;
+  }
+
+  private liveSuccessor(entry: Hosted): NodeName | undefined {
+    const { membership, self } = this.context;
+    return entry.replicas.find((name) => name !== self && membership.liveIdOf(name) !== undefined);
+  }
+
   /** Rule 19: a leader whose clock is beyond the bound hands its group to the first live replica (retried each tick). */
   private handLeadershipOver(entry: Hosted): void {
-    const { membership } = this.context;
-    const to = entry.replicas.find((name) => name !== this.context.self && membership.liveIdOf(name) !== undefined);
+    const to = this.liveSuccessor(entry);
     if (to !== undefined) this.context.raft.transferLeader(entry.replica.partitionId, to);
   }
 

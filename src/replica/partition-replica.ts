@@ -167,9 +167,16 @@ export class PartitionReplica {
       .catch(() => {});
   }
 
-  /** Rule 5: stop renewing, so that the next leader's lease starts at the current expiration. */
+  /**
+   * Rule 5: stop renewing, so that the next leader's lease starts at the current expiration, and stop granting new
+   * locks (handlers ask `isHandingOver`); finish, cleanup and lease confirmations are still served until then.
+   */
   handOver(): void {
     this.handingOver = true;
+  }
+
+  get isHandingOver(): boolean {
+    return this.handingOver;
   }
 
   /** The replica object stops: every proposal in flight is abandoned (the object is never reused). */

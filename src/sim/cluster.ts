@@ -14,7 +14,7 @@
 import type { NodeName } from '../core/ids.js';
 import type { Timers } from '../env/timers.js';
 import { decode, encode } from '../net/codec.js';
-import { BasaltNode, type NodeServiceFactory, type NodeTuning } from '../node/basalt-node.js';
+import { BasaltNode, type NodeServiceFactory, type NodeStopOptions, type NodeTuning } from '../node/basalt-node.js';
 import { Cluster, type ClusterEnvironment, defaultNodeNames, type SimulationControls } from '../node/cluster.js';
 import {
   type ClusterNetwork,
@@ -99,8 +99,8 @@ export class SimClusterEnvironment implements ClusterEnvironment {
     this.disks.get(name)?.engine.crash();
   }
 
-  async stopNode(name: NodeName, node: BasaltNode): Promise<void> {
-    await node.stop();
+  async stopNode(name: NodeName, node: BasaltNode, options?: NodeStopOptions): Promise<void> {
+    await node.stop(options);
     if (this.world.isUp(name)) this.world.shutdown(name);
   }
 

@@ -115,6 +115,16 @@ export class HostedPartition {
   }
 
   /**
+   * `actingLease` for a request that takes locks: a holder handing its lease over grants no new locks (rule 5), so it
+   * answers PRIMARY_MISS `handing-over` (retryable: the next lease starts at this one's expiration).
+   */
+  lockingLease(now: HybridTimestamp, token?: LeaseToken): Lease {
+    const lease = this.actingLease(now, token);
+    if (this.replica.isHandingOver) throw primaryMissError(this.partitionId, 'handing-over', lease);
+    return lease;
+  }
+
+  /**
    * Rule 1 lets a holder whose applied lease has not started yet wait for its start rather than refuse: when that is
    * the only obstacle and the start is at most `leaseStartWaitMs` away, resolves with `now` read after the wait;
    * otherwise at once with `now` (the caller's primacy check then answers).

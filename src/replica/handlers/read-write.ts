@@ -48,7 +48,7 @@ export async function handleReadWrite(
 ): Promise<ReadWriteResponse> {
   assert(request.partitionId === p.partitionId, 'routed to its partition');
   const now = await p.untilLeaseStart(p.clock.now(), request.token);
-  const lease = p.actingLease(now, request.token);
+  const lease = p.lockingLease(now, request.token);
   checkDeadline(p, request.txId, now);
   checkTxState(p, request.txId);
   if (request.full && !isWrite(request.operation)) {
@@ -94,7 +94,7 @@ async function runOperation(
     await p.acquire(txId, lockPlan(p, operation));
     // Locks may have taken a while: act only if still primary under the very lease the request was served under.
     const token = tokenOf(lease);
-    p.actingLease(p.clock.now(), token);
+    p.lockingLease(p.clock.now(), token);
     const done = await perform(p, request, lease, resolver);
     return { kind: 'ReadWriteResponse', lease: p.leaseInfo(token, lease), ...done };
   } finally {
