@@ -207,6 +207,7 @@ export class BasaltNode {
         for (const listener of [...this.leaderListeners]) listener(change);
       },
       onGroupFailed: (_group, error) => this.onError(error),
+      clock: options.clock,
     });
     const hostFactory = options.partitionHost ?? placeholderPartitionHost;
     this.partitions = hostFactory({
