@@ -10,6 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect } from '../client/remote.js';
+import { estimateQuantile } from '../core/histogram.js';
+import { histogramOf, parseMetrics } from './admin.js';
 import { ChildNode } from './child-node.js';
 import { MetricsServer } from './metrics-http.js';
 
@@ -45,6 +47,13 @@ function assertCommitLatency(body: string): void {
   assert.ok(count > 0, 'the leader timed its proposals (metastorage, leases, the write)');
   assert.equal(counts.at(-1), count);
   assert.ok(sum >= 0 && sum / count < 10_000, `sum ${sum} over ${count}`);
+  // What `basalt status` reads back: the same histogram, and quantiles within the bucket range.
+  const parsed = histogramOf(parseMetrics(body), 'basalt_raft_commit_latency_ms');
+  assert.equal(parsed?.count, count);
+  assert.deepEqual(parsed?.bounds, [0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]);
+  const p50 = estimateQuantile(parsed!, 0.5)!;
+  const p99 = estimateQuantile(parsed!, 0.99)!;
+  assert.ok(0 <= p50 && p50 <= p99 && p99 <= 1000, `p50 ${p50} p99 ${p99}`);
 }
 
 test('basalt node --metrics-port: /health 200 once ready, /metrics in Prometheus text, JSON logs with the node name', async () => {
