@@ -1,11 +1,13 @@
 /**
  * Administrative commands against a running cluster: `basalt table create|list` over the client protocol
  * (`--connect host:port`), and `basalt status` from the nodes' `/metrics` and `/health` endpoints (`--metrics
- * host:port,...`): which nodes answer, and for every partition its Raft leader, its primary (leaseholder) as the
+ * host:port,...`): which nodes answer (with the partitions each is primary of and its Raft commit latency p50/p99,
+ * estimated from the exported histogram's buckets), and for every partition its Raft leader, its primary (leaseholder) as the
  * nodes know it, the term, each replica's applied index and the largest lag among them. Status reads only what the nodes export, so a node that
  * is down shows as down and its replicas' figures are missing rather than guessed.
  */
 import { connect } from '../client/remote.js';
+import { estimateQuantile, type HistogramSnapshot } from '../core/histogram.js';
 import { log } from './common.js';
 
 export const DEFAULT_CONNECT = '127.0.0.1:10800';
@@ -84,12 +86,35 @@ export async function status(metricsAddresses: readonly string[]): Promise<numbe
   for (const v of views) {
     const id = v.samples.find((s) => s.name === 'basalt_node_info')?.labels['ephemeral_id'];
     const peers = v.samples.find((s) => s.name === 'basalt_live_peers')?.value;
-    const extra = v.up ? ` id ${id ?? '?'}, live peers ${peers ?? '?'}` : '';
+    const extra = v.up ? ` id ${id ?? '?'}, live peers ${peers ?? '?'}, ${leaseAndLatencyText(v.samples)}` : '';
     log(`  ${v.name ?? '?'}\t${v.address}\t${v.up ? 'up' : 'down'}\t${v.detail}${extra}`);
   }
   log('groups (metastorage and partitions):');
   for (const line of groupLines(views)) log(`  ${line}`);
   return views.filter((v) => v.up).length;
+}
+
+/** The node's primary partition count and its commit latency p50/p99 (ms, from the histogram buckets). */
+function leaseAndLatencyText(samples: readonly Sample[]): string {
+  const primaries = samples.find((s) => s.name === 'basalt_primary_partitions')?.value;
+  const latency = histogramOf(samples, 'basalt_raft_commit_latency_ms');
+  const ms = (q: number) => {
+    const v = latency === undefined ? undefined : estimateQuantile(latency, q);
+    return v === undefined ? '-' : v.toFixed(1);
+  };
+  return `primaries ${primaries ?? '?'}, commit latency p50 ${ms(0.5)} ms p99 ${ms(0.99)} ms`;
+}
+
+/** A histogram back from its cumulative `_bucket{le=...}` samples (undefined when the family is absent). */
+export function histogramOf(samples: readonly Sample[], name: string): HistogramSnapshot | undefined {
+  const buckets = samples
+    .filter((s) => s.name === `${name}_bucket` && s.labels['le'] !== undefined)
+    .map((s) => ({ le: s.labels['le'] === '+Inf' ? Number.POSITIVE_INFINITY : Number(s.labels['le']), total: s.value }))
+    .sort((a, b) => a.le - b.le);
+  if (buckets.length === 0 || buckets.at(-1)?.le !== Number.POSITIVE_INFINITY) return undefined;
+  const counts = buckets.map((b, i) => b.total - (i === 0 ? 0 : (buckets[i - 1]?.total ?? 0)));
+  const sum = samples.find((s) => s.name === `${name}_sum`)?.value ?? 0;
+  return { bounds: buckets.slice(0, -1).map((b) => b.le), counts, sum, count: buckets.at(-1)?.total ?? 0 };
 }
 
 function groupLines(views: readonly NodeView[]): string[] {

@@ -86,6 +86,8 @@ test('basalt cluster: table create/list, status, demo, a crashed child reported,
       status = await basalt('status', '--metrics', metrics);
     }
     for (const n of ['n1', 'n2', 'n3']) assert.match(status, new RegExp(`^  ${n}\\t\\S+\\tup\\thealthy`, 'm'));
+    // Each node line ends in its primary partition count and commit latency quantiles (or '-' before any commit).
+    assert.match(status, /^ {2}n1\t.*, primaries \d+, commit latency p50 (\d+\.\d|-) ms p99 (\d+\.\d|-) ms$/m);
     assert.match(status, /^ {2}meta\tleader n\d\t/m);
     assert.match(status, settled);
 

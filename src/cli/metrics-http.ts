@@ -6,10 +6,12 @@
  * Health: 200 when the node runs and knows a metastorage leader (it can serve metadata and route requests), else 503
  * with the reason. Every metric carries the `node` label; node counters (resolution outcomes, recoveries, latency
  * totals, background failures, ...) are exported generically as `basalt_counter_total{name="..."}` so a new counter
- * needs no change here.
+ * needs no change here. Lease changes and the primary partition count have their own series; the Raft commit latency
+ * is a Prometheus histogram (cumulative `_bucket{le=...}` series ending in `+Inf`, which equals `_count`, and `_sum`).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { cumulativeCounts, type HistogramSnapshot } from '../core/histogram.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 
 export interface MetricsServerOptions {
@@ -112,6 +114,23 @@ function renderNode(out: MetricsText, node: BasaltNode): void {
   out.metric('basalt_hosted_partitions', 'gauge', 'partition replicas hosted here', [[{}, m.hostedPartitions]]);
   out.metric('basalt_tx_state_entries', 'gauge', 'entries of the volatile tx state map', [[{}, m.txStateEntries]]);
   out.metric('basalt_pending_requests', 'gauge', 'requests to peers awaiting a response', [[{}, m.pendingRequests]]);
+  out.metric('basalt_lease_changes_total', 'counter', 'applied leases whose holder differs from the previous one', [
+    [{}, m.leases.changes],
+  ]);
+  out.metric('basalt_leases_acquired_total', 'counter', "leases this node's replicas acquired as primary", [
+    [{}, m.leases.acquired],
+  ]);
+  out.metric('basalt_leases_lost_total', 'counter', "leases this node's replicas lost to another holder", [
+    [{}, m.leases.lost],
+  ]);
+  out.metric('basalt_primary_partitions', 'gauge', 'hosted partitions whose current lease names this node', [
+    [{}, m.leases.primaryPartitions],
+  ]);
+  out.histogram(
+    'basalt_raft_commit_latency_ms',
+    'milliseconds from propose to committed and applied, on the Raft leader',
+    m.raftCommitLatencyMs,
+  );
   renderGroups(out, node);
   out.metric(
     'basalt_counter_total',
@@ -172,13 +191,26 @@ class MetricsText {
 
   metric(name: string, type: 'counter' | 'gauge', help: string, samples: readonly Sample[]): void {
     this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    for (const [labels, value] of samples) {
-      const all = { node: this.nodeName, ...labels };
-      const text = Object.entries(all)
-        .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
-        .join(',');
-      this.lines.push(`${name}{${text}} ${Number.isFinite(value) ? value : 'NaN'}`);
-    }
+    for (const [labels, value] of samples) this.sample(name, labels, value);
+  }
+
+  /** A histogram family: cumulative `_bucket` series by upper bound (`+Inf` last, equal to the count), `_sum`, `_count`. */
+  histogram(name: string, help: string, snapshot: HistogramSnapshot): void {
+    this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} histogram`);
+    const cumulative = cumulativeCounts(snapshot);
+    cumulative.forEach((count, i) => {
+      const bound = snapshot.bounds[i];
+      this.sample(`${name}_bucket`, { le: bound === undefined ? '+Inf' : String(bound) }, count);
+    });
+    this.sample(`${name}_sum`, {}, snapshot.sum);
+    this.sample(`${name}_count`, {}, snapshot.count);
+  }
+
+  private sample(name: string, labels: Readonly<Record<string, string>>, value: number): void {
+    const text = Object.entries({ node: this.nodeName, ...labels })
+      .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
+      .join(',');
+    this.lines.push(`${name}{${text}} ${Number.isFinite(value) ? value : 'NaN'}`);
   }
 
   text(): string {

@@ -10,6 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect } from '../client/remote.js';
+import { estimateQuantile } from '../core/histogram.js';
+import { histogramOf, parseMetrics } from './admin.js';
 import { ChildNode } from './child-node.js';
 import { MetricsServer } from './metrics-http.js';
 
@@ -25,6 +27,33 @@ async function freePort(): Promise<number> {
 function sample(body: string, series: string): number | undefined {
   const line = body.split('\n').find((l) => l.startsWith(`${series} `));
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+/** The commit latency histogram: cumulative buckets by `le`, `+Inf` equal to a positive count, a plausible sum. */
+function assertCommitLatency(body: string): void {
+  assert.match(body, /# TYPE basalt_raft_commit_latency_ms histogram/);
+  const buckets = [...body.matchAll(/^basalt_raft_commit_latency_ms_bucket\{node="n1",le="([^"]+)"\} (\S+)$/gm)];
+  assert.deepEqual(
+    buckets.map((b) => b[1]),
+    ['0.5', '1', '2', '5', '10', '20', '50', '100', '200', '500', '1000', '+Inf'],
+  );
+  const counts = buckets.map((b) => Number(b[2]));
+  assert.ok(
+    counts.every((c, i) => i === 0 || c >= counts[i - 1]!),
+    `cumulative: ${counts.join(' ')}`,
+  );
+  const count = sample(body, 'basalt_raft_commit_latency_ms_count{node="n1"}') ?? 0;
+  const sum = sample(body, 'basalt_raft_commit_latency_ms_sum{node="n1"}') ?? -1;
+  assert.ok(count > 0, 'the leader timed its proposals (metastorage, leases, the write)');
+  assert.equal(counts.at(-1), count);
+  assert.ok(sum >= 0 && sum / count < 10_000, `sum ${sum} over ${count}`);
+  // What `basalt status` reads back: the same histogram, and quantiles within the bucket range.
+  const parsed = histogramOf(parseMetrics(body), 'basalt_raft_commit_latency_ms');
+  assert.equal(parsed?.count, count);
+  assert.deepEqual(parsed?.bounds, [0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]);
+  const p50 = estimateQuantile(parsed!, 0.5)!;
+  const p99 = estimateQuantile(parsed!, 0.99)!;
+  assert.ok(0 <= p50 && p50 <= p99 && p99 <= 1000, `p50 ${p50} p99 ${p99}`);
 }
 
 test('basalt node --metrics-port: /health 200 once ready, /metrics in Prometheus text, JSON logs with the node name', async () => {
@@ -64,7 +93,9 @@ test('basalt node --metrics-port: /health 200 once ready, /metrics in Prometheus
     // The ready line waits for the table, not for both partitions' elections: the one node leads all three groups soon.
     let body = await response.text();
     const deadline = Date.now() + 15_000;
-    while (sample(body, 'basalt_raft_leaderships{node="n1"}') !== 3 && Date.now() < deadline) {
+    const settled = (b: string) =>
+      sample(b, 'basalt_raft_leaderships{node="n1"}') === 3 && sample(b, 'basalt_primary_partitions{node="n1"}') === 2;
+    while (!settled(body) && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 50));
       body = await (await fetch(`${url}/metrics`)).text();
     }
@@ -81,6 +112,12 @@ test('basalt node --metrics-port: /health 200 once ready, /metrics in Prometheus
     assert.notEqual(sample(body, 'basalt_tx_state_entries{node="n1"}'), undefined);
     assert.notEqual(sample(body, 'basalt_pending_requests{node="n1"}'), undefined);
     assert.match(body, /# TYPE basalt_resolution_total counter/);
+    // Leases: the one node took the first lease of both partitions and lost none.
+    assert.equal(sample(body, 'basalt_primary_partitions{node="n1"}'), 2);
+    assert.ok((sample(body, 'basalt_lease_changes_total{node="n1"}') ?? 0) >= 2);
+    assert.ok((sample(body, 'basalt_leases_acquired_total{node="n1"}') ?? 0) >= 2);
+    assert.equal(sample(body, 'basalt_leases_lost_total{node="n1"}'), 0);
+    assertCommitLatency(body);
     assert.equal((await fetch(`${url}/nope`)).status, 404);
 
     child.signal('SIGINT');

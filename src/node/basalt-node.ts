@@ -14,6 +14,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { BasaltError } from '../core/errors.js';
+import type { HistogramSnapshot } from '../core/histogram.js';
 import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
@@ -25,6 +26,7 @@ import type { MessageBody } from '../net/envelope.js';
 import { Messenger } from '../net/messenger.js';
 import { type LeaderChange, type RaftCoreOptions, RaftDriver, type RaftTransport } from '../raft/driver.js';
 import type { LogStorage } from '../raft/log-storage.js';
+import { LEASE_COUNTERS } from '../replica/lease-metrics.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
 import { TxStateMap, type TxStateView } from '../tx/tx-state-map.js';
 import { GroupStateMachines } from './group-state-machines.js';
@@ -107,6 +109,19 @@ export interface NodeMetrics {
   readonly recoveries: number;
   readonly raftGroups: number;
   readonly raftLeaderships: number;
+  /** Milliseconds from propose to committed and applied, of this node's proposals as Raft leader (all groups). */
+  readonly raftCommitLatencyMs: HistogramSnapshot;
+  /**
+   * Lease changes as this node's replicas applied them (`lease.*` counters, bumped by the replica host): holder
+   * changes summed over hosted partitions, leases this node's replicas acquired and lost; and the hosted partitions
+   * whose current lease (started, unexpired) names this node, as `primaryOf` reads it.
+   */
+  readonly leases: {
+    readonly changes: number;
+    readonly acquired: number;
+    readonly lost: number;
+    readonly primaryPartitions: number;
+  };
   readonly livePeers: readonly NodeName[];
   /** Rule 19: live peers' measured clock offsets (peer minus this node, ms), and whether this node is beyond the bound. */
   readonly clock: {
@@ -212,6 +227,7 @@ export class BasaltNode {
         for (const listener of [...this.leaderListeners]) listener(change);
       },
       onGroupFailed: (_group, error) => this.onError(error),
+      clock: options.clock,
     });
     const hostFactory = options.partitionHost ?? placeholderPartitionHost;
     this.partitions = hostFactory({
@@ -336,6 +352,13 @@ export class BasaltNode {
       recoveries: this.counters.get('recovery.aborts'),
       raftGroups: groups.length,
       raftLeaderships: groups.filter((g) => this.raft.status(g)?.role === 'leader').length,
+      raftCommitLatencyMs: this.raft.commitLatencyMs(),
+      leases: {
+        changes: this.counters.get(LEASE_COUNTERS.changes),
+        acquired: this.counters.get(LEASE_COUNTERS.acquired),
+        lost: this.counters.get(LEASE_COUNTERS.lost),
+        primaryPartitions: this.primaryPartitionCount(),
+      },
       livePeers: this.membership.livePeers(),
       clock: {
         offsetsMs: this.membership.clockOffsetsMs(),
@@ -348,6 +371,15 @@ export class BasaltNode {
       pendingRequests: this.messenger.pendingCount,
       counters: this.counters.snapshot(),
     };
+  }
+
+  /** Hosted partitions whose primary, as this node knows it, is this node. */
+  private primaryPartitionCount(): number {
+    let count = 0;
+    for (const partition of this.reconciler.running().keys()) {
+      if (this.partitions.primaryOf?.(partition) === this.self.name) count++;
+    }
+    return count;
   }
 
   /**

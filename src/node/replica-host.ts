@@ -31,6 +31,7 @@ import { HostedPartition } from '../replica/handlers/hosted-partition.js';
 import { ReplicaRequestRouter } from '../replica/handlers/router.js';
 import { type CleanupSender, messengerCleanupSender, type PrimaryLocator } from '../replica/handlers/tx-finish.js';
 import { actingEnd, type Lease, sameHolder } from '../replica/lease.js';
+import { leaseCounting } from '../replica/lease-metrics.js';
 import { PartitionReplica } from '../replica/partition-replica.js';
 import { type LeaseTiming, leaseTiming } from '../replica/primary.js';
 import { type ReplicaResolution, replicaResolutionFor } from '../replica/resolution/replica-resolution.js';
@@ -216,6 +217,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     entry.undo.push(this.resolution.watch(partition));
     // Every apply may change the lease (a first lease, a takeover): decide at once rather than on the next tick.
     entry.undo.push(replica.stateMachine.onApplied(() => this.maintainOne(partitionId)));
+    entry.undo.push(replica.stateMachine.onLeaseChange(leaseCounting(context.counters, replica.self)));
     this.hosted.set(partitionId, entry);
     try {
       await context.raft.addGroup(partitionId, replicas);

@@ -5,7 +5,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
+import { cumulativeCounts } from '../core/histogram.js';
 import { type NodeName, nodeName, type PartitionId, partitionId } from '../core/ids.js';
+import { SimClock } from '../sim/clock.js';
 import { SeededRandom } from '../sim/random.js';
 import { Scheduler } from '../sim/scheduler.js';
 import { type LeaderChange, RaftDriver, type RaftStateMachine, type RaftTransport } from './driver.js';
@@ -90,6 +92,7 @@ class Cluster {
       tickIntervalMs: 10,
       compactEntriesMin: this.compactEntriesMin,
       onLeaderChange: (c) => this.changes.push(c),
+      clock: new SimClock(this.scheduler),
     });
     await driver.addGroup(G, this.names);
     const m = { driver, storage, sm };
@@ -146,6 +149,24 @@ test('a proposal on the leader resolves once committed and applied, and every no
   const last = c.changes.at(-1);
   assert.ok(c.changes.some((ch) => ch.leader === leader && ch.role === 'leader'));
   assert.equal(last?.term, committed.term);
+});
+
+test('commit latency: each resolved proposal is timed from propose to applied on the leader; followers time none', async () => {
+  const c = new Cluster();
+  await c.startAll();
+  const leader = await c.waitLeader();
+  await c.run(50);
+  const driver = c.member(leader).driver;
+  assert.equal(driver.commitLatencyMs().count, 0, 'the leader noop was not proposed through propose()');
+  for (let i = 0; i < 5; i++) await c.settle(driver.propose(G, enc(`s${i}`)));
+  await c.settle(Promise.all(Array.from({ length: 10 }, (_, i) => driver.propose(G, enc(`b${i}`)))));
+  const latency = driver.commitLatencyMs();
+  assert.equal(latency.count, 15);
+  assert.equal(cumulativeCounts(latency).at(-1), 15, '+Inf holds every observation');
+  // One round trip to a follower over the 1 ms links at least, and well under a second of virtual time.
+  assert.ok(latency.sum >= 2 * 15, `sum ${latency.sum}`);
+  assert.ok(latency.sum / latency.count < 100, `mean ${latency.sum / latency.count}`);
+  for (const n of c.names.filter((n) => n !== leader)) assert.equal(c.member(n).driver.commitLatencyMs().count, 0);
 });
 
 test('a follower refuses a proposal with NOT_LEADER and names the leader', async () => {

@@ -10,10 +10,16 @@
  * cannot propose or the entry was overwritten by another leader's, and with TIMEOUT when a snapshot covered it, so
  * that its fate is unknown here. Invariants: at most one Ready per group is being handled at a time; applies happen
  * in log order; pending proposals are bounded by `raftPendingProposalsMax`.
+ *
+ * Commit latency: with a clock, each proposal carries the monotonic time of its `propose` call, and when it resolves
+ * (committed in its own term and applied here) the elapsed time goes into one fixed-bucket histogram for all groups.
+ * Nothing is kept per proposal beyond the pending record it already has, so memory stays bounded by the same limit.
  */
 import { BasaltError } from '../core/errors.js';
+import { Histogram, type HistogramSnapshot, LATENCY_BUCKETS_MS } from '../core/histogram.js';
 import type { LogIndex, NodeName, PartitionId, Term } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
+import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import type { LogStorage } from './log-storage.js';
@@ -64,6 +70,8 @@ export interface RaftDriverOptions {
   readonly onLeaderChange?: (change: LeaderChange) => void;
   /** A group whose storage or state machine failed stops; its pending proposals are rejected. */
   readonly onGroupFailed?: (group: PartitionId, error: unknown) => void;
+  /** Measures commit latency (monotonicMs); without it no latency is recorded. */
+  readonly clock?: Clock;
 }
 
 export interface Committed {
@@ -73,12 +81,15 @@ export interface Committed {
 
 interface Pending {
   readonly term: number;
+  /** Monotonic time of the `propose` call (0 without a clock). */
+  readonly proposedAtMs: number;
   readonly resolve: (c: Committed) => void;
   readonly reject: (e: BasaltError) => void;
 }
 
 interface Queued {
   readonly data: Uint8Array;
+  readonly proposedAtMs: number;
   readonly resolve: (c: Committed) => void;
   readonly reject: (e: BasaltError) => void;
 }
@@ -114,6 +125,8 @@ export class RaftDriver {
   private readonly compactEntriesMin: number;
   private readonly onLeaderChange: ((change: LeaderChange) => void) | undefined;
   private readonly onGroupFailed: ((group: PartitionId, error: unknown) => void) | undefined;
+  private readonly clock: Clock | undefined;
+  private readonly commitLatency = new Histogram(LATENCY_BUCKETS_MS);
   private readonly groups = new Map<PartitionId, Group>();
   private pendingCount = 0;
   private timer: TimerHandle | null = null;
@@ -131,6 +144,7 @@ export class RaftDriver {
     this.compactEntriesMin = options.compactEntriesMin ?? LIMITS.raftCompactEntriesMin;
     this.onLeaderChange = options.onLeaderChange;
     this.onGroupFailed = options.onGroupFailed;
+    this.clock = options.clock;
     this.transport.setHandler((from, envelope) => this.receive(from, envelope));
     this.armTimer();
   }
@@ -197,8 +211,9 @@ export class RaftDriver {
     if (this.pendingCount + g.queued.length >= LIMITS.raftPendingProposalsMax) {
       return Promise.reject(new BasaltError('OVERLOADED', 'too many Raft proposals in flight', { group }));
     }
+    const proposedAtMs = this.clock?.monotonicMs() ?? 0;
     return new Promise((resolve, reject) => {
-      g.queued.push({ data, resolve, reject });
+      g.queued.push({ data, proposedAtMs, resolve, reject });
       this.schedule(g);
     });
   }
@@ -233,6 +248,11 @@ export class RaftDriver {
 
   groupIds(): PartitionId[] {
     return [...this.groups.keys()];
+  }
+
+  /** Milliseconds from `propose` to committed and applied here, of every proposal of this node that resolved. */
+  commitLatencyMs(): HistogramSnapshot {
+    return this.commitLatency.snapshot();
   }
 
   /**
@@ -336,7 +356,7 @@ export class RaftDriver {
         this.pendingCount--;
         stale.reject(new BasaltError('TIMEOUT', 'outcome unknown: the entry left this log', leaderDetails(g)));
       }
-      g.pending.set(r.index + i, { term: r.term, resolve: q.resolve, reject: q.reject });
+      g.pending.set(r.index + i, { term: r.term, proposedAtMs: q.proposedAtMs, resolve: q.resolve, reject: q.reject });
     });
     this.pendingCount += batch.length;
   }
@@ -378,8 +398,10 @@ export class RaftDriver {
     if (p === undefined) return;
     g.pending.delete(e.index);
     this.pendingCount--;
-    if (p.term === e.term) p.resolve({ index: e.index, term: e.term });
-    else p.reject(new BasaltError('NOT_LEADER', 'the proposal was overwritten by a new leader', leaderDetails(g)));
+    if (p.term === e.term) {
+      if (this.clock !== undefined) this.commitLatency.observe(this.clock.monotonicMs() - p.proposedAtMs);
+      p.resolve({ index: e.index, term: e.term });
+    } else p.reject(new BasaltError('NOT_LEADER', 'the proposal was overwritten by a new leader', leaderDetails(g)));
   }
 
   /** Proposals at or below a restored snapshot: committed or not, this node cannot tell. */

@@ -13,6 +13,10 @@
  * applied state is visible to reads, the clock absorbs the last `e`, the tx state map is updated, safe time advances,
  * and results are handed to this replica's own proposals (the primary answers from them, rule 4).
  *
+ * Lease observers (`onLeaseChange`) hear of every change of the applied lease, from an applied Lease command or from
+ * an installed snapshot, once the change is visible here; they are told the lease before and after (for metrics:
+ * holder changes, leases this replica gained or lost).
+ *
  * Invariants: both storages of the partition always agree on the applied position; the lease and lastAppliedTs are
  * durable with it and part of snapshots; the applied index rises by exactly one per entry; effective timestamps rise
  * strictly. A malformed entry throws before anything is written, and the Raft driver stops the group.
@@ -44,7 +48,7 @@ import {
   type WriteIntentSwitchCommand,
   writesOf,
 } from './commands.js';
-import { decideLease, type Lease, tokenNames } from './lease.js';
+import { decideLease, type Lease, sameToken, tokenNames, tokenOf } from './lease.js';
 import type { ProposalTracker } from './proposals.js';
 import { AppliedSafeTime } from './safe-time.js';
 
@@ -83,11 +87,22 @@ export interface AppliedEntry {
 
 export type AppliedListener = (entries: readonly AppliedEntry[]) => void;
 
+/** One change of the applied lease: a first lease, an extension, a new lease, or one an installed snapshot brought. */
+export interface LeaseTransition {
+  readonly previous: Lease | null;
+  readonly lease: Lease;
+  readonly via: 'apply' | 'snapshot';
+}
+
+export type LeaseListener = (transition: LeaseTransition) => void;
+
 /** The state an apply batch works on; copied back to the machine only once the storage step returned. */
 interface Working {
   ts: HybridTimestamp;
   leaseRecord: LeaseRecord;
   leaseChanged: boolean;
+  /** Lease commands applied in this batch, in log order (for the lease observers). */
+  readonly leaseTransitions: LeaseTransition[];
   /** Volatile effects (tx state map), run in log order after the storage step. */
   readonly effects: (() => void)[];
 }
@@ -107,6 +122,7 @@ export class PartitionStateMachine {
   private readonly txTimeoutMs: number;
   private readonly txStateRetentionMs: number;
   private readonly listeners = new Set<AppliedListener>();
+  private readonly leaseListeners = new Set<LeaseListener>();
   private index: LogIndex;
   private term: Term;
   private ts: HybridTimestamp;
@@ -162,6 +178,12 @@ export class PartitionStateMachine {
     return () => this.listeners.delete(listener);
   }
 
+  /** Adds an observer of every change of the applied lease (after it is visible); returns its unsubscribe function. */
+  onLeaseChange(listener: LeaseListener): () => void {
+    this.leaseListeners.add(listener);
+    return () => this.leaseListeners.delete(listener);
+  }
+
   // ---------------------------------------------------------------------------------------- apply
 
   /** Applies committed entries in log order (entries at or below the applied index are skipped). */
@@ -174,7 +196,13 @@ export class PartitionStateMachine {
     });
     // Decode everything first: a malformed entry fails the group before any effect.
     const commands = fresh.map((e) => (e.kind === 'noop' ? null : decodeCommand(e.data)));
-    const work: Working = { ts: this.ts, leaseRecord: this.leaseRecord, leaseChanged: false, effects: [] };
+    const work: Working = {
+      ts: this.ts,
+      leaseRecord: this.leaseRecord,
+      leaseChanged: false,
+      leaseTransitions: [],
+      effects: [],
+    };
     const results = this.engine.runConsistently(() => {
       const out = commands.map((command) => (command === null ? null : this.applyCommand(command, work)));
       this.mv.setLastApplied(last.index, last.term, work.ts);
@@ -198,7 +226,14 @@ export class PartitionStateMachine {
       result: results[i] ?? null,
     }));
     this.deliverResults(applied);
+    this.notifyLease(work.leaseTransitions);
     for (const listener of this.listeners) listener(applied);
+  }
+
+  private notifyLease(transitions: readonly LeaseTransition[]): void {
+    for (const transition of transitions) {
+      for (const listener of this.leaseListeners) listener(transition);
+    }
   }
 
   private deliverResults(applied: readonly AppliedEntry[]): void {
@@ -245,6 +280,7 @@ export class PartitionStateMachine {
     const lastSeq = decision.change === 'extension' ? work.leaseRecord.lastSeq : 0;
     work.leaseRecord = { lease: decision.lease, lastSeq };
     work.leaseChanged = true;
+    work.leaseTransitions.push({ previous: current, lease: decision.lease, via: 'apply' });
     return { kind: 'LEASE_APPLIED', appliedTs: e, change: decision.change, lease: decision.lease };
   }
 
@@ -378,6 +414,7 @@ export class PartitionStateMachine {
   /** Replaces the partition's whole state with a snapshot received from the leader, atomically. */
   restore(snapshot: Snapshot): void {
     const { mvChunks, txChunks } = decodeSnapshot(snapshot.data);
+    const previous = this.leaseRecord.lease;
     this.engine.runConsistently(() => {
       this.mv.restore(mvChunks);
       this.txState.restore(txChunks);
@@ -390,6 +427,8 @@ export class PartitionStateMachine {
     this.leaseRecord = loaded.leaseRecord;
     this.clock.update(loaded.ts);
     this.safeTime.advance(loaded.ts);
+    const lease = loaded.leaseRecord.lease;
+    if (lease !== null && !sameLease(previous, lease)) this.notifyLease([{ previous, lease, via: 'snapshot' }]);
   }
 
   private load(): { index: LogIndex; term: Term; ts: HybridTimestamp; leaseRecord: LeaseRecord } {
@@ -403,6 +442,10 @@ export class PartitionStateMachine {
     const bytes = this.mv.getMeta(LEASE_META_NAME);
     return { index, term, ts, leaseRecord: bytes === undefined ? NO_LEASE : decodeLeaseRecord(bytes) };
   }
+}
+
+function sameLease(a: Lease | null, b: Lease): boolean {
+  return a !== null && sameToken(tokenOf(a), tokenOf(b)) && a.expiration === b.expiration;
 }
 
 function dataMiss(
