@@ -65,6 +65,7 @@ const BACKOFF_MS_MAX = 2_000;
 /** Every peer's name → address, once each bare address answered; undefined if aborted. */
 export async function discoverPeers(options: DiscoveryOptions): Promise<Map<NodeName, string> | undefined> {
   const members = namedMembers(options.self.name, options.peers);
+  const named = new Set(members.keys());
   const waiting = new Map<string, string>(
     options.peers.filter((p) => p.name === undefined).map((p) => [p.address, 'not probed yet']),
   );
@@ -72,7 +73,7 @@ export async function discoverPeers(options: DiscoveryOptions): Promise<Map<Node
   let backoffMs = options.backoffMsMin ?? BACKOFF_MS_MIN;
   while (waiting.size > 0) {
     if (options.signal?.aborted) return undefined;
-    await probeRound(options, members, waiting);
+    await probeRound(options, members, named, waiting);
     if (waiting.size === 0) break;
     if (Date.now() >= deadline) {
       const list = [...waiting].map(([address, reason]) => `${address} (${reason})`).join(', ');
@@ -93,6 +94,7 @@ export async function discoverPeers(options: DiscoveryOptions): Promise<Map<Node
 async function probeRound(
   options: DiscoveryOptions,
   members: Map<NodeName, string>,
+  named: ReadonlySet<NodeName>,
   waiting: Map<string, string>,
 ): Promise<void> {
   const addresses = [...waiting.keys()];
@@ -117,6 +119,9 @@ async function probeRound(
       throw clash(`the peer at ${address} says it is ${name}, this node's own name (--peers lists the other nodes)`);
     }
     const known = members.get(name);
+    if (known !== undefined && named.has(name)) {
+      throw clash(`--peers names ${name} at ${known}, and the peer at ${address} says it is ${name} too`);
+    }
     if (known !== undefined) throw clash(`the peers at ${known} and ${address} both say they are ${name}`);
     members.set(name, address);
     waiting.delete(address);

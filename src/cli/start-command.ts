@@ -129,11 +129,15 @@ export async function runStart(options: StartSettings): Promise<void> {
   }
   if (await until(() => stopping || node.metastorage.revision > 0, READY_WAIT_MS)) {
     for (const spec of options.tables) {
+      if (stopping) break;
       await ensureTable(node, spec);
       await until(() => stopping || node.metastorage.table(spec.name) !== undefined, READY_WAIT_MS);
     }
-    log(`basalt: node ${name} ready: ${status(node)}`);
-    logger.info({ ...node.metrics(), clock: undefined }, 'node ready');
+    // A node stopped before it was ready prints no ready line: a supervisor would read it as readiness.
+    if (!stopping) {
+      log(`basalt: node ${name} ready: ${status(node)}`);
+      logger.info({ ...node.metrics(), clock: undefined }, 'node ready');
+    }
   } else {
     logger.warn({ waitedMs: READY_WAIT_MS }, 'no metastorage state yet');
   }
