@@ -1,5 +1,5 @@
 /**
- * The operator commands against a live `basalt cluster` (three `basalt node` child processes, LMDB in a temp dir):
+ * The operator commands against a live `basalt cluster` (three `basalt start` child processes, LMDB in a temp dir):
  * `--help` lists every command; `table create` and `table list` over the client port; `status` from the metrics
  * endpoints; `demo` for two seconds with a clean report; a child killed with SIGKILL is reported by the supervisor
  * with its signal, and SIGINT stops the others cleanly (the supervisor then exits 1 because of the crash).
@@ -41,12 +41,18 @@ async function freeRange(count: number): Promise<number> {
   throw new Error('no free port range');
 }
 
-test('basalt --help lists every command', async () => {
+test('basalt --help lists every command with a description; basalt start --help lists its flags', async () => {
   const help = await basalt('--help');
-  for (const command of ['start', 'node', 'cluster', 'table', 'status', 'demo']) {
-    assert.match(help, new RegExp(`^  ${command}\\b`, 'm'), command);
+  for (const command of ['start', 'cluster', 'local', 'table', 'status', 'demo']) {
+    assert.match(help, new RegExp(`^  ${command}( \\[options\\])? +\\w`, 'm'), command);
   }
+  assert.doesNotMatch(help, /^ {2}node\b/m, 'basalt node is gone (basalt start replaces it)');
   assert.match(await basalt('table', '--help'), /create.*\n.*list/s);
+  const startHelp = await basalt('start', '--help');
+  const flags = ['config', 'name', 'host', 'port', 'data', 'memory', 'peers', 'client-port', 'metrics-port', 'table'];
+  for (const flag of [...flags, 'log-level', 'log-file', 'status-interval']) {
+    assert.match(startHelp, new RegExp(`^  --${flag}\\b`, 'm'), flag);
+  }
 });
 
 test('basalt cluster: table create/list, status, demo, a crashed child reported, Ctrl-C stops the rest', async () => {

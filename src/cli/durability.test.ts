@@ -1,5 +1,5 @@
 /**
- * Durability across real processes: three `basalt node` processes over TCP with LMDB in a temp dir, a bank client over
+ * Durability across real processes: three `basalt start` processes over TCP with LMDB in a temp dir, a bank client over
  * `connect()` to n1. Every transfer writes, in the same transaction, a record `xfer/<id>` of itself, so afterwards the
  * set of transfers that applied can be read back. Phases: transfers; `kill -9` of n3 with transfers going on; n3
  * restarted on its data; transfers go on; the workload stops and the state is checked; `kill -9` of all three at once;
@@ -172,15 +172,17 @@ async function verify(client: RemoteClient, bank: Bank): Promise<Observed> {
 test('kill -9 of one node with transfers going on, then of all three at once: acknowledged transfers survive', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'basalt-durability-'));
   const [p1, p2, p3, clientPort] = await freePorts(4);
-  const cluster = [p1, p2, p3].map((p, i) => `${NAMES[i]}=127.0.0.1:${p}`).join(',');
+  const peerPorts = [p1, p2, p3];
   const args = (name: string): string[] => [
-    'node',
+    'start',
     '--name',
     name,
-    '--cluster',
-    cluster,
-    '--data-dir',
-    dataDir,
+    '--port',
+    String(peerPorts[NAMES.indexOf(name as (typeof NAMES)[number])]),
+    '--peers',
+    NAMES.flatMap((n, i) => (n === name ? [] : [`${n}=127.0.0.1:${peerPorts[i]}`])).join(','),
+    '--data',
+    join(dataDir, name),
     '--table',
     `${TABLE}:4:3`,
     '--status-interval',

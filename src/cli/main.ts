@@ -1,65 +1,83 @@
 #!/usr/bin/env node
 /**
- * The `basalt` command. `basalt start` runs a local cluster in this process (nodes n1..nN over TCP on loopback, LMDB
- * by default); `basalt node` runs one node of a multi-process cluster; `basalt cluster` supervises a local cluster of
- * `basalt node` child processes. These stop gracefully on SIGINT/SIGTERM (a second SIGINT exits at once).
- * `basalt table`, `status` and `demo` work against a running cluster (client port and metrics endpoints).
+ * The `basalt` command. `basalt start` runs one node of a cluster in this process (peers over TCP, LMDB in its own
+ * data directory); `basalt cluster` supervises a local cluster of `basalt start` child processes; `basalt local` runs
+ * a whole local cluster inside one process (a developer tool). These stop gracefully on SIGINT/SIGTERM (a second
+ * SIGINT exits at once). `basalt table`, `status` and `demo` work against a running cluster (client port and metrics
+ * endpoints).
  */
 import { Command } from 'commander';
 import { DEFAULT_CONNECT, DEFAULT_METRICS, status, tableCreate, tableList } from './admin.js';
 import { runCluster } from './cluster-command.js';
-import { port, positiveInt, tableSpec } from './common.js';
+import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
 import { demo } from './demo.js';
+import { type PeerEntry, peerList } from './discovery.js';
+import { type LocalOptions, local } from './local.js';
 import { LOG_LEVELS, type LogLevel, logLevel } from './logging.js';
-import { clusterSpec, type NodeCommandOptions, runNode } from './node-command.js';
-import { type StartOptions, start } from './start.js';
+import { runStart } from './start-command.js';
+import {
+  CONFIG_KEYS,
+  DEFAULT_HOST,
+  DEFAULT_STATUS_INTERVAL_MS,
+  type PartialStartSettings,
+  readStartConfig,
+  resolveStartSettings,
+} from './start-config.js';
 
 const program = new Command();
 program.name('basalt').description('A distributed, replicated, transactional key-value store');
-program
-  .command('start')
-  .description('start a local cluster (TCP on loopback, LMDB storage) and run it until Ctrl-C')
-  .option('--nodes <n>', 'number of nodes', positiveInt, 3)
-  .option('--data-dir <path>', 'LMDB data directory (one environment per node)', '.basalt/data')
-  .option('--memory', 'keep data in memory instead of LMDB')
-  .option('--base-port <port>', 'node i listens on base-port + i - 1 (default: ephemeral ports)', positiveInt)
-  .option('--table <name[:partitions[:replicas]]>', 'create this table at start if missing (repeatable)', tableSpec, [])
-  .option('--status-interval <ms>', 'milliseconds between status lines', positiveInt, 5_000)
-  .option('--client-port <port>', "n1's client port for connect() (0: an ephemeral port)", port, 10_800)
-  .option('--metrics-port <port>', 'node i serves /metrics and /health on port + i - 1 (0: ephemeral ports)', port, 0)
-  .option('--log-level <level>', `structured log level (${LOG_LEVELS.join(', ')}; info with --log-file)`, logLevel)
-  .option('--log-file <path>', 'structured (JSON) logs of every node to this file instead of stderr')
-  .action(async (options: Omit<StartOptions, 'logLevel'> & { statusInterval: number; logLevel?: LogLevel }) => {
-    // On a terminal the human lines come first: structured logs on stderr only from warnings, unless asked.
-    const level = options.logLevel ?? (options.logFile === undefined ? 'warn' : 'info');
-    await start({ ...options, logLevel: level, statusIntervalMs: options.statusInterval });
-  });
+
+/** The flags of `basalt start` as commander hands them over: undefined when not given (the config file may say). */
+interface StartFlags {
+  readonly config?: string;
+  readonly name?: string;
+  readonly host?: string;
+  readonly port?: number;
+  readonly data?: string;
+  readonly memory?: boolean;
+  readonly peers?: PeerEntry[];
+  readonly clientPort?: number;
+  readonly metricsPort?: number;
+  readonly table?: TableSpec[];
+  readonly logLevel?: LogLevel;
+  readonly logFile?: string;
+  readonly statusInterval?: number;
+}
 
 program
-  .command('node')
-  .description('run one node of a cluster in this process (every node gets the same --cluster list)')
-  .requiredOption('--name <name>', 'this node, one of the --cluster names')
-  .requiredOption('--cluster <list>', 'every node as name=host:port, comma separated', clusterSpec)
-  .option('--data-dir <path>', 'LMDB data directory (this node uses <path>/<name>)', '.basalt/data')
+  .command('start')
+  .description('start one node of a cluster in this process (peers over TCP, LMDB storage) until Ctrl-C')
+  .option('--config <file>', `JSON file with these settings (keys: ${CONFIG_KEYS.join(', ')}); flags override it`)
+  .option('--name <name>', "this node's name, distinct from every peer's")
+  .option('--host <host>', `address to listen on for peers and clients (default: ${DEFAULT_HOST})`)
+  .option('--port <port>', 'peer port the other nodes dial (0: an ephemeral port)', port)
+  .option('--data <path>', "this node's own LMDB data directory")
   .option('--memory', 'keep data in memory instead of LMDB')
   .option(
-    '--table <name[:partitions[:replicas]]>',
-    'create this table once ready if missing (repeatable)',
-    tableSpec,
-    [],
+    '--peers <list>',
+    'the other nodes, comma separated, each name=host:port or host:port (name learned)',
+    peerList,
   )
-  .option('--status-interval <ms>', 'milliseconds between status lines', positiveInt, 5_000)
   .option('--client-port <port>', 'serve connect() clients on this port (0: an ephemeral port)', port)
   .option('--metrics-port <port>', 'serve /metrics (Prometheus) and /health over HTTP (0: an ephemeral port)', port)
-  .option('--log-level <level>', `structured log level (${LOG_LEVELS.join(', ')})`, logLevel, 'info')
+  .option('--table <name[:partitions[:replicas]]>', 'create this table once ready if missing (repeatable)', tableSpecs)
+  .option('--log-level <level>', `structured log level (${LOG_LEVELS.join(', ')}; default: info)`, logLevel)
   .option('--log-file <path>', 'structured (JSON) logs to this file instead of stderr')
-  .action(async (options: Omit<NodeCommandOptions, 'statusIntervalMs'> & { statusInterval: number }) => {
-    await runNode({ ...options, statusIntervalMs: options.statusInterval });
+  .option(
+    '--status-interval <ms>',
+    `milliseconds between status lines (default: ${DEFAULT_STATUS_INTERVAL_MS})`,
+    positiveInt,
+  )
+  .action(async (flags: StartFlags) => {
+    const file = flags.config === undefined ? {} : readStartConfig(flags.config);
+    const { config: _, table, statusInterval, ...rest } = flags;
+    const given: PartialStartSettings = { ...rest, tables: table, statusIntervalMs: statusInterval };
+    await runStart(resolveStartSettings(file, given));
   });
 
 program
   .command('cluster')
-  .description('start and supervise a local cluster of `basalt node` child processes until Ctrl-C')
+  .description('start and supervise a local cluster of `basalt start` child processes until Ctrl-C')
   .option('--nodes <n>', 'number of node processes', positiveInt, 3)
   .option('--data <path>', 'LMDB data directory (node nI uses <path>/nI)', './data')
   .option('--base-port <port>', 'node i listens for peers on base-port + i - 1 (default: free ports)', positiveInt)
@@ -76,10 +94,34 @@ program
     tableSpec,
     [],
   )
-  .option('--log-level <level>', `structured log level (${LOG_LEVELS.join(', ')})`, logLevel, 'info')
+  .option(
+    '--log-level <level>',
+    `structured log level of the nodes, on stderr (${LOG_LEVELS.join(', ')}); warn keeps the human lines readable`,
+    logLevel,
+    'warn',
+  )
   .option('--status-interval <ms>', 'milliseconds between status lines of each node', positiveInt, 10_000)
   .action(async (options) => {
     process.exitCode = await runCluster({ ...options, statusIntervalMs: options.statusInterval });
+  });
+
+program
+  .command('local')
+  .description('developer tool: a whole local cluster in this one process (TCP on loopback, LMDB) until Ctrl-C')
+  .option('--nodes <n>', 'number of nodes', positiveInt, 3)
+  .option('--data-dir <path>', 'LMDB data directory (one environment per node)', '.basalt/data')
+  .option('--memory', 'keep data in memory instead of LMDB')
+  .option('--base-port <port>', 'node i listens on base-port + i - 1 (default: ephemeral ports)', positiveInt)
+  .option('--table <name[:partitions[:replicas]]>', 'create this table at start if missing (repeatable)', tableSpec, [])
+  .option('--status-interval <ms>', 'milliseconds between status lines', positiveInt, 5_000)
+  .option('--client-port <port>', "n1's client port for connect() (0: an ephemeral port)", port, 10_800)
+  .option('--metrics-port <port>', 'node i serves /metrics and /health on port + i - 1 (0: ephemeral ports)', port, 0)
+  .option('--log-level <level>', `structured log level (${LOG_LEVELS.join(', ')}; info with --log-file)`, logLevel)
+  .option('--log-file <path>', 'structured (JSON) logs of every node to this file instead of stderr')
+  .action(async (options: Omit<LocalOptions, 'logLevel'> & { statusInterval: number; logLevel?: LogLevel }) => {
+    // On a terminal the human lines come first: structured logs on stderr only from warnings, unless asked.
+    const level = options.logLevel ?? (options.logFile === undefined ? 'warn' : 'info');
+    await local({ ...options, logLevel: level, statusIntervalMs: options.statusInterval });
   });
 
 const table = program.command('table').description('create and list tables of a running cluster');
@@ -131,6 +173,11 @@ program
       if (!ok) process.exitCode = 1;
     },
   );
+
+/** Repeated `--table` flags accumulate; none given stays undefined so that a config file's tables apply. */
+function tableSpecs(value: string, previous: TableSpec[] | undefined): TableSpec[] {
+  return tableSpec(value, previous ?? []);
+}
 
 program.parseAsync(process.argv).then(
   () => process.exit(process.exitCode ?? 0),

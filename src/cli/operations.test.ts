@@ -1,5 +1,5 @@
 /**
- * Operations endpoints and logs of `basalt node`: `/health` turns 200 once the node knows a metastorage leader,
+ * Operations endpoints and logs of `basalt start`: `/health` turns 200 once the node knows a metastorage leader,
  * `/metrics` is Prometheus text with the node label and the node's figures, structured logs are JSON lines naming the
  * node. A metrics server without a node answers 503 and `basalt_up 0`.
  */
@@ -56,15 +56,15 @@ function assertCommitLatency(body: string): void {
   assert.ok(0 <= p50 && p50 <= p99 && p99 <= 1000, `p50 ${p50} p99 ${p99}`);
 }
 
-test('basalt node --metrics-port: /health 200 once ready, /metrics in Prometheus text, JSON logs with the node name', async () => {
+test('basalt start --metrics-port: /health 200 once ready, /metrics in Prometheus text, JSON logs with the node name', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'basalt-ops-'));
   const logFile = join(dir, 'n1.log');
   const child = new ChildNode([
-    'node',
+    'start',
     '--name',
     'n1',
-    '--cluster',
-    `n1=127.0.0.1:${await freePort()}`,
+    '--port',
+    String(await freePort()),
     '--memory',
     '--table',
     'kv:2:1',

@@ -1,6 +1,6 @@
 /**
- * `basalt start`: a local cluster in this process, nodes n1..nN over TCP on loopback with one LMDB environment per node
- * under the data directory (or in-memory storage). Prints each node's address, the metastorage leader and partition
+ * `basalt local`: a developer tool, a whole local cluster in this one process, nodes n1..nN over TCP on loopback with
+ * one LMDB environment per node under the data directory (or in-memory storage). Prints each node's address, the metastorage leader and partition
  * leaders as they settle, a `ready` line, then a status line periodically; a signal stops it gracefully. Node n1
  * serves `connect()` clients on the client port (default 10800, Ignite's), printed before the ready line.
  */
@@ -17,7 +17,7 @@ import { log, type TableSpec, untilSignal } from './common.js';
 import { createNodeLogger, type LogLevel, type NodeLogger } from './logging.js';
 import { MetricsServer } from './metrics-http.js';
 
-export interface StartOptions {
+export interface LocalOptions {
   readonly nodes: number;
   readonly dataDir: string;
   readonly memory?: boolean;
@@ -33,7 +33,7 @@ export interface StartOptions {
   readonly logFile?: string;
 }
 
-export async function start(options: StartOptions): Promise<void> {
+export async function local(options: LocalOptions): Promise<void> {
   // Listen before anything is printed: a signal that arrives before a listener exists kills the process outright.
   const stopRequested = untilSignal();
   const names = defaultNodeNames(options.nodes);

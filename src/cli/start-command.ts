@@ -1,12 +1,13 @@
 /**
- * `basalt node`: one node of a cluster as its own process (real-process tests: kill -9 and restart). Every process is
- * given the same `--cluster` list of `name=host:port`; this one listens on its own entry over TCP and keeps its data
- * in one LMDB environment under `data-dir/<name>` (or in memory). It prints its address, leaders it becomes, a ready
- * line once it knows the metastorage state, then status lines; a signal stops it gracefully. With `--client-port` it
- * serves `connect()` clients on its host, and coordinates their transactions.
+ * `basalt start`: one node of a cluster as its own process. It listens for peers on `--host:--port` over TCP and keeps
+ * its data in one LMDB environment in its own `--data` directory (or in memory). `--peers` lists the other nodes as
+ * `name=host:port` or bare `host:port`; bare ones are probed until they answer with their names (discovery.ts) while
+ * this node's transport already listens, and only then does the node start, with every member known. It prints its
+ * address, leaders it becomes, a ready line once it knows the metastorage state, then status lines; a signal stops it
+ * gracefully (also while it still waits for peers). With `--client-port` it serves `connect()` clients on its host,
+ * and coordinates their transactions.
  */
-import { join, resolve } from 'node:path';
-import { InvalidArgumentError } from 'commander';
+import { resolve } from 'node:path';
 import { nodeClient } from '../client/node-client.js';
 import { ClientServer } from '../client/server.js';
 import { isBasaltError } from '../core/errors.js';
@@ -15,7 +16,7 @@ import { META_GROUP } from '../core/partitioning.js';
 import { RealClock } from '../env/real-clock.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
-import { parseHostPort, TcpTransport } from '../net/tcp-transport.js';
+import { TcpTransport } from '../net/tcp-transport.js';
 import { BasaltNode, type NodeStorage } from '../node/basalt-node.js';
 import { coordinatorService } from '../node/coordinator-service.js';
 import { openLmdbNodeStorage } from '../node/real-cluster.js';
@@ -23,53 +24,20 @@ import { replicaPartitionHost } from '../node/replica-host.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { log, type TableSpec, untilSignal } from './common.js';
-import { createNodeLogger, type LogLevel } from './logging.js';
+import { discoverPeers } from './discovery.js';
+import { createNodeLogger } from './logging.js';
 import { MetricsServer } from './metrics-http.js';
+import type { StartSettings } from './start-config.js';
 
-export interface NodeCommandOptions {
-  readonly name: string;
-  /** `n1=127.0.0.1:7001,n2=127.0.0.1:7002,...`: every node of the cluster, this one included. */
-  readonly cluster: ReadonlyMap<NodeName, string>;
-  readonly dataDir: string;
-  readonly memory?: boolean;
-  readonly table: readonly TableSpec[];
-  readonly statusIntervalMs: number;
-  /** Serve `connect()` clients on this port of the node's host (0: ephemeral); no client port when absent. */
-  readonly clientPort?: number;
-  /** Serve `/metrics` and `/health` over HTTP on this port of the node's host (0: ephemeral); none when absent. */
-  readonly metricsPort?: number;
-  readonly logLevel: LogLevel;
-  /** Structured logs to this file instead of stderr. */
-  readonly logFile?: string;
-}
-
-/** Parses `name=host:port,...` (names distinct, addresses valid). */
-export function clusterSpec(value: string): Map<NodeName, string> {
-  const members = new Map<NodeName, string>();
-  for (const part of value.split(',')) {
-    const [name, address] = part.split('=');
-    if (name === undefined || name.length === 0 || address === undefined) {
-      throw new InvalidArgumentError('expected name=host:port[,name=host:port...]');
-    }
-    try {
-      parseHostPort(address);
-    } catch {
-      throw new InvalidArgumentError(`not a host:port address: ${address}`);
-    }
-    if (members.has(nodeName(name))) throw new InvalidArgumentError(`node ${name} is listed twice`);
-    members.set(nodeName(name), address);
-  }
-  return members;
-}
-
+/** How long a starting node waits for every bare peer address to answer (nodes started by hand, one by one). */
+const PEER_DISCOVERY_TIMEOUT_MS = 120_000;
+const WAITING_REPORT_MS = 5_000;
 const READY_WAIT_MS = 60_000;
 const POLL_MS = 50;
 
-export async function runNode(options: NodeCommandOptions): Promise<void> {
+export async function runStart(options: StartSettings): Promise<void> {
   const stopRequested = untilSignal();
   const name = nodeName(options.name);
-  const address = options.cluster.get(name);
-  if (address === undefined) throw new InvalidArgumentError(`--name ${name} is not in --cluster`);
   const logger = createNodeLogger({
     node: name,
     level: options.logLevel,
@@ -78,19 +46,43 @@ export async function runNode(options: NodeCommandOptions): Promise<void> {
   const random = new RealRandom();
   const timers = new RealTimers();
   const self = { name, id: nodeId(random.uuid()) };
-  const { host, port } = parseHostPort(address);
-  const peers = Object.fromEntries([...options.cluster].filter(([n]) => n !== name));
-  const transport = await TcpTransport.start({ self, host, port, peers, timers, random });
-  const storage: NodeStorage = options.memory
-    ? { engine: new MemoryStorageEngine(), log: new MemoryLogStorage() }
-    : openLmdbNodeStorage(join(resolve(options.dataDir), name));
+  // Listen first: peers started at the same time probe this node while it probes them.
+  const transport = await TcpTransport.start({ self, host: options.host, port: options.port, timers, random });
+  log(`node ${name} listening on ${transport.address} (id ${self.id})`);
+  const aborted = new AbortController();
+  void stopRequested.then(() => aborted.abort());
+  let members: Map<NodeName, string> | undefined;
+  try {
+    members = await discoverPeers({
+      self,
+      peers: options.peers,
+      timers,
+      timeoutMs: PEER_DISCOVERY_TIMEOUT_MS,
+      signal: aborted.signal,
+      onWaiting: waitingReporter(name),
+    });
+  } finally {
+    if (members === undefined) await transport.close();
+  }
+  if (members === undefined) {
+    log(`basalt: node ${name} stopped before its peers answered`);
+    logger.flush();
+    return;
+  }
+  for (const [peer, address] of members) transport.addPeer(peer, address);
+  log(`basalt: node ${name} members: ${[name, ...members.keys()].join(', ')}`);
+  const dataDir = options.data === undefined ? undefined : resolve(options.data);
+  const storage: NodeStorage =
+    options.memory || dataDir === undefined
+      ? { engine: new MemoryStorageEngine(), log: new MemoryLogStorage() }
+      : openLmdbNodeStorage(dataDir);
   const node = await BasaltNode.start({
     transport,
     clock: new RealClock(),
     timers,
     random,
     storage,
-    nodes: [...options.cluster.keys()],
+    nodes: [name, ...members.keys()],
     partitionHost: replicaPartitionHost(),
     services: [coordinatorService()],
     onError: (error) => {
@@ -98,8 +90,8 @@ export async function runNode(options: NodeCommandOptions): Promise<void> {
       logger.error({ err: String(error) }, 'background failure');
     },
   });
-  log(`node ${name} listening on ${transport.address} (id ${self.id})`);
-  logger.info({ address: transport.address, ephemeralId: self.id, dataDir: options.dataDir }, 'node started');
+  const host = options.host;
+  logger.info({ address: transport.address, ephemeralId: self.id, dataDir: dataDir ?? 'memory' }, 'node started');
   let leaderChanges = 0;
   node.onLeaderChange((change) => {
     leaderChanges++;
@@ -136,12 +128,16 @@ export async function runNode(options: NodeCommandOptions): Promise<void> {
     logger.info({ metricsUrl: `${metricsServer.url}/metrics` }, 'metrics endpoint open');
   }
   if (await until(() => stopping || node.metastorage.revision > 0, READY_WAIT_MS)) {
-    for (const spec of options.table) {
+    for (const spec of options.tables) {
+      if (stopping) break;
       await ensureTable(node, spec);
       await until(() => stopping || node.metastorage.table(spec.name) !== undefined, READY_WAIT_MS);
     }
-    log(`basalt: node ${name} ready: ${status(node)}`);
-    logger.info({ ...node.metrics(), clock: undefined }, 'node ready');
+    // A node stopped before it was ready prints no ready line: a supervisor would read it as readiness.
+    if (!stopping) {
+      log(`basalt: node ${name} ready: ${status(node)}`);
+      logger.info({ ...node.metrics(), clock: undefined }, 'node ready');
+    }
   } else {
     logger.warn({ waitedMs: READY_WAIT_MS }, 'no metastorage state yet');
   }
@@ -156,6 +152,19 @@ export async function runNode(options: NodeCommandOptions): Promise<void> {
   log(`basalt: node ${name} stopped`);
   logger.info({}, 'node stopped');
   logger.flush();
+}
+
+/** Prints the peers still unanswered when that set changed or every `WAITING_REPORT_MS`, not on every probe round. */
+function waitingReporter(name: string): (waiting: ReadonlyMap<string, string>) => void {
+  let last = '';
+  let lastMs = 0;
+  return (waiting) => {
+    const line = [...waiting.keys()].join(', ');
+    if (line === last && Date.now() - lastMs < WAITING_REPORT_MS) return;
+    last = line;
+    lastMs = Date.now();
+    log(`basalt: node ${name} waiting for peers ${line}`);
+  };
 }
 
 async function ensureTable(node: BasaltNode, spec: TableSpec): Promise<void> {

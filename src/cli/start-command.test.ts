@@ -1,6 +1,7 @@
 /**
- * Real processes: three `basalt node` processes over TCP with LMDB in a temp dir. One is killed with SIGKILL and
- * restarted on its data: it comes back with a new ephemeral id, still knows the table from its own disk, hosts its
+ * Real processes: three `basalt start` processes over TCP with LMDB in a temp dir, each given its peers as bare
+ * `host:port` addresses, so that each learns their names by probing them (all three start at once, so each answers
+ * the others' probes while it waits for its own). One is killed with SIGKILL and restarted on its data: it comes back with a new ephemeral id, still knows the table from its own disk, hosts its
  * partitions again and sees its peers live. Then every process stops cleanly on SIGINT.
  */
 import assert from 'node:assert/strict';
@@ -20,7 +21,7 @@ class NodeProcess {
   private readonly child: ChildProcess;
 
   constructor(args: readonly string[]) {
-    this.child = spawn(process.execPath, [MAIN, 'node', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, [MAIN, 'start', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     const append = (chunk: Buffer): void => {
       this.output += chunk.toString();
     };
@@ -57,17 +58,18 @@ async function freePorts(count: number): Promise<number[]> {
   return ports;
 }
 
-test('basalt node: three processes, one killed with SIGKILL and restarted on its data, all stop cleanly', async () => {
+test('basalt start: three processes with bare peer addresses, one killed with SIGKILL and restarted on its data, all stop cleanly', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'basalt-nodes-'));
   const ports = await freePorts(3);
-  const cluster = ports.map((p, i) => `n${i + 1}=127.0.0.1:${p}`).join(',');
   const args = (name: string) => [
     '--name',
     name,
-    '--cluster',
-    cluster,
-    '--data-dir',
-    dataDir,
+    '--port',
+    String(ports[Number(name.slice(1)) - 1]),
+    '--peers',
+    ports.flatMap((p, i) => (`n${i + 1}` === name ? [] : [`127.0.0.1:${p}`])).join(','),
+    '--data',
+    join(dataDir, name),
     '--table',
     't:2:3',
     '--status-interval',
@@ -76,6 +78,10 @@ test('basalt node: three processes, one killed with SIGKILL and restarted on its
   const procs = new Map(['n1', 'n2', 'n3'].map((n) => [n, new NodeProcess(args(n))]));
   try {
     for (const p of procs.values()) await p.waitFor(/status: .*tables: 1, hosted partitions: 2/);
+    for (const [name, p] of procs) {
+      const members = new RegExp(`node ${name} members: (.*)\n`).exec(p.output)?.[1]?.split(', ');
+      assert.deepEqual(members?.sort(), ['n1', 'n2', 'n3'], `${name} learned every peer's name`);
+    }
     const n3 = procs.get('n3')!;
     const oldId = /id ([0-9a-f-]+)/.exec(n3.output)![1];
     n3.kill('SIGKILL');

@@ -1,5 +1,5 @@
 /**
- * Smoke test of `basalt start`: the real command as a child process (TCP on loopback, LMDB in a temp dir), waited on
+ * Smoke test of `basalt local` (the whole cluster in one process): the real command as a child process (TCP on loopback, LMDB in a temp dir), waited on
  * until its ready line, then stopped with SIGINT; it must exit cleanly. A second start on the same data directory
  * finds the table created by the first (durable metastorage).
  */
@@ -19,10 +19,10 @@ interface Run {
   readonly output: string;
 }
 
-/** Runs `basalt start ...args`, sends SIGINT once the ready line appears, resolves when the process exits. */
+/** Runs `basalt local ...args`, sends SIGINT once the ready line appears, resolves when the process exits. */
 function runUntilReady(args: readonly string[], timeoutMs = 30_000): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, 'start', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [MAIN, 'local', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     let signalled = false;
     const timer = setTimeout(() => {
@@ -45,7 +45,7 @@ function runUntilReady(args: readonly string[], timeoutMs = 30_000): Promise<Run
   });
 }
 
-test('basalt start runs a 3-node TCP + LMDB cluster, reports it ready, and stops cleanly on SIGINT', async () => {
+test('basalt local runs a 3-node TCP + LMDB cluster, reports it ready, and stops cleanly on SIGINT', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'basalt-cli-'));
   try {
     const first = await runUntilReady([
@@ -86,9 +86,9 @@ test('basalt start runs a 3-node TCP + LMDB cluster, reports it ready, and stops
   }
 });
 
-test('basalt start rejects a bad option with a non-zero exit', async () => {
+test('basalt local rejects a bad option with a non-zero exit', async () => {
   const run = await new Promise<Run>((resolve) => {
-    const child = spawn(process.execPath, [MAIN, 'start', '--nodes', 'zero'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [MAIN, 'local', '--nodes', 'zero'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stderr.on('data', (c: Buffer) => {
       output += c.toString();

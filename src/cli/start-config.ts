@@ -1,0 +1,145 @@
+/**
+ * The settings of `basalt start`, from three sources in increasing precedence: defaults, a `--config` JSON file,
+ * command-line flags. The file is one object whose keys are the settings below (flags in camelCase, `peers` and
+ * `tables` as arrays of strings); an unknown key or a value of the wrong type is refused with an INVALID_ARGUMENT
+ * error naming the file and the key, so a typo never silently falls back to a default. Relative paths in the file
+ * (`data`, `logFile`) are relative to the file's directory, so a config means the same from any working directory.
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { BasaltError } from '../core/errors.js';
+import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
+import { type PeerEntry, peerEntry } from './discovery.js';
+import { type LogLevel, logLevel } from './logging.js';
+
+/** Everything `basalt start` needs, defaults applied. */
+export interface StartSettings {
+  readonly name: string;
+  readonly host: string;
+  /** The peer (transport) port; 0 picks an ephemeral one. */
+  readonly port: number;
+  /** This node's own data directory (LMDB); absent only with `memory`. */
+  readonly data?: string;
+  readonly memory: boolean;
+  /** The other nodes. */
+  readonly peers: readonly PeerEntry[];
+  readonly clientPort?: number;
+  readonly metricsPort?: number;
+  readonly tables: readonly TableSpec[];
+  readonly logLevel: LogLevel;
+  readonly logFile?: string;
+  readonly statusIntervalMs: number;
+}
+
+/** Settings as one source gives them: any may be missing. */
+export type PartialStartSettings = { -readonly [K in keyof StartSettings]?: StartSettings[K] };
+
+export const DEFAULT_HOST = '127.0.0.1';
+export const DEFAULT_STATUS_INTERVAL_MS = 5_000;
+
+type KeyParser = (value: unknown) => Partial<PartialStartSettings>;
+
+const FILE_KEYS: Readonly<Record<string, KeyParser>> = {
+  name: (v) => ({ name: nonEmptyString(v) }),
+  host: (v) => ({ host: nonEmptyString(v) }),
+  port: (v) => ({ port: port(String(number(v))) }),
+  data: (v) => ({ data: nonEmptyString(v) }),
+  memory: (v) => ({ memory: boolean(v) }),
+  peers: (v) => ({ peers: strings(v).map(peerEntry) }),
+  clientPort: (v) => ({ clientPort: port(String(number(v))) }),
+  metricsPort: (v) => ({ metricsPort: port(String(number(v))) }),
+  tables: (v) => ({ tables: strings(v).reduce<TableSpec[]>((all, spec) => tableSpec(spec, all), []) }),
+  logLevel: (v) => ({ logLevel: logLevel(nonEmptyString(v)) }),
+  logFile: (v) => ({ logFile: nonEmptyString(v) }),
+  statusInterval: (v) => ({ statusIntervalMs: positiveInt(String(number(v))) }),
+};
+
+/** The keys a config file may have. */
+export const CONFIG_KEYS: readonly string[] = Object.keys(FILE_KEYS);
+
+/** Reads and checks a config file. Throws INVALID_ARGUMENT naming the file and, for a bad value, the key. */
+export function readStartConfig(path: string): PartialStartSettings {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw invalid(path, `cannot be read: ${(error as Error).message}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw invalid(path, `is not JSON: ${(error as Error).message}`);
+  }
+  return parseStartConfig(value, path);
+}
+
+/** Checks a parsed config object; `path` names it in errors and anchors its relative paths. */
+export function parseStartConfig(value: unknown, path: string): PartialStartSettings {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw invalid(path, 'is not a JSON object');
+  const settings: PartialStartSettings = {};
+  for (const [key, field] of Object.entries(value)) {
+    const parse = Object.hasOwn(FILE_KEYS, key) ? FILE_KEYS[key] : undefined;
+    if (parse === undefined) throw invalid(path, `has an unknown key "${key}" (known: ${CONFIG_KEYS.join(', ')})`);
+    try {
+      Object.assign(settings, parse(field));
+    } catch (error) {
+      throw invalid(path, `key "${key}": ${(error as Error).message}, got ${JSON.stringify(field)}`);
+    }
+  }
+  const base = dirname(resolve(path));
+  if (settings.data !== undefined) settings.data = resolve(base, settings.data);
+  if (settings.logFile !== undefined) settings.logFile = resolve(base, settings.logFile);
+  return settings;
+}
+
+/** Flags over file over defaults; name and port are required, and data unless in memory. */
+export function resolveStartSettings(file: PartialStartSettings, flags: PartialStartSettings): StartSettings {
+  const merged: PartialStartSettings = { ...file };
+  for (const [key, value] of Object.entries(flags)) {
+    if (value !== undefined) Object.assign(merged, { [key]: value });
+  }
+  const { name, port: peerPort, data, memory = false } = merged;
+  if (name === undefined) throw new BasaltError('INVALID_ARGUMENT', 'a node name is required (--name or "name")');
+  if (peerPort === undefined) throw new BasaltError('INVALID_ARGUMENT', 'a peer port is required (--port or "port")');
+  if (data === undefined && !memory) {
+    throw new BasaltError('INVALID_ARGUMENT', 'a data directory is required (--data or "data"), or --memory');
+  }
+  return {
+    ...merged,
+    name,
+    port: peerPort,
+    memory,
+    host: merged.host ?? DEFAULT_HOST,
+    peers: merged.peers ?? [],
+    tables: merged.tables ?? [],
+    logLevel: merged.logLevel ?? 'info',
+    statusIntervalMs: merged.statusIntervalMs ?? DEFAULT_STATUS_INTERVAL_MS,
+  };
+}
+
+function invalid(path: string, problem: string): BasaltError {
+  return new BasaltError('INVALID_ARGUMENT', `config file ${path} ${problem}`);
+}
+
+function nonEmptyString(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0) throw new Error('expected a non-empty string');
+  return value;
+}
+
+function number(value: unknown): number {
+  if (typeof value !== 'number') throw new Error('expected a number');
+  return value;
+}
+
+function boolean(value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new Error('expected true or false');
+  return value;
+}
+
+function strings(value: unknown): string[] {
+  if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) {
+    throw new Error('expected an array of strings');
+  }
+  return value;
+}

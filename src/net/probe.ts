@@ -1,0 +1,61 @@
+/**
+ * A one-shot probe of a peer address: dial, exchange hellos (the same handshake as the transport, see handshake.ts),
+ * report who answered, hang up. It is how a node started with bare `host:port` peers learns their names before it
+ * joins them. The probe says hello as `self`; a node should probe with its transport's own identity, so that the
+ * probed peer sees the same name and ephemeral id as on the node's regular connections (a different id would read as
+ * a restart of this node and close the peer's connection to it). Probe before the node dials its peers: at the peer a
+ * probe's connection supersedes the node's own inbound one, which it would close.
+ *
+ * Expected failures (refused, reset, no hello within the timeout, a bad hello) are a value, never thrown.
+ */
+import { connect as netConnect } from 'node:net';
+import { LIMITS } from '../core/limits.js';
+import type { Timers } from '../env/timers.js';
+import type { PeerIdentity } from '../env/transport.js';
+import { TcpConnection } from './tcp-connection.js';
+import { parseHostPort } from './tcp-transport.js';
+
+export interface ProbeOptions {
+  readonly self: PeerIdentity;
+  /** 'host:port' of the peer's transport. */
+  readonly address: string;
+  readonly timers: Timers;
+  /** Connect and hello together; defaults to the transport's handshake timeout. */
+  readonly timeoutMs?: number;
+}
+
+export type ProbeResult =
+  | { readonly ok: true; readonly peer: PeerIdentity }
+  | { readonly ok: false; readonly reason: string };
+
+export function probePeer(options: ProbeOptions): Promise<ProbeResult> {
+  const { host, port } = parseHostPort(options.address);
+  return new Promise((resolve) => {
+    let reason = 'connection closed before the hello';
+    let result: ProbeResult | undefined;
+    const socket = netConnect({ host, port });
+    new TcpConnection(
+      socket,
+      options.self,
+      options.timers,
+      {
+        handshakeTimeoutMs: options.timeoutMs ?? LIMITS.handshakeTimeoutMs,
+        frameBytesMax: LIMITS.frameBytesMax,
+        writeBufferBytesMax: LIMITS.peerWriteBufferBytesMax,
+      },
+      {
+        accept: () => undefined,
+        onOpen: (connection) => {
+          if (connection.peer !== undefined) result = { ok: true, peer: connection.peer };
+          connection.close();
+        },
+        onPayload: () => {},
+        onClose: () => resolve(result ?? { ok: false, reason }),
+      },
+      (diagnostic) => {
+        reason = diagnostic.message;
+      },
+      options.address,
+    );
+  });
+}
