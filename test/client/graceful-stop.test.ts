@@ -56,6 +56,7 @@ describe('graceful stop (simulated)', () => {
       const metaLeaderBefore = cluster.leaderOf('meta' as PartitionId);
       let writing = true;
       let committed = 0;
+      let writerError: unknown;
       const writer = (async () => {
         for (let i = 0; writing; i++) {
           const key = keys[i % keys.length]!;
@@ -63,34 +64,44 @@ describe('graceful stop (simulated)', () => {
           committed++;
         }
       })();
-      await cluster.runFor(50);
-      const startMs = cluster.simulation!.nowMs();
-      await cluster.shutdownNode(node);
-      const tookMs = cluster.simulation!.nowMs() - startMs;
-      assert.ok(tookMs > 0 && tookMs <= LIMITS.leaseDurationMsDefault + 100, `the stop took ${tookMs} ms`);
-      assert.equal(stopping.counters.get('drain.timeouts'), 0, 'every partition was handed over in time');
-      for (const p of partitions) {
-        const old = before.get(p);
-        assert.ok(old !== null && old !== undefined && old.holderName === node);
-        // The stopping node saw the takeover applied, so it is committed; its new holder applied it too.
-        const holder = cluster.leaderOf(p);
-        assert.ok(holder !== undefined && holder !== node, `${p}: another replica leads`);
-        const next = leaseOn(cluster, holder, p);
-        assert.ok(next !== null && next.holderName === holder, `${p}: a takeover lease is applied on ${holder}`);
-        assert.ok(next.start >= old.expiration, `${p}: the next lease starts at or after the old expiration`);
+      try {
+        await stopAndCheck();
+      } finally {
+        writing = false;
+        await writer.catch((error: unknown) => {
+          writerError = error;
+        });
       }
-      if (metaLeaderBefore === node) {
-        const leader = cluster.leaderOf('meta' as PartitionId);
-        assert.ok(leader !== undefined && leader !== node, 'the metastorage leadership was handed over');
-      }
-      const atStop = committed;
-      await cluster.waitFor(() => committed >= atStop + keys.length, {
-        what: 'writes to the handed-over partitions commit after the stop',
-        timeoutMs: 10_000,
-      });
-      writing = false;
-      await writer;
+      assert.equal(writerError, undefined, `the writer failed: ${String(writerError)}`);
       assert.equal(await client.get(T, keys[(committed - 1) % keys.length]!), committed - 1);
+
+      async function stopAndCheck(): Promise<void> {
+        await cluster.runFor(50);
+        const startMs = cluster.simulation!.nowMs();
+        await cluster.shutdownNode(node);
+        const tookMs = cluster.simulation!.nowMs() - startMs;
+        assert.ok(tookMs > 0 && tookMs <= LIMITS.leaseDurationMsDefault + 100, `the stop took ${tookMs} ms`);
+        assert.equal(stopping.counters.get('drain.timeouts'), 0, 'every partition was handed over in time');
+        for (const p of partitions) {
+          const old = before.get(p);
+          assert.ok(old !== null && old !== undefined && old.holderName === node);
+          // The stopping node saw the takeover applied, so it is committed; its new holder applied it too.
+          const holder = cluster.leaderOf(p);
+          assert.ok(holder !== undefined && holder !== node, `${p}: another replica leads`);
+          const next = leaseOn(cluster, holder, p);
+          assert.ok(next !== null && next.holderName === holder, `${p}: a takeover lease is applied on ${holder}`);
+          assert.ok(next.start >= old.expiration, `${p}: the next lease starts at or after the old expiration`);
+        }
+        if (metaLeaderBefore === node) {
+          const leader = cluster.leaderOf('meta' as PartitionId);
+          assert.ok(leader !== undefined && leader !== node, 'the metastorage leadership was handed over');
+        }
+        const atStop = committed;
+        await cluster.waitFor(() => committed >= atStop + keys.length, {
+          what: 'writes to the handed-over partitions commit after the stop',
+          timeoutMs: 10_000,
+        });
+      }
     }));
 
   it('a replica handing its lease over refuses new locks but lets an open transaction commit', () =>
