@@ -28,5 +28,11 @@ if (files.length === 0) {
   console.error('no test files found (did tsc run?)');
   process.exit(1);
 }
-const result = spawnSync(process.execPath, ['--test', '--test-concurrency=2', ...files], { stdio: 'inherit' });
+// A test that hangs fails after this long instead of holding the whole run (and CI) hostage.
+const TEST_TIMEOUT_MS = 300_000;
+const result = spawnSync(
+  process.execPath,
+  ['--test', '--test-concurrency=2', `--test-timeout=${TEST_TIMEOUT_MS}`, ...files],
+  { stdio: 'inherit' },
+);
 process.exit(result.status ?? 1);
