@@ -7,12 +7,12 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../client/remote.js';
+import { freePort } from './test-support.js';
 
 const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
 
@@ -54,15 +54,6 @@ class Basalt {
   kill(): void {
     this.child.kill('SIGKILL');
   }
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  assert.ok(typeof address === 'object' && address !== null);
-  return address.port;
 }
 
 test('basalt cluster as npm start runs it (./data, table demo): a client writes, the cluster restarts, the writes read back', async () => {

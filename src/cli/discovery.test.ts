@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
 import { nodeId, nodeName } from '../core/ids.js';
@@ -9,6 +8,7 @@ import { RealTimers } from '../env/real-timers.js';
 import type { PeerIdentity } from '../env/transport.js';
 import { TcpTransport } from '../net/tcp-transport.js';
 import { discoverPeers, peerList } from './discovery.js';
+import { freePort } from './test-support.js';
 
 const timers = new RealTimers();
 const open: TcpTransport[] = [];
@@ -29,14 +29,6 @@ async function node(name: string, port = 0): Promise<TcpTransport> {
   t.setHandler(() => {});
   open.push(t);
   return t;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 const discover = (self: string, peers: string, timeoutMs = 5_000) =>

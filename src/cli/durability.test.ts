@@ -14,13 +14,13 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { RemoteClient } from '../client/remote.js';
 import { connect } from '../client/remote.js';
 import { ChildNode } from './child-node.js';
+import { freePorts } from './test-support.js';
 
 const ACCOUNTS = 8;
 const INITIAL_BALANCE = 100;
@@ -33,19 +33,6 @@ interface Transfer {
   readonly from: string;
   readonly to: string;
   readonly amount: number;
-}
-
-async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: count }, async () => {
-      const server = createServer();
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-      return server;
-    }),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-  return ports;
 }
 
 const account = (i: number): string => `acct/${i}`;

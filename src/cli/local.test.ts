@@ -20,6 +20,11 @@ interface Run {
 }
 
 /** Runs `basalt local ...args`, sends SIGINT once the ready line appears, resolves when the process exits. */
+/** `basalt local` arguments: three nodes on `dataDir`, table accounts (2 partitions, 3 replicas), any client port. */
+function localArgs(dataDir: string): string[] {
+  return ['--nodes', '3', '--data-dir', dataDir, '--table', 'accounts:2:3', '--client-port', '0'];
+}
+
 function runUntilReady(args: readonly string[], timeoutMs = 30_000): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [MAIN, 'local', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -48,16 +53,7 @@ function runUntilReady(args: readonly string[], timeoutMs = 30_000): Promise<Run
 test('basalt local runs a 3-node TCP + LMDB cluster, reports it ready, and stops cleanly on SIGINT', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'basalt-cli-'));
   try {
-    const first = await runUntilReady([
-      '--nodes',
-      '3',
-      '--data-dir',
-      dataDir,
-      '--table',
-      'accounts:2:3',
-      '--client-port',
-      '0',
-    ]);
+    const first = await runUntilReady(localArgs(dataDir));
     assert.equal(first.code, 0, first.output);
     assert.match(first.output, /node n1 listening on 127\.0\.0\.1:\d+/);
     assert.match(first.output, /node n3 listening on 127\.0\.0\.1:\d+/);
@@ -68,16 +64,7 @@ test('basalt local runs a 3-node TCP + LMDB cluster, reports it ready, and stops
     assert.match(first.output, /ready: 3\/3 nodes up.*partitions with a leader: 2\/2/);
     assert.match(first.output, /basalt: stopped/);
 
-    const second = await runUntilReady([
-      '--nodes',
-      '3',
-      '--data-dir',
-      dataDir,
-      '--table',
-      'accounts:2:3',
-      '--client-port',
-      '0',
-    ]);
+    const second = await runUntilReady(localArgs(dataDir));
     assert.equal(second.code, 0, second.output);
     assert.match(second.output, /table accounts exists/, 'the table survived the restart on disk');
     assert.match(second.output, /ready: .*tables: 1/);

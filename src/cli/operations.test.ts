@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -14,14 +13,7 @@ import { estimateQuantile } from '../core/histogram.js';
 import { histogramOf, parseMetrics } from './admin.js';
 import { ChildNode } from './child-node.js';
 import { MetricsServer } from './metrics-http.js';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { freePort } from './test-support.js';
 
 /** The value of the sample `name{labels}` in a Prometheus text body. */
 function sample(body: string, series: string): number | undefined {

@@ -7,11 +7,11 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { freePorts } from './test-support.js';
 
 const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
 
@@ -42,20 +42,6 @@ class NodeProcess {
   kill(signal: NodeJS.Signals): void {
     this.child.kill(signal);
   }
-}
-
-/** Ports free right now (each listened on once, then released). */
-async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: count }, async () => {
-      const server = createServer();
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-      return server;
-    }),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-  return ports;
 }
 
 test('basalt start: three processes with bare peer addresses, one killed with SIGKILL and restarted on its data, all stop cleanly', async () => {

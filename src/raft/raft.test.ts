@@ -9,7 +9,7 @@ import { logIndex, type NodeName, nodeName, term } from '../core/ids.js';
 import { SeededRandom } from '../sim/random.js';
 import { Raft, type RaftConfig, type RaftRestore } from './raft.js';
 import { makeEntry } from './raft-log.js';
-import type { Message, Ready } from './types.js';
+import type { Entry, Message, Ready } from './types.js';
 
 const n1 = nodeName('n1');
 const n2 = nodeName('n2');
@@ -43,6 +43,64 @@ function electLeader(r: Raft): void {
   assert.equal(r.status().role, 'leader');
 }
 
+/** A vote request; `transfer` marks one of a leadership transfer. */
+function voteRequest(
+  from: NodeName,
+  to: NodeName,
+  t: number,
+  lastIndex: number,
+  lastTerm: number,
+  transfer = false,
+): Message {
+  return { kind: 'Vote', from, to, term: term(t), lastIndex: logIndex(lastIndex), lastTerm: term(lastTerm), transfer };
+}
+
+/** An Append from the leader `from` of term `t`. */
+function append(
+  from: NodeName,
+  to: NodeName,
+  t: number,
+  prevIndex: number,
+  prevTerm: number,
+  entries: readonly Entry[],
+  commit: number,
+): Message {
+  return {
+    kind: 'Append',
+    from,
+    to,
+    term: term(t),
+    prevIndex: logIndex(prevIndex),
+    prevTerm: term(prevTerm),
+    entries,
+    commit: logIndex(commit),
+  };
+}
+
+/** A follower's acknowledgement that it holds the log up to `index` durably. */
+function appendAck(from: NodeName, to: NodeName, t: number, index: number): Message {
+  return {
+    kind: 'AppendResp',
+    from,
+    to,
+    term: term(t),
+    reject: false,
+    index: logIndex(index),
+    hintIndex: logIndex(0),
+    hintTerm: term(0),
+  };
+}
+
+/** n1 elected leader with n2's help, and n2's acknowledgement of the leader's noop: n2's progress replicates. */
+function leaderWithN2Replicating(extra: Partial<RaftConfig> = {}): Raft {
+  const r = node(n1, extra);
+  electLeader(r);
+  drain(r);
+  r.step(appendAck(n2, n1, 1, 1));
+  drain(r);
+  return r;
+}
+
 function restoreWith(entryTerms: readonly number[], currentTerm: number, vote: NodeName | null = null): RaftRestore {
   return {
     hardState: { term: term(currentTerm), vote, commit: logIndex(0) },
@@ -55,24 +113,8 @@ function restoreWith(entryTerms: readonly number[], currentTerm: number, vote: N
 describe('raft paper §5.2: leader election', () => {
   test('a follower grants at most one vote per term (election safety)', () => {
     const r = node(n1);
-    r.step({
-      kind: 'Vote',
-      from: n2,
-      to: n1,
-      term: term(2),
-      lastIndex: logIndex(0),
-      lastTerm: term(0),
-      transfer: false,
-    });
-    r.step({
-      kind: 'Vote',
-      from: n3,
-      to: n1,
-      term: term(2),
-      lastIndex: logIndex(0),
-      lastTerm: term(0),
-      transfer: false,
-    });
+    r.step(voteRequest(n2, n1, 2, 0, 0));
+    r.step(voteRequest(n3, n1, 2, 0, 0));
     const resps = drain(r).messages.filter((m) => m.kind === 'VoteResp');
     assert.deepEqual(
       resps.map((m) => [m.to, m.kind === 'VoteResp' && m.reject]),
@@ -85,15 +127,7 @@ describe('raft paper §5.2: leader election', () => {
 
   test('a vote is in the same Ready as the hard state recording it, so it is durable before it is sent', () => {
     const r = node(n1);
-    r.step({
-      kind: 'Vote',
-      from: n2,
-      to: n1,
-      term: term(3),
-      lastIndex: logIndex(0),
-      lastTerm: term(0),
-      transfer: false,
-    });
+    r.step(voteRequest(n2, n1, 3, 0, 0));
     const rd = r.ready();
     assert.deepEqual(rd.hardState, { term: 3, vote: n2, commit: 0 });
     assert.ok(rd.messages.some((m) => m.kind === 'VoteResp' && !m.reject));
@@ -101,27 +135,11 @@ describe('raft paper §5.2: leader election', () => {
 
   test('the vote survives a restart: the restarted node refuses another candidate in the same term', () => {
     const before = node(n1);
-    before.step({
-      kind: 'Vote',
-      from: n2,
-      to: n1,
-      term: term(3),
-      lastIndex: logIndex(0),
-      lastTerm: term(0),
-      transfer: false,
-    });
+    before.step(voteRequest(n2, n1, 3, 0, 0));
     const hs = before.ready().hardState;
     assert.ok(hs !== null);
     const after = node(n1, { restore: { hardState: hs, snapshot: null, entries: [], applied: 0 } });
-    after.step({
-      kind: 'Vote',
-      from: n3,
-      to: n1,
-      term: term(3),
-      lastIndex: logIndex(0),
-      lastTerm: term(0),
-      transfer: false,
-    });
+    after.step(voteRequest(n3, n1, 3, 0, 0));
     const resp = drain(after).messages.find((m) => m.kind === 'VoteResp');
     assert.ok(resp?.kind === 'VoteResp' && resp.reject);
     assert.equal(after.status().vote, n2);
@@ -130,25 +148,9 @@ describe('raft paper §5.2: leader election', () => {
   test('a voter refuses a candidate whose log is less up to date (leader completeness, §5.4.1)', () => {
     const r = node(n1, { restore: restoreWith([1, 2], 2) });
     // Same last term, shorter log.
-    r.step({
-      kind: 'Vote',
-      from: n2,
-      to: n1,
-      term: term(3),
-      lastIndex: logIndex(1),
-      lastTerm: term(2),
-      transfer: false,
-    });
+    r.step(voteRequest(n2, n1, 3, 1, 2));
     // Longer log but older last term.
-    r.step({
-      kind: 'Vote',
-      from: n3,
-      to: n1,
-      term: term(4),
-      lastIndex: logIndex(9),
-      lastTerm: term(1),
-      transfer: false,
-    });
+    r.step(voteRequest(n3, n1, 4, 9, 1));
     const rejects = drain(r).messages.filter((m) => m.kind === 'VoteResp' && m.reject);
     assert.equal(rejects.length, 2);
     assert.equal(r.status().vote, null);
@@ -211,16 +213,7 @@ describe('raft paper §5.2: leader election', () => {
 describe('raft paper §5.3: log replication', () => {
   test('a follower rejects an Append whose previous entry does not match (log matching) and hints where to retry', () => {
     const r = node(n2, { restore: restoreWith([1, 1, 1, 1, 1], 1) });
-    r.step({
-      kind: 'Append',
-      from: n1,
-      to: n2,
-      term: term(3),
-      prevIndex: logIndex(5),
-      prevTerm: term(2),
-      entries: [],
-      commit: logIndex(0),
-    });
+    r.step(append(n1, n2, 3, 5, 2, [], 0));
     const resp = drain(r).messages.find((m) => m.kind === 'AppendResp');
     assert.ok(resp?.kind === 'AppendResp');
     assert.equal(resp.reject, true);
@@ -230,16 +223,7 @@ describe('raft paper §5.3: log replication', () => {
 
   test('a follower replaces a conflicting suffix but never commits past what the Append proved', () => {
     const r = node(n2, { restore: restoreWith([1, 1, 1, 1, 1], 1) });
-    r.step({
-      kind: 'Append',
-      from: n1,
-      to: n2,
-      term: term(2),
-      prevIndex: logIndex(2),
-      prevTerm: term(1),
-      entries: [makeEntry(3, 2, 'noop', new Uint8Array(0))],
-      commit: logIndex(9),
-    });
+    r.step(append(n1, n2, 2, 2, 1, [makeEntry(3, 2, 'noop', new Uint8Array(0))], 9));
     const s = r.status();
     assert.equal(s.lastIndex, 3, 'entries 4 and 5 of the old term are gone');
     assert.equal(r.log.term(3), 2);
@@ -249,16 +233,7 @@ describe('raft paper §5.3: log replication', () => {
   test('a follower does not commit a stale suffix that this Append did not cover', () => {
     // Entries 3..5 of term 1 match the leader only as far as the Append says (up to 3).
     const r = node(n2, { restore: restoreWith([1, 1, 1, 1, 1], 1) });
-    r.step({
-      kind: 'Append',
-      from: n1,
-      to: n2,
-      term: term(2),
-      prevIndex: logIndex(2),
-      prevTerm: term(1),
-      entries: [makeEntry(3, 1, 'data', bytes('i3t1'))],
-      commit: logIndex(5),
-    });
+    r.step(append(n1, n2, 2, 2, 1, [makeEntry(3, 1, 'data', bytes('i3t1'))], 5));
     assert.equal(r.status().lastIndex, 5);
     assert.equal(r.status().commit, 3);
   });
@@ -270,16 +245,7 @@ describe('raft paper §5.3: log replication', () => {
     r.propose(bytes('a'));
     drain(r);
     assert.equal(r.status().commit, 0);
-    r.step({
-      kind: 'AppendResp',
-      from: n2,
-      to: n1,
-      term: term(1),
-      reject: false,
-      index: logIndex(2),
-      hintIndex: logIndex(0),
-      hintTerm: term(0),
-    });
+    r.step(appendAck(n2, n1, 1, 2));
     assert.equal(r.status().commit, 2);
   });
 
@@ -290,46 +256,14 @@ describe('raft paper §5.3: log replication', () => {
     drain(r);
     assert.equal(r.status().lastIndex, 3);
     // n2 acknowledges index 2 only: a quorum (n1, n2) holds the term-2 entry.
-    r.step({
-      kind: 'AppendResp',
-      from: n2,
-      to: n1,
-      term: term(3),
-      reject: false,
-      index: logIndex(2),
-      hintIndex: logIndex(0),
-      hintTerm: term(0),
-    });
+    r.step(appendAck(n2, n1, 3, 2));
     assert.equal(r.status().commit, 0, 'the term-2 entry must wait for an entry of term 3');
-    r.step({
-      kind: 'AppendResp',
-      from: n2,
-      to: n1,
-      term: term(3),
-      reject: false,
-      index: logIndex(3),
-      hintIndex: logIndex(0),
-      hintTerm: term(0),
-    });
+    r.step(appendAck(n2, n1, 3, 3));
     assert.equal(r.status().commit, 3, 'the noop of term 3 commits, and the term-2 entry with it');
   });
 
   test('pipelining stops at inflightMax unanswered Appends per follower', () => {
-    const r = node(n1, { inflightMax: 2, appendEntriesMax: 1 });
-    electLeader(r);
-    drain(r);
-    // Bring n2 into the replicate state.
-    r.step({
-      kind: 'AppendResp',
-      from: n2,
-      to: n1,
-      term: term(1),
-      reject: false,
-      index: logIndex(1),
-      hintIndex: logIndex(0),
-      hintTerm: term(0),
-    });
-    drain(r);
+    const r = leaderWithN2Replicating({ inflightMax: 2, appendEntriesMax: 1 });
     for (let i = 0; i < 5; i++) r.propose(bytes(`p${i}`));
     const toN2 = drain(r).messages.filter((m) => m.kind === 'Append' && m.to === n2);
     assert.equal(toN2.length, 2);
@@ -362,15 +296,7 @@ describe('check-quorum and leader stickiness', () => {
   test('a follower that hears from its leader ignores a higher-term vote request and keeps its term', () => {
     const r = node(n2);
     r.step({ kind: 'Heartbeat', from: n1, to: n2, term: term(1), commit: logIndex(0) });
-    r.step({
-      kind: 'Vote',
-      from: n3,
-      to: n2,
-      term: term(5),
-      lastIndex: logIndex(9),
-      lastTerm: term(4),
-      transfer: false,
-    });
+    r.step(voteRequest(n3, n2, 5, 9, 4));
     r.step({ kind: 'PreVote', from: n3, to: n2, term: term(5), lastIndex: logIndex(9), lastTerm: term(4) });
     assert.equal(r.status().term, 1);
     assert.equal(r.status().leader, n1);
@@ -380,15 +306,7 @@ describe('check-quorum and leader stickiness', () => {
   test('a vote request from a leadership transfer overrides the lease', () => {
     const r = node(n2);
     r.step({ kind: 'Heartbeat', from: n1, to: n2, term: term(1), commit: logIndex(0) });
-    r.step({
-      kind: 'Vote',
-      from: n3,
-      to: n2,
-      term: term(2),
-      lastIndex: logIndex(0),
-      lastTerm: term(0),
-      transfer: true,
-    });
+    r.step(voteRequest(n3, n2, 2, 0, 0, true));
     assert.equal(r.status().term, 2);
     assert.equal(r.status().vote, n3);
   });
@@ -412,16 +330,7 @@ describe('check-quorum and leader stickiness', () => {
     const r = node(n2);
     r.step({ kind: 'Heartbeat', from: n1, to: n2, term: term(4), commit: logIndex(0) });
     drain(r);
-    r.step({
-      kind: 'Append',
-      from: n3,
-      to: n2,
-      term: term(2),
-      prevIndex: logIndex(0),
-      prevTerm: term(0),
-      entries: [],
-      commit: logIndex(0),
-    });
+    r.step(append(n3, n2, 2, 0, 0, [], 0));
     const resp = drain(r).messages.find((m) => m.to === n3);
     assert.ok(resp?.kind === 'AppendResp');
     assert.equal(resp.term, 4);
@@ -430,20 +339,7 @@ describe('check-quorum and leader stickiness', () => {
 
 describe('leadership transfer', () => {
   test('the leader sends TimeoutNow at once to an up-to-date transferee and refuses proposals meanwhile', () => {
-    const r = node(n1);
-    electLeader(r);
-    drain(r);
-    r.step({
-      kind: 'AppendResp',
-      from: n2,
-      to: n1,
-      term: term(1),
-      reject: false,
-      index: logIndex(1),
-      hintIndex: logIndex(0),
-      hintTerm: term(0),
-    });
-    drain(r);
+    const r = leaderWithN2Replicating();
     assert.equal(r.transferLeader(n2), true);
     assert.ok(drain(r).messages.some((m) => m.kind === 'TimeoutNow' && m.to === n2));
     assert.deepEqual(r.propose(bytes('x')), { status: 'NOT_LEADER', leader: n2 });

@@ -10,7 +10,7 @@ import { describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
 import { type LogIndex, type NodeId, type NodeName, nodeName, type PartitionId, type Term } from '../core/ids.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
-import { RaftDriver, type RaftTransport } from '../raft/driver.js';
+import { RaftDriver } from '../raft/driver.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import type { Entry, Snapshot } from '../raft/types.js';
 import { SimClock } from '../sim/clock.js';
@@ -20,6 +20,7 @@ import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { TxStateMap } from '../tx/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
 import { decodeCommand, isDataCommand } from './commands.js';
+import { simRaftTransport } from './handlers/test-cluster.js';
 import { sameHolder, tokenOf } from './lease.js';
 import { PartitionReplica } from './partition-replica.js';
 import { leaseTiming } from './primary.js';
@@ -49,16 +50,6 @@ class Harness {
     this.scheduler = new Scheduler({ seed });
   }
 
-  private transport(self: NodeName): RaftTransport {
-    return {
-      send: (to, envelope) => {
-        if (this.cut.has(self) || this.cut.has(to)) return;
-        this.scheduler.schedule(1, () => this.handlers.get(to)?.(self, envelope), 'raft-msg');
-      },
-      setHandler: (handler) => this.handlers.set(self, handler),
-    };
-  }
-
   async start(name: NodeName, from?: Member): Promise<Member> {
     this.starts++;
     const owner = `${name}#${this.starts}`;
@@ -84,7 +75,7 @@ class Harness {
     const sm = replica.stateMachine;
     driver = new RaftDriver({
       self: name,
-      transport: this.transport(name),
+      transport: simRaftTransport(this.scheduler, this.cut, this.handlers, name, 'raft-msg'),
       timers: this.scheduler.timers(owner),
       random: random.fork('raft'),
       storage,

@@ -7,17 +7,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
-import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
+import type { HybridTimestamp, NodeId, PartitionId, TxId } from '../core/ids.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { SimClock } from '../sim/clock.js';
 import { Scheduler } from '../sim/scheduler.js';
-import { TxCoordinator } from './coordinator.js';
 import type { TxResponse } from './messages.js';
-import { FakeCluster, TABLE } from './test-support.js';
+import { coordinatorOver, FakeCluster, settleWithin, TABLE } from './test-support.js';
 import { makeTxId } from './tx-id.js';
 import { TxStateMap } from './tx-state-map.js';
-
-const SELF = { name: 'n1' as NodeName, id: 'n1-id' as NodeId };
 
 function setup() {
   const scheduler = new Scheduler({ seed: 'coordinator-lost-locks' });
@@ -25,24 +22,8 @@ function setup() {
   const cluster = new FakeCluster({ physical: new SimClock(scheduler), timers: scheduler.timers('c'), partitions: 4 });
   const clock = new HybridClock(physical);
   const txStates = new TxStateMap({ clock: physical });
-  const coordinator = new TxCoordinator({
-    self: SELF,
-    clock,
-    timers: scheduler.timers('coordinator'),
-    txStates,
-    request: cluster.request,
-    placement: cluster.placement,
-  });
-  async function run<T>(p: Promise<T>): Promise<T> {
-    let done = false;
-    const mark = () => {
-      done = true;
-    };
-    p.then(mark, mark);
-    await scheduler.run({ until: () => done, forMs: 600_000 });
-    assert.ok(done, 'settled');
-    return p;
-  }
+  const coordinator = coordinatorOver(cluster, { clock, timers: scheduler.timers('coordinator'), txStates });
+  const run = <T>(p: Promise<T>): Promise<T> => settleWithin(scheduler, p);
   return { scheduler, cluster, clock, txStates, coordinator, run };
 }
 

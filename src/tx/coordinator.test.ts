@@ -6,14 +6,11 @@ import { HybridClock } from '../hlc/hybrid-clock.js';
 import { addMs } from '../hlc/timestamp.js';
 import { SimClock } from '../sim/clock.js';
 import { Scheduler } from '../sim/scheduler.js';
-import { TxCoordinator } from './coordinator.js';
 import type { TxCoordinatorOptions } from './coordinator-support.js';
 import type { TxFinishRequest, TxResponse } from './messages.js';
-import { FakeCluster, TABLE } from './test-support.js';
+import { coordinatorOver, FakeCluster, rejectsWith, SELF, settleWithin, TABLE } from './test-support.js';
 import { beginTimestampOf, makeTxId } from './tx-id.js';
 import { TxStateMap, type TxStateMapEvent } from './tx-state-map.js';
-
-const SELF = { name: 'n1' as NodeName, id: 'n1-id' as NodeId };
 
 interface SetupOptions {
   readonly options?: TxCoordinatorOptions;
@@ -37,47 +34,20 @@ function setup(opts: SetupOptions = {}) {
   const events: TxStateMapEvent[] = [];
   txStates.observe((e) => events.push(e));
   const errors: unknown[] = [];
-  const coordinator = new TxCoordinator({
-    self: SELF,
+  const coordinator = coordinatorOver(cluster, {
     clock,
     timers: scheduler.timers('coordinator'),
     txStates,
-    request: cluster.request,
-    placement: cluster.placement,
     options: opts.options,
     onError: (e) => errors.push(e),
   });
   /** Runs virtual time until `p` settles (at most `forMs`), then returns it. */
-  async function run<T>(p: Promise<T>, forMs = 600_000): Promise<T> {
-    let done = false;
-    p.then(
-      () => {
-        done = true;
-      },
-      () => {
-        done = true;
-      },
-    );
-    await scheduler.run({ until: () => done, forMs });
-    assert.ok(done, 'the promise settled within the time bound');
-    return p;
-  }
+  const run = <T>(p: Promise<T>, forMs?: number): Promise<T> => settleWithin(scheduler, p, forMs);
   /** Runs virtual time for `ms`. */
   async function advance(ms: number): Promise<void> {
     await scheduler.run({ forMs: ms });
   }
   return { scheduler, cluster, clock, txStates, events, errors, coordinator, run, advance };
-}
-
-async function rejectsWith(p: Promise<unknown>, code: string): Promise<BasaltError> {
-  try {
-    await p;
-  } catch (error) {
-    assert.ok(isBasaltError(error), `a BasaltError, got ${String(error)}`);
-    assert.equal(error.code, code, error.message);
-    return error;
-  }
-  assert.fail(`expected ${code}, but it resolved`);
 }
 
 function deferred<T>() {
@@ -108,14 +78,7 @@ describe('coordinator: begin', () => {
   it('a full tx state map refuses begin with OVERLOADED', () => {
     const { clock, scheduler, cluster } = setup();
     const full = new TxStateMap({ clock: { monotonicMs: () => 0 }, entriesMax: 1 });
-    const c = new TxCoordinator({
-      self: SELF,
-      clock,
-      timers: scheduler.timers('c'),
-      txStates: full,
-      request: cluster.request,
-      placement: cluster.placement,
-    });
+    const c = coordinatorOver(cluster, { clock, timers: scheduler.timers('c'), txStates: full });
     c.begin();
     assert.throws(
       () => c.begin(),

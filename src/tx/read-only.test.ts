@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../core/errors.js';
-import type { HybridTimestamp, NodeId, NodeName, PartitionId } from '../core/ids.js';
+import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { addMs, physicalMs } from '../hlc/timestamp.js';
 import { SimClock } from '../sim/clock.js';
@@ -15,10 +15,9 @@ import {
   type ReadOnlyCoordinatorOptions,
   runReadOnlyTransaction,
 } from './read-only.js';
-import { FakeCluster, TABLE } from './test-support.js';
+import { FakeCluster, rejectsWith, SELF, settleWithin, TABLE } from './test-support.js';
 import { compareKeys } from './user-input.js';
 
-const SELF = { name: 'n1' as NodeName, id: 'n1-id' as NodeId };
 const SKEW_MS = 500;
 
 interface Served {
@@ -113,29 +112,9 @@ function setup(opts: { options?: ReadOnlyCoordinatorOptions; retentionMs?: numbe
     options: opts.options,
   });
 
-  async function run<T>(p: Promise<T>, forMs = 600_000): Promise<T> {
-    let done = false;
-    const mark = (): void => {
-      done = true;
-    };
-    p.then(mark, mark);
-    await scheduler.run({ until: () => done, forMs });
-    assert.ok(done, 'the promise settled within the time bound');
-    return p;
-  }
+  const run = <T>(p: Promise<T>, forMs?: number): Promise<T> => settleWithin(scheduler, p, forMs);
 
   return { scheduler, physical, cluster, clock, watermark, localSafe, served, failing, commit, coordinator, run };
-}
-
-async function rejectsWith(p: Promise<unknown>, code: string): Promise<BasaltError> {
-  try {
-    await p;
-  } catch (error) {
-    assert.ok(isBasaltError(error), `a BasaltError, got ${String(error)}`);
-    assert.equal(error.code, code, error.message);
-    return error;
-  }
-  assert.fail(`expected ${code}, but it resolved`);
 }
 
 describe('RO tx: read timestamp', () => {

@@ -7,7 +7,8 @@
  * keeps outcomes with a first-writer-wins compare-and-set (a conflicting finish gets TX_MISMATCHING_OUTCOME carrying
  * the stored outcome). Any request kind can be scripted instead with `script(kind, handler)`; `hang()` never answers.
  */
-import { BasaltError } from '../core/errors.js';
+import assert from 'node:assert/strict';
+import { BasaltError, isBasaltError } from '../core/errors.js';
 import {
   type HybridTimestamp,
   type NodeId,
@@ -23,7 +24,9 @@ import { HybridClock } from '../hlc/hybrid-clock.js';
 import { addMs } from '../hlc/timestamp.js';
 import type { KeyRange, Value } from '../storage/mv-partition-storage.js';
 import { sameEnlistmentToken } from './coordinated-tx.js';
+import { TxCoordinator } from './coordinator.js';
 import type { TxPlacement, TxRequestFn, TxRequestOptions } from './coordinator-ports.js';
+import type { TxCoordinatorOptions } from './coordinator-support.js';
 import type {
   FoundValue,
   LeaseInfo,
@@ -34,6 +37,7 @@ import type {
   TxRequest,
   TxResponse,
 } from './messages.js';
+import type { TxStateMap } from './tx-state-map.js';
 import { compareKeys } from './user-input.js';
 
 export const TABLE = 'accounts';
@@ -349,4 +353,54 @@ function inKeyRange(key: string, range: KeyRange): boolean {
   if (range.start !== undefined && compareKeys(key, range.start) < 0) return false;
   if (range.end !== undefined && compareKeys(key, range.end) >= 0) return false;
   return true;
+}
+
+// ---------------------------------------------------------------------------------------- test-run helpers
+
+/** The node the coordinator under test runs on. */
+export const SELF = { name: 'n1' as NodeName, id: 'n1-id' as NodeId };
+
+/** How long `settleWithin` runs virtual time at most, by default. */
+const SETTLE_MS = 600_000;
+
+/** The part of the simulator's scheduler `settleWithin` drives (injected: tx code may not import src/sim). */
+export interface VirtualRunner {
+  run(options: { readonly until?: () => boolean; readonly forMs?: number }): Promise<unknown>;
+}
+
+/** Runs virtual time until `p` settles (at most `forMs`), then returns (or throws) its outcome. */
+export async function settleWithin<T>(scheduler: VirtualRunner, p: Promise<T>, forMs = SETTLE_MS): Promise<T> {
+  let done = false;
+  const mark = (): void => {
+    done = true;
+  };
+  p.then(mark, mark);
+  await scheduler.run({ until: () => done, forMs });
+  assert.ok(done, 'the promise settled within the time bound');
+  return p;
+}
+
+/** Asserts that `p` rejects with a BasaltError of `code`; returns the error. */
+export async function rejectsWith(p: Promise<unknown>, code: string): Promise<BasaltError> {
+  try {
+    await p;
+  } catch (error) {
+    assert.ok(isBasaltError(error), `a BasaltError, got ${String(error)}`);
+    assert.equal(error.code, code, error.message);
+    return error;
+  }
+  assert.fail(`expected ${code}, but it resolved`);
+}
+
+export interface CoordinatorEnv {
+  readonly clock: HybridClock;
+  readonly timers: Timers;
+  readonly txStates: TxStateMap;
+  readonly options?: TxCoordinatorOptions;
+  readonly onError?: (error: unknown) => void;
+}
+
+/** A TxCoordinator on SELF that reaches `cluster`'s fake primaries through its request function and placement. */
+export function coordinatorOver(cluster: FakeCluster, env: CoordinatorEnv): TxCoordinator {
+  return new TxCoordinator({ self: SELF, request: cluster.request, placement: cluster.placement, ...env });
 }

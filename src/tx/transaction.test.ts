@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BasaltError, isBasaltError } from '../core/errors.js';
-import type { NodeId, NodeName } from '../core/ids.js';
+import { BasaltError } from '../core/errors.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { SimClock } from '../sim/clock.js';
 import { Scheduler } from '../sim/scheduler.js';
-import { TxCoordinator } from './coordinator.js';
 import type { TxCoordinatorOptions } from './coordinator-support.js';
 import type { TxResponse } from './messages.js';
-import { FakeCluster, TABLE } from './test-support.js';
+import { coordinatorOver, FakeCluster, rejectsWith, settleWithin, TABLE } from './test-support.js';
 import { beginTransaction, isRetryable, runTransaction } from './transaction.js';
 import { TxStateMap } from './tx-state-map.js';
 
@@ -17,37 +15,14 @@ function setup(options?: TxCoordinatorOptions) {
   const physical = new SimClock(scheduler);
   const cluster = new FakeCluster({ physical, timers: scheduler.timers('cluster') });
   const txStates = new TxStateMap({ clock: physical });
-  const coordinator = new TxCoordinator({
-    self: { name: 'n1' as NodeName, id: 'n1-id' as NodeId },
+  const coordinator = coordinatorOver(cluster, {
     clock: new HybridClock(physical),
     timers: scheduler.timers('coordinator'),
     txStates,
-    request: cluster.request,
-    placement: cluster.placement,
     options,
   });
-  async function run<T>(p: Promise<T>): Promise<T> {
-    let done = false;
-    const mark = (): void => {
-      done = true;
-    };
-    p.then(mark, mark);
-    await scheduler.run({ until: () => done, forMs: 600_000 });
-    assert.ok(done, 'settled within the time bound');
-    return p;
-  }
+  const run = <T>(p: Promise<T>): Promise<T> => settleWithin(scheduler, p);
   return { cluster, coordinator, txStates, run };
-}
-
-async function rejectsWith(p: Promise<unknown>, code: string): Promise<BasaltError> {
-  try {
-    await p;
-  } catch (error) {
-    assert.ok(isBasaltError(error), `a BasaltError, got ${String(error)}`);
-    assert.equal(error.code, code, error.message);
-    return error;
-  }
-  assert.fail(`expected ${code}`);
 }
 
 describe('Transaction', () => {

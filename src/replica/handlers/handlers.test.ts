@@ -1,34 +1,22 @@
 /**
  * The replica request handlers driven directly (no messenger) on three nodes, each hosting replicas of two
- * partitions (P0, the commit partition, and P1) over the real Raft driver on the simulator's virtual time. A
- * "coordinator" is just a hybrid clock: every call absorbs the sender's timestamp on arrival and the receiver's on
- * the way back, as the messenger does. Seeds are fixed; a failure message names the seed.
+ * partitions (P0, the commit partition, and P1) over the real Raft driver on the simulator's virtual time (the
+ * cluster of test-cluster.ts, with a LocalIntentResolver on each node). A "coordinator" is just a hybrid clock: every
+ * call absorbs the sender's timestamp on arrival and the receiver's on the way back, as the messenger does. Seeds are
+ * fixed; a failure message names the seed.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BasaltError, type ErrorData, isBasaltError, toErrorData } from '../../core/errors.js';
-import {
-  type HybridTimestamp,
-  type LogIndex,
-  type NodeId,
-  type NodeName,
-  nodeName,
-  type PartitionId,
-  type TxId,
-} from '../../core/ids.js';
+import { BasaltError, isBasaltError } from '../../core/errors.js';
+import { type HybridTimestamp, type NodeName, nodeName, type PartitionId, type TxId } from '../../core/ids.js';
 import type { PeerIdentity } from '../../env/transport.js';
-import { HybridClock } from '../../hlc/hybrid-clock.js';
+import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs } from '../../hlc/timestamp.js';
-import { decode, encode } from '../../net/codec.js';
 import type { MessageBody } from '../../net/envelope.js';
 import type { Messenger } from '../../net/messenger.js';
-import { RaftDriver, type RaftTransport } from '../../raft/driver.js';
-import { MemoryLogStorage } from '../../raft/memory-log-storage.js';
-import type { Entry, Snapshot } from '../../raft/types.js';
 import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
-import { MemoryStorageEngine } from '../../storage/storage-engine.js';
 import { partitionLockKey, rowLockKey } from '../../tx/lock-modes.js';
 import type {
   EnlistmentToken,
@@ -42,70 +30,41 @@ import type {
   TxFinishRequest,
   TxFinishResponse,
 } from '../../tx/messages.js';
-import { makeTxId } from '../../tx/tx-id.js';
-import { TxStateMap } from '../../tx/tx-state-map.js';
 import { tokenOf } from '../lease.js';
-import { PartitionReplica } from '../partition-replica.js';
-import { leaseTiming } from '../primary.js';
-import { HostedPartition } from './hosted-partition.js';
 import { LocalIntentResolver } from './intent-resolver.js';
 import { type HandlerRegistry, REPLICA_REQUEST_KINDS, type ReplicaRequest, ReplicaRequestRouter } from './router.js';
+import {
+  type ClusterMember,
+  COORDINATOR,
+  type NodeParts,
+  type NodeWiring,
+  P0,
+  P1,
+  ReplicaTestCluster,
+} from './test-cluster.js';
 import { messengerCleanupSender, type RequestChannel } from './tx-finish.js';
 
-const SKEW_MS = 20;
-const TIMING = leaseTiming(SKEW_MS, 2_000, 500);
-const NAMES = [nodeName('n1'), nodeName('n2'), nodeName('n3')];
-const P0 = 't1p0' as PartitionId;
-const P1 = 't1p1' as PartitionId;
-const PARTITIONS = [P0, P1];
-const COORDINATOR = 'coord' as NodeId;
-const READ_WAIT_MS = 1_000;
+type Member = ClusterMember<object>;
 
-interface Member {
-  readonly name: NodeName;
-  readonly clock: HybridClock;
-  readonly map: TxStateMap;
-  readonly driver: RaftDriver;
-  readonly replicas: Map<PartitionId, PartitionReplica>;
-  readonly hosted: Map<PartitionId, HostedPartition>;
-  readonly router: ReplicaRequestRouter;
-}
-
-class Cluster {
-  readonly scheduler: Scheduler;
-  readonly coord: HybridClock;
+class Cluster extends ReplicaTestCluster<object> {
   readonly coordName = nodeName('coord');
-  readonly members = new Map<NodeName, Member>();
   /** While set, cleanup requests between nodes fail (the sender sees CONNECTION_CLOSED). */
   dropCleanups = false;
-  /** Nodes cut off from every Raft message. */
-  readonly cut = new Set<NodeName>();
   cleanupRequests = 0;
-  private readonly raftHandlers = new Map<NodeName, (from: NodeName, envelope: unknown) => void>();
-  private txCounter = 0;
 
-  constructor(readonly seed: number) {
-    this.scheduler = new Scheduler({ seed });
-    this.coord = new HybridClock(new SimClock(this.scheduler), { maxClockSkewMs: SKEW_MS });
+  constructor(
+    seed: number,
+    private readonly finish: { cleanupAttemptsMax?: number },
+  ) {
+    const scheduler = new Scheduler({ seed });
+    super(seed, { scheduler, clock: () => new SimClock(scheduler), random: (s) => new SeededRandom(s) });
   }
 
-  static async start(seed: number, finish: { cleanupAttemptsMax?: number } = {}): Promise<Cluster> {
-    const h = new Cluster(seed);
-    for (const name of NAMES) await h.startMember(name, finish);
-    await h.runUntil(() => PARTITIONS.every((p) => h.primaryOf(p) !== undefined));
-    return h;
+  static start(seed: number, finish: { cleanupAttemptsMax?: number } = {}): Promise<Cluster> {
+    return new Cluster(seed, finish).boot();
   }
 
-  private async startMember(name: NodeName, finish: { cleanupAttemptsMax?: number }): Promise<void> {
-    const random = new SeededRandom(`${this.seed}/${name}`);
-    const physical = new SimClock(this.scheduler);
-    const clock = new HybridClock(physical, { maxClockSkewMs: SKEW_MS });
-    const engine = new MemoryStorageEngine();
-    const map = new TxStateMap({ clock: physical });
-    const timers = this.scheduler.timers(name);
-    const replicas = new Map<PartitionId, PartitionReplica>();
-    const hosted = new Map<PartitionId, HostedPartition>();
-    let driver: RaftDriver | undefined;
+  protected wire({ clock, map, timers, locator }: NodeParts): NodeWiring<object> {
     const router = new ReplicaRequestRouter({
       sender: {
         request: (to, body) => {
@@ -114,171 +73,21 @@ class Cluster {
           return this.call<TxCleanupResponse>(to, body, clock);
         },
       },
-      locator: {
-        locate: async (partitionId) => {
-          const m = this.primaryOf(partitionId);
-          if (m === undefined) throw new BasaltError('NODE_UNAVAILABLE', `no primary of ${partitionId}`);
-          return m.name;
-        },
-      },
+      locator,
       timers,
       resolver: new LocalIntentResolver(map),
-      finish: { cleanupBackoffMsMin: 10, cleanupBackoffMsMax: 50, ...finish },
+      finish: { cleanupBackoffMsMin: 10, cleanupBackoffMsMax: 50, ...this.finish },
     });
-    for (const partitionId of PARTITIONS) {
-      const replica = new PartitionReplica({
-        partitionId,
-        nodeId: `${name}-id` as NodeId,
-        nodeName: name,
-        random: random.fork(partitionId),
-        physicalClock: physical,
-        clock,
-        engine,
-        txStateMap: map,
-        submit: (bytes) => driver!.propose(partitionId, bytes),
-        timing: TIMING,
-        safeTimeSyncIdleMs: 50,
-      });
-      replicas.set(partitionId, replica);
-      const partition = new HostedPartition({
-        replica,
-        engine,
-        txStateMap: map,
-        clock,
-        timers,
-        readWaitMs: READ_WAIT_MS,
-        lockWaitTimeoutMs: 3_000,
-      });
-      hosted.set(partitionId, partition);
-      router.register(partition);
-    }
-    const sm = (g: PartitionId) => replicas.get(g)!.stateMachine;
-    driver = new RaftDriver({
-      self: name,
-      transport: this.transport(name),
-      timers,
-      random: random.fork('raft'),
-      storage: new MemoryLogStorage(),
-      stateMachine: {
-        appliedIndex: (g: PartitionId) => sm(g).appliedIndex(),
-        apply: (g: PartitionId, entries: readonly Entry[]) => sm(g).apply(entries),
-        snapshot: (g: PartitionId) => sm(g).snapshot(),
-        restore: (g: PartitionId, snapshot: Snapshot) => sm(g).restore(snapshot),
-      },
-      tickIntervalMs: 10,
-    });
-    for (const partitionId of PARTITIONS) await driver.addGroup(partitionId, NAMES);
-    this.members.set(name, { name, clock, map, driver, replicas, hosted, router });
-    const upkeep = (): void => {
-      for (const partitionId of PARTITIONS) {
-        const s = driver.status(partitionId);
-        if (s !== undefined) replicas.get(partitionId)!.maintain({ isLeader: s.role === 'leader', term: s.term });
-      }
-      timers.setTimer(upkeep, 20);
-    };
-    timers.setTimer(upkeep, 20);
+    return { router, extra: {} };
   }
 
-  private transport(self: NodeName): RaftTransport {
-    return {
-      send: (to, envelope) => {
-        if (this.cut.has(self) || this.cut.has(to)) return;
-        this.scheduler.schedule(1, () => this.raftHandlers.get(to)?.(self, envelope), 'raft');
-      },
-      setHandler: (handler) => this.raftHandlers.set(self, handler),
-    };
-  }
-
-  member(name: NodeName): Member {
-    const m = this.members.get(name);
-    assert.ok(m !== undefined);
-    return m;
-  }
-
-  primaryOf(partitionId: PartitionId): Member | undefined {
-    for (const m of this.members.values()) {
-      if (m.replicas.get(partitionId)!.checkPrimary(m.clock.current()).kind === 'ok') return m;
-    }
-    return undefined;
-  }
-
-  primary(partitionId: PartitionId): Member {
-    const m = this.primaryOf(partitionId);
-    assert.ok(m !== undefined, `no primary of ${partitionId} (seed ${this.seed})`);
-    return m;
-  }
-
-  backups(partitionId: PartitionId): Member[] {
-    const p = this.primary(partitionId);
-    return [...this.members.values()].filter((m) => m !== p);
-  }
-
-  hosted(m: Member, partitionId: PartitionId): HostedPartition {
-    return m.hosted.get(partitionId)!;
-  }
-
-  newTx(beginOffsetMs = 0): TxId {
-    this.txCounter++;
-    return makeTxId({
-      beginTimestamp: addMs(this.coord.now(), beginOffsetMs),
-      nodeId: COORDINATOR,
-      counter: this.txCounter,
-    });
-  }
-
-  /** A request as the messenger delivers it: the receiver absorbs the sender's timestamp, and the reverse. */
+  /** A request as the messenger delivers it, from the coordinator unless `from` says otherwise. */
   call<R>(to: NodeName, body: ReplicaRequest, from: HybridClock = this.coord): Promise<R> {
-    const ts = from.now();
-    return new Promise<R>((resolve, reject) => {
-      this.scheduler.schedule(1, () => {
-        const m = this.member(to);
-        m.clock.update(ts);
-        // Bodies and errors cross the wire codec both ways, as through the messenger.
-        const received = decode(encode(body)) as ReplicaRequest;
-        const back = (settle: () => void) => {
-          const replyTs = m.clock.now();
-          this.scheduler.schedule(1, () => {
-            from.update(replyTs);
-            settle();
-          });
-        };
-        m.router.handle(received).then(
-          (response) => back(() => resolve(decode(encode(response)) as R)),
-          (error: unknown) => back(() => reject(BasaltError.fromData(decode(encode(toErrorData(error))) as ErrorData))),
-        );
-      });
-    });
-  }
-
-  async runUntil(until: () => boolean, forMs = 10_000): Promise<void> {
-    await this.scheduler.run({ forMs, until });
-    assert.ok(until(), `condition not reached within ${forMs} ms (seed ${this.seed})`);
-  }
-
-  /** Runs virtual time until `p` settles; returns (or throws) its outcome. */
-  async settle<T>(p: Promise<T>, forMs = 10_000): Promise<T> {
-    let done = false;
-    const tracked = p.finally(() => {
-      done = true;
-    });
-    tracked.catch(() => {});
-    await this.runUntil(() => done, forMs);
-    return tracked;
+    return this.deliver<R>(to, body, from);
   }
 
   rw(to: Member, request: ReadWriteRequest): Promise<ReadWriteResponse> {
     return this.settle(this.call<ReadWriteResponse>(to.name, request));
-  }
-
-  /** Every member applied as far as the most advanced one, in every partition. */
-  async converge(): Promise<void> {
-    const applied = (m: Member, g: PartitionId) => m.replicas.get(g)!.stateMachine.appliedIndex();
-    const target = new Map<PartitionId, LogIndex>(
-      PARTITIONS.map((g) => [g, Math.max(...[...this.members.values()].map((m) => applied(m, g))) as LogIndex]),
-    );
-    await this.runUntil(() =>
-      [...this.members.values()].every((m) => PARTITIONS.every((g) => applied(m, g) >= target.get(g)!)),
-    );
   }
 }
 

@@ -1,32 +1,26 @@
 /**
  * Resolution and recovery handlers on three nodes, each hosting replicas of P0 (the commit partition) and P1, over the
- * real Raft driver on the simulator's virtual time (the setup of handlers.test.ts, plus each node's
+ * real Raft driver on the simulator's virtual time (the cluster of handlers/test-cluster.ts, plus each node's
  * ReplicaResolution). Requests between nodes go through one `call` that absorbs timestamps both ways and passes bodies
  * and errors through the wire codec. The tx coordinator is a scripted handler reachable under the name `coord`; tests
  * declare it gone (rule 17) or script its answers. Seeds are fixed; a failure message names the seed.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BasaltError, type ErrorData, isBasaltError, toErrorData } from '../../core/errors.js';
+import { BasaltError, isBasaltError } from '../../core/errors.js';
 import {
   type HybridTimestamp,
-  type LogIndex,
   type NodeId,
   type NodeName,
   nodeName,
   type PartitionId,
   type TxId,
 } from '../../core/ids.js';
-import { HybridClock } from '../../hlc/hybrid-clock.js';
+import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs } from '../../hlc/timestamp.js';
-import { decode, encode } from '../../net/codec.js';
-import { RaftDriver, type RaftTransport } from '../../raft/driver.js';
-import { MemoryLogStorage } from '../../raft/memory-log-storage.js';
-import type { Entry, Snapshot } from '../../raft/types.js';
 import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
-import { MemoryStorageEngine } from '../../storage/storage-engine.js';
 import { rowLockKey } from '../../tx/lock-modes.js';
 import type {
   EnlistmentToken,
@@ -41,23 +35,22 @@ import type {
   TxStateCommitPartitionRequest,
   TxStateResponse,
 } from '../../tx/messages.js';
-import { makeTxId } from '../../tx/tx-id.js';
-import { TxStateMap } from '../../tx/tx-state-map.js';
-import { HostedPartition } from '../handlers/hosted-partition.js';
-import { type ReplicaRequest, ReplicaRequestRouter } from '../handlers/router.js';
-import { PartitionReplica } from '../partition-replica.js';
-import { leaseTiming } from '../primary.js';
+import { ReplicaRequestRouter } from '../handlers/router.js';
+import {
+  type ClusterMember,
+  COORDINATOR,
+  idOf,
+  NAMES,
+  type NodeParts,
+  type NodeWiring,
+  P0,
+  P1,
+  ReplicaTestCluster,
+} from '../handlers/test-cluster.js';
 import { RESOLUTION_COUNTERS } from './ports.js';
 import { ReplicaResolution } from './replica-resolution.js';
 import { RESOLUTION_REQUEST_KINDS, type ResolutionRequest } from './router.js';
 
-const SKEW_MS = 20;
-const TIMING = leaseTiming(SKEW_MS, 2_000, 500);
-const NAMES = [nodeName('n1'), nodeName('n2'), nodeName('n3')];
-const P0 = 't1p0' as PartitionId;
-const P1 = 't1p1' as PartitionId;
-const PARTITIONS = [P0, P1];
-const COORDINATOR = 'coord' as NodeId;
 const COORD_NAME = nodeName('coord');
 /** A second, live coordinator for requesters. */
 const OTHER_COORDINATOR = 'other' as NodeId;
@@ -72,60 +65,32 @@ class Counters {
   }
 }
 
-interface Member {
-  readonly name: NodeName;
-  readonly clock: HybridClock;
-  readonly map: TxStateMap;
-  readonly replicas: Map<PartitionId, PartitionReplica>;
-  readonly hosted: Map<PartitionId, HostedPartition>;
-  readonly router: ReplicaRequestRouter;
+interface ResolutionParts {
   readonly resolution: ReplicaResolution;
   readonly counters: Counters;
 }
 
+type Member = ClusterMember<ResolutionParts>;
+
 type CoordinatorScript = (body: TxRequest) => Promise<TxStateResponse>;
 
-class Cluster {
-  readonly scheduler: Scheduler;
-  readonly coord: HybridClock;
-  readonly members = new Map<NodeName, Member>();
+class Cluster extends ReplicaTestCluster<ResolutionParts> {
   readonly gone = new Set<NodeId>();
   /** Every request sent between nodes: [from, to, kind]. */
   readonly sent: { from: NodeName; to: NodeName; kind: string }[] = [];
   coordinator: CoordinatorScript = () => Promise.reject(new BasaltError('CONNECTION_CLOSED', 'no coordinator'));
-  private readonly raftHandlers = new Map<NodeName, (from: NodeName, envelope: unknown) => void>();
-  private txCounter = 0;
 
-  constructor(readonly seed: number) {
-    this.scheduler = new Scheduler({ seed });
-    this.coord = new HybridClock(new SimClock(this.scheduler), { maxClockSkewMs: SKEW_MS });
+  constructor(seed: number) {
+    const scheduler = new Scheduler({ seed });
+    super(seed, { scheduler, clock: () => new SimClock(scheduler), random: (s) => new SeededRandom(s) });
   }
 
-  static async start(seed: number): Promise<Cluster> {
-    const h = new Cluster(seed);
-    for (const name of NAMES) await h.startMember(name);
-    await h.runUntil(() => PARTITIONS.every((p) => h.primaryOf(p) !== undefined));
-    return h;
+  static start(seed: number): Promise<Cluster> {
+    return new Cluster(seed).boot();
   }
 
-  private async startMember(name: NodeName): Promise<void> {
-    const random = new SeededRandom(`${this.seed}/${name}`);
-    const physical = new SimClock(this.scheduler);
-    const clock = new HybridClock(physical, { maxClockSkewMs: SKEW_MS });
-    const engine = new MemoryStorageEngine();
-    const map = new TxStateMap({ clock: physical });
-    const timers = this.scheduler.timers(name);
+  protected wire({ name, physical, clock, map, timers, locator }: NodeParts): NodeWiring<ResolutionParts> {
     const counters = new Counters();
-    const replicas = new Map<PartitionId, PartitionReplica>();
-    const hosted = new Map<PartitionId, HostedPartition>();
-    let driver: RaftDriver | undefined;
-    const locator = {
-      locate: async (partitionId: PartitionId) => {
-        const m = this.primaryOf(partitionId);
-        if (m === undefined) throw new BasaltError('NODE_UNAVAILABLE', `no primary of ${partitionId}`);
-        return m.name;
-      },
-    };
     const request = ((to: NodeName, body: TxRequest) => this.call(name, to, body, clock)) as never;
     const resolution = new ReplicaResolution({
       self: { name, id: idOf(name) },
@@ -152,132 +117,24 @@ class Cluster {
       finish: { cleanupBackoffMsMin: 10, cleanupBackoffMsMax: 50 },
     });
     resolution.attach(router, { handle: () => () => {} });
-    for (const partitionId of PARTITIONS) {
-      const replica = new PartitionReplica({
-        partitionId,
-        nodeId: idOf(name),
-        nodeName: name,
-        random: random.fork(partitionId),
-        physicalClock: physical,
-        clock,
-        engine,
-        txStateMap: map,
-        submit: (bytes) => driver!.propose(partitionId, bytes),
-        timing: TIMING,
-        safeTimeSyncIdleMs: 50,
-      });
-      replicas.set(partitionId, replica);
-      const partition = new HostedPartition({
-        replica,
-        engine,
-        txStateMap: map,
-        clock,
-        timers,
-        readWaitMs: 1_000,
-        lockWaitTimeoutMs: 3_000,
-      });
-      hosted.set(partitionId, partition);
-      router.register(partition);
-      resolution.watch(partition);
-    }
-    const sm = (g: PartitionId) => replicas.get(g)!.stateMachine;
-    driver = new RaftDriver({
-      self: name,
-      transport: this.transport(name),
-      timers,
-      random: random.fork('raft'),
-      storage: new MemoryLogStorage(),
-      stateMachine: {
-        appliedIndex: (g: PartitionId) => sm(g).appliedIndex(),
-        apply: (g: PartitionId, entries: readonly Entry[]) => sm(g).apply(entries),
-        snapshot: (g: PartitionId) => sm(g).snapshot(),
-        restore: (g: PartitionId, snapshot: Snapshot) => sm(g).restore(snapshot),
-      },
-      tickIntervalMs: 10,
-    });
-    for (const partitionId of PARTITIONS) await driver.addGroup(partitionId, NAMES);
-    this.members.set(name, { name, clock, map, replicas, hosted, router, resolution, counters });
-    const upkeep = (): void => {
-      for (const partitionId of PARTITIONS) {
-        const s = driver.status(partitionId);
-        if (s !== undefined) replicas.get(partitionId)!.maintain({ isLeader: s.role === 'leader', term: s.term });
-      }
-      timers.setTimer(upkeep, 20);
-    };
-    timers.setTimer(upkeep, 20);
-  }
-
-  private transport(self: NodeName): RaftTransport {
-    return {
-      send: (to, envelope) => {
-        this.scheduler.schedule(1, () => this.raftHandlers.get(to)?.(self, envelope), 'raft');
-      },
-      setHandler: (handler) => this.raftHandlers.set(self, handler),
-    };
-  }
-
-  member(name: NodeName): Member {
-    const m = this.members.get(name);
-    assert.ok(m !== undefined);
-    return m;
-  }
-
-  primaryOf(partitionId: PartitionId): Member | undefined {
-    for (const m of this.members.values()) {
-      if (m.replicas.get(partitionId)!.checkPrimary(m.clock.current()).kind === 'ok') return m;
-    }
-    return undefined;
-  }
-
-  primary(partitionId: PartitionId): Member {
-    const m = this.primaryOf(partitionId);
-    assert.ok(m !== undefined, `no primary of ${partitionId} (seed ${this.seed})`);
-    return m;
-  }
-
-  backups(partitionId: PartitionId): Member[] {
-    const p = this.primary(partitionId);
-    return [...this.members.values()].filter((m) => m !== p);
-  }
-
-  hosted(m: Member, partitionId: PartitionId): HostedPartition {
-    return m.hosted.get(partitionId)!;
-  }
-
-  newTx(): TxId {
-    this.txCounter++;
-    return makeTxId({ beginTimestamp: this.coord.now(), nodeId: COORDINATOR, counter: this.txCounter });
+    return { router, extra: { resolution, counters }, onHosted: (partition) => resolution.watch(partition) };
   }
 
   count(kind: string): number {
     return this.sent.filter((s) => s.kind === kind).length;
   }
 
-  /** A request as the messenger delivers it: timestamps absorbed both ways, bodies and errors through the codec. */
+  /** A request as the messenger delivers it, recorded in `sent`. */
   call<R>(fromName: NodeName, to: NodeName, body: TxRequest, from: HybridClock): Promise<R> {
     this.sent.push({ from: fromName, to, kind: body.kind });
-    const ts = from.now();
-    return new Promise<R>((resolve, reject) => {
-      this.scheduler.schedule(1, () => {
-        const receiverClock = to === COORD_NAME ? this.coord : this.member(to).clock;
-        receiverClock.update(ts);
-        const received = decode(encode(body)) as TxRequest;
-        const back = (settle: () => void) => {
-          const replyTs = receiverClock.now();
-          this.scheduler.schedule(1, () => {
-            from.update(replyTs);
-            settle();
-          });
-        };
-        this.dispatch(to, received).then(
-          (response) => back(() => resolve(decode(encode(response)) as R)),
-          (error: unknown) => back(() => reject(BasaltError.fromData(decode(encode(toErrorData(error))) as ErrorData))),
-        );
-      });
-    });
+    return this.deliver<R>(to, body, from);
   }
 
-  private dispatch(to: NodeName, body: TxRequest): Promise<unknown> {
+  protected override clockOf(to: NodeName): HybridClock {
+    return to === COORD_NAME ? this.coord : super.clockOf(to);
+  }
+
+  protected override dispatch(to: NodeName, body: TxRequest): Promise<unknown> {
     if (to === COORD_NAME) return this.coordinator(body);
     const m = this.member(to);
     if ((RESOLUTION_REQUEST_KINDS as readonly string[]).includes(body.kind)) {
@@ -286,37 +143,12 @@ class Cluster {
     if (body.kind === 'TxStateCoordinatorRequest') {
       return Promise.reject(new BasaltError('UNKNOWN_MESSAGE', 'no coordinator here'));
     }
-    return m.router.handle(body as ReplicaRequest);
+    return super.dispatch(to, body);
   }
 
   /** From the test's coordinator clock. */
   send<R>(to: Member, body: TxRequest): Promise<R> {
     return this.settle(this.call<R>(COORD_NAME, to.name, body, this.coord));
-  }
-
-  async runUntil(until: () => boolean, forMs = 10_000): Promise<void> {
-    await this.scheduler.run({ forMs, until });
-    assert.ok(until(), `condition not reached within ${forMs} ms (seed ${this.seed})`);
-  }
-
-  async settle<T>(p: Promise<T>, forMs = 10_000): Promise<T> {
-    let done = false;
-    const tracked = p.finally(() => {
-      done = true;
-    });
-    tracked.catch(() => {});
-    await this.runUntil(() => done, forMs);
-    return tracked;
-  }
-
-  async converge(): Promise<void> {
-    const applied = (m: Member, g: PartitionId) => m.replicas.get(g)!.stateMachine.appliedIndex();
-    const target = new Map<PartitionId, LogIndex>(
-      PARTITIONS.map((g) => [g, Math.max(...[...this.members.values()].map((m) => applied(m, g))) as LogIndex]),
-    );
-    await this.runUntil(() =>
-      [...this.members.values()].every((m) => PARTITIONS.every((g) => applied(m, g) >= target.get(g)!)),
-    );
   }
 
   /** The key's newest version on the primary of `partitionId`: intent, committed value, or empty. */
@@ -327,10 +159,6 @@ class Cluster {
     const r = mv.readLatest(rowId);
     return r.kind === 'intent' ? `intent:${String(r.value)}` : r.kind === 'committed' ? String(r.value) : 'empty';
   }
-}
-
-function idOf(name: NodeName): NodeId {
-  return `${name}-id` as NodeId;
 }
 
 function rw(
