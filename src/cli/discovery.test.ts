@@ -18,11 +18,12 @@ after(async () => {
 
 const identity = (name: string): PeerIdentity => ({ name: nodeName(name), id: nodeId(randomUUID()) });
 
-async function node(name: string, port = 0): Promise<TcpTransport> {
+async function node(name: string, port = 0, members?: readonly string[]): Promise<TcpTransport> {
   const t = await TcpTransport.start({
     self: identity(name),
     host: '127.0.0.1',
     port,
+    ...(members !== undefined && { members: members.map(nodeName) }),
     timers,
     random: new RealRandom(),
   });
@@ -91,6 +92,27 @@ describe('discoverPeers', () => {
     );
     await assert.rejects(discover('n1', 'n1=127.0.0.1:1'), (e) => refused(e, /this node's own name/));
     await assert.rejects(discover('n1', `n2=${b.address},${b.address}`), (e) => refused(e, /listed twice/));
+  });
+
+  it('fails fast when a running peer lists other members than this node would use, and passes when they agree', async () => {
+    const n1 = await node('n1', 0, ['n1', 'n2', 'n3']);
+    await assert.rejects(
+      discover('n2', n1.address),
+      (e) =>
+        isBasaltError(e, 'INVALID_ARGUMENT') &&
+        e.message.endsWith(
+          `member sets differ: this node would run with n1,n2, the running peer n1 at ${n1.address} has n1,n2,n3 ` +
+            '(start every node with the same members)',
+        ),
+    );
+    const n3 = await node('n3');
+    assert.deepEqual(
+      await discover('n2', `${n1.address},${n3.address}`),
+      new Map([
+        ['n1', n1.address],
+        ['n3', n3.address],
+      ]),
+    );
   });
 
   it('gives up after the startup timeout, naming the peers it still waits for', async () => {

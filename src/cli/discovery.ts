@@ -6,7 +6,9 @@
  *
  * Invariant of the result: the member names (this node and every peer) are distinct, because every node must compute
  * the same member set (the metastorage group); a peer that answers with this node's name, with the name of another
- * listed peer, or an address listed twice is refused with an INVALID_ARGUMENT error naming both sides.
+ * listed peer, or an address listed twice is refused with an INVALID_ARGUMENT error naming both sides. A probed peer
+ * that already runs (its hello lists its members) must list exactly the members this node is about to use; else
+ * discovery fails fast with an INVALID_ARGUMENT error naming both sets, before the node disturbs the cluster.
  */
 import { InvalidArgumentError } from 'commander';
 import { BasaltError } from '../core/errors.js';
@@ -14,6 +16,7 @@ import { type NodeName, nodeName } from '../core/ids.js';
 import type { Timers } from '../env/timers.js';
 import { sleep } from '../env/timers.js';
 import type { PeerIdentity } from '../env/transport.js';
+import { formatMembers, memberFingerprint, sameMembers } from '../net/handshake.js';
 import { probePeer } from '../net/probe.js';
 import { parseHostPort } from '../net/tcp-transport.js';
 
@@ -69,11 +72,12 @@ export async function discoverPeers(options: DiscoveryOptions): Promise<Map<Node
   const waiting = new Map<string, string>(
     options.peers.filter((p) => p.name === undefined).map((p) => [p.address, 'not probed yet']),
   );
+  const runningWith = new Map<string, readonly NodeName[]>();
   const deadline = Date.now() + options.timeoutMs;
   let backoffMs = options.backoffMsMin ?? BACKOFF_MS_MIN;
   while (waiting.size > 0) {
     if (options.signal?.aborted) return undefined;
-    await probeRound(options, members, named, waiting);
+    await probeRound(options, members, named, waiting, runningWith);
     if (waiting.size === 0) break;
     if (Date.now() >= deadline) {
       const list = [...waiting].map(([address, reason]) => `${address} (${reason})`).join(', ');
@@ -87,7 +91,26 @@ export async function discoverPeers(options: DiscoveryOptions): Promise<Map<Node
     }
     backoffMs = Math.min(options.backoffMsMax ?? BACKOFF_MS_MAX, backoffMs * 2);
   }
+  checkRunningPeers(options.self.name, members, runningWith);
   return members;
+}
+
+/** Throws INVALID_ARGUMENT when a running peer (address → its members) lists other members than this node will. */
+function checkRunningPeers(
+  self: NodeName,
+  members: ReadonlyMap<NodeName, string>,
+  runningWith: ReadonlyMap<string, readonly NodeName[]>,
+): void {
+  const ours = memberFingerprint([self, ...members.keys()]);
+  for (const [address, theirs] of runningWith) {
+    if (sameMembers(ours, theirs)) continue;
+    const peer = [...members].find(([, a]) => a === address)?.[0] ?? '?';
+    throw new BasaltError(
+      'INVALID_ARGUMENT',
+      `member sets differ: this node would run with ${formatMembers(ours)}, the running peer ${peer} at ${address} ` +
+        `has ${formatMembers(theirs)} (start every node with the same members)`,
+    );
+  }
 }
 
 /** Probes every waiting address once, in parallel; an answer moves the address from `waiting` to `members`. */
@@ -96,6 +119,7 @@ async function probeRound(
   members: Map<NodeName, string>,
   named: ReadonlySet<NodeName>,
   waiting: Map<string, string>,
+  runningWith: Map<string, readonly NodeName[]>,
 ): Promise<void> {
   const addresses = [...waiting.keys()];
   const results = await Promise.all(
@@ -125,6 +149,7 @@ async function probeRound(
     if (known !== undefined) throw clash(`the peers at ${known} and ${address} both say they are ${name}`);
     members.set(name, address);
     waiting.delete(address);
+    if (result.members !== undefined) runningWith.set(address, result.members);
   }
 }
 

@@ -99,3 +99,28 @@ test('basalt start: three processes with bare peer addresses, one killed with SI
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test('basalt start: a node started with a wrong peer set is refused by the running node, and both warn once', async () => {
+  const [p1, p2, p3] = await freePorts(3);
+  const at = (p: number | undefined) => `127.0.0.1:${p}`;
+  const common = ['--memory'];
+  const n1 = new NodeProcess(['--name', 'n1', '--port', String(p1), '--peers', `n2=${at(p2)},n3=${at(p3)}`, ...common]);
+  let wrong: NodeProcess | undefined;
+  try {
+    await n1.waitFor(/members: n1, n2, n3/, 10_000);
+    // Named peers are not probed, so only the connection handshake can catch the wrong member set.
+    wrong = new NodeProcess(['--name', 'n2', '--port', String(p2), '--peers', `n1=${at(p1)}`, ...common]);
+    // n1's redials may reach n2 before n2 dials n1: the peer is then named by the host it connects from.
+    const where = `(at 127\\.0\\.0\\.1:${p1}|from 127\\.0\\.0\\.1)`;
+    const warning = `basalt: node n2 warning: member sets differ: this node has n1,n2, peer n1 ${where} has n1,n2,n3\n`;
+    await wrong.waitFor(new RegExp(warning), 10_000);
+    await n1.waitFor(/basalt: node n1 warning: member sets differ: this node has n1,n2,n3, peer n2 (at|from) /, 10_000);
+    assert.match(wrong.output, /"level":40.*"kind":"member-mismatch"/, 'a structured warning too');
+    await new Promise((r) => setTimeout(r, 1_000));
+    assert.equal(wrong.output.split('warning: member sets differ').length - 1, 1, 'reported once while it retries');
+    assert.equal(n1.output.split('warning: member sets differ').length - 1, 1, 'reported once by the running node');
+  } finally {
+    n1.kill('SIGKILL');
+    wrong?.kill('SIGKILL');
+  }
+});

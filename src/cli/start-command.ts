@@ -5,7 +5,8 @@
  * this node's transport already listens, and only then does the node start, with every member known. It prints its
  * address, leaders it becomes, a ready line once it knows the metastorage state, then status lines; a signal stops it
  * gracefully (also while it still waits for peers). With `--client-port` it serves `connect()` clients on its host,
- * and coordinates their transactions.
+ * and coordinates their transactions. Once its members are known, its transport refuses peers that run with other
+ * members (handshake.ts); such a refusal is printed as a warning and logged (warn) once per peer and member set.
  */
 import { resolve } from 'node:path';
 import { nodeClient } from '../client/node-client.js';
@@ -16,6 +17,7 @@ import { META_GROUP } from '../core/partitioning.js';
 import { RealClock } from '../env/real-clock.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
+import type { DiagnosticListener } from '../net/diagnostics.js';
 import { TcpTransport } from '../net/tcp-transport.js';
 import { BasaltNode, type NodeStorage } from '../node/basalt-node.js';
 import { coordinatorService } from '../node/coordinator-service.js';
@@ -25,7 +27,7 @@ import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { log, type TableSpec, untilSignal } from './common.js';
 import { discoverPeers } from './discovery.js';
-import { createNodeLogger } from './logging.js';
+import { createNodeLogger, type NodeLogger } from './logging.js';
 import { MetricsServer } from './metrics-http.js';
 import type { StartSettings } from './start-config.js';
 
@@ -47,7 +49,14 @@ export async function runStart(options: StartSettings): Promise<void> {
   const timers = new RealTimers();
   const self = { name, id: nodeId(random.uuid()) };
   // Listen first: peers started at the same time probe this node while it probes them.
-  const transport = await TcpTransport.start({ self, host: options.host, port: options.port, timers, random });
+  const transport = await TcpTransport.start({
+    self,
+    host: options.host,
+    port: options.port,
+    timers,
+    random,
+    onDiagnostic: transportDiagnostics(name, logger),
+  });
   log(`node ${name} listening on ${transport.address} (id ${self.id})`);
   const aborted = new AbortController();
   void stopRequested.then(() => aborted.abort());
@@ -69,6 +78,8 @@ export async function runStart(options: StartSettings): Promise<void> {
     logger.flush();
     return;
   }
+  // Members first: the hellos to the peers then carry them, and a peer that runs with other members is refused.
+  transport.setMembers([name, ...members.keys()]);
   for (const [peer, address] of members) transport.addPeer(peer, address);
   log(`basalt: node ${name} members: ${[name, ...members.keys()].join(', ')}`);
   const dataDir = options.data === undefined ? undefined : resolve(options.data);
@@ -152,6 +163,22 @@ export async function runStart(options: StartSettings): Promise<void> {
   log(`basalt: node ${name} stopped`);
   logger.info({}, 'node stopped');
   logger.flush();
+}
+
+/**
+ * Transport diagnostics: a refused member set is a warning (human line and structured log; the transport reports it
+ * once per peer and member set); the rest (a peer not up yet refuses every redial) is debug detail.
+ */
+function transportDiagnostics(name: NodeName, logger: NodeLogger): DiagnosticListener {
+  return (diagnostic) => {
+    const fields = { peer: diagnostic.peer, kind: diagnostic.kind };
+    if (diagnostic.kind !== 'member-mismatch') {
+      logger.debug(fields, diagnostic.message);
+      return;
+    }
+    log(`basalt: node ${name} warning: ${diagnostic.message}`);
+    logger.warn(fields, diagnostic.message);
+  };
 }
 
 /** Prints the peers still unanswered when that set changed or every `WAITING_REPORT_MS`, not on every probe round. */

@@ -18,6 +18,8 @@ export const LIMITS = {
   inboundConnectionsMax: 1024,
   /** Longest node name or ephemeral id accepted in a handshake or envelope. */
   identityCharsMax: 256,
+  /** Member names of one cluster (each at most identityCharsMax), as a node is configured and says in its hello. */
+  clusterMembersMax: 1_024,
   /** Nesting depth of a value accepted by the wire codec (deeper values are malformed). */
   codecDepthMax: 64,
   /** Requests awaiting a response on one node. */

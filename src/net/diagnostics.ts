@@ -12,6 +12,8 @@ export type NetDiagnosticKind =
   | 'frame-too-large'
   /** A handshake that was wrong, timed out, or named an unexpected peer; the connection is closed. */
   | 'handshake-failed'
+  /** A peer's hello listed other cluster members than this node runs with; the connection is refused (handshake.ts). */
+  | 'member-mismatch'
   /** A connection ended by an error (refused, reset, too slow to drain its write buffer). */
   | 'connection-error'
   /** A payload dropped: the peer's queue was full, the peer has no known address, or the transport is closed. */

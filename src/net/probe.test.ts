@@ -17,12 +17,17 @@ after(async () => {
 
 const identity = (name: string): PeerIdentity => ({ name: nodeName(name), id: nodeId(randomUUID()) });
 
-async function transport(name: string, peers: Record<string, string> = {}): Promise<TcpTransport> {
+async function transport(
+  name: string,
+  peers: Record<string, string> = {},
+  members?: readonly string[],
+): Promise<TcpTransport> {
   const t = await TcpTransport.start({
     self: identity(name),
     host: '127.0.0.1',
     port: 0,
     peers,
+    ...(members !== undefined && { members: members.map(nodeName) }),
     timers,
     random: new RealRandom(),
   });
@@ -35,6 +40,12 @@ describe('probePeer', () => {
     const n2 = await transport('n2');
     const result = await probePeer({ self: identity('n1'), address: n2.address, timers });
     assert.deepEqual(result, { ok: true, peer: n2.self });
+  });
+
+  it('is accepted by a peer that runs with members (its hello has none), and returns those members', async () => {
+    const n2 = await transport('n2', {}, ['n3', 'n2', 'n1']);
+    const result = await probePeer({ self: identity('n9'), address: n2.address, timers });
+    assert.deepEqual(result, { ok: true, peer: n2.self, members: ['n1', 'n2', 'n3'] });
   });
 
   it('reports a refused connection as a value', async () => {

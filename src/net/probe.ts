@@ -6,12 +6,17 @@
  * a restart of this node and close the peer's connection to it). Probe before the node dials its peers: at the peer a
  * probe's connection supersedes the node's own inbound one, which it would close.
  *
+ * The probe's hello carries no member list (it runs before this node knows its members), so any node accepts it;
+ * the answer carries the peer's member list if the peer already runs with one, for the caller to compare.
+ *
  * Expected failures (refused, reset, no hello within the timeout, a bad hello) are a value, never thrown.
  */
 import { connect as netConnect } from 'node:net';
+import type { NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Timers } from '../env/timers.js';
 import type { PeerIdentity } from '../env/transport.js';
+import { hello } from './handshake.js';
 import { TcpConnection } from './tcp-connection.js';
 import { parseHostPort } from './tcp-transport.js';
 
@@ -25,7 +30,12 @@ export interface ProbeOptions {
 }
 
 export type ProbeResult =
-  | { readonly ok: true; readonly peer: PeerIdentity }
+  | {
+      readonly ok: true;
+      readonly peer: PeerIdentity;
+      /** The member names the peer's hello listed (present only if it has them). */
+      readonly members?: readonly NodeName[];
+    }
   | { readonly ok: false; readonly reason: string };
 
 export function probePeer(options: ProbeOptions): Promise<ProbeResult> {
@@ -36,7 +46,7 @@ export function probePeer(options: ProbeOptions): Promise<ProbeResult> {
     const socket = netConnect({ host, port });
     new TcpConnection(
       socket,
-      options.self,
+      hello(options.self),
       options.timers,
       {
         handshakeTimeoutMs: options.timeoutMs ?? LIMITS.handshakeTimeoutMs,
@@ -46,7 +56,9 @@ export function probePeer(options: ProbeOptions): Promise<ProbeResult> {
       {
         accept: () => undefined,
         onOpen: (connection) => {
-          if (connection.peer !== undefined) result = { ok: true, peer: connection.peer };
+          const { peer, peerMembers } = connection;
+          if (peer !== undefined)
+            result = peerMembers === undefined ? { ok: true, peer } : { ok: true, peer, members: peerMembers };
           connection.close();
         },
         onPayload: () => {},

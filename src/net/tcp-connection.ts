@@ -3,20 +3,21 @@
  *
  * Life cycle: `handshaking` (our hello is sent at once; the peer's must arrive within the handshake timeout) →
  * `open` (frames are payloads) → `closed`. Anything wrong on the wire (oversized length, bad msgpack, bad hello, a
- * hello from the wrong peer, a write buffer the peer does not drain) closes this connection only, with one
- * diagnostic; nothing is thrown into the process. `onClose` runs exactly once, whatever ended the connection.
+ * hello from the wrong peer or from a node with other cluster members, a write buffer the peer does not drain)
+ * closes this connection only, with one diagnostic (none for a refusal its owner reported before); nothing is thrown into the process. `onClose` runs exactly once, whatever ended the connection.
  * Writes issued during one turn of the event loop go out as one `socket.write` (measured 5–9× the throughput of one
  * write per message on this machine, ecosystem.md §1).
  */
 import type { Socket } from 'node:net';
 import type { ErrorCode } from '../core/errors.js';
 import { isBasaltError } from '../core/errors.js';
+import type { NodeName } from '../core/ids.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import type { PeerIdentity } from '../env/transport.js';
 import { decode } from './codec.js';
 import type { DiagnosticListener, NetDiagnosticKind } from './diagnostics.js';
 import { encodeFrame, FrameDecoder } from './frame.js';
-import { hello, parseHello } from './handshake.js';
+import { type Hello, type PeerHello, parseHello } from './handshake.js';
 
 export interface ConnectionLimits {
   readonly handshakeTimeoutMs: number;
@@ -24,9 +25,16 @@ export interface ConnectionLimits {
   readonly writeBufferBytesMax: number;
 }
 
+/** Why a peer's hello is refused; `silent` closes without a diagnostic (the same refusal was reported before). */
+export interface Refusal {
+  readonly kind: 'handshake-failed' | 'member-mismatch';
+  readonly message: string;
+  readonly silent?: boolean;
+}
+
 export interface ConnectionEvents {
-  /** Decides whether the peer's hello is acceptable; a reason string refuses it. */
-  readonly accept: (peer: PeerIdentity) => string | undefined;
+  /** Decides whether the peer's (well-formed) hello is acceptable; a refusal closes the connection. */
+  readonly accept: (hello: PeerHello) => Refusal | undefined;
   readonly onOpen: (connection: TcpConnection) => void;
   readonly onPayload: (connection: TcpConnection, payload: unknown) => void;
   readonly onClose: (connection: TcpConnection) => void;
@@ -37,6 +45,7 @@ type ConnectionState = 'handshaking' | 'open' | 'closed';
 export class TcpConnection {
   private state: ConnectionState = 'handshaking';
   private remote: PeerIdentity | undefined;
+  private remoteMembers: readonly NodeName[] | undefined;
   private readonly decoder: FrameDecoder;
   private handshakeTimer: TimerHandle | undefined;
   private batch: Buffer[] = [];
@@ -44,7 +53,8 @@ export class TcpConnection {
 
   constructor(
     private readonly socket: Socket,
-    self: PeerIdentity,
+    /** Our hello, sent at once. */
+    greeting: Hello,
     private readonly timers: Timers,
     private readonly limits: ConnectionLimits,
     private readonly events: ConnectionEvents,
@@ -61,13 +71,23 @@ export class TcpConnection {
       () => this.fail('handshake-failed', `no hello within ${limits.handshakeTimeoutMs} ms`, 'HANDSHAKE_FAILED'),
       limits.handshakeTimeoutMs,
     );
-    const [header, body] = encodeFrame(hello(self), limits.frameBytesMax);
+    const [header, body] = encodeFrame(greeting, limits.frameBytesMax);
     socket.write(Buffer.concat([header, body]));
   }
 
   /** The peer's identity, once its hello was accepted. */
   get peer(): PeerIdentity | undefined {
     return this.remote;
+  }
+
+  /** The member names the peer's hello listed, if it listed any. */
+  get peerMembers(): readonly NodeName[] | undefined {
+    return this.remoteMembers;
+  }
+
+  /** The remote host as the socket sees it. */
+  get remoteHost(): string {
+    return this.socket.remoteAddress ?? '?';
   }
 
   get isOpen(): boolean {
@@ -81,6 +101,12 @@ export class TcpConnection {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
     queueMicrotask(() => this.flush());
+  }
+
+  /** Closes the connection with a diagnostic (unless silent), as when its hello is refused. */
+  refuse(refusal: Refusal): void {
+    if (refusal.silent === true) this.close();
+    else this.fail(refusal.kind, refusal.message, 'HANDSHAKE_FAILED');
   }
 
   /** Closes the connection; frames not yet written are lost. */
@@ -134,13 +160,18 @@ export class TcpConnection {
 
   private onHello(payload: unknown): void {
     const parsed = parseHello(payload);
-    const reason = parsed.ok ? this.events.accept(parsed.peer) : parsed.reason;
-    if (reason !== undefined || !parsed.ok) {
-      this.fail('handshake-failed', reason ?? 'bad hello', 'HANDSHAKE_FAILED');
+    if (!parsed.ok) {
+      this.fail('handshake-failed', parsed.reason, 'HANDSHAKE_FAILED');
+      return;
+    }
+    const refusal = this.events.accept(parsed);
+    if (refusal !== undefined) {
+      this.refuse(refusal);
       return;
     }
     this.clearHandshakeTimer();
     this.remote = parsed.peer;
+    this.remoteMembers = parsed.members;
     this.state = 'open';
     this.events.onOpen(this);
   }

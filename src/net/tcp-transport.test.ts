@@ -4,6 +4,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
 import { type NodeName, nodeId, nodeName } from '../core/ids.js';
+import type { Random } from '../env/random.js';
 import { RealClock } from '../env/real-clock.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
@@ -30,6 +31,7 @@ interface Endpoint {
   readonly diagnostics: NetDiagnostic[];
 }
 
+const names = (...list: string[]): NodeName[] => list.map(nodeName);
 const identity = (name: string): PeerIdentity => ({ name: nodeName(name), id: nodeId(randomUUID()) });
 
 async function endpoint(
@@ -300,5 +302,68 @@ describe('TcpTransport', () => {
     assert.equal(downs(a, 'b').length, 1);
     a.transport.send(nodeName('b') as NodeName, { kind: 'Lost' });
     assert.ok(a.diagnostics.some((d) => d.kind === 'payload-dropped' && /no address/.test(d.message)));
+  });
+
+  it('refuses a peer with another member set on both sides, reports it once per peer while retrying, and connects once they agree', async () => {
+    let redials = 0;
+    const counting: Random = {
+      next: () => {
+        redials++;
+        return random.next();
+      },
+      int: (n) => random.int(n),
+      uuid: () => random.uuid(),
+      fork: (label) => random.fork(label),
+    };
+    const b = await endpoint('b', {}, { members: names('a', 'b') });
+    const a = await endpoint('a', { b: b.transport.address }, { members: names('c', 'b', 'a'), random: counting });
+    b.transport.addPeer(nodeName('a'), a.transport.address);
+    await waitFor(() => redials >= 5, 'a to redial b several times');
+    const refusals = (e: Endpoint) => e.diagnostics.filter((d) => d.kind === 'member-mismatch');
+    assert.deepEqual(refusals(a), [
+      {
+        kind: 'member-mismatch',
+        message: `member sets differ: this node has a,b,c, peer b at ${b.transport.address} has a,b`,
+        peer: 'b',
+        code: 'HANDSHAKE_FAILED',
+      },
+    ]);
+    assert.equal(refusals(b).length, 1, 'the other end refused too, and reported it once');
+    assert.match(
+      refusals(b)[0]!.message,
+      /^member sets differ: this node has a,b, peer a (at|from) 127\.0\.0\.1\S* has a,b,c$/,
+    );
+    assert.deepEqual([...ups(a, 'b'), ...ups(b, 'a')], [], 'no up on either side');
+    assert.deepEqual(messages(b), []);
+
+    b.transport.setMembers(names('a', 'b', 'c'));
+    // A hello b sent before the change may still be refused by a (and that link go down again), hence "live now".
+    const live = (e: Endpoint, name: string) => e.transport.livePeers().some((p) => p.name === name);
+    await waitFor(() => live(a, 'b') && live(b, 'a'), 'a and b up once they agree');
+    assert.equal(refusals(a).length, 1);
+  });
+
+  it('connects two transports with equal member sets, and accepts a hello without members', async () => {
+    const [a, b] = await pair({ members: names('b', 'a') });
+    a.transport.send(nodeName('b'), { kind: 'Ping' });
+    await waitFor(() => messages(b, 'a').length === 1, 'ping');
+    const plain = await endpoint('c', { a: a.transport.address });
+    await waitFor(() => ups(plain, 'a').length === 1, 'a transport without members is accepted');
+    assert.equal([...a.diagnostics, ...b.diagnostics].filter((d) => d.kind === 'member-mismatch').length, 0);
+  });
+
+  it('setMembers refuses an open connection whose peer listed other members, and rejects a list without itself', async () => {
+    const x = await endpoint('x');
+    const y = await endpoint('y', { x: x.transport.address }, { members: names('x', 'y') });
+    await waitFor(() => ups(y, 'x').length === 1, 'y up to x, which has no members yet');
+    x.transport.setMembers(names('x', 'y', 'z'));
+    await waitFor(() => downs(y, 'x').length === 1, 'y down');
+    const refusal = x.diagnostics.find((d) => d.kind === 'member-mismatch');
+    assert.equal(refusal?.message, 'member sets differ: this node has x,y,z, peer y from 127.0.0.1 has x,y');
+    await waitFor(() => y.diagnostics.some((d) => d.kind === 'member-mismatch'), 'y refuses x on its redial');
+    assert.throws(
+      () => x.transport.setMembers(names('y', 'z')),
+      (e) => isBasaltError(e, 'INVALID_ARGUMENT') && /do not include x/.test(e.message),
+    );
   });
 });

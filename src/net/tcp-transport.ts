@@ -13,6 +13,10 @@
  *   - Reconnects back off exponentially between `reconnectBackoffMsMin` and `…Max`, with jitter from the injected
  *     Random, on the injected Timers (connect + hello share the handshake timeout).
  *   - A malformed frame, an oversized length or a bad hello closes that connection only, reported as a diagnostic.
+ *   - With `members` (or after `setMembers`) every hello carries the cluster fingerprint (handshake.ts); a peer whose
+ *     hello lists other members is refused in either direction and retried with backoff like an unreachable one.
+ *     The `member-mismatch` diagnostic is reported once per peer and member set, not on every retry; an agreeing
+ *     connection (or new members of our own) re-arms it.
  * `send` never throws for an unreachable peer; it throws MALFORMED_FRAME / FRAME_TOO_LARGE only for a payload that
  * is not plain data or too large (a bug in the caller).
  */
@@ -25,7 +29,8 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import type { PeerIdentity, Transport, TransportEvent, TransportHandler } from '../env/transport.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnostic } from './diagnostics.js';
 import { encodeFrame } from './frame.js';
-import { type ConnectionLimits, TcpConnection } from './tcp-connection.js';
+import { hello, memberFingerprint, memberMismatch, type PeerHello, sameMembers } from './handshake.js';
+import { type ConnectionLimits, type Refusal, TcpConnection } from './tcp-connection.js';
 
 export interface TcpTransportOptions {
   readonly self: PeerIdentity;
@@ -34,6 +39,11 @@ export interface TcpTransportOptions {
   readonly port: number;
   /** Known peers: node name → 'host:port'. */
   readonly peers?: Readonly<Record<string, string>>;
+  /**
+   * The cluster's member names, this node's among them, sent in every hello; peers that send other ones are refused.
+   * Absent: hellos carry none and nobody is refused for its members (set them later with `setMembers`).
+   */
+  readonly members?: readonly NodeName[];
   readonly timers: Timers;
   readonly random: Random;
   readonly onDiagnostic?: DiagnosticListener;
@@ -81,6 +91,10 @@ export class TcpTransport implements Transport {
   private readonly sendQueueMax: number;
   private readonly inboundMax: number;
   private readonly diagnose: DiagnosticListener;
+  /** Our member fingerprint (sorted, distinct), undefined while unknown. */
+  private members: readonly NodeName[] | undefined;
+  /** Peer name → the member list last reported as differing from ours; at most `clusterMembersMax` entries. */
+  private readonly reportedMismatches = new Map<NodeName, string>();
   private closed = false;
 
   private constructor(
@@ -97,6 +111,7 @@ export class TcpTransport implements Transport {
     this.backoffMsMax = options.reconnectBackoffMsMax ?? LIMITS.reconnectBackoffMsMax;
     this.sendQueueMax = options.peerSendQueueMax ?? LIMITS.peerSendQueueMax;
     this.inboundMax = options.inboundConnectionsMax ?? LIMITS.inboundConnectionsMax;
+    this.members = options.members === undefined ? undefined : this.fingerprint(options.members);
     const diagnose = options.onDiagnostic ?? ignoreDiagnostics;
     this.diagnose = (d) => {
       try {
@@ -188,6 +203,24 @@ export class TcpTransport implements Transport {
     link.connection?.close();
   }
 
+  /**
+   * Sets the member names this node runs with (a node learns them after its transport listens: `basalt start` probes
+   * its peers first). Later hellos carry them; open connections whose peer listed other members are refused now.
+   * Throws INVALID_ARGUMENT for a list without this node or past the limits.
+   */
+  setMembers(names: readonly NodeName[]): void {
+    const members = this.fingerprint(names);
+    if (this.members !== undefined && sameMembers(this.members, members)) return;
+    this.members = members;
+    this.reportedMismatches.clear();
+    for (const connection of [...this.connections]) {
+      const peer = connection.peer;
+      if (peer === undefined || !connection.isOpen) continue;
+      const refusal = this.refuseMembers({ peer, members: connection.peerMembers }, this.whereIs(connection));
+      if (refusal !== undefined) connection.refuse(refusal);
+    }
+  }
+
   /** Names of the peers whose outbound connection is up, with their ids. */
   livePeers(): PeerIdentity[] {
     return [...this.links.values()].flatMap((link) => (link.up === undefined ? [] : [link.up]));
@@ -220,8 +253,10 @@ export class TcpTransport implements Transport {
     if (this.closed || link.removed) return;
     const socket = netConnect({ host: link.address.host, port: link.address.port });
     const connection = this.track(socket, link.name, {
-      accept: (peer) =>
-        peer.name === link.name ? undefined : `expected ${link.name}, the peer says it is ${peer.name}`,
+      accept: (h) =>
+        h.peer.name === link.name
+          ? this.refuseMembers(h, `at ${formatHostPort(link.address.host, link.address.port)}`)
+          : { kind: 'handshake-failed', message: `expected ${link.name}, the peer says it is ${h.peer.name}` },
       onOpen: (c) => this.onOutboundOpen(link, c),
       onPayload: (c, payload) => this.deliver(c, payload),
       onClose: (c) => this.onOutboundClose(link, c),
@@ -232,6 +267,7 @@ export class TcpTransport implements Transport {
   private onOutboundOpen(link: PeerLink, connection: TcpConnection): void {
     if (link.connection !== connection || connection.peer === undefined) return;
     link.backoffMs = this.backoffMsMin;
+    this.agreed(connection);
     link.up = connection.peer;
     for (const frame of link.queue) connection.write(frame);
     link.queue = [];
@@ -261,7 +297,10 @@ export class TcpTransport implements Transport {
       return;
     }
     const connection = this.track(socket, remote, {
-      accept: (peer) => (peer.name === this.self.name ? `the peer claims this node's name ${peer.name}` : undefined),
+      accept: (h) =>
+        h.peer.name === this.self.name
+          ? { kind: 'handshake-failed', message: `the peer claims this node's name ${h.peer.name}` }
+          : this.refuseMembers(h, `from ${socket.remoteAddress ?? '?'}`),
       onOpen: (c) => this.onInboundOpen(c),
       onPayload: (c, payload) => this.deliver(c, payload),
       onClose: (c) => {
@@ -277,6 +316,7 @@ export class TcpTransport implements Transport {
   private onInboundOpen(connection: TcpConnection): void {
     const peer = connection.peer;
     if (peer === undefined) return;
+    this.agreed(connection);
     const previous = this.inbound.get(peer.name);
     this.inbound.set(peer.name, connection);
     previous?.close();
@@ -284,10 +324,54 @@ export class TcpTransport implements Transport {
     if (link?.up !== undefined && link.up.id !== peer.id) link.connection?.close();
   }
 
+  /** A refusal when the peer's hello lists other members than ours; silent when reported before for that list. */
+  private refuseMembers(peerHello: PeerHello, where: string): Refusal | undefined {
+    const message = memberMismatch(this.members, peerHello, where);
+    if (message === undefined) return undefined;
+    const name = peerHello.peer.name;
+    const theirs = (peerHello.members ?? []).join(',');
+    const silent = this.reportedMismatches.get(name) === theirs;
+    if (!silent) {
+      this.reportedMismatches.delete(name);
+      if (this.reportedMismatches.size >= LIMITS.clusterMembersMax) {
+        // Forgetting the oldest only means that peer's mismatch is reported once more.
+        const oldest = this.reportedMismatches.keys().next().value;
+        if (oldest !== undefined) this.reportedMismatches.delete(oldest);
+      }
+      this.reportedMismatches.set(name, theirs);
+    }
+    return { kind: 'member-mismatch', message, silent };
+  }
+
+  /** A connection on which both ends listed the same members: a later mismatch of that peer is news again. */
+  private agreed(connection: TcpConnection): void {
+    if (connection.peer !== undefined && connection.peerMembers !== undefined && this.members !== undefined) {
+      this.reportedMismatches.delete(connection.peer.name);
+    }
+  }
+
+  /** Where a peer is, for a reason: the address we dialed, or the host an inbound connection came from. */
+  private whereIs(connection: TcpConnection): string {
+    const link = connection.peer === undefined ? undefined : this.links.get(connection.peer.name);
+    if (link?.connection === connection) return `at ${formatHostPort(link.address.host, link.address.port)}`;
+    return `from ${connection.remoteHost}`;
+  }
+
+  private fingerprint(names: readonly NodeName[]): readonly NodeName[] {
+    const members = memberFingerprint(names);
+    if (!members.includes(this.self.name)) {
+      throw new BasaltError(
+        'INVALID_ARGUMENT',
+        `cluster members ${members.join(',')} do not include ${this.self.name}`,
+      );
+    }
+    return members;
+  }
+
   private track(socket: Socket, label: string, events: ConstructorParameters<typeof TcpConnection>[4]): TcpConnection {
     const connection = new TcpConnection(
       socket,
-      this.self,
+      hello(this.self, this.members),
       this.options.timers,
       this.connectionLimits,
       events,

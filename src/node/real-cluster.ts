@@ -163,7 +163,8 @@ export class RealClusterEnvironment implements ClusterEnvironment {
     port: number,
     peers: Record<string, string>,
   ): Promise<TcpTransport> {
-    const options = { self, host, port, peers, timers: this.timers, random: this.random };
+    const members = this.options.names;
+    const options = { self, host, port, peers, members, timers: this.timers, random: this.random };
     try {
       return await TcpTransport.start(options);
     } catch (error) {
