@@ -112,8 +112,12 @@ export const LIMITS = {
   leaseDurationMsDefault: 5_000,
   /** Replica: the holder proposes a renewal once this little of its acting window is left (stasis not counted). */
   leaseRenewMarginMsDefault: 2_000,
-  /** Replica: the leader proposes an idle SafeTimeSync when applied safe time has not moved for this long. */
-  safeTimeSyncIdleMsDefault: 100,
+  /**
+   * Replica: the leader proposes an idle SafeTimeSync when applied safe time has not moved for this long (Ignite's
+   * idleSafeTimePropagationDuration default). Fresh RO reads never wait for it (they go to the primary); each sync is
+   * a Raft entry, fsynced on every replica, so a shorter period costs an idle cluster disk and CPU.
+   */
+  safeTimeSyncIdleMsDefault: 1_000,
   /** Replica: callbacks waiting for one partition's applied safe time to reach a timestamp. */
   safeTimeWaitersMax: 100_000,
   /** Replica: one node's proposals taken (timestamp registered in flight) and not yet applied or abandoned. */
