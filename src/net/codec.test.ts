@@ -102,6 +102,17 @@ describe('codec', () => {
     assert.deepEqual(Array.from(back.bytes), [1, 2, 3], 'decoded bytes do not alias the frame');
   });
 
+  it('decodes byte arrays as Buffers whether the frame is a Buffer or a plain Uint8Array', () => {
+    const frame = encode({ bytes: new Uint8Array([4, 5]) });
+    const plain = new Uint8Array(frame.byteLength);
+    plain.set(frame);
+    for (const source of [frame, plain]) {
+      const back = decode(source) as { bytes: Uint8Array };
+      assert.ok(Buffer.isBuffer(back.bytes), `from a ${source.constructor.name}`);
+      assert.deepEqual(Array.from(back.bytes), [4, 5]);
+    }
+  });
+
   it('omits object properties whose value is undefined; keeps undefined elsewhere', () => {
     const back = roundTrip({ a: undefined, b: 1, c: [undefined, 2] }) as Record<string, unknown>;
     assert.deepEqual(back, { b: 1, c: [undefined, 2] });

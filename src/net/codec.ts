@@ -67,13 +67,19 @@ export function encode(value: unknown): Buffer {
 export function decode(bytes: Uint8Array): unknown {
   let value: unknown;
   try {
-    value = packr.unpack(bytes);
+    // Byte arrays decode as copies of the source's own type: reading from a Buffer view makes them Buffers whatever
+    // the caller passed (a frame from a socket, bytes from a store), so the decoded type never depends on the path.
+    value = packr.unpack(asBuffer(bytes));
   } catch (error) {
     throw new BasaltError('MALFORMED_FRAME', `cannot decode: ${messageOf(error)}`, undefined, { cause: error });
   }
   const problem = plainDataProblem(value, 0);
   if (problem !== undefined) throw new BasaltError('MALFORMED_FRAME', `cannot decode: ${problem}`);
   return value;
+}
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 /** True when `value` is plain data as defined above. */
