@@ -59,8 +59,11 @@ export const LIMITS = {
   lockKeysMax: 1_000_000,
   /** Raft: a follower campaigns after [1, 2) × this many ticks without hearing from a leader. */
   raftElectionTicks: 10,
-  /** Raft: a leader sends heartbeats every this many ticks. */
-  raftHeartbeatTicks: 1,
+  /**
+   * Raft: a leader sends heartbeats every this many ticks (100 ms, a fifth of the shortest election timeout, as
+   * etcd's defaults); every group heartbeats on its own, so this sets most of an idle node's message rate.
+   */
+  raftHeartbeatTicks: 2,
   /** Raft driver: real time between two ticks. */
   raftTickIntervalMs: 50,
   /** Raft: unanswered Appends pipelined to one follower in the replicate state. */

@@ -56,7 +56,9 @@ class Interpreter {
     const kv = Object.fromEntries(args.filter((a) => a.includes('=')).map((a) => a.split('=') as [string, string]));
     if (cmd === 'cluster') {
       const compact = kv['compact'] === undefined ? {} : { compactEvery: Number(kv['compact']) };
-      const raft = kv['appendMax'] === undefined ? {} : { raft: { appendEntriesMax: Number(kv['appendMax']) } };
+      // The scripts pin the tick counts they were written against, whatever the defaults.
+      const appendMax = kv['appendMax'] === undefined ? {} : { appendEntriesMax: Number(kv['appendMax']) };
+      const raft = { raft: { electionTicks: 10, heartbeatTicks: 1, ...appendMax } };
       this.c = new SimCluster({
         size: Number(kv['size'] ?? 3),
         random: new SeededRandom('interaction'),
