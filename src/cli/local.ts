@@ -1,8 +1,8 @@
 /**
  * `basalt local`: a developer tool, a whole local cluster in this one process, nodes n1..nN over TCP on loopback with
- * one LMDB environment per node under the data directory (or in-memory storage). Prints each node's address, the metastorage leader and partition
- * leaders as they settle, a `ready` line, then a status line periodically; a signal stops it gracefully. Node n1
- * serves `connect()` clients on the client port (default 10800, Ignite's), printed before the ready line.
+ * LMDB storage per node under the data directory (or in-memory storage). Prints each node's address, the
+ * metastorage leader and partition leaders as they settle, a `ready` line, then a status line periodically; a signal
+ * stops it gracefully. Node n1 serves `connect()` clients on the client port (default 10800, Ignite's), printed before the ready line.
  */
 import { resolve } from 'node:path';
 import { type Client, embeddedClient } from '../client/client.js';

@@ -1,7 +1,7 @@
 /**
  * `basalt start`: one node of a cluster as its own process. It listens for peers on `--host:--port` over TCP and keeps
- * its data in one LMDB environment in its own `--data` directory (or in memory). `--peers` lists the other nodes as
- * `name=host:port` or bare `host:port`; bare ones are probed until they answer with their names (discovery.ts) while
+ * its data in LMDB (a log and a state environment) in its own `--data` directory (or in memory). `--peers` lists the
+ * other nodes as `name=host:port` or bare `host:port`; bare ones are probed until they answer with their names (discovery.ts) while
  * this node's transport already listens, and only then does the node start, with every member known. It prints its
  * address, leaders it becomes, a ready line once it knows the metastorage state, then status lines; a signal stops it
  * gracefully (also while it still waits for peers). With `--client-port` it serves `connect()` clients on its host,

@@ -1,14 +1,14 @@
 /**
  * The real-time cluster environment: nodes in this process on the event loop's timers and the process clock (one
  * RealClock per node, so skew tests can shift one), over an in-memory network or TCP on loopback, with in-memory
- * storage (kept per node name across restarts: the process plays the disk) or one LMDB environment per node under
+ * storage (kept per node name across restarts: the process plays the disk) or LMDB environments per node under
  * `dataDir/<name>`. Every node's transport is wrapped by the cluster's network filters.
  *
  * Crash model: `crashNode` kills the incarnation (timers retired, Raft stopped, connections closed) and then closes
  * its LMDB environment; what LMDB committed stays, as after `kill -9`. A TCP node restarts on the port it had, so its
  * peers' reconnect loops find it.
  */
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BasaltError } from '../core/errors.js';
 import { type NodeName, nodeId } from '../core/ids.js';
@@ -189,13 +189,32 @@ export class RealClusterEnvironment implements ClusterEnvironment {
   }
 }
 
-/** A node's storage in one LMDB environment at `path` (created if missing): MVCC, tx state and Raft logs. */
+/**
+ * A node's storage under `path` (created if missing): two LMDB environments, `log` for the Raft logs of every group
+ * and `state` for MVCC rows and tx state. Both fsync every commit. Apart, a state machine's apply and a log append
+ * of another group never queue behind each other's fsync (one environment has one writer at a time), and the driver
+ * applies committed entries while it appends new ones. The state only ever holds entries the log already holds
+ * durably, so after a crash the log replays what the state lacks.
+ */
 export function openLmdbNodeStorage(path: string, sync = true): NodeStorage {
-  mkdirSync(path, { recursive: true });
-  const root = openLmdbEnvironment(path, { sync });
+  if (existsSync(join(path, 'data.mdb'))) {
+    throw new BasaltError(
+      'INVALID_ARGUMENT',
+      `${path} holds one LMDB environment (an earlier data layout); this version keeps log/ and state/ under it: ` +
+        'start on an empty directory',
+      { path },
+    );
+  }
+  mkdirSync(join(path, 'log'), { recursive: true });
+  mkdirSync(join(path, 'state'), { recursive: true });
+  const log = openLmdbEnvironment(join(path, 'log'), { sync });
+  const state = openLmdbEnvironment(join(path, 'state'), { sync });
   return {
-    engine: new LmdbStorageEngine(root),
-    log: new LmdbLogStorage(root),
-    close: () => root.close(),
+    engine: new LmdbStorageEngine(state),
+    log: new LmdbLogStorage(log),
+    close: async () => {
+      await log.close();
+      await state.close();
+    },
   };
 }

@@ -367,3 +367,60 @@ test('a vote and an append are answered only after the write holding them is dur
   assert.equal(storage.load(G).entries.length, 1);
   await driver.stop();
 });
+
+test('committed entries already durable apply while the next append is written; ones arriving with it wait', async () => {
+  const scheduler = new Scheduler({ seed: 'gated-apply' });
+  const storage = new GatedStorage();
+  const machine = new RecordingStateMachine();
+  const sent: RaftEnvelope[] = [];
+  let deliver: (from: NodeName, envelope: unknown) => void = () => {};
+  const [n1, n2, n3] = [nodeName('n1'), nodeName('n2'), nodeName('n3')];
+  const driver = new RaftDriver({
+    self: n2,
+    transport: { send: (_to, e) => sent.push(e), setHandler: (h) => (deliver = h) },
+    timers: scheduler.timers('n2'),
+    random: new SeededRandom('gated-apply'),
+    storage,
+    stateMachine: machine,
+    tickIntervalMs: 60_000,
+  });
+  await driver.addGroup(G, [n1, n2, n3]);
+  const settle = (): Promise<unknown> => scheduler.run({ forMs: 1 });
+  const entry = (index: number) => ({ index, term: 1, kind: 'data' as const, data: enc(`e${index}`) });
+  const append = (prevIndex: number, index: number, commit: number) =>
+    deliver(n1, {
+      group: G,
+      message: {
+        kind: 'Append',
+        from: n1,
+        to: n2,
+        term: 1,
+        prevIndex,
+        prevTerm: prevIndex === 0 ? 0 : 1,
+        entries: [entry(index)],
+        commit,
+      },
+    });
+
+  append(0, 1, 0);
+  await settle();
+  storage.releaseAll();
+  await settle();
+  assert.deepEqual(machine.applied.get(G) ?? [], [], 'nothing committed yet');
+
+  append(1, 2, 1);
+  await settle();
+  assert.equal(storage.waiting, 1, 'entry 2 is being written');
+  assert.deepEqual(machine.applied.get(G), ['e1'], 'entry 1 (durable, now committed) applies meanwhile');
+  storage.releaseAll();
+  await settle();
+
+  append(2, 3, 3);
+  await settle();
+  assert.equal(storage.waiting, 1, 'entry 3 is being written');
+  assert.deepEqual(machine.applied.get(G), ['e1', 'e2'], 'entry 3 is committed but not yet durable here: it waits');
+  storage.releaseAll();
+  await settle();
+  assert.deepEqual(machine.applied.get(G), ['e1', 'e2', 'e3']);
+  await driver.stop();
+});

@@ -363,20 +363,32 @@ export class RaftDriver {
 
   private async handleReady(g: Group, rd: Ready): Promise<void> {
     for (const message of rd.leaderMessages) this.transport.send(message.to, { group: g.id, message });
-    if (this.mustWrite(g, rd)) {
-      await this.storage.save(g.id, { hardState: rd.hardState, snapshot: rd.snapshot, entries: rd.entries });
-      if (rd.hardState !== null) g.durableHardState = rd.hardState;
+    // Committed entries this node already holds durably need not wait for this Ready's write: they are applied while
+    // it is under way (a leader's are always such; a follower's may arrive in this very Ready, and wait for it).
+    const durable = rd.snapshot === null ? g.raft.log.stableIndex() : 0;
+    let early = 0;
+    while (early < rd.committedEntries.length && rd.committedEntries[early]!.index <= durable) early++;
+    const write = this.mustWrite(g, rd)
+      ? this.storage.save(g.id, { hardState: rd.hardState, snapshot: rd.snapshot, entries: rd.entries })
+      : undefined;
+    try {
+      if (early > 0) await this.applyEntries(g, rd.committedEntries.slice(0, early));
+    } finally {
+      await write;
     }
+    if (write !== undefined && rd.hardState !== null) g.durableHardState = rd.hardState;
     if (this.stopped || g.failed) return;
     for (const message of rd.messages) this.transport.send(message.to, { group: g.id, message });
     if (rd.snapshot !== null) {
       await this.sm.restore(g.id, rd.snapshot);
       this.settleCoveredBy(g, rd.snapshot.index);
     }
-    if (rd.committedEntries.length > 0) {
-      await this.sm.apply(g.id, rd.committedEntries);
-      for (const e of rd.committedEntries) this.settle(g, e);
-    }
+    if (early < rd.committedEntries.length) await this.applyEntries(g, rd.committedEntries.slice(early));
+  }
+
+  private async applyEntries(g: Group, entries: readonly Entry[]): Promise<void> {
+    await this.sm.apply(g.id, entries);
+    for (const e of entries) this.settle(g, e);
   }
 
   /**

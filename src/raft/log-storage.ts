@@ -1,7 +1,7 @@
 /**
  * Durable Raft state of every group on one node: per group the hard state (term, vote, commit), the latest snapshot
  * and the log entries above it. Two implementations share one contract suite: in memory (simulator, unit tests) and
- * LMDB (one environment per node, shared with MVCC storage).
+ * LMDB (one environment per node for the logs of all its groups).
  *
  * Contract:
  *   - `save` applies one Ready's durable part atomically, in this order: a received snapshot replaces the whole log;

@@ -1,7 +1,7 @@
 /**
- * Opens the one LMDB environment of a node. The node layer calls this once and hands the root database to both the
- * storage engine (which opens its `mv:*` and `txstate:*` sub-databases in it) and the Raft log storage, so that one
- * environment, one file and one group commit serve everything the node persists.
+ * Opens one LMDB environment. A node opens two (see `openLmdbNodeStorage`): one whose root database the Raft log
+ * storage uses, one in which the storage engine opens its `mv:*` and `txstate:*` sub-databases. Within an environment
+ * writes queued in one event turn commit together.
  *
  * `sync: true` makes every commit durable when `transactionSync` returns (`root.flushed` then resolves at once);
  * `sync: false` skips fsync entirely (benchmarks and tests that do not test durability; say so when quoting numbers).
