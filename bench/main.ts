@@ -1,9 +1,11 @@
 /**
  * `npm run bench`: every benchmark of the project, printed next to the physical floors measured in the same run
  * (fsync of a small append; loopback TCP round trip) and as ratios to them, so that figures from different machines or
- * runs can be compared. Benchmarks run outside `npm test`.
+ * runs can be compared. Benchmarks run outside `npm test`. `npm run bench -- client` measures the floors and then
+ * runs only the client section (end to end through `connect()` to a 3-process cluster).
  */
-import { measureFsync } from './floors.js';
+import { formatClientBench, runClientBench } from './client.js';
+import { type LatencySummary, measureFsync } from './floors.js';
 import { measureLoopbackRoundTrip, measureMessengerRoundTrip } from './net.js';
 import { formatRaftBench, runRaftBench } from './raft.js';
 import { runStorageBench } from './storage.js';
@@ -12,14 +14,29 @@ function fmt(n: number, digits = 0): string {
   return n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 }
 
-async function main(): Promise<void> {
+const SECTIONS = ['all', 'client'] as const;
+type Section = (typeof SECTIONS)[number];
+
+async function main(section: Section): Promise<void> {
   console.log('basalt bench: measuring floors...');
   const fsync = measureFsync(1000);
   console.log(`floor  fsync (128 B append + fsync)          p50 ${fmt(fsync.p50Us)} µs   p99 ${fmt(fsync.p99Us)} µs`);
 
   const rtt = await measureLoopbackRoundTrip();
   console.log(`floor  loopback TCP round trip (100 B, 2 procs)  p50 ${fmt(rtt.p50Us)} µs   p99 ${fmt(rtt.p99Us)} µs`);
+  if (section === 'all') await componentSections(fsync, rtt);
 
+  console.log('');
+  try {
+    console.log(formatClientBench(await runClientBench({ floors: { fsyncP50Us: fsync.p50Us, rttP50Us: rtt.p50Us } })));
+  } catch (error) {
+    console.log(`client: FAILED: ${error instanceof Error ? error.message : String(error)}`);
+    process.exitCode = 1;
+  }
+}
+
+/** Net, storage and Raft, each against the floors. */
+async function componentSections(fsync: LatencySummary, rtt: { p50Us: number; p99Us: number }): Promise<void> {
   console.log('\nnet (Messenger request/response over TcpTransport, 2 processes, sequential):');
   const messenger = await measureMessengerRoundTrip();
   console.log(
@@ -40,7 +57,12 @@ async function main(): Promise<void> {
   console.log(formatRaftBench(await runRaftBench({ sync: true })));
 }
 
-main().catch((error: unknown) => {
+const section = process.argv[2] ?? 'all';
+if (!(SECTIONS as readonly string[]).includes(section)) {
+  console.error(`usage: node dist/bench/main.js [${SECTIONS.join('|')}]`);
+  process.exit(2);
+}
+main(section as Section).catch((error: unknown) => {
   console.error(error);
   process.exit(1);
 });
