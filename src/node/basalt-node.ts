@@ -249,7 +249,10 @@ export class BasaltNode {
       metaView: () => this.metastorage?.view(),
       counters: this.counters,
     });
-    this.reconciler = new PartitionReconciler(this.self.name, this.partitions, this.onError);
+    this.reconciler = new PartitionReconciler(this.self.name, this.partitions, this.onError, () => [
+      ...this.storage.partitions(),
+      ...this.logStorage.groups(),
+    ]);
     const nodes = [...new Set(options.nodes)];
     this.metastorage = new Metastorage({
       self: this.self.name,

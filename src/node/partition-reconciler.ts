@@ -4,6 +4,12 @@
  * view (intermediate views seen while a pass runs are skipped). Each partition's start and stop are awaited one at a
  * time, so calls for one partition never overlap. A partition whose start failed is reported and left out until a
  * newer view arrives (no hot retry loop).
+ *
+ * Leftovers: on the first view the node's stored partitions (storage engine and Raft log) are listed once. One whose
+ * table a view proves dropped (its id is below the view's next table id, which only grows and is never reused, yet
+ * the table is absent) is stopped with `removed`, so state a crash left behind mid-removal is removed now. A view that
+ * does not know the table yet (an older revision replayed at startup) decides nothing; a live table's partitions are
+ * left to the assignments.
  */
 import type { NodeName, PartitionId } from '../core/ids.js';
 import type { MetaView } from './metastorage-state.js';
@@ -17,16 +23,23 @@ export class PartitionReconciler {
   private pass: Promise<void> | undefined;
   private dirty = false;
   private halted = false;
+  /** Stored partitions of tables no view has yet shown live or dropped; undefined until the first view. */
+  private undecided: Set<PartitionId> | undefined;
+  /** Stored partitions of dropped tables, to be removed by the next pass. */
+  private readonly leftovers = new Set<PartitionId>();
 
   constructor(
     private readonly self: NodeName,
     private readonly host: PartitionHost,
     private readonly onError: (error: unknown) => void,
+    /** The partitions this node holds stored state for (read once, on the first view). */
+    private readonly stored: () => Iterable<PartitionId> = () => [],
   ) {}
 
   update(view: MetaView): void {
     if (this.halted || view.revision <= this.desiredRevision) return;
     this.desiredRevision = view.revision;
+    this.classifyStored(view);
     const desired = new Map<PartitionId, readonly NodeName[]>();
     for (const [partition, replicas] of view.assignments) {
       if (replicas.includes(this.self)) desired.set(partition as PartitionId, replicas as NodeName[]);
@@ -62,6 +75,17 @@ export class PartitionReconciler {
     );
   }
 
+  /** Moves stored partitions the view proves dropped to `leftovers`, and forgets those it shows live. */
+  private classifyStored(view: MetaView): void {
+    this.undecided ??= new Set([...this.stored()].filter((p) => tableIdOf(p) !== undefined));
+    for (const partition of this.undecided) {
+      const tableId = tableIdOf(partition)!;
+      if (tableId >= view.nextTableId) continue;
+      this.undecided.delete(partition);
+      if (!view.tables.some((t) => t.id === tableId)) this.leftovers.add(partition);
+    }
+  }
+
   private async run(): Promise<void> {
     try {
       while (this.dirty && !this.halted) {
@@ -74,6 +98,11 @@ export class PartitionReconciler {
   }
 
   private async reconcileOnce(): Promise<void> {
+    for (const partition of [...this.leftovers]) {
+      if (this.halted || this.dirty) return;
+      this.leftovers.delete(partition);
+      await this.host.stop(partition, 'removed').catch((error: unknown) => this.onError(error));
+    }
     for (const partition of [...this.runningSet.keys()]) {
       if (this.halted || this.dirty) return;
       if (this.desired.has(partition)) continue;
@@ -92,4 +121,10 @@ export class PartitionReconciler {
       }
     }
   }
+}
+
+/** The table id of a table partition id `t<tableId>p<index>`; undefined for any other group (e.g. `meta`). */
+function tableIdOf(partition: PartitionId): number | undefined {
+  const match = /^t(\d+)p\d+$/.exec(partition);
+  return match === null ? undefined : Number(match[1]);
 }

@@ -227,13 +227,22 @@ export class ReplicaPartitionHost implements PartitionHost {
     }
   }
 
+  /**
+   * `removed` also drops what the partition stored, hosted or not (a previous incarnation may have crashed half-way
+   * through removing it): the Raft log first, then the MVCC and tx state storage, each removal idempotent, so a crash
+   * in between leaves storage that the next incarnation's reconciler finds and removes through this call again.
+   */
   async stop(partitionId: PartitionId, reason: PartitionStopReason): Promise<void> {
     const entry = this.hosted.get(partitionId);
-    if (entry === undefined) return;
-    if (reason === 'node-stopping') entry.replica.handOver();
-    await this.context.raft.removeGroup(partitionId);
-    this.release(partitionId);
-    if (reason === 'removed') await this.context.logStorage.removeGroup(partitionId);
+    if (entry !== undefined) {
+      if (reason === 'node-stopping') entry.replica.handOver();
+      await this.context.raft.removeGroup(partitionId);
+      this.release(partitionId);
+    }
+    if (reason !== 'removed') return;
+    await this.context.logStorage.removeGroup(partitionId);
+    this.context.storage.destroyPartition(partitionId);
+    await this.context.storage.flush();
   }
 
   /**

@@ -13,7 +13,10 @@ import { fileURLToPath } from 'node:url';
 import type { RootDatabase } from 'lmdb';
 import { CRASH_PARTITION, crashTxId, crashValue } from '../../test/storage/crash-child.js';
 import { isBasaltError } from '../core/errors.js';
+import type { PartitionId } from '../core/ids.js';
 import { idx, pid, term, ts, tx } from './contract-harness.js';
+import { partitionPrefix, prefixEnd } from './keys.js';
+import { TABLES } from './kv-store.js';
 import { openLmdbEnvironment } from './lmdb-environment.js';
 import { TOMBSTONE } from './mv-partition-storage.js';
 import { LmdbStorageEngine } from './storage-engine.js';
@@ -90,6 +93,49 @@ describe('LMDB storage durability', () => {
       assert.throws(() => [...mv.snapshot()], closed);
     }));
 
+  it('destroyPartition after a reopen leaves no key of the partition in any LMDB sub-database, others intact', () =>
+    withDir(async (dir) => {
+      const other = pid('t2p0');
+      let root: RootDatabase = openLmdbEnvironment(dir, { sync: false });
+      let engine = new LmdbStorageEngine(root);
+      for (const p of [P, other]) {
+        const mv = engine.mvPartition(p);
+        mv.runConsistently(() => {
+          for (let i = 0; i < 50; i++) mv.addWriteCommitted(mv.ensureRowId(`k${i}`), i, ts(10 + i));
+          mv.addWrite(mv.ensureRowId('w'), 1, tx('A'), P);
+          mv.setMeta('replica.lease', new Uint8Array([1]));
+          mv.setLastApplied(idx(3), term(1), ts(60));
+          engine.txStatePartition(p).compareAndSet(tx('T'), null, {
+            state: 'COMMITTED',
+            commitTs: ts(15),
+            enlistedPartitions: [p],
+          });
+          engine.txStatePartition(p).setLastApplied(idx(3), term(1), ts(60));
+        });
+      }
+      await engine.flush();
+      await root.close();
+      // A new incarnation destroys the partition without having opened its storages (the restart sweep's case).
+      root = openLmdbEnvironment(dir, { sync: false });
+      engine = new LmdbStorageEngine(root);
+      try {
+        const before = rawKeyCounts(root, P);
+        assert.ok(before['mv:rows']! >= 51 && before['mv:keys']! >= 51 && before['txstate:records']! >= 1);
+        const otherBefore = rawKeyCounts(root, other);
+        engine.destroyPartition(P);
+        await engine.flush();
+        assert.deepEqual(
+          Object.entries(rawKeyCounts(root, P)).filter(([, n]) => n > 0),
+          [],
+          'every sub-database is empty under the prefix',
+        );
+        assert.deepEqual(rawKeyCounts(root, other), otherBefore);
+        assert.deepEqual(engine.partitions(), [other]);
+      } finally {
+        await root.close();
+      }
+    }));
+
   it('every write acknowledged after flush survives SIGKILL of the writer, in 3 kill/restart rounds', () =>
     withDir(async (dir) => {
       const acksBeforeKill = [7, 23, 41];
@@ -100,6 +146,18 @@ describe('LMDB storage durability', () => {
       }
     }));
 });
+
+/** Keys under the partition's prefix in each storage sub-database, read with lmdb directly (not through the engine). */
+function rawKeyCounts(root: RootDatabase, partition: PartitionId): Record<string, number> {
+  const start = Buffer.from(partitionPrefix(partition));
+  const end = Buffer.from(prefixEnd(start)!);
+  const counts: Record<string, number> = {};
+  for (const name of TABLES) {
+    const db = root.openDB<Buffer, Buffer>({ name, keyEncoding: 'binary', encoding: 'binary' });
+    counts[name] = db.getKeysCount({ start, end });
+  }
+  return counts;
+}
 
 const CHILD = fileURLToPath(new URL('../../test/storage/crash-child.js', import.meta.url));
 const CHILD_TIMEOUT_MS = 30_000;

@@ -11,6 +11,7 @@ import { AssertionError } from '../core/assert.js';
 import { type EngineHarness, idx, pid, term, ts, tx } from './contract-harness.js';
 import { openLmdbEnvironment } from './lmdb-environment.js';
 import { mvPartitionStorageContract } from './mv-partition-storage.contract.js';
+import { partitionLifecycleContract } from './partition-lifecycle.contract.js';
 import { partitionMetaContract } from './partition-meta.contract.js';
 import { LmdbStorageEngine, MemoryStorageEngine } from './storage-engine.js';
 import { txStateStorageContract } from './tx-state-storage.contract.js';
@@ -37,6 +38,8 @@ txStateStorageContract('memory', openMemory);
 txStateStorageContract('lmdb', openLmdb);
 partitionMetaContract('memory', openMemory);
 partitionMetaContract('lmdb', openLmdb);
+partitionLifecycleContract('memory', openMemory);
+partitionLifecycleContract('lmdb', openLmdb);
 
 describe('MemoryStorageEngine crash simulation', () => {
   it('crash() undoes every write since the last flush call, whole steps at a time, and keeps flushed ones', async () => {
