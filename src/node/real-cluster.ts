@@ -191,7 +191,8 @@ export class RealClusterEnvironment implements ClusterEnvironment {
 
 /**
  * A node's storage under `path` (created if missing): two LMDB environments, `log` for the Raft logs of every group
- * and `state` for MVCC rows and tx state. Both fsync every commit. Apart, a state machine's apply and a log append
+ * and `state` for MVCC rows and tx state. The log fsyncs every commit fully; the state fsyncs its data but not its
+ * meta page (it may lose its last commit to a power loss, never its integrity: the log replays it). Apart, a state machine's apply and a log append
  * of another group never queue behind each other's fsync (one environment has one writer at a time), and the driver
  * applies committed entries while it appends new ones. The state only ever holds entries the log already holds
  * durably, so after a crash the log replays what the state lacks.
@@ -208,7 +209,8 @@ export function openLmdbNodeStorage(path: string, sync = true): NodeStorage {
   mkdirSync(join(path, 'log'), { recursive: true });
   mkdirSync(join(path, 'state'), { recursive: true });
   const log = openLmdbEnvironment(join(path, 'log'), { sync });
-  const state = openLmdbEnvironment(join(path, 'state'), { sync });
+  // The state is rebuilt from the log after a crash, so it needs integrity, not the durability of its last commit.
+  const state = openLmdbEnvironment(join(path, 'state'), { sync, integrityOnly: true });
   return {
     engine: new LmdbStorageEngine(state),
     log: new LmdbLogStorage(log),
