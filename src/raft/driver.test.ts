@@ -322,23 +322,31 @@ class GatedStorage extends MemoryLogStorage {
   }
 }
 
-test('a vote and an append are answered only after the write holding them is durable', async () => {
-  const scheduler = new Scheduler({ seed: 'gated' });
+/** Follower n2 of a group n1..n3 on gated storage, fed by hand: what it sends and applies is observable. */
+async function gatedFollower(seed: string) {
+  const scheduler = new Scheduler({ seed });
   const storage = new GatedStorage();
+  const machine = new RecordingStateMachine();
   const sent: RaftEnvelope[] = [];
-  let deliver: (from: NodeName, envelope: unknown) => void = () => {};
+  let handler: (from: NodeName, envelope: unknown) => void = () => {};
   const [n1, n2, n3] = [nodeName('n1'), nodeName('n2'), nodeName('n3')];
   const driver = new RaftDriver({
     self: n2,
-    transport: { send: (_to, e) => sent.push(e), setHandler: (h) => (deliver = h) },
+    transport: { send: (_to, e) => sent.push(e), setHandler: (h) => (handler = h) },
     timers: scheduler.timers('n2'),
-    random: new SeededRandom('gated'),
+    random: new SeededRandom(seed),
     storage,
-    stateMachine: new RecordingStateMachine(),
+    stateMachine: machine,
     tickIntervalMs: 60_000,
   });
   await driver.addGroup(G, [n1, n2, n3]);
+  const deliver = (from: NodeName, envelope: unknown): void => handler(from, envelope);
   const settle = (): Promise<unknown> => scheduler.run({ forMs: 1 });
+  return { driver, storage, machine, sent, deliver, settle, n1, n2 };
+}
+
+test('a vote and an append are answered only after the write holding them is durable', async () => {
+  const { driver, storage, sent, deliver, settle, n1, n2 } = await gatedFollower('gated');
   const kinds = (): string[] => sent.map((e) => e.message.kind);
 
   deliver(n1, {
@@ -369,23 +377,7 @@ test('a vote and an append are answered only after the write holding them is dur
 });
 
 test('committed entries already durable apply while the next append is written; ones arriving with it wait', async () => {
-  const scheduler = new Scheduler({ seed: 'gated-apply' });
-  const storage = new GatedStorage();
-  const machine = new RecordingStateMachine();
-  const sent: RaftEnvelope[] = [];
-  let deliver: (from: NodeName, envelope: unknown) => void = () => {};
-  const [n1, n2, n3] = [nodeName('n1'), nodeName('n2'), nodeName('n3')];
-  const driver = new RaftDriver({
-    self: n2,
-    transport: { send: (_to, e) => sent.push(e), setHandler: (h) => (deliver = h) },
-    timers: scheduler.timers('n2'),
-    random: new SeededRandom('gated-apply'),
-    storage,
-    stateMachine: machine,
-    tickIntervalMs: 60_000,
-  });
-  await driver.addGroup(G, [n1, n2, n3]);
-  const settle = (): Promise<unknown> => scheduler.run({ forMs: 1 });
+  const { driver, storage, machine, deliver, settle, n1, n2 } = await gatedFollower('gated-apply');
   const entry = (index: number) => ({ index, term: 1, kind: 'data' as const, data: enc(`e${index}`) });
   const append = (prevIndex: number, index: number, commit: number) =>
     deliver(n1, {
