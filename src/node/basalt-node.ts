@@ -249,10 +249,13 @@ export class BasaltNode {
       metaView: () => this.metastorage?.view(),
       counters: this.counters,
     });
-    this.reconciler = new PartitionReconciler(this.self.name, this.partitions, this.onError, () => [
-      ...this.storage.partitions(),
-      ...this.logStorage.groups(),
-    ]);
+    this.reconciler = new PartitionReconciler(
+      this.self.name,
+      this.partitions,
+      this.onError,
+      { now: () => this.hlc.current(), timers: this.timers },
+      () => [...this.storage.partitions(), ...this.logStorage.groups()],
+    );
     const nodes = [...new Set(options.nodes)];
     this.metastorage = new Metastorage({
       self: this.self.name,
@@ -263,6 +266,7 @@ export class BasaltNode {
       stateMachines: this.stateMachines,
       timers: this.timers,
       clock: options.clock,
+      hlc: this.hlc,
       random: options.random.fork('meta'),
       isLive: (name) => this.membership.liveIdOf(name) !== undefined,
       onView: (view: MetaView) => this.reconciler.update(view),

@@ -4,11 +4,15 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nodeName } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
 import { tablePartitionId } from '../core/partitioning.js';
 import { SimClusterEnvironment, startSimulatedCluster } from '../sim/cluster.js';
 import type { NodeServiceFactory } from './basalt-node.js';
 import { Cluster, defaultNodeNames } from './cluster.js';
 import { type PartitionHostFactory, PlaceholderPartitionHost } from './partition-host.js';
+
+/** A dropped table's partitions are served for tx timeout + 2·max clock skew after the drop; this is past that. */
+const PAST_DROP_GRACE_MS = LIMITS.txTimeoutMsDefault + 2 * LIMITS.maxClockSkewMsDefault + 1_000;
 
 test('simulated: a table is created and every partition Raft group elects a leader', async () => {
   const cluster = await startSimulatedCluster({ seed: 'sim-create', nodes: 3 });
@@ -91,6 +95,9 @@ test('simulated: nodes outside the metastorage group learn tables by watching an
   assert.deepEqual(hosted, [3, 3, 3, 3, 3], 'fifteen replicas spread evenly over five nodes');
   await cluster.dropTable('wide');
   assert.deepEqual(cluster.tables(), []);
+  const retiring = cluster.nodes.map((n) => cluster.basaltNode(n)!.hostedPartitions().size);
+  assert.deepEqual(retiring, [3, 3, 3, 3, 3], 'a dropped table is served through its grace');
+  await cluster.runFor(PAST_DROP_GRACE_MS);
   for (const name of cluster.nodes) assert.equal(cluster.basaltNode(name)!.hostedPartitions().size, 0);
   assert.equal(cluster.basaltNode('n5')!.raft.groupIds().length, 0, 'the dropped groups stopped on non-members');
   await cluster.stop();
@@ -264,6 +271,8 @@ test('simulated: a custom partition host gets start for each assigned partition,
   }
   calls.length = 0;
   await cluster.dropTable('t');
+  assert.equal(calls.filter((c) => c.endsWith(' removed')).length, 0, 'removed only after the grace');
+  await cluster.runFor(PAST_DROP_GRACE_MS);
   assert.equal(calls.filter((c) => c.endsWith(' removed')).length, 4);
   await cluster.createTable('u', { partitions: 1, replicas: 3 });
   await cluster.runFor(100);

@@ -175,12 +175,13 @@ export class Cluster<C = never> {
     );
   }
 
-  /** Drops a table and waits until no running node hosts its partitions. */
+  /** Drops a table and waits until no running node's view lists it (its partitions retire after a grace). */
   dropTable(name: string): Promise<void> {
     return this.env.drive(
       (async () => {
         const table = await this.anyNode().metastorage.dropTable(name);
-        await this.poll(() => this.tableGone(table), { what: `partitions of table ${name} stopped` });
+        // Its partitions keep serving until the drop's grace has passed (see metastorage-state): wait for the metadata.
+        await this.poll(() => this.tableGone(table), { what: `table ${name} gone from every running node's view` });
       })(),
     );
   }
@@ -341,12 +342,7 @@ export class Cluster<C = never> {
   }
 
   private tableGone(table: TableDescriptor): boolean {
-    for (const node of this.running.values()) {
-      for (const partition of node.hostedPartitions().keys()) {
-        if (partition.startsWith(`t${table.id}p`)) return false;
-      }
-    }
-    return true;
+    return [...this.running.values()].every((node) => !node.metastorage.tables().some((t) => t.id === table.id));
   }
 
   private replicasOf(partition: PartitionId): readonly NodeName[] | undefined {

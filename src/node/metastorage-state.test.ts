@@ -3,6 +3,8 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { LIMITS } from '../core/limits.js';
 import { tablePartitionId } from '../core/partitioning.js';
+import { hybridTimestamp } from '../hlc/timestamp.js';
+import { encode } from '../net/codec.js';
 import {
   decodeMetaCommand,
   decodeMetaView,
@@ -14,15 +16,23 @@ import {
 
 const NODES = ['n1', 'n2', 'n3', 'n4', 'n5'];
 let seq = 0;
-const create = (name: string, partitions: number, replicas: number, nodes = NODES): MetaCommand => ({
+const GRACE_MS = 31_000;
+const create = (name: string, partitions: number, replicas: number, nodes = NODES, atMs = 1_000): MetaCommand => ({
   kind: 'CreateTable',
   requestId: `r${++seq}`,
   name,
   partitions,
   replicas,
   nodes,
+  ts: hybridTimestamp(atMs),
 });
-const drop = (name: string): MetaCommand => ({ kind: 'DropTable', requestId: `r${++seq}`, name });
+const drop = (name: string, atMs = 1_000): MetaCommand => ({
+  kind: 'DropTable',
+  requestId: `r${++seq}`,
+  name,
+  ts: hybridTimestamp(atMs),
+  graceMs: GRACE_MS,
+});
 
 function applyAll(commands: readonly MetaCommand[]): MetaState {
   const state = new MetaState();
@@ -85,9 +95,50 @@ test('CreateTable of an existing name is ALREADY_EXISTS; DropTable of an unknown
   assert.equal(state.apply(3, drop('nope'))?.status, 'UNKNOWN_TABLE');
   assert.equal(state.apply(4, drop('accounts'))?.status, 'OK');
   assert.equal(state.table('accounts'), undefined);
-  assert.deepEqual(state.view().assignments, [], 'a dropped table leaves no assignment');
-  const recreated = state.apply(5, create('accounts', 1, 1));
+  assert.equal(state.apply(5, drop('accounts'))?.status, 'UNKNOWN_TABLE', 'a retiring table cannot be dropped again');
+  const recreated = state.apply(6, create('accounts', 1, 1));
   assert.ok(recreated?.status === 'OK' && recreated.table.id === 2, 'table ids are never reused');
+});
+
+test('DropTable retires the table: gone from the tables, its assignments kept until a grace past its deadline', () => {
+  const state = new MetaState();
+  state.apply(1, create('doomed', 2, 2, NODES, 500));
+  state.apply(2, create('kept', 1, 1, NODES, 600));
+  const assigned = state.view().assignments;
+  assert.equal(state.apply(3, drop('doomed', 1_000))?.status, 'OK');
+  assert.deepEqual(
+    state.tables().map((t) => t.name),
+    ['kept'],
+  );
+  assert.deepEqual(state.view().assignments, assigned, 'the dropped partitions stay assigned while they retire');
+  assert.deepEqual(state.retiring(), [
+    {
+      table: { name: 'doomed', id: 1, partitions: 2, replicas: 2 },
+      dropTs: hybridTimestamp(1_000),
+      retireAfter: hybridTimestamp(1_000 + GRACE_MS),
+    },
+  ]);
+  // The name is free at once; the new table gets a new id while the old one still retires.
+  const again = state.apply(4, create('doomed', 1, 1, NODES, 2_000));
+  assert.ok(again?.status === 'OK' && again.table.id === 3, 'ids are never reused');
+  assert.equal(state.retiring().length, 1);
+  assert.ok(state.assignment(tablePartitionId(1, 0)) !== undefined);
+  // Past retireAfter the state still lists it (nodes destroy it by their clocks); a further grace later it forgets it.
+  state.apply(5, create('other', 1, 1, NODES, 1_000 + 2 * GRACE_MS - 1));
+  assert.equal(state.retiring().length, 1);
+  state.apply(6, create('late', 1, 1, NODES, 1_000 + 2 * GRACE_MS));
+  assert.deepEqual(state.retiring(), []);
+  assert.equal(state.assignment(tablePartitionId(1, 0)), undefined, 'a forgotten table leaves no assignment');
+  assert.equal(state.assignment(tablePartitionId(1, 1)), undefined);
+  assert.deepEqual(
+    state.tables().map((t) => [t.name, t.id]),
+    [
+      ['kept', 2],
+      ['doomed', 3],
+      ['other', 4],
+      ['late', 5],
+    ],
+  );
 });
 
 test('a retried command (same request id) is answered with its first result, not applied again', () => {
@@ -114,12 +165,22 @@ test('invalid definitions apply as INVALID without changing the tables', () => {
 
 test('snapshot and restore round-trip the whole state, and the restored state goes on identically', () => {
   const state = applyAll([create('a', 4, 3), create('b', 2, 1), drop('a'), create('c', 3, 2)]);
+  assert.equal(state.view().retiring.length, 1);
   const restored = MetaState.fromView(decodeMetaView(encodeMetaView(state.view())));
   assert.deepEqual(restored.view(), state.view());
   const next = create('d', 5, 3);
   assert.deepEqual(restored.apply(5, next), state.apply(5, next));
   assert.deepEqual(restored.view(), state.view());
   assert.throws(() => decodeMetaView(encodeMetaView({ ...state.view(), tables: [{ name: 1 }] } as never)));
+  const badRetiring = { ...state.view(), retiring: [{ table: state.view().retiring[0]!.table, dropTs: 5n }] };
+  assert.throws(() => decodeMetaView(encodeMetaView(badRetiring as never)));
+});
+
+test('a view written before tables retired (no `retiring`) parses as retiring none', () => {
+  const { retiring: _, ...older } = applyAll([create('a', 2, 2)]).view();
+  const parsed = decodeMetaView(encode(older));
+  assert.deepEqual(parsed.retiring, []);
+  assert.deepEqual(parsed.tables, older.tables);
 });
 
 test('commands round-trip through the codec; malformed data decodes as a no-op', () => {
@@ -129,5 +190,14 @@ test('commands round-trip through the codec; malformed data decodes as a no-op',
   assert.deepEqual(decodeMetaCommand(encodeMetaCommand(d)), d);
   assert.equal(decodeMetaCommand(new Uint8Array([0xc1])), undefined);
   assert.equal(decodeMetaCommand(encodeMetaCommand({ kind: 'DropTable', name: 't' } as never)), undefined);
+  assert.equal(decodeMetaCommand(encode({ ...d, ts: 'soon' })), undefined);
+  // A drop written before commands carried timestamps retires at once (timestamp and grace 0).
+  assert.deepEqual(decodeMetaCommand(encode({ kind: 'DropTable', requestId: 'old', name: 't' })), {
+    kind: 'DropTable',
+    requestId: 'old',
+    name: 't',
+    ts: 0n,
+    graceMs: 0,
+  });
   assert.equal(decodeMetaCommand(new Uint8Array(0)), undefined);
 });

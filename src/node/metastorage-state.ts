@@ -14,13 +14,23 @@
  * by request id (in the state, so in snapshots too), and a command whose id is among them is not applied again but
  * answered with its first result: a proposer that retries after a timeout learns what its first attempt did.
  *
+ * Dropping a table retires it: the table leaves `tables` at once (new operations on it fail UNKNOWN_TABLE), but its
+ * assignments stay, listed in `retiring` with `retireAfter` = the drop's hybrid timestamp (taken by the proposer and
+ * carried in the command, so every replica applies the same value) + the proposer's grace (tx timeout + 2·max clock
+ * skew). A tx that enlisted the table began before the drop, so its deadline lies before `retireAfter`: until then the
+ * partitions keep serving its finish, cleanups and intent resolutions; nodes destroy them once their clock passes
+ * `retireAfter`. The state forgets a retired table (entry and assignments) at the first command whose timestamp is a
+ * further grace past `retireAfter`, when every node's clock is past it by far more than any skew.
+ *
  * Invariants: table ids are never reused (nextTableId only grows); every table has exactly `partitions` assignments of
- * `replicas` distinct nodes; a dropped table leaves no assignment behind.
+ * `replicas` distinct nodes; a dropped table's assignments stay exactly while it is listed as retiring; a retiring
+ * table holds no name in `tables`, so its name can be created again (under a new id).
  */
 import { BasaltError } from '../core/errors.js';
-import { type NodeName, nodeName, type PartitionId, partitionId } from '../core/ids.js';
+import { type HybridTimestamp, type NodeName, nodeName, type PartitionId, partitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { tablePartitionId } from '../core/partitioning.js';
+import { addMs, asTimestamp, NULL_TIMESTAMP } from '../hlc/timestamp.js';
 import { decode, encode } from '../net/codec.js';
 
 export interface TableDescriptor {
@@ -44,8 +54,25 @@ export type MetaCommand =
       readonly replicas: number;
       /** The cluster's node names as the proposer knows them; assignments draw from these. */
       readonly nodes: readonly string[];
+      /** The proposer's HLC reading (0 in entries written before commands carried one): retired tables older go. */
+      readonly ts: HybridTimestamp;
     }
-  | { readonly kind: 'DropTable'; readonly requestId: string; readonly name: string };
+  | {
+      readonly kind: 'DropTable';
+      readonly requestId: string;
+      readonly name: string;
+      /** The drop's timestamp, from the proposer's HLC (0 in older entries: the table retires at once). */
+      readonly ts: HybridTimestamp;
+      /** How long after `ts` the table's partitions keep serving: tx timeout + 2·max clock skew, by the proposer. */
+      readonly graceMs: number;
+    };
+
+/** A dropped table whose partitions still serve finishes, cleanups and resolutions until `retireAfter`. */
+export interface RetiringTable {
+  readonly table: TableDescriptor;
+  readonly dropTs: HybridTimestamp;
+  readonly retireAfter: HybridTimestamp;
+}
 
 export type MetaResult =
   | { readonly status: 'OK'; readonly table: TableDescriptor }
@@ -58,19 +85,29 @@ export interface MetaView {
   readonly revision: number;
   readonly nextTableId: number;
   readonly tables: readonly TableDescriptor[];
-  /** Partition id → replica node names; sorted by partition id. */
+  /** Partition id → replica node names, of live and retiring tables; sorted by partition id. */
   readonly assignments: readonly (readonly [string, readonly string[]])[];
+  /** Dropped tables still retiring, by table id. */
+  readonly retiring: readonly RetiringTable[];
   /** Results of the most recent commands by request id, oldest first. */
   readonly recent: readonly (readonly [string, MetaResult])[];
 }
 
-export const EMPTY_META_VIEW: MetaView = { revision: 0, nextTableId: 1, tables: [], assignments: [], recent: [] };
+export const EMPTY_META_VIEW: MetaView = {
+  revision: 0,
+  nextTableId: 1,
+  tables: [],
+  assignments: [],
+  retiring: [],
+  recent: [],
+};
 
 export class MetaState {
   private revisionValue = 0;
   private nextTableId = 1;
   private readonly tablesByName = new Map<string, TableDescriptor>();
   private readonly assignmentsById = new Map<PartitionId, readonly NodeName[]>();
+  private readonly retiringById = new Map<number, RetiringTable>();
   private readonly recent = new Map<string, MetaResult>();
 
   get revision(): number {
@@ -98,11 +135,12 @@ export class MetaState {
   }
 
   private execute(command: MetaCommand): MetaResult {
+    this.forgetRetired(command.ts);
     switch (command.kind) {
       case 'CreateTable':
         return this.createTable(command);
       case 'DropTable':
-        return this.dropTable(command.name);
+        return this.dropTable(command);
     }
   }
 
@@ -118,12 +156,17 @@ export class MetaState {
     return this.assignmentsById.get(partition);
   }
 
+  retiring(): RetiringTable[] {
+    return [...this.retiringById.values()].sort((a, b) => a.table.id - b.table.id);
+  }
+
   view(): MetaView {
     return {
       revision: this.revisionValue,
       nextTableId: this.nextTableId,
       tables: this.tables(),
       assignments: [...this.assignmentsById].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+      retiring: this.retiring(),
       recent: [...this.recent],
     };
   }
@@ -134,6 +177,7 @@ export class MetaState {
     state.nextTableId = view.nextTableId;
     for (const t of view.tables) state.tablesByName.set(t.name, t);
     for (const [p, nodes] of view.assignments) state.assignmentsById.set(partitionId(p), nodes.map(nodeName));
+    for (const r of view.retiring) state.retiringById.set(r.table.id, r);
     for (const [requestId, result] of view.recent) state.recent.set(requestId, result);
     return state;
   }
@@ -159,17 +203,29 @@ export class MetaState {
     return { status: 'OK', table };
   }
 
-  private dropTable(name: string): MetaResult {
-    const table = this.tablesByName.get(name);
-    if (table === undefined) return { status: 'UNKNOWN_TABLE', name };
-    this.tablesByName.delete(name);
-    for (let index = 0; index < table.partitions; index++)
-      this.assignmentsById.delete(tablePartitionId(table.id, index));
+  private dropTable(c: Extract<MetaCommand, { kind: 'DropTable' }>): MetaResult {
+    const table = this.tablesByName.get(c.name);
+    if (table === undefined) return { status: 'UNKNOWN_TABLE', name: c.name };
+    this.tablesByName.delete(c.name);
+    this.retiringById.set(table.id, { table, dropTs: c.ts, retireAfter: addMs(c.ts, Math.max(0, c.graceMs)) });
     return { status: 'OK', table };
   }
 
+  /** Forgets retiring tables whose `retireAfter` lies a further grace before `ts` (see the module comment). */
+  private forgetRetired(ts: HybridTimestamp): void {
+    for (const [id, r] of this.retiringById) {
+      if (ts < r.retireAfter + (r.retireAfter - r.dropTs)) continue;
+      this.retiringById.delete(id);
+      for (let index = 0; index < r.table.partitions; index++)
+        this.assignmentsById.delete(tablePartitionId(r.table.id, index));
+    }
+  }
+
+  /** Retiring tables count: their partitions still run, and a create/drop loop must not pile them up. */
   private capacityProblem(): string | undefined {
-    return this.tablesByName.size >= LIMITS.tablesMax ? `the cluster has ${LIMITS.tablesMax} tables` : undefined;
+    return this.tablesByName.size + this.retiringById.size >= LIMITS.tablesMax
+      ? `the cluster has ${LIMITS.tablesMax} tables, counting dropped ones still retiring`
+      : undefined;
   }
 
   /** Replicas each node of `nodes` holds now. */
@@ -234,8 +290,13 @@ export function decodeMetaCommand(data: Uint8Array): MetaCommand | undefined {
   const c = value as Record<string, unknown>;
   const requestId = c['requestId'];
   if (typeof requestId !== 'string') return undefined;
-  if (c['kind'] === 'DropTable' && typeof c['name'] === 'string')
-    return { kind: 'DropTable', requestId, name: c['name'] };
+  const ts = commandTs(c['ts']);
+  if (ts === undefined) return undefined;
+  if (c['kind'] === 'DropTable' && typeof c['name'] === 'string') {
+    const graceMs = c['graceMs'] ?? 0;
+    if (typeof graceMs !== 'number' || !Number.isSafeInteger(graceMs) || graceMs < 0) return undefined;
+    return { kind: 'DropTable', requestId, name: c['name'], ts, graceMs };
+  }
   if (
     c['kind'] === 'CreateTable' &&
     typeof c['name'] === 'string' &&
@@ -251,9 +312,20 @@ export function decodeMetaCommand(data: Uint8Array): MetaCommand | undefined {
       partitions: c['partitions'],
       replicas: c['replicas'],
       nodes: c['nodes'] as string[],
+      ts,
     };
   }
   return undefined;
+}
+
+/** A command's timestamp: absent in entries written before commands carried one (reads as 0). */
+function commandTs(value: unknown): HybridTimestamp | undefined {
+  if (value === undefined) return NULL_TIMESTAMP;
+  return isTimestamp(value) ? asTimestamp(value) : undefined;
+}
+
+function isTimestamp(value: unknown): value is bigint {
+  return typeof value === 'bigint' && value >= 0n && value < 1n << 64n;
 }
 
 export function encodeMetaView(view: MetaView): Uint8Array {
@@ -261,12 +333,30 @@ export function encodeMetaView(view: MetaView): Uint8Array {
 }
 
 export function decodeMetaView(data: Uint8Array): MetaView {
-  const value = decode(data);
-  if (!isMetaView(value)) throw new BasaltError('STORAGE_CORRUPTED', 'malformed metastorage snapshot');
-  return value;
+  const view = parseMetaView(decode(data));
+  if (view === undefined) throw new BasaltError('STORAGE_CORRUPTED', 'malformed metastorage snapshot');
+  return view;
 }
 
-export function isMetaView(value: unknown): value is MetaView {
+/** The view `value` holds (a snapshot or a watch answer), or undefined if malformed; no `retiring` reads as none. */
+export function parseMetaView(value: unknown): MetaView | undefined {
+  if (!hasViewFields(value)) return undefined;
+  const retiring = value['retiring'] ?? [];
+  if (!Array.isArray(retiring) || !retiring.every(isRetiringTable)) return undefined;
+  return { ...(value as unknown as MetaView), retiring };
+}
+
+function isRetiringTable(value: unknown): value is RetiringTable {
+  if (!isRecord(value)) return false;
+  return (
+    isTableDescriptor(value['table']) &&
+    isTimestamp(value['dropTs']) &&
+    isTimestamp(value['retireAfter']) &&
+    value['retireAfter'] >= value['dropTs']
+  );
+}
+
+function hasViewFields(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null) return false;
   const v = value as Record<string, unknown>;
   return (

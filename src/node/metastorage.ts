@@ -11,6 +11,8 @@
  * Commands: any node may call `createTable`/`dropTable`; the command goes to the meta leader (locally if this node is
  * it, else as a MetaCommandRequest), retried on NOT_LEADER (following the hint), lost connections and timeouts until
  * `metaCommandTimeoutMs`. Each command has a request id, so a retry after an unknown outcome gets the first result.
+ * Each command also carries the proposer's HLC reading, fixed before the first attempt, so every replica applies the
+ * same timestamps (a drop's retirement deadline derives from it).
  */
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { NodeName } from '../core/ids.js';
@@ -19,6 +21,7 @@ import { META_GROUP } from '../core/partitioning.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
+import type { HybridClock } from '../hlc/hybrid-clock.js';
 import type { Messenger } from '../net/messenger.js';
 import type { RaftDriver } from '../raft/driver.js';
 import type { Entry, Snapshot } from '../raft/types.js';
@@ -29,11 +32,11 @@ import {
   decodeMetaView,
   encodeMetaCommand,
   encodeMetaView,
-  isMetaView,
   type MetaCommand,
   type MetaResult,
   MetaState,
   type MetaView,
+  parseMetaView,
   type TableDescriptor,
   type TableOptions,
   tableProblem,
@@ -50,6 +53,8 @@ export interface MetastorageOptions {
   readonly stateMachines: GroupStateMachines;
   readonly timers: Timers;
   readonly clock: Clock;
+  /** Timestamps of commands (a drop's timestamp, and its grace: tx timeout + 2·this clock's max skew). */
+  readonly hlc: HybridClock;
   readonly random: Random;
   /** Whether a peer is live now (watch and command targets prefer live members). */
   readonly isLive: (name: NodeName) => boolean;
@@ -161,6 +166,7 @@ export class Metastorage implements GroupStateMachine {
       partitions: options.partitions,
       replicas: options.replicas,
       nodes: this.placementNodes(options.replicas),
+      ts: this.options.hlc.now(),
     });
     return tableOf(result);
   }
@@ -175,7 +181,16 @@ export class Metastorage implements GroupStateMachine {
   }
 
   async dropTable(name: string): Promise<TableDescriptor> {
-    return tableOf(await this.execute({ kind: 'DropTable', requestId: this.options.random.uuid(), name }));
+    const { hlc, random } = this.options;
+    return tableOf(
+      await this.execute({
+        kind: 'DropTable',
+        requestId: random.uuid(),
+        name,
+        ts: hlc.now(),
+        graceMs: LIMITS.txTimeoutMsDefault + 2 * hlc.maxClockSkewMs,
+      }),
+    );
   }
 
   // ------------------------------------------------------------------ state machine (members)
@@ -354,8 +369,8 @@ export class Metastorage implements GroupStateMachine {
           { timeoutMs: this.watchWaitMs + LIMITS.metaWatchWaitMs, signal },
         );
         this.leaderHint = (response.leader ?? undefined) as NodeName | undefined;
-        const view = response.view;
-        if (view !== null && isMetaView(view) && view.revision > this.state.revision) {
+        const view = response.view === null ? undefined : parseMetaView(response.view);
+        if (view !== undefined && view.revision > this.state.revision) {
           this.state = MetaState.fromView(view);
           this.options.onView(view);
         }

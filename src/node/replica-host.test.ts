@@ -62,6 +62,7 @@ describe('MetaPlacement', () => {
     nextTableId: 2,
     tables: [{ name: 'accounts', id: 1, partitions: 4, replicas: 3 }],
     assignments: [['t1p0', ['n1', 'n2', 'n3']]],
+    retiring: [],
     recent: [],
   };
   const hints = new PrimaryHints(
