@@ -269,6 +269,7 @@ export class BasaltNode {
       hlc: this.hlc,
       random: options.random.fork('meta'),
       isLive: (name) => this.membership.liveIdOf(name) !== undefined,
+      canSucceed: (name) => this.membership.canSucceed(name),
       onView: (view: MetaView) => this.reconciler.update(view),
       ...(tuning.metaWatchWaitMs !== undefined && { watchWaitMs: tuning.metaWatchWaitMs }),
     });
@@ -278,6 +279,10 @@ export class BasaltNode {
   static async start(options: BasaltNodeOptions): Promise<BasaltNode> {
     const node = new BasaltNode(options);
     node.typed().handle('NodeHeartbeat', () => ({ kind: 'NodeHeartbeatAck', physicalMs: node.clock.nowMs() }));
+    node.typed().handle('NodeLeaving', (_body, from) => {
+      node.membership.peerLeaving(from);
+      return undefined;
+    });
     for (const factory of options.services ?? []) {
       if (node.services.has(factory.name)) {
         throw new BasaltError('ALREADY_EXISTS', `service ${factory.name} is registered twice`);
@@ -402,6 +407,8 @@ export class BasaltNode {
       await Promise.resolve(service.stop?.()).catch((error: unknown) => this.onError(error));
     }
     if (options.handOver !== false) {
+      // Peers stopping at the same time (a whole cluster going down) then hand nothing to each other.
+      for (const peer of this.membership.connectedPeers()) this.typed().send(peer.name, { kind: 'NodeLeaving' });
       await Promise.all([
         Promise.resolve(this.partitions.drain?.()),
         this.metastorage.handOver(LIMITS.leaseDurationMsDefault),

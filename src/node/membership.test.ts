@@ -124,3 +124,20 @@ test('rule 17: an id no member presents is gone once every member is live and it
   now += 1;
   assert.equal(m.isGone(fresh), true);
 });
+
+test('a peer that announced a graceful stop stays live but takes over nothing; its restart (a new id) may again', () => {
+  const { m } = setup();
+  const n2 = nodeName('n2');
+  m.peerUp(peer('n2', 'a'));
+  assert.equal(m.canSucceed(n2), true);
+  m.peerLeaving(peer('n2', 'stale'));
+  assert.equal(m.canSucceed(n2), true, "a stale incarnation's notice is ignored");
+  m.peerLeaving(peer('n2', 'a'));
+  assert.equal(m.liveIdOf(n2), 'a', 'still live: it serves until it stops');
+  assert.equal(m.canSucceed(n2), false);
+  m.peerDown(peer('n2', 'a'));
+  m.peerUp(peer('n2', 'b'));
+  assert.equal(m.canSucceed(n2), true, 'the restarted incarnation is a successor again');
+  assert.equal(m.canSucceed(nodeName('n9')), false, 'an unknown peer is not');
+  assert.equal(m.canSucceed(nodeName('n1')), true, 'this node itself');
+});

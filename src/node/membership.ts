@@ -50,6 +50,8 @@ interface PeerRecord {
   readonly id: NodeId;
   connected: boolean;
   lastHeardMs: number;
+  /** This incarnation announced a graceful stop: still live, but no successor for leases or leaderships. */
+  leaving?: boolean;
   /** Whether the last event reported for this id was `gone` (so each change is reported once). */
   reportedGone: boolean;
 }
@@ -108,6 +110,22 @@ export class Membership {
     const record = this.peers.get(peer.name);
     if (record === undefined || record.id !== peer.id) return;
     record.connected = false;
+  }
+
+  /** `peer` announced a graceful stop (a stale id's notice is ignored; a restart comes back with a new id). */
+  peerLeaving(peer: PeerIdentity): void {
+    const record = this.peers.get(peer.name);
+    if (record !== undefined && record.id === peer.id) record.leaving = true;
+  }
+
+  /**
+   * Whether `name` can take over leases and leaderships: live, and not stopping. This node itself qualifies unless
+   * it is stopping (its owner knows that).
+   */
+  canSucceed(name: NodeName): boolean {
+    if (name === this.self.name) return true;
+    const record = this.peers.get(name);
+    return record !== undefined && record.leaving !== true && this.isLiveRecord(record, this.nowMs());
   }
 
   /** `peer` answered a heartbeat. */

@@ -11,6 +11,8 @@ export type NodeMessage =
   /** Liveness probe; answered at once by a live node. Both carry the sender's physical time (clock offsets). */
   | { readonly kind: 'NodeHeartbeat'; readonly physicalMs?: number }
   | { readonly kind: 'NodeHeartbeatAck'; readonly physicalMs?: number }
+  /** One-way, from a node starting a graceful stop: do not hand it leases or leaderships. */
+  | { readonly kind: 'NodeLeaving' }
   /** To a metastorage member: apply `command` (the leader proposes it; others answer NOT_LEADER with a hint). */
   | { readonly kind: 'MetaCommandRequest'; readonly command: MetaCommand }
   | { readonly kind: 'MetaCommandResponse'; readonly result: MetaResult }

@@ -58,6 +58,8 @@ export interface MetastorageOptions {
   readonly random: Random;
   /** Whether a peer is live now (watch and command targets prefer live members). */
   readonly isLive: (name: NodeName) => boolean;
+  /** Whether a peer may take the leadership over before a stop (live and not stopping itself; default `isLive`). */
+  readonly canSucceed?: (name: NodeName) => boolean;
   /** Called with every newer state this node learns, in revision order. */
   readonly onView: (view: MetaView) => void;
   readonly watchWaitMs?: number;
@@ -118,9 +120,10 @@ export class Metastorage implements GroupStateMachine {
    */
   async handOver(waitMs: number): Promise<void> {
     const { raft, clock, timers, self, members, isLive } = this.options;
+    const canSucceed = this.options.canSucceed ?? isLive;
     const deadlineMs = clock.monotonicMs() + waitMs;
     while (raft.status(META_GROUP)?.role === 'leader' && clock.monotonicMs() < deadlineMs) {
-      const to = members.find((name) => name !== self && isLive(name));
+      const to = members.find((name) => name !== self && canSucceed(name));
       if (to === undefined) return;
       raft.transferLeader(META_GROUP, to);
       await sleep(timers, HAND_OVER_POLL_MS);

@@ -369,7 +369,7 @@ export class ReplicaPartitionHost implements PartitionHost {
 
   private liveSuccessor(entry: Hosted): NodeName | undefined {
     const { membership, self } = this.context;
-    return entry.replicas.find((name) => name !== self && membership.liveIdOf(name) !== undefined);
+    return entry.replicas.find((name) => name !== self && membership.canSucceed(name));
   }
 
   /** Rule 19: a leader whose clock is beyond the bound hands its group to the first live replica (retried each tick). */

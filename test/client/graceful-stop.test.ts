@@ -46,6 +46,27 @@ async function stoppingPrimary(cluster: TestCluster): Promise<{ node: NodeName; 
   return { node, keys: byPrimary.get(node) ?? [] };
 }
 
+/** The nodes holding leases once every one of the table's 8 partitions has a primary, most leases first. */
+async function spreadPrimaries(cluster: TestCluster): Promise<NodeName[]> {
+  const count = new Map<NodeName, number>();
+  await cluster.waitFor(
+    () => {
+      count.clear();
+      for (let i = 0; i < 8; i++) {
+        const primary = cluster.placement(
+          T,
+          keyIn(cluster, T, (p) => p.endsWith(`p${i}`)),
+        ).primary;
+        if (primary === undefined) return false;
+        count.set(primary, (count.get(primary) ?? 0) + 1);
+      }
+      return true;
+    },
+    { what: 'every partition has a primary', timeoutMs: 30_000 },
+  );
+  return [...count.keys()].sort((a, b) => (count.get(b) ?? 0) - (count.get(a) ?? 0));
+}
+
 describe('graceful stop (simulated)', () => {
   it('hands every lease over within one lease duration, never shortening one, while writes go on', () =>
     withSimCluster('graceful-stop', {}, async (cluster, client) => {
@@ -101,6 +122,27 @@ describe('graceful stop (simulated)', () => {
           what: 'writes to the handed-over partitions commit after the stop',
           timeoutMs: 10_000,
         });
+      }
+    }));
+
+  it('two primaries stopping at the same time hand their leases to the node that stays, not to each other', () =>
+    withSimCluster('graceful-stop-two', { partitions: 8 }, async (cluster) => {
+      const primaries = await spreadPrimaries(cluster);
+      const [x, y] = primaries;
+      assert.ok(x !== undefined && y !== undefined, `two nodes hold leases: ${primaries.join(',')}`);
+      const stay = cluster.nodes.find((n) => n !== x && n !== y)!;
+      const stopping = [x, y].map((n) => cluster.basaltNode(n)!);
+      const startMs = cluster.simulation!.nowMs();
+      await Promise.all([cluster.shutdownNode(x), cluster.shutdownNode(y)]);
+      const tookMs = cluster.simulation!.nowMs() - startMs;
+      assert.ok(tookMs <= LIMITS.leaseDurationMsDefault + 100, `the stops took ${tookMs} ms`);
+      for (const node of stopping)
+        assert.equal(node.counters.get('drain.timeouts'), 0, `${node.name} handed over in time`);
+      for (let i = 0; i < 8; i++) {
+        const key = keyIn(cluster, T, (p) => p.endsWith(`p${i}`));
+        const p = cluster.placement(T, key).partition;
+        const lease = leaseOn(cluster, stay, p);
+        assert.ok(lease !== null && lease.holderName === stay, `${p}: ${stay}, which stays, holds the lease`);
       }
     }));
 
