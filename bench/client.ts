@@ -290,7 +290,7 @@ async function measure(spec: MeasureSpec): Promise<WorkloadResult> {
 
 /**
  * The workload of `basalt demo` (src/cli/demo.ts), which exports no figures: writers move money between random
- * accounts in RW transactions (getAll of both, then two puts; retried up to `BANK.retries` times), an auditor sums
+ * accounts in RW transactions (getAll of both `{ forUpdate: true }`, then two puts; retried up to `BANK.retries` times), an auditor sums
  * every account in an RO transaction every `BANK.auditEveryMs`; the total must be conserved.
  */
 async function bank(client: RemoteClient): Promise<WorkloadResult> {
@@ -324,7 +324,8 @@ async function bank(client: RemoteClient): Promise<WorkloadResult> {
         await client.transaction(
           async (tx) => {
             tally.attempts++;
-            const [a, b] = (await tx.getAll(TABLE, [key(from), key(to)])) as [number, number];
+            const pair = [key(from), key(to)];
+            const [a, b] = (await tx.getAll(TABLE, pair, { forUpdate: true })) as [number, number];
             await tx.put(TABLE, key(from), a - amount);
             await tx.put(TABLE, key(to), b + amount);
           },

@@ -16,6 +16,7 @@ export type {
   BeginOptions,
   Client,
   KeyValue,
+  ReadOptions,
   ScanOptions,
   ScanRange,
   Transaction,

@@ -103,7 +103,9 @@ async function writer(client: RemoteClient, o: DemoOptions, tally: Tally, endMs:
     try {
       await client.transaction(
         async (tx) => {
-          const [a, b] = (await tx.getAll(o.table, [accountKey(from), accountKey(to)])) as [number, number];
+          // forUpdate: X-lock both accounts now, so a concurrent transfer waits instead of dying at an S→X upgrade.
+          const pair = [accountKey(from), accountKey(to)];
+          const [a, b] = (await tx.getAll(o.table, pair, { forUpdate: true })) as [number, number];
           await tx.put(o.table, accountKey(from), a - amount);
           await tx.put(o.table, accountKey(to), b + amount);
         },

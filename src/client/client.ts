@@ -34,10 +34,10 @@ import {
   type RunTransactionOptions,
   runTransaction,
 } from '../tx/transaction.js';
-import type { KeyValue, ScanOptions, ScanRange } from '../tx/user-input.js';
+import type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/user-input.js';
 
 export type { Value } from '../storage/mv-partition-storage.js';
-export type { KeyValue, ScanOptions, ScanRange } from '../tx/user-input.js';
+export type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/user-input.js';
 
 export interface BeginOptions {
   /** A lock-free read-only transaction reading a snapshot at its read timestamp (the coordinator's `now`). */
@@ -56,8 +56,12 @@ export interface Transaction {
   readonly readOnly: boolean;
   /** The snapshot timestamp of a read-only transaction (undefined for a read-write one). */
   readonly readTimestamp?: HybridTimestamp | undefined;
-  get(table: string, key: string): Promise<Value | undefined>;
-  getAll(table: string, keys: readonly string[]): Promise<(Value | undefined)[]>;
+  /**
+   * `{ forUpdate: true }` (read-write transactions only, TX_READ_ONLY otherwise): lock the row exclusively, as a write
+   * of it would, so that a read-modify-write waits for another one instead of failing under wait-die.
+   */
+  get(table: string, key: string, options?: ReadOptions): Promise<Value | undefined>;
+  getAll(table: string, keys: readonly string[], options?: ReadOptions): Promise<(Value | undefined)[]>;
   put(table: string, key: string, value: Value): Promise<void>;
   putAll(table: string, entries: readonly KeyValue[]): Promise<void>;
   remove(table: string, key: string): Promise<void>;
@@ -237,12 +241,12 @@ class DrivenTransaction implements Transaction {
     return this.tx.readTimestamp;
   }
 
-  get(table: string, key: string): Promise<Value | undefined> {
-    return this.drive(() => this.tx.get(table, key), coordinatorGone);
+  get(table: string, key: string, options?: ReadOptions): Promise<Value | undefined> {
+    return this.drive(() => this.tx.get(table, key, options), coordinatorGone);
   }
 
-  getAll(table: string, keys: readonly string[]): Promise<(Value | undefined)[]> {
-    return this.drive(() => this.tx.getAll(table, keys), coordinatorGone);
+  getAll(table: string, keys: readonly string[], options?: ReadOptions): Promise<(Value | undefined)[]> {
+    return this.drive(() => this.tx.getAll(table, keys, options), coordinatorGone);
   }
 
   put(table: string, key: string, value: Value): Promise<void> {

@@ -43,10 +43,20 @@ export type ParsedServerHello =
   | { readonly ok: true; readonly node: string; readonly requestsInFlightMax: number }
   | { readonly ok: false; readonly error: BasaltError };
 
+/** Options of a read in a transaction (`forUpdate`: lock the rows exclusively; read-write transactions only). */
+interface ReadOpts {
+  readonly forUpdate?: boolean;
+}
+
 interface RequestFields {
   readonly begin: { readonly readOnly?: boolean; readonly readTimestamp?: bigint; readonly stalenessMs?: number };
-  readonly get: { readonly tx?: TxHandle; readonly table: string; readonly key: string };
-  readonly getAll: { readonly tx?: TxHandle; readonly table: string; readonly keys: readonly string[] };
+  readonly get: { readonly tx?: TxHandle; readonly table: string; readonly key: string; readonly options?: ReadOpts };
+  readonly getAll: {
+    readonly tx?: TxHandle;
+    readonly table: string;
+    readonly keys: readonly string[];
+    readonly options?: ReadOpts;
+  };
   readonly put: { readonly tx?: TxHandle; readonly table: string; readonly key: string; readonly value: unknown };
   readonly putAll: {
     readonly tx?: TxHandle;
@@ -169,11 +179,12 @@ const record =
 
 const tableOptions = record({ required: { partitions: count, replicas: count }, optional: {} });
 const scanOptions = record({ required: {}, optional: { limit: count } });
+const readOptions = record({ required: {}, optional: { forUpdate: boolean } });
 
 const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
   begin: { required: {}, optional: { readOnly: boolean, readTimestamp: timestamp, stalenessMs: count } },
-  get: { required: { table: string, key: string }, optional: { tx: handle } },
-  getAll: { required: { table: string, keys: strings }, optional: { tx: handle } },
+  get: { required: { table: string, key: string }, optional: { tx: handle, options: readOptions } },
+  getAll: { required: { table: string, keys: strings }, optional: { tx: handle, options: readOptions } },
   put: { required: { table: string, key: string, value: anything }, optional: { tx: handle } },
   putAll: { required: { table: string, entries }, optional: { tx: handle } },
   remove: { required: { table: string, key: string }, optional: { tx: handle } },

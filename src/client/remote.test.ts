@@ -266,6 +266,7 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
     await c.put(T, key, 2);
     assert.equal(await ro.get(T, key), 1, 'the snapshot predates the second write');
     await rejectsWith(ro.put(T, key, 3), 'TX_READ_ONLY', false);
+    await rejectsWith(ro.get(T, key, { forUpdate: true }), 'TX_READ_ONLY', false);
     await ro.commit();
     assert.equal(await c.get(T, key), 2);
     const at = await c.begin({ readOnly: true, readTimestamp: ro.readTimestamp as HybridTimestamp });
@@ -276,6 +277,26 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
     assert.deepEqual(read, [2, undefined]);
     await rejectsWith(c.begin({ readTimestamp: 5n as HybridTimestamp }), 'INVALID_ARGUMENT', false);
   }
+
+  it('a read forUpdate travels over the wire: it holds the row X-locked until commit; a plain read does not', async () => {
+    const key = 'for-update';
+    await client.put(T, key, 10);
+    const embedded = cluster.client('n1'); // same coordinator as the server's: its txs begin strictly younger
+    for (const forUpdate of [true, false]) {
+      const tx = await client.begin();
+      assert.equal(await tx.getAll(T, [key], { forUpdate }).then(([v]) => v), 10);
+      const younger = await embedded.begin();
+      if (forUpdate) await rejectsWith(younger.get(T, key), 'TX_LOCK_CONFLICT', true);
+      else assert.equal(await younger.get(T, key), 10, 'S locks are shared');
+      await younger.rollback();
+      await tx.put(T, key, (await tx.get(T, key, { forUpdate })) as number);
+      await tx.commit();
+    }
+    const tx = await client.begin();
+    await rejectsWith(tx.get(T, key, { forUpdate: 1 } as never), 'INVALID_ARGUMENT', false);
+    await rejectsWith(tx.getAll(T, [key], { lock: true } as never), 'INVALID_ARGUMENT', false);
+    await tx.rollback();
+  });
 
   it('read-only transactions over the wire (embedded backend): a snapshot at readTimestamp, writes refused', async () => {
     await readOnlyChecks(client, 'ro-embedded');
@@ -323,7 +344,9 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
       raw.send({ id: 4, kind: 'commit', tx: 77 });
       raw.send({ id: 5, kind: 'begin', readTimestamp: 5 });
       raw.send({ id: 6, kind: 'tables' });
-      const frames = (await raw.waitFrames(7)) as { id?: number; error?: { code: string }; result?: unknown }[];
+      raw.send({ id: 7, kind: 'get', table: T, key: 'k', options: { forUpdate: true } });
+      raw.send({ id: 8, kind: 'getAll', table: T, keys: ['k'], options: { forUpdate: 'yes' } });
+      const frames = (await raw.waitFrames(9)) as { id?: number; error?: { code: string }; result?: unknown }[];
       const byId = new Map(frames.slice(1).map((f) => [f.id, f]));
       assert.equal(byId.get(1)?.error?.code, 'INVALID_ARGUMENT');
       assert.equal(byId.get(2)?.error?.code, 'INVALID_ARGUMENT');
@@ -331,8 +354,10 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
       assert.equal(byId.get(4)?.error?.code, 'INVALID_ARGUMENT');
       assert.equal(byId.get(5)?.error?.code, 'INVALID_ARGUMENT');
       assert.ok(Array.isArray((byId.get(6)?.result as { tables?: unknown[] } | undefined)?.tables));
+      assert.equal(byId.get(7)?.error?.code, 'INVALID_ARGUMENT', 'forUpdate needs a transaction');
+      assert.equal(byId.get(8)?.error?.code, 'INVALID_ARGUMENT');
       raw.send([1, 2, 3]);
-      const closing = (await raw.waitFrames(8))[7] as { id: number; error: { code: string } };
+      const closing = (await raw.waitFrames(10))[9] as { id: number; error: { code: string } };
       assert.deepEqual([closing.id, closing.error.code], [0, 'MALFORMED_FRAME']);
       await raw.closed;
     } finally {

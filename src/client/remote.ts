@@ -26,7 +26,8 @@ import { parseHostPort } from '../net/tcp-transport.js';
 import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import { backoffMs } from '../tx/coordinator-support.js';
 import { isRetryable, type RunTransactionOptions } from '../tx/transaction.js';
-import type { KeyValue, ScanOptions, ScanRange, Transaction, Value } from './client.js';
+import { checkReadOptions } from '../tx/user-input.js';
+import type { KeyValue, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
 import {
   type ClientRequest,
   clientHello,
@@ -435,12 +436,14 @@ class TcpTransaction implements RemoteTransaction {
     readonly readTimestamp: HybridTimestamp | undefined,
   ) {}
 
-  async get(table: string, key: string): Promise<Value | undefined> {
-    return readValue(await this.connection.call({ kind: 'get', tx: this.handle, table, key }));
+  async get(table: string, key: string, options?: ReadOptions): Promise<Value | undefined> {
+    const read = readOptionsOf(options);
+    return readValue(await this.connection.call({ kind: 'get', tx: this.handle, table, key, ...read }));
   }
 
-  async getAll(table: string, keys: readonly string[]): Promise<(Value | undefined)[]> {
-    const result = await this.connection.call({ kind: 'getAll', tx: this.handle, table, keys });
+  async getAll(table: string, keys: readonly string[], options?: ReadOptions): Promise<(Value | undefined)[]> {
+    const read = readOptionsOf(options);
+    const result = await this.connection.call({ kind: 'getAll', tx: this.handle, table, keys, ...read });
     const values = isRecord(result) ? result['values'] : undefined;
     if (!Array.isArray(values)) throw new BasaltError('MALFORMED_FRAME', 'the server answered getAll without values');
     return values as (Value | undefined)[];
@@ -491,6 +494,11 @@ function beginOptionsOf(options: RemoteBeginOptions): RemoteBeginOptions {
     ...(options.readTimestamp !== undefined && { readTimestamp: options.readTimestamp }),
     ...(options.stalenessMs !== undefined && { stalenessMs: options.stalenessMs }),
   };
+}
+
+/** Read options checked here (a misspelt one is INVALID_ARGUMENT); only a locking read sends any. */
+function readOptionsOf(options: ReadOptions | undefined): { readonly options?: { readonly forUpdate: true } } {
+  return checkReadOptions(options) ? { options: { forUpdate: true } } : {};
 }
 
 /** Only the fields the protocol carries (a caller's object may hold more). */

@@ -257,6 +257,26 @@ describe('client protocol request validation', () => {
       { id: 1, kind: 'scan', tx: 2, table: 't', range: { start: 'a' }, options: { limit: 3 } },
       undefined,
     ],
+    [
+      'a get forUpdate in a tx',
+      { id: 1, kind: 'get', tx: 2, table: 't', key: 'k', options: { forUpdate: true } },
+      undefined,
+    ],
+    [
+      'a getAll forUpdate',
+      { id: 1, kind: 'getAll', table: 't', keys: ['k'], options: { forUpdate: false } },
+      undefined,
+    ],
+    [
+      'a misspelt read option',
+      { id: 1, kind: 'get', table: 't', key: 'k', options: { forupdate: true } },
+      'INVALID_ARGUMENT',
+    ],
+    [
+      'forUpdate not a boolean',
+      { id: 1, kind: 'getAll', table: 't', keys: [], options: { forUpdate: 1 } },
+      'INVALID_ARGUMENT',
+    ],
     ['not an object', [1, 2], 'MALFORMED_FRAME'],
     ['no id', { kind: 'tables' }, 'MALFORMED_FRAME'],
     ['id 0', { id: 0, kind: 'tables' }, 'MALFORMED_FRAME'],

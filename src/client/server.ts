@@ -360,7 +360,7 @@ class ClientSession {
       case 'get':
         return this.get(request);
       case 'getAll':
-        return this.onTx(request.tx, (tx) => tx.getAll(request.table, request.keys)).then((values) => ({ values }));
+        return this.getAll(request);
       case 'put':
         return this.put(request);
       case 'putAll':
@@ -416,12 +416,18 @@ class ClientSession {
     return { tx: handle, txId: tx.id, readOnly: tx.readOnly, readTimestamp: tx.readTimestamp };
   }
 
-  private get(request: RequestOf<'get'>): Promise<unknown> {
-    const value =
-      request.tx === undefined
-        ? this.backend.get(request.table, request.key)
-        : this.txOf(request.tx).get(request.table, request.key);
-    return value.then((v) => ({ value: v }));
+  private async get(request: RequestOf<'get'>): Promise<unknown> {
+    const { tx, table, key, options } = request;
+    if (tx === undefined) checkImplicitRead(request);
+    const value = tx === undefined ? await this.backend.get(table, key) : await this.txOf(tx).get(table, key, options);
+    return { value };
+  }
+
+  private async getAll(request: RequestOf<'getAll'>): Promise<unknown> {
+    const { tx, table, keys, options } = request;
+    if (tx === undefined) checkImplicitRead(request);
+    const values = await this.onTx(tx, (t) => t.getAll(table, keys, options));
+    return { values };
   }
 
   private async put(request: RequestOf<'put'>): Promise<unknown> {
@@ -516,6 +522,13 @@ class ClientSession {
     if (this.timer === undefined) return;
     this.timers.clearTimer(this.timer);
     this.timer = undefined;
+  }
+}
+
+/** An implicit read (no transaction handle) holds no lock past its own end: `forUpdate` there is refused. */
+function checkImplicitRead(request: RequestOf<'get'> | RequestOf<'getAll'>): void {
+  if (request.options?.forUpdate === true) {
+    throw new BasaltError('INVALID_ARGUMENT', `${request.kind}: forUpdate needs a transaction (tx)`);
   }
 }
 

@@ -27,7 +27,7 @@ export const ERROR_CODES = {
   TX_MISMATCHING_OUTCOME: { retryable: false },
   TX_OUTCOME_UNKNOWN: { retryable: false },
   TX_READ_ONLY_TOO_OLD: { retryable: false },
-  /** A write (put, remove, putAll) in a read-only transaction: API misuse, nothing was sent. */
+  /** A write (put, remove, putAll) or a locking read (forUpdate) in a read-only transaction: misuse, nothing sent. */
   TX_READ_ONLY: { retryable: false },
   /**
    * An RW request's opSeq is older than the operations already executed for its tx and its response is no longer

@@ -63,12 +63,14 @@ import {
   checkEntries,
   checkKey,
   checkKeys,
+  checkReadOptions,
   checkScanLimit,
   checkScanRange,
   checkTable,
   checkValue,
   compareKeys,
   type KeyValue,
+  type ReadOptions,
   type ScanOptions,
   type ScanRange,
 } from './user-input.js';
@@ -185,27 +187,35 @@ export class TxCoordinator {
 
   // ------------------------------------------------------------------------------------------ operations
 
-  async get(tx: CoordinatedTx, table: string, key: string): Promise<Value | undefined> {
+  /** `options.forUpdate`: the primary locks the row as a write would (X), see ReadOptions. */
+  async get(tx: CoordinatedTx, table: string, key: string, options?: ReadOptions): Promise<Value | undefined> {
     checkTable(table);
     checkKey(key);
+    const lock = lockingRead(checkReadOptions(options));
     return this.operation(tx, async () => {
-      const result = await this.execute(tx, this.ctx.placement.partitionOf(table, key), { op: 'get', key });
+      const result = await this.execute(tx, this.ctx.placement.partitionOf(table, key), { op: 'get', key, ...lock });
       const r = expectResult(result, 'get');
       return r.value.found ? r.value.value : undefined;
     });
   }
 
   /** Values of `keys` in their order (undefined where absent); one request per partition. */
-  async getAll(tx: CoordinatedTx, table: string, keys: readonly string[]): Promise<(Value | undefined)[]> {
+  async getAll(
+    tx: CoordinatedTx,
+    table: string,
+    keys: readonly string[],
+    options?: ReadOptions,
+  ): Promise<(Value | undefined)[]> {
     checkTable(table);
     checkKeys(keys);
+    const lock = lockingRead(checkReadOptions(options));
     return this.operation(tx, async () => {
       const out: (Value | undefined)[] = new Array(keys.length).fill(undefined);
       const groups = groupByPartition(keys, (key) => this.ctx.placement.partitionOf(table, key));
       await settleAll(
         [...groups].map(async ([partitionId, items]) => {
           const keysHere = items.map((i) => keys[i]!);
-          const result = await this.execute(tx, partitionId, { op: 'getAll', keys: keysHere });
+          const result = await this.execute(tx, partitionId, { op: 'getAll', keys: keysHere, ...lock });
           const values = expectResult(result, 'getAll').values;
           if (values.length !== items.length) throw protocolError(`getAll answered ${values.length} values`);
           items.forEach((index, j) => {
@@ -686,6 +696,11 @@ function onePhaseRequest(
     full: true,
     operation,
   };
+}
+
+/** The field a read carries when it locks for update (omitted otherwise: the common case stays as it was). */
+function lockingRead(forUpdate: boolean): { readonly forUpdate?: true } {
+  return forUpdate ? { forUpdate: true } : {};
 }
 
 function isWrite(operation: RwOperation): boolean {

@@ -7,7 +7,8 @@
  *
  * Key scheme (DESIGN §2 "Locks", rule 18): every partition has one *partition key*, every row key a *row key*.
  * - point read of k (get, getAll; whether or not a row exists): IS on the partition, then S on k;
- * - point write of k (put, remove, one-phase write): IX on the partition, then X on k;
+ * - point write of k (put, remove, one-phase write), or a locking read of k (`forUpdate`, which spares a
+ *   read-modify-write the S→X upgrade that wait-die refuses a younger tx): IX on the partition, then X on k;
  * - scan of any range of the partition: S on the partition.
  * IX conflicts with S, so while a tx holds a scan's S lock no other tx can insert into (or change) that partition until
  * it finishes, and a scan waits for writers in the partition: no phantoms. A get of a missing key conflicts with a

@@ -29,9 +29,10 @@ export interface LeaseInfo {
 // ---------------------------------------------------------------------------------------------------------------------
 // Read-write operations (primary only)
 
+/** A read of an RW tx; `forUpdate: true` locks its rows exclusively (IX + X) instead of shared (IS + S). */
 export type RwOperation =
-  | { readonly op: 'get'; readonly key: string }
-  | { readonly op: 'getAll'; readonly keys: readonly string[] }
+  | { readonly op: 'get'; readonly key: string; readonly forUpdate?: boolean }
+  | { readonly op: 'getAll'; readonly keys: readonly string[]; readonly forUpdate?: boolean }
   | { readonly op: 'put'; readonly key: string; readonly value: Value }
   | { readonly op: 'remove'; readonly key: string }
   | { readonly op: 'putAll'; readonly entries: readonly { readonly key: string; readonly value: Value }[] }

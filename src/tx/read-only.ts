@@ -46,11 +46,13 @@ import { TxIdGenerator } from './tx-id.js';
 import {
   checkKey,
   checkKeys,
+  checkReadOptions,
   checkScanLimit,
   checkScanRange,
   checkTable,
   compareKeys,
   type KeyValue,
+  type ReadOptions,
   type ScanOptions,
   type ScanRange,
 } from './user-input.js';
@@ -447,11 +449,16 @@ export class ReadOnlyTransaction {
     return this.record.readTs;
   }
 
-  get(table: string, key: string): Promise<Value | undefined> {
+  /** Read options are checked as on an RW tx; `forUpdate: true` is refused (TX_READ_ONLY): an RO tx takes no locks. */
+  get(table: string, key: string, options?: ReadOptions): Promise<Value | undefined> {
+    const refused = forUpdateRefusal(this.record, 'get', options);
+    if (refused !== undefined) return Promise.reject(refused);
     return this.coordinator.get(this.record, table, key);
   }
 
-  getAll(table: string, keys: readonly string[]): Promise<(Value | undefined)[]> {
+  getAll(table: string, keys: readonly string[], options?: ReadOptions): Promise<(Value | undefined)[]> {
+    const refused = forUpdateRefusal(this.record, 'getAll', options);
+    if (refused !== undefined) return Promise.reject(refused);
     return this.coordinator.getAll(this.record, table, keys);
   }
 
@@ -534,6 +541,19 @@ export function resolveReadOnlySettings(options: ReadOnlyCoordinatorOptions = {}
 
 function readOnlyWrite(tx: ReadOnlyTx, op: string): BasaltError {
   return new BasaltError('TX_READ_ONLY', `${op} in read-only tx ${tx.id}: an RO tx cannot write`, { txId: tx.id, op });
+}
+
+/** Malformed read options (INVALID_ARGUMENT), or a locking read asked of an RO tx (TX_READ_ONLY), or undefined. */
+function forUpdateRefusal(tx: ReadOnlyTx, op: string, options: ReadOptions | undefined): BasaltError | undefined {
+  try {
+    if (!checkReadOptions(options)) return undefined;
+  } catch (error) {
+    return asBasaltError(error);
+  }
+  return new BasaltError('TX_READ_ONLY', `${op} forUpdate in read-only tx ${tx.id}: an RO tx takes no locks`, {
+    txId: tx.id,
+    op,
+  });
 }
 
 function timeoutError(tx: ReadOnlyTx): BasaltError {

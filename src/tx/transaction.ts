@@ -16,7 +16,7 @@ import type { Value } from '../storage/mv-partition-storage.js';
 import type { CoordinatedTx } from './coordinated-tx.js';
 import type { CoordinatorScanOptions, TxCoordinator } from './coordinator.js';
 import { backoffMs } from './coordinator-support.js';
-import type { KeyValue, ScanRange } from './user-input.js';
+import type { KeyValue, ReadOptions, ScanRange } from './user-input.js';
 
 export class Transaction {
   readonly readOnly = false as const;
@@ -30,12 +30,13 @@ export class Transaction {
     return this.record.id;
   }
 
-  get(table: string, key: string): Promise<Value | undefined> {
-    return this.coordinator.get(this.record, table, key);
+  /** `{ forUpdate: true }` locks the row exclusively for a later write of it (ReadOptions). */
+  get(table: string, key: string, options?: ReadOptions): Promise<Value | undefined> {
+    return this.coordinator.get(this.record, table, key, options);
   }
 
-  getAll(table: string, keys: readonly string[]): Promise<(Value | undefined)[]> {
-    return this.coordinator.getAll(this.record, table, keys);
+  getAll(table: string, keys: readonly string[], options?: ReadOptions): Promise<(Value | undefined)[]> {
+    return this.coordinator.getAll(this.record, table, keys, options);
   }
 
   put(table: string, key: string, value: Value): Promise<void> {

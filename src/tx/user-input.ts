@@ -1,7 +1,8 @@
 /**
  * Checks of what a user hands to a transaction (API misuse throws INVALID_ARGUMENT before anything is sent): table
  * names, keys (well-formed Unicode, at most keyBytesMax UTF-8 bytes), values (JSON-compatible data or a Uint8Array,
- * at most valueBytesMax bytes encoded), batch sizes and scan options. Also the key order every merge uses: the order
+ * at most valueBytesMax bytes encoded), batch sizes, scan options and read options (an options object holds only the
+ * keys it names: a misspelt option is refused, not ignored). Also the key order every merge uses: the order
  * of UTF-8 bytes, which is the order of Unicode code points (not JavaScript's UTF-16 code unit order).
  */
 import { invalidArgument } from '../core/errors.js';
@@ -95,6 +96,33 @@ function checkJson(value: unknown, depth: number): void {
 function isPlainObject(value: object): boolean {
   const proto = Object.getPrototypeOf(value);
   return proto === Object.prototype || proto === null;
+}
+
+export interface ReadOptions {
+  /**
+   * Read-write transactions only (`SELECT ... FOR UPDATE`): lock the rows read exclusively, as a write of them would
+   * (IX on the partition + X on each row instead of IS + S), so a read-modify-write does not need an S→X upgrade
+   * that wait-die may refuse. The value read is the same.
+   */
+  readonly forUpdate?: boolean;
+}
+
+const READ_OPTION_KEYS: ReadonlySet<string> = new Set(['forUpdate']);
+
+/** Whether `options` (a `ReadOptions`, or undefined) asks for a locking read; anything else is INVALID_ARGUMENT. */
+export function checkReadOptions(options: unknown): boolean {
+  if (options === undefined) return false;
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw invalidArgument('read options must be an object { forUpdate? }');
+  }
+  for (const key of Object.keys(options)) {
+    if (!READ_OPTION_KEYS.has(key)) throw invalidArgument(`unknown read option ${JSON.stringify(key.slice(0, 64))}`);
+  }
+  const forUpdate = (options as { forUpdate?: unknown }).forUpdate;
+  if (forUpdate !== undefined && typeof forUpdate !== 'boolean') {
+    throw invalidArgument('read option forUpdate must be a boolean', { forUpdate: typeof forUpdate });
+  }
+  return forUpdate === true;
 }
 
 export interface ScanOptions {

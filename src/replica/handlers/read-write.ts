@@ -8,7 +8,8 @@
  * (a duplicate gets the kept response).
  *
  * Running an operation: replica touch (map → PENDING with coordinator and commit partition; none for one-phase),
- * locks under wait-die (a point read: IS partition + S row, whether or not the row exists; a write: IX + X; a scan:
+ * locks under wait-die (a point read: IS partition + S row, whether or not the row exists; a write, or a read
+ * `forUpdate` (it will write the row: taking X now spares the S→X upgrade wait-die may refuse): IX + X; a scan:
  * S on the partition, which covers the whole range including the first key not returned), then a fresh primary
  * check under the same lease (locks may have taken a while), then:
  * - reads use `readLatest`: the tx's own intent is visible; a foreign intent under our lock means its writer's locks
@@ -54,6 +55,7 @@ export async function handleReadWrite(
   if (request.full && !isWrite(request.operation)) {
     throw invalidArgument('a one-phase request must be a write', { op: request.operation.op });
   }
+  checkForUpdate(request.operation);
   const deadline = p.deadlineOf(request.txId);
   const response = p.operations.execute(request.txId, request.opSeq, deadline, () =>
     runOperation(p, request, lease, resolver),
@@ -91,7 +93,7 @@ async function runOperation(
   checkTxState(p, txId);
   if (!request.full) touch(p, request);
   try {
-    await p.acquire(txId, lockPlan(p, operation));
+    await p.acquire(txId, operationLockPlan(p.partitionId, operation));
     // Locks may have taken a while: act only if still primary under the very lease the request was served under.
     const token = tokenOf(lease);
     p.lockingLease(p.clock.now(), token);
@@ -119,6 +121,19 @@ function isWrite(operation: RwOperation): boolean {
   return operation.op === 'put' || operation.op === 'remove' || operation.op === 'putAll';
 }
 
+/** A read that locks its rows exclusively: `forUpdate` (on reads only, a boolean when present). */
+function locksForUpdate(operation: RwOperation): boolean {
+  return (operation.op === 'get' || operation.op === 'getAll') && operation.forUpdate === true;
+}
+
+function checkForUpdate(operation: RwOperation): void {
+  if (!('forUpdate' in operation)) return;
+  const readOp = operation.op === 'get' || operation.op === 'getAll';
+  if (!readOp || typeof operation.forUpdate !== 'boolean') {
+    throw invalidArgument('forUpdate is a boolean of a get or getAll', { op: operation.op });
+  }
+}
+
 function keysOf(operation: RwOperation): readonly string[] {
   switch (operation.op) {
     case 'get':
@@ -134,14 +149,17 @@ function keysOf(operation: RwOperation): readonly string[] {
   }
 }
 
-/** The partition intention lock once, then the row locks in key order (one order for every tx). */
-function lockPlan(p: HostedPartition, operation: RwOperation): readonly LockStep[] {
-  if (operation.op === 'scan') return scanLockPlan(p.partitionId);
-  const mode = isWrite(operation) ? 'X' : 'S';
+/**
+ * The locks of `operation` on `partition`, in acquisition order: the partition intention once, then the row locks in
+ * key order (one order for every tx). Reads take IS + S, writes and reads `forUpdate` IX + X, a scan S on the partition.
+ */
+export function operationLockPlan(partition: PartitionId, operation: RwOperation): readonly LockStep[] {
+  if (operation.op === 'scan') return scanLockPlan(partition);
+  const mode = isWrite(operation) || locksForUpdate(operation) ? 'X' : 'S';
   const keys = [...new Set(keysOf(operation))].sort();
-  const partitionKey = partitionLockKey(p.partitionId);
-  const rows = keys.flatMap((k) => pointLockPlan(p.partitionId, k, mode).filter((s) => s.key !== partitionKey));
-  const [intention] = pointLockPlan(p.partitionId, keys[0] ?? '', mode);
+  const partitionKey = partitionLockKey(partition);
+  const rows = keys.flatMap((k) => pointLockPlan(partition, k, mode).filter((s) => s.key !== partitionKey));
+  const [intention] = pointLockPlan(partition, keys[0] ?? '', mode);
   assert(intention !== undefined && intention.key === partitionKey, 'a point plan starts with the partition');
   return [intention, ...rows];
 }
