@@ -101,6 +101,14 @@ export interface BankOutcome {
   readonly log: readonly string[];
 }
 
+/** Virtual milliseconds `action` took. */
+async function timed(cluster: TestCluster, action: () => Promise<void>): Promise<number> {
+  const nowMs = () => cluster.simulation?.nowMs() ?? 0;
+  const startMs = nowMs();
+  await action();
+  return nowMs() - startMs;
+}
+
 /** A seeded sequence of faults, one at a time, each healed before the next; returns its log. */
 async function faults(
   cluster: TestCluster,
@@ -168,10 +176,15 @@ async function faults(
       case 'crash':
       case 'crash-coordinator': {
         const victim = random.pick(kind === 'crash' ? crashable : CLIENT_NODES.slice(1));
-        const downMs = 500 + random.int(2_500);
+        let downMs = 500 + random.int(2_500);
         if (options.gracefulStops && stopKinds.chance(0.5)) {
           log.push(`graceful stop ${victim} for ${downMs} ms`);
-          await cluster.shutdownNode(victim);
+          // Down for downMs from the start of the stop (the node stops serving as it begins); the hand-over takes part.
+          const stopping = cluster.basaltNode(victim);
+          const tookMs = await timed(cluster, () => cluster.shutdownNode(victim));
+          const timedOut = (stopping?.counters.get('drain.timeouts') ?? 0) > 0;
+          log.push(`${victim} stopped after ${tookMs} ms${timedOut ? ' (drain timed out)' : ''}`);
+          downMs = Math.max(0, downMs - tookMs);
         } else {
           log.push(`crash ${victim} for ${downMs} ms`);
           await cluster.stopNode(victim);
