@@ -12,6 +12,10 @@
  *    reported before the lock manager queues it), its waiting lock requests here are denied with TX_ABORTED
  *    (retryable), so the client retries in a new tx instead of waiting out the lock timeout. A requester that
  *    wait-die already denied is left alone.
+ *
+ * A holder the map has ABORTED yet still holding a lock here missed its cleanup of this partition (a recovery's abort
+ * knows only the commit partition and its reporter as enlisted): the same request (rate-limited alike, counted as an
+ * orphan) makes the commit partition clean this partition up; the requester is left alone (wait-die decided for it).
  */
 import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
@@ -95,10 +99,25 @@ export class OrphanDetector {
     return true;
   }
 
-  /** Handles one conflict; true if `holder` is an orphan (then the requester is failed). */
+  /**
+   * Handles one conflict; true if `holder` is an orphan (then the requester is failed). A holder already ABORTED in
+   * this node's map still holding a lock here was not cleaned up on this partition: the map is shared by every
+   * partition of the node, so the entry may come from another of them (e.g. this node's commit partition primary
+   * recovered the tx knowing only some enlisted partitions), and a non-final entry is what makes a holder an orphan.
+   * The commit partition answers a recovery request from its durable outcome and cleans this partition up; without
+   * it the lock would stay until the lease moves.
+   */
   onConflict(partition: HostedPartition, holder: TxId, requester: TxId): boolean {
     const entry = this.o.txStates.entry(holder);
-    if (entry === undefined || isFinal(entry.state) || entry.state === 'FINISHING') return false;
+    if (entry === undefined || entry.state === 'FINISHING') return false;
+    if (isFinal(entry.state)) {
+      // Only ABORTED: a recovery's abort can never contradict it, while a COMMITTED entry may have no record at the
+      // commit partition (a one-phase tx) that recovery would then abort. Missed cleanups are of recovered aborts.
+      if (entry.state === 'ABORTED' && entry.commitPartitionId !== undefined) {
+        this.sendRecovery(holder, entry.commitPartitionId, partition.partitionId);
+      }
+      return false;
+    }
     const coordinatorId = entry.coordinatorId;
     if (coordinatorId === undefined || !this.o.peers.isGone(coordinatorId)) return false;
     this.o.txStates.update(holder, { state: 'ABANDONED', reason: 'coordinator-gone' });

@@ -383,6 +383,27 @@ describe('orphan detection', () => {
     assert.deepEqual(put.result, { op: 'written' });
   });
 
+  // Found by the bank sweep (seed bank-soak-14): a recovery aborted a tx knowing only its commit partition and the
+  // reporter; the node hosting the commit partition's primary also held the tx's locks on another partition, and its
+  // shared map said ABORTED, so conflicts there never counted the holder as an orphan and the lock stayed.
+  it('a holder ABORTED in the map but still holding its lock here (its cleanup missed this partition): one TxRecoveryRequest, the commit partition cleans this partition up', async () => {
+    const h = await Cluster.start(SEED);
+    const holder = h.newTx();
+    const p1 = h.primary(P1);
+    await h.send(p1, rw(P1, holder, 1, { op: 'put', key: 'k', value: 'left' }));
+    assert.equal(p1.map.entry(holder)?.commitPartitionId, P0);
+    p1.map.update(holder, { state: 'ABORTED', reason: 'resolution' });
+    // A younger requester dies by wait-die; the conflict asks the commit partition to clean this partition up.
+    await assert.rejects(
+      h.send(p1, rw(P1, h.newTx(), 1, { op: 'put', key: 'k', value: 'mine' }, { coordinatorId: OTHER_COORDINATOR })),
+      hasCode('TX_LOCK_CONFLICT'),
+    );
+    assert.equal(h.count('TxRecoveryRequest'), 1);
+    await h.runUntil(() => h.hosted(p1, P1).locks.holders(rowLockKey(P1, 'k')).length === 0);
+    assert.equal(h.latest(P1, 'k'), 'empty', 'the intent was aborted');
+    assert.equal(h.hosted(h.primary(P0), P0).txState.get(holder)?.state, 'ABORTED');
+  });
+
   it('an unprotected intent (its locks lost with a primary change) of a gone coordinator: recovery, the intent is aborted', async () => {
     const h = await Cluster.start(SEED);
     const orphan = h.newTx();
