@@ -26,6 +26,7 @@ import { BasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle } from '../env/timers.js';
+import { addMs } from '../hlc/timestamp.js';
 import { StorageGcDriver } from '../replica/gc.js';
 import { HostedPartition } from '../replica/handlers/hosted-partition.js';
 import { ReplicaRequestRouter } from '../replica/handlers/router.js';
@@ -57,6 +58,8 @@ export interface ReplicaHostOptions {
 }
 
 const UPKEEP_INTERVAL_MS_DEFAULT = 25;
+/** What a graceful hand-over leaves for the leadership to move and the successor's lease to commit. */
+const HAND_OVER_MARGIN_MS = 500;
 
 interface Hosted {
   readonly replica: PartitionReplica;
@@ -259,7 +262,10 @@ export class ReplicaPartitionHost implements PartitionHost {
     const deadlineMs = clock.monotonicMs() + this.timing.leaseDurationMs;
     for (const entry of this.hosted.values()) entry.replica.handOver();
     const pollMs = this.options.upkeepIntervalMs ?? UPKEEP_INTERVAL_MS_DEFAULT;
-    while (!this.stopped && [...this.hosted.values()].some((entry) => !this.handedOver(entry))) {
+    while (
+      !this.stopped &&
+      [...this.hosted.values()].some((entry) => !this.handedOver(entry, deadlineMs - clock.monotonicMs()))
+    ) {
       if (clock.monotonicMs() >= deadlineMs) {
         this.context.counters.add('drain.timeouts');
         return;
@@ -349,7 +355,7 @@ export class ReplicaPartitionHost implements PartitionHost {
   }
 
   /** One step of `drain` for one partition: true once it has nothing left to hand over. */
-  private handedOver(entry: Hosted): boolean {
+  private handedOver(entry: Hosted, remainingMs: number): boolean {
     const { raft, hlc } = this.context;
     const partitionId = entry.replica.partitionId;
     const status = raft.status(partitionId);
@@ -360,8 +366,11 @@ export class ReplicaPartitionHost implements PartitionHost {
     const now = hlc.current();
     const holds = lease !== null && sameHolder(lease.holder, entry.replica.self) && now < lease.expiration;
     if (status.role === 'leader') {
-      const stillActing = holds && now < actingEnd(lease, this.timing.maxClockSkewMs);
-      if (!stillActing) raft.transferLeader(partitionId, successor);
+      // Keep serving under our own lease while it lets us act, unless it would outlast the bound (a takeover lease
+      // can end up to two durations ahead): then hand over now, so the successor's lease is in place when ours ends.
+      const end = holds ? actingEnd(lease, this.timing.maxClockSkewMs) : now;
+      const serve = now < end && end <= addMs(now, remainingMs - HAND_OVER_MARGIN_MS);
+      if (!serve) raft.transferLeader(partitionId, successor);
       return false;
     }
     return !holds;
