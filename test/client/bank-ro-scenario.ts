@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import type { Client, NodeName } from '../../src/index.js';
 import { isBasaltError } from '../../src/index.js';
 import { SeededRandom } from '../../src/sim/random.js';
-import { type TestCluster, withSimCluster } from './support.js';
+import { gracefulStopLogged, splitFor, type TestCluster, withSimCluster } from './support.js';
 
 const T = 'accounts';
 const ACCOUNTS = Array.from({ length: 6 }, (_, i) => `acct-${i}`);
@@ -89,14 +89,6 @@ async function audits(cluster: TestCluster, node: NodeName, random: SeededRandom
   return checked;
 }
 
-/** Virtual milliseconds `action` took. */
-async function timed(cluster: TestCluster, action: () => Promise<void>): Promise<number> {
-  const nowMs = () => cluster.simulation?.nowMs() ?? 0;
-  const startMs = nowMs();
-  await action();
-  return nowMs() - startMs;
-}
-
 async function faults(cluster: TestCluster, random: SeededRandom, log: string[]): Promise<void> {
   const nodes = cluster.nodes;
   // A stream of its own: whether a coordinator is crashed or stopped gracefully leaves the other draws unchanged.
@@ -127,23 +119,14 @@ async function faults(cluster: TestCluster, random: SeededRandom, log: string[])
     } else if (kind === 'split') {
       const minority = [a, b];
       log.push(`split ${minority.join(',')} ${forMs} ms`);
-      const cuts = minority.flatMap((m) =>
-        nodes
-          .filter((n) => !minority.includes(n))
-          .flatMap((n) => [cluster.network.drop({ from: m, to: n }), cluster.network.drop({ from: n, to: m })]),
-      );
-      await cluster.runFor(forMs);
-      for (const c of cuts) c.undo();
+      await splitFor(cluster, nodes, minority, forMs);
     } else {
       const victim = random.pick(COORDINATORS) as NodeName;
       let downMs = 2_500 + random.int(1_500); // past the liveness timeout: readers see the coordinator gone
       if (stopKinds.chance(0.5)) {
         log.push(`graceful stop coordinator ${victim} ${downMs} ms`);
         // Down for downMs from the start of the stop (the node stops serving as it begins); the hand-over takes part.
-        const stopping = cluster.basaltNode(victim);
-        const tookMs = await timed(cluster, () => cluster.shutdownNode(victim));
-        const timedOut = (stopping?.counters.get('drain.timeouts') ?? 0) > 0;
-        log.push(`${victim} stopped after ${tookMs} ms${timedOut ? ' (drain timed out)' : ''}`);
+        const tookMs = await gracefulStopLogged(cluster, victim, log);
         downMs = Math.max(0, downMs - tookMs);
       } else {
         log.push(`crash coordinator ${victim} ${downMs} ms`);

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import type { Client, NodeName } from '../../src/index.js';
 import { isBasaltError } from '../../src/index.js';
 import { SeededRandom } from '../../src/sim/random.js';
-import { type TestCluster, withSimCluster } from './support.js';
+import { gracefulStopLogged, splitFor, type TestCluster, withSimCluster } from './support.js';
 
 const T = 'accounts';
 const ACCOUNTS = Array.from({ length: 8 }, (_, i) => `acct-${i}`);
@@ -101,14 +101,6 @@ export interface BankOutcome {
   readonly log: readonly string[];
 }
 
-/** Virtual milliseconds `action` took. */
-async function timed(cluster: TestCluster, action: () => Promise<void>): Promise<number> {
-  const nowMs = () => cluster.simulation?.nowMs() ?? 0;
-  const startMs = nowMs();
-  await action();
-  return nowMs() - startMs;
-}
-
 /** A seeded sequence of faults, one at a time, each healed before the next; returns its log. */
 async function faults(
   cluster: TestCluster,
@@ -164,13 +156,7 @@ async function faults(
         // Two nodes against three: the minority side loses its leases, the majority side takes over.
         const minority = [a, b];
         log.push(`split ${minority.join(',')} from the rest for ${forMs} ms`);
-        const cuts = minority.flatMap((m) =>
-          nodes
-            .filter((n) => !minority.includes(n))
-            .flatMap((n) => [cluster.network.drop({ from: m, to: n }), cluster.network.drop({ from: n, to: m })]),
-        );
-        await cluster.runFor(forMs);
-        for (const c of cuts) c.undo();
+        await splitFor(cluster, nodes, minority, forMs);
         break;
       }
       case 'crash':
@@ -180,10 +166,7 @@ async function faults(
         if (options.gracefulStops && stopKinds.chance(0.5)) {
           log.push(`graceful stop ${victim} for ${downMs} ms`);
           // Down for downMs from the start of the stop (the node stops serving as it begins); the hand-over takes part.
-          const stopping = cluster.basaltNode(victim);
-          const tookMs = await timed(cluster, () => cluster.shutdownNode(victim));
-          const timedOut = (stopping?.counters.get('drain.timeouts') ?? 0) > 0;
-          log.push(`${victim} stopped after ${tookMs} ms${timedOut ? ' (drain timed out)' : ''}`);
+          const tookMs = await gracefulStopLogged(cluster, victim as NodeName, log);
           downMs = Math.max(0, downMs - tookMs);
         } else {
           log.push(`crash ${victim} for ${downMs} ms`);

@@ -82,3 +82,34 @@ export async function rejectsWith(promise: Promise<unknown>, code: string): Prom
 export function replicasOf(cluster: TestCluster, table: string, key: string): readonly NodeName[] {
   return cluster.placement(table, key).replicas;
 }
+
+/** Cuts `minority` off from the other `nodes` in both directions for `forMs`, then heals the cut. */
+export async function splitFor(
+  cluster: TestCluster,
+  nodes: readonly NodeName[],
+  minority: readonly NodeName[],
+  forMs: number,
+): Promise<void> {
+  const cuts = minority.flatMap((m) =>
+    nodes
+      .filter((n) => !minority.includes(n))
+      .flatMap((n) => [cluster.network.drop({ from: m, to: n }), cluster.network.drop({ from: n, to: m })]),
+  );
+  await cluster.runFor(forMs);
+  for (const c of cuts) c.undo();
+}
+
+/**
+ * Stops `victim` gracefully, logging how long the stop took (virtual ms) and whether its hand-over hit its bound;
+ * returns the time taken, which counts toward the node's planned downtime.
+ */
+export async function gracefulStopLogged(cluster: TestCluster, victim: NodeName, log: string[]): Promise<number> {
+  const stopping = cluster.basaltNode(victim);
+  const nowMs = () => cluster.simulation?.nowMs() ?? 0;
+  const startMs = nowMs();
+  await cluster.shutdownNode(victim);
+  const tookMs = nowMs() - startMs;
+  const timedOut = (stopping?.counters.get('drain.timeouts') ?? 0) > 0;
+  log.push(`${victim} stopped after ${tookMs} ms${timedOut ? ' (drain timed out)' : ''}`);
+  return tookMs;
+}
