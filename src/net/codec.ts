@@ -17,6 +17,7 @@
  * rejected too. Every encode or decode failure is a BasaltError('MALFORMED_FRAME').
  */
 import { type Options, Packr } from 'msgpackr';
+import { bufferView } from '../core/bytes.js';
 import { BasaltError } from '../core/errors.js';
 import { LIMITS } from '../core/limits.js';
 
@@ -69,17 +70,13 @@ export function decode(bytes: Uint8Array): unknown {
   try {
     // Byte arrays decode as copies of the source's own type: reading from a Buffer view makes them Buffers whatever
     // the caller passed (a frame from a socket, bytes from a store), so the decoded type never depends on the path.
-    value = packr.unpack(asBuffer(bytes));
+    value = packr.unpack(bufferView(bytes));
   } catch (error) {
     throw new BasaltError('MALFORMED_FRAME', `cannot decode: ${messageOf(error)}`, undefined, { cause: error });
   }
   const problem = plainDataProblem(value, 0);
   if (problem !== undefined) throw new BasaltError('MALFORMED_FRAME', `cannot decode: ${problem}`);
   return value;
-}
-
-function asBuffer(bytes: Uint8Array): Buffer {
-  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 /** True when `value` is plain data as defined above. */

@@ -7,6 +7,7 @@
  * rather than opening LMDB child transactions: the outer one is the unit of atomicity.
  */
 import type { Database, RootDatabase } from 'lmdb';
+import { bufferView } from '../core/bytes.js';
 import { BasaltError } from '../core/errors.js';
 import { type KvEntry, type KvStore, type KvView, TABLES, type TableName } from './kv-store.js';
 
@@ -33,7 +34,7 @@ export class LmdbKvStore implements KvStore {
 
   get(table: TableName, key: Uint8Array): Uint8Array | undefined {
     try {
-      return this.db(table).get(asBuffer(key));
+      return this.db(table).get(bufferView(key));
     } catch (error) {
       throw this.closedOr(error);
     }
@@ -44,11 +45,11 @@ export class LmdbKvStore implements KvStore {
   }
 
   put(table: TableName, key: Uint8Array, value: Uint8Array): void {
-    this.atomically(() => this.db(table).putSync(asBuffer(key), asBuffer(value)));
+    this.atomically(() => this.db(table).putSync(bufferView(key), bufferView(value)));
   }
 
   delete(table: TableName, key: Uint8Array): void {
-    this.atomically(() => this.db(table).removeSync(asBuffer(key)));
+    this.atomically(() => this.db(table).removeSync(bufferView(key)));
   }
 
   atomically<T>(fn: () => T): T {
@@ -78,7 +79,7 @@ export class LmdbKvStore implements KvStore {
       throw this.closedOr(error);
     }
     return {
-      get: (table, key) => this.db(table).get(asBuffer(key), { transaction }),
+      get: (table, key) => this.db(table).get(bufferView(key), { transaction }),
       range: (table, start, end, limit) => rangeOf(this.db(table), start, end, limit, transaction),
       release: () => transaction.done(),
     };
@@ -89,10 +90,6 @@ export class LmdbKvStore implements KvStore {
   }
 }
 
-function asBuffer(bytes: Uint8Array): Buffer {
-  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-}
-
 function* rangeOf(
   db: BinaryDb,
   start: Uint8Array,
@@ -100,8 +97,8 @@ function* rangeOf(
   limit: number | undefined,
   transaction: unknown,
 ): Generator<KvEntry> {
-  const options: Record<string, unknown> = { start: asBuffer(start) };
-  if (end !== undefined) options.end = asBuffer(end);
+  const options: Record<string, unknown> = { start: bufferView(start) };
+  if (end !== undefined) options.end = bufferView(end);
   if (limit !== undefined) options.limit = limit;
   if (transaction !== undefined) options.transaction = transaction;
   for (const { key, value } of db.getRange(options)) yield { key, value };
