@@ -14,6 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChildNode } from '../src/cli/child-node.js';
+import { nextTransfer, transferIn } from '../src/cli/demo.js';
 import { freePorts } from '../src/cli/test-support.js';
 import { connect, type RemoteClient } from '../src/client/remote.js';
 import { isBasaltError } from '../src/core/errors.js';
@@ -315,19 +316,14 @@ async function bank(client: RemoteClient): Promise<WorkloadResult> {
   const writer = async (w: number): Promise<void> => {
     let n = w + 1;
     while (performance.now() < end) {
-      n = (n * 1_103_515_245 + 12_345) % 2_147_483_648;
-      const from = n % BANK.accounts;
-      const to = (from + 1 + ((n >> 8) % (BANK.accounts - 1))) % BANK.accounts;
-      const amount = 1 + ((n >> 16) % 10);
+      const next = nextTransfer(n, BANK.accounts);
+      n = next.state;
       const start = performance.now();
       try {
         await client.transaction(
-          async (tx) => {
+          (tx) => {
             tally.attempts++;
-            const pair = [key(from), key(to)];
-            const [a, b] = (await tx.getAll(TABLE, pair, { forUpdate: true })) as [number, number];
-            await tx.put(TABLE, key(from), a - amount);
-            await tx.put(TABLE, key(to), b + amount);
+            return transferIn(tx, TABLE, key(next.from), key(next.to), next.amount);
           },
           { retries: BANK.retries },
         );

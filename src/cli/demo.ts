@@ -92,23 +92,42 @@ async function prepare(client: RemoteClient, options: DemoOptions): Promise<void
   );
 }
 
+/** One step of a writer's deterministic transfer stream: the next state, two distinct accounts and an amount. */
+export function nextTransfer(
+  state: number,
+  accounts: number,
+): { state: number; from: number; to: number; amount: number } {
+  const n = (state * 1_103_515_245 + 12_345) % 2_147_483_648;
+  const from = n % accounts;
+  const to = (from + 1 + ((n >> 8) % (accounts - 1))) % accounts;
+  return { state: n, from, to, amount: 1 + ((n >> 16) % 10) };
+}
+
+/** What a transfer needs of a read-write transaction. */
+interface TransferTx {
+  getAll(table: string, keys: readonly string[], options: { forUpdate: boolean }): Promise<unknown[]>;
+  put(table: string, key: string, value: number): Promise<void>;
+}
+
+/**
+ * Moves `amount` between two accounts inside `tx`. Both are read forUpdate: X-locked now, so a concurrent transfer
+ * waits instead of dying at an S→X upgrade.
+ */
+export async function transferIn(tx: TransferTx, table: string, fromKey: string, toKey: string, amount: number) {
+  const [a, b] = (await tx.getAll(table, [fromKey, toKey], { forUpdate: true })) as [number, number];
+  await tx.put(table, fromKey, a - amount);
+  await tx.put(table, toKey, b + amount);
+}
+
 async function writer(client: RemoteClient, o: DemoOptions, tally: Tally, endMs: number, w: number): Promise<void> {
   let n = w;
   while (Date.now() < endMs && !client.closed) {
-    n = (n * 1_103_515_245 + 12_345) % 2_147_483_648;
-    const from = n % o.accounts;
-    const to = (from + 1 + ((n >> 8) % (o.accounts - 1))) % o.accounts;
-    const amount = 1 + ((n >> 16) % 10);
+    const next = nextTransfer(n, o.accounts);
+    n = next.state;
     const t0 = Date.now();
     try {
       await client.transaction(
-        async (tx) => {
-          // forUpdate: X-lock both accounts now, so a concurrent transfer waits instead of dying at an S→X upgrade.
-          const pair = [accountKey(from), accountKey(to)];
-          const [a, b] = (await tx.getAll(o.table, pair, { forUpdate: true })) as [number, number];
-          await tx.put(o.table, accountKey(from), a - amount);
-          await tx.put(o.table, accountKey(to), b + amount);
-        },
+        (tx) => transferIn(tx, o.table, accountKey(next.from), accountKey(next.to), next.amount),
         { retries: 20 },
       );
       tally.transfers++;
