@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import { nodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { tablePartitionId } from '../core/partitioning.js';
+import { sleep } from '../env/timers.js';
 import { SimClusterEnvironment, startSimulatedCluster } from '../sim/cluster.js';
 import type { NodeServiceFactory } from './basalt-node.js';
 import { Cluster, defaultNodeNames } from './cluster.js';
@@ -342,4 +343,22 @@ test('simulated: node services are built per incarnation, handle messages, and s
   await cluster.shutdownNode('n3');
   assert.deepEqual(log.slice(3), ['create n2', 'stop n3'], 'a crash stops nothing; a restart creates anew');
   await cluster.stop();
+});
+
+test('simulated: any number of runFor calls work, each drive has its own virtual-time budget (seed 11)', async () => {
+  const cluster = await startSimulatedCluster({ seed: '11', nodes: 5 });
+  // Twenty 10 s drives: 200 s of virtual time in all, past the 120 s one drive may take.
+  for (let i = 0; i < 20; i++) await cluster.runFor(10_000);
+  assert.ok(cluster.simulation!.nowMs() >= 200_000, 'virtual time advanced by every drive');
+  await cluster.stop();
+});
+
+test('simulated: a drive that cannot settle still fails with its seed after its own budget', async () => {
+  const env = new SimClusterEnvironment({ seed: 'hang', names: defaultNodeNames(1), driveTimeoutMs: 5_000 });
+  await env.drive(sleep(env.timers, 3_000));
+  const started = env.simulation.nowMs();
+  await assert.rejects(env.drive(sleep(env.timers, 60_000)), (e: Error) =>
+    /within 5000 ms.*seed="hang"/.test(e.message),
+  );
+  assert.ok(env.simulation.nowMs() - started <= 5_000, 'the failure comes at the drive budget');
 });

@@ -52,6 +52,13 @@ interface Deferred {
   readonly reject: (error: unknown) => void;
 }
 
+interface DriveEntry {
+  done: boolean;
+  /** Virtual time by which this drive must have settled. */
+  readonly deadlineMs: number;
+}
+
+/** Virtual time one drive may take (counted from when it started) before it fails. */
 const DRIVE_TIMEOUT_MS_DEFAULT = 120_000;
 
 export class SimClusterEnvironment implements ClusterEnvironment {
@@ -63,7 +70,7 @@ export class SimClusterEnvironment implements ClusterEnvironment {
   private readonly driveTimeoutMs: number;
   private readonly disks = new Map<NodeName, Disk>();
   private readonly starting = new Map<NodeName, Deferred>();
-  private readonly waiting = new Set<{ done: boolean }>();
+  private readonly waiting = new Set<DriveEntry>();
   private loop: Promise<void> | undefined;
 
   constructor(options: SimClusterOptions) {
@@ -115,7 +122,9 @@ export class SimClusterEnvironment implements ClusterEnvironment {
   async close(): Promise<void> {}
 
   drive<T>(promise: Promise<T>): Promise<T> {
-    const entry = { done: false };
+    // Each drive has its own deadline, counted from when it joined: drives that join a run already under way (the
+    // next runFor of a test, awaited while the previous one settles) get a full budget of their own.
+    const entry: DriveEntry = { done: false, deadlineMs: this.world.nowMs() + this.driveTimeoutMs };
     this.waiting.add(entry);
     const settle = (): void => {
       entry.done = true;
@@ -131,18 +140,30 @@ export class SimClusterEnvironment implements ClusterEnvironment {
 
   private async runLoop(): Promise<void> {
     try {
-      // Drives that join while the world runs are picked up by the next round of this loop.
+      // Drives that join while the world runs are picked up by the next round of this loop. A round stops as soon as
+      // any drive settles, so the next one runs to the nearest deadline of the drives still waiting.
       for (;;) {
         for (const entry of this.waiting) if (entry.done) this.waiting.delete(entry);
         if (this.waiting.size === 0) return;
-        const allDone = (): boolean => [...this.waiting].every((e) => e.done);
-        const result = await this.world.run({ until: allDone, untilMs: this.world.nowMs() + this.driveTimeoutMs });
-        if (allDone()) continue;
-        const why =
-          result.stop === 'idle'
-            ? 'nothing is left to run but an awaited promise is unsettled (deadlock)'
-            : `an awaited promise did not settle within ${this.driveTimeoutMs} ms of virtual time`;
-        throw new SimulationError(this.options.seed, why);
+        const pending = [...this.waiting];
+        const nearestMs = Math.min(...pending.map((e) => e.deadlineMs));
+        if (this.world.nowMs() >= nearestMs) {
+          throw new SimulationError(
+            this.options.seed,
+            `an awaited promise did not settle within ${this.driveTimeoutMs} ms of virtual time`,
+          );
+        }
+        const anySettled = (): boolean => {
+          for (const e of this.waiting) if (e.done) return true;
+          return false;
+        };
+        const result = await this.world.run({ until: anySettled, untilMs: nearestMs });
+        if (result.stop === 'idle' && !anySettled()) {
+          throw new SimulationError(
+            this.options.seed,
+            'nothing is left to run but an awaited promise is unsettled (deadlock)',
+          );
+        }
       }
     } catch (error) {
       this.waiting.clear();
