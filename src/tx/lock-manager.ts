@@ -207,6 +207,11 @@ export class LockManager {
     });
   }
 
+  /** Txs holding at least one lock (diagnostics and leftover checks), in the order they first locked. */
+  holderTxIds(): readonly TxId[] {
+    return [...this.heldByTx.keys()];
+  }
+
   /** Keys `txId` is waiting for. */
   waitsOf(txId: TxId): readonly LockKey[] {
     return [...(this.waitingByTx.get(txId)?.keys() ?? [])];

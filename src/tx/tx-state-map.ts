@@ -176,6 +176,11 @@ export class TxStateMap {
     return this.finalWaiterCount;
   }
 
+  /** Every tx with an entry (diagnostics and leftover checks), in insertion order. */
+  txIds(): readonly TxId[] {
+    return [...this.entries.keys()];
+  }
+
   /** The full stored entry, with bookkeeping. */
   entry(txId: TxId): TxStateEntry | undefined {
     return this.entries.get(txId);
