@@ -1,9 +1,10 @@
 /**
  * `basalt cluster`: a local cluster of child processes, one `basalt start` each (n1..nN over TCP on loopback, LMDB in
  * `<data>/<name>`), supervised by this process. Each child's output is forwarded prefixed with its name; once every
- * node printed its ready line the supervisor prints how to connect (n1's client address) and its own ready line. A child that
- * exits while the cluster is not stopping is reported with its exit code or signal and not restarted (the others keep
- * running: a minority crash is survivable). SIGINT/SIGTERM stop every child with SIGTERM (graceful) and wait for them;
+ * node printed its ready line (every partition it hosts has a primary) the supervisor prints how to connect (n1's
+ * client address) and its own ready line. A child that exits while the cluster is not stopping is reported with its
+ * exit code or signal and the exact command that restarts it; with `--restart` the supervisor restarts it itself,
+ * with backoff (the others keep running meanwhile: a minority crash is survivable). SIGINT/SIGTERM stop every child with SIGTERM (graceful) and wait for them;
  * a child still running after `STOP_WAIT_MS` is killed. SIGTERM, not SIGINT: a Ctrl-C at a terminal already sent the
  * children one SIGINT, and a second SIGINT makes a node exit at once. Children are only ever signalled through their
  * own handles.
@@ -13,7 +14,7 @@
  */
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { ChildNode } from './child-node.js';
+import { BASALT_MAIN, ChildNode } from './child-node.js';
 import { log, type TableSpec, untilSignal } from './common.js';
 import type { LogLevel } from './logging.js';
 
@@ -26,9 +27,15 @@ export interface ClusterCommandOptions {
   readonly table: readonly TableSpec[];
   readonly logLevel: LogLevel;
   readonly statusIntervalMs: number;
+  /** Restart a node process that exits unexpectedly (with backoff) instead of only reporting it. */
+  readonly restart: boolean;
 }
 
 const STOP_WAIT_MS = 20_000;
+const RESTART_BACKOFF_MS_MIN = 1_000;
+const RESTART_BACKOFF_MS_MAX = 30_000;
+/** A child that ran this long before it exited counts as healthy: its next restart waits the minimum again. */
+const RESTART_STABLE_MS = 60_000;
 
 export async function runCluster(options: ClusterCommandOptions): Promise<number> {
   const stopRequested = untilSignal();
@@ -39,34 +46,105 @@ export async function runCluster(options: ClusterCommandOptions): Promise<number
   let stopping = false;
   let crashed = 0;
   const readiness = new Readiness(names);
-  const children = names.map((name, i) => {
+  const supervised = names.map((name, i) => {
     const peers = members.filter((_, j) => j !== i).join(',');
-    const child = new ChildNode(nodeArgs(options, name, i, peerPorts[i]!, peers), {
+    const args = nodeArgs(options, name, i, peerPorts[i]!, peers);
+    return new SupervisedNode(name, args, {
+      restart: options.restart,
+      stopping: () => stopping,
       onLine: (line) => {
         log(`[${name}] ${line}`);
         if (!stopping) readiness.observe(name, line);
       },
+      onCrash: () => {
+        crashed++;
+      },
     });
-    void child.exited.then(() => {
-      if (stopping) return;
-      crashed++;
-      log(`basalt: node ${name} (pid ${child.pid}) exited unexpectedly: ${child.describeExit()}`);
-    });
-    return child;
   });
-  for (const [i, child] of children.entries()) log(`basalt: node ${names[i]} is pid ${child.pid}`);
+  for (const node of supervised) log(`basalt: node ${node.name} is pid ${node.child.pid}`);
   log(`basalt: supervising ${names.length} node processes (${members.join(',')}); Ctrl-C stops them`);
-  const allExited = Promise.all(children.map((c) => c.exited));
-  await Promise.race([stopRequested, allExited]);
+  const allDown = Promise.all(supervised.map((n) => n.down));
+  await Promise.race([stopRequested, allDown]);
   stopping = true;
   log('basalt: stopping the nodes');
-  for (const child of children) child.signal('SIGTERM');
+  for (const node of supervised) node.child.signal('SIGTERM');
+  const exited = () => Promise.all(supervised.map((n) => n.child.exited));
   const deadline = new Promise<void>((resolve) => setTimeout(resolve, STOP_WAIT_MS).unref());
-  await Promise.race([allExited, deadline]);
-  for (const child of children) child.signal('SIGKILL');
-  await allExited;
-  for (const [i, child] of children.entries()) log(`basalt: node ${names[i]} ${child.describeExit()}`);
-  return crashed === 0 && children.every((c) => c.describeExit() === 'exit code 0') ? 0 : 1;
+  await Promise.race([exited(), deadline]);
+  for (const node of supervised) node.child.signal('SIGKILL');
+  await exited();
+  for (const node of supervised) log(`basalt: node ${node.name} ${node.child.describeExit()}`);
+  return crashed === 0 && supervised.every((n) => n.child.describeExit() === 'exit code 0') ? 0 : 1;
+}
+
+interface SupervisionOptions {
+  readonly restart: boolean;
+  readonly stopping: () => boolean;
+  readonly onLine: (line: string) => void;
+  readonly onCrash: () => void;
+}
+
+/**
+ * One node process of the cluster. A child that exits while the cluster is not stopping is reported with the exact
+ * command that brings it back; with `--restart` it is started again after a backoff that doubles from
+ * `RESTART_BACKOFF_MS_MIN` up to `RESTART_BACKOFF_MS_MAX`, and resets once a child has run for `RESTART_STABLE_MS`.
+ * `down` settles when the node exited and will not be restarted.
+ */
+class SupervisedNode {
+  child: ChildNode;
+  readonly down: Promise<void>;
+  private backoffMs = RESTART_BACKOFF_MS_MIN;
+  private markDown: () => void = () => {};
+
+  constructor(
+    readonly name: string,
+    private readonly args: readonly string[],
+    private readonly options: SupervisionOptions,
+  ) {
+    this.down = new Promise((resolve) => {
+      this.markDown = resolve;
+    });
+    this.child = this.spawn();
+  }
+
+  private spawn(): ChildNode {
+    const child = new ChildNode(this.args, { onLine: this.options.onLine });
+    const startedMs = Date.now();
+    void child.exited.then(() => this.exited(child, Date.now() - startedMs));
+    return child;
+  }
+
+  private exited(child: ChildNode, ranMs: number): void {
+    if (this.options.stopping()) {
+      this.markDown();
+      return;
+    }
+    this.options.onCrash();
+    log(`basalt: node ${this.name} (pid ${child.pid}) exited unexpectedly: ${child.describeExit()}`);
+    if (!this.options.restart) {
+      log(`basalt: bring it back with: ${restartCommand(this.args)} (or run basalt cluster with --restart)`);
+      this.markDown();
+      return;
+    }
+    if (ranMs >= RESTART_STABLE_MS) this.backoffMs = RESTART_BACKOFF_MS_MIN;
+    const waitMs = this.backoffMs;
+    this.backoffMs = Math.min(this.backoffMs * 2, RESTART_BACKOFF_MS_MAX);
+    log(`basalt: restarting node ${this.name} in ${waitMs} ms`);
+    setTimeout(() => {
+      if (this.options.stopping()) {
+        this.markDown();
+        return;
+      }
+      this.child = this.spawn();
+      log(`basalt: node ${this.name} restarted as pid ${this.child.pid}`);
+    }, waitMs).unref();
+  }
+}
+
+/** The shell command that starts a node exactly as the supervisor did (run from the same directory). */
+export function restartCommand(args: readonly string[]): string {
+  const quote = (a: string) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replaceAll("'", "'\\''")}'`);
+  return [process.execPath, BASALT_MAIN, ...args].map(quote).join(' ');
 }
 
 function nodeArgs(options: ClusterCommandOptions, name: string, i: number, peerPort: number, peers: string): string[] {

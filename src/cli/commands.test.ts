@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
+import { connect } from '../client/remote.js';
 import { BASALT_MAIN, ChildNode } from './child-node.js';
 
 const run = promisify(execFile);
@@ -73,8 +74,14 @@ test('basalt cluster: table create/list, status, demo, a crashed child reported,
   const connectTo = `127.0.0.1:${clientBase}`;
   const metrics = [0, 1, 2].map((i) => `127.0.0.1:${metricsBase + i}`).join(',');
   try {
-    for (const n of ['n1', 'n2', 'n3'])
-      await supervisor.waitFor(new RegExp(`\\[${n}\\] basalt: node ${n} ready`), 45_000);
+    await supervisor.waitFor(/basalt: ready: 3\/3 nodes ready/, 45_000);
+    // Ready means ready: every partition has a primary, so the first implicit writes all succeed.
+    const client = await connect(`127.0.0.1:${clientBase}`);
+    try {
+      for (let i = 0; i < 200; i++) await client.put('bank', `first-${i}`, i);
+    } finally {
+      await client.close();
+    }
 
     assert.match(
       await basalt('table', 'create', 'accounts', '--partitions', '2', '--replicas', '3', '--connect', connectTo),
@@ -108,6 +115,22 @@ test('basalt cluster: table create/list, status, demo, a crashed child reported,
     await supervisor.waitFor(new RegExp(`node n3 \\(pid ${n3}\\) exited unexpectedly: signal SIGKILL`));
     const downStatus = await basalt('status', '--metrics', metrics);
     assert.match(downStatus, /^ {2}\?\t\S+\tdown/m, 'the killed node shows as down');
+    // The supervisor prints the exact command that brings the node back; run it and the node rejoins on its data.
+    const command = (
+      await supervisor.waitFor(/basalt: bring it back with: (.+) \(or run basalt cluster with --restart\)/)
+    )[1]!;
+    const words = command.split(' ');
+    assert.equal(words[0], process.execPath);
+    assert.equal(words[1], BASALT_MAIN);
+    assert.deepEqual(words.slice(2, 5), ['start', '--name', 'n3']);
+    const back = new ChildNode(words.slice(2));
+    try {
+      await back.waitFor(/basalt: node n3 ready/, 45_000);
+      back.signal('SIGTERM');
+      assert.equal((await back.exited).code, 0, `the restarted n3 stops cleanly:\n${back.output}`);
+    } finally {
+      back.signal('SIGKILL');
+    }
 
     supervisor.signal('SIGINT');
     const exit = await supervisor.exited;
@@ -121,6 +144,51 @@ test('basalt cluster: table create/list, status, demo, a crashed child reported,
     await Promise.race([supervisor.exited, new Promise((r) => setTimeout(r, 25_000))]);
     // Only while the supervisor still runs are its children's pids sure to be theirs.
     const pids = supervisor.running ? [...supervisor.output.matchAll(/node n\d is pid (\d+)/g)] : [];
+    for (const m of pids) {
+      try {
+        process.kill(Number(m[1]), 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+    }
+    supervisor.signal('SIGKILL');
+    await supervisor.exited;
+    rmSync(data, { recursive: true, force: true });
+  }
+});
+
+test('basalt cluster --restart: a killed node process is restarted with backoff and serves again', async () => {
+  const data = mkdtempSync(join(tmpdir(), 'basalt-restart-'));
+  const supervisor = new ChildNode([
+    'cluster',
+    '--restart',
+    '--data',
+    data,
+    '--client-port',
+    '0',
+    '--metrics-port',
+    '0',
+    '--table',
+    'kv:2:3',
+  ]);
+  try {
+    await supervisor.waitFor(/basalt: ready: 3\/3 nodes ready/, 45_000);
+    const n2 = Number((await supervisor.waitFor(/node n2 is pid (\d+)/))[1]);
+    const mark = supervisor.mark();
+    process.kill(n2, 'SIGKILL');
+    await supervisor.waitFor(/basalt: restarting node n2 in 1000 ms/, 10_000, mark);
+    const again = Number((await supervisor.waitFor(/basalt: node n2 restarted as pid (\d+)/, 10_000, mark))[1]);
+    assert.notEqual(again, n2);
+    await supervisor.waitFor(/\[n2\] basalt: node n2 ready/, 45_000, mark);
+    assert.doesNotMatch(supervisor.output.slice(mark), /bring it back with/, 'no manual command when it restarts');
+    supervisor.signal('SIGINT');
+    const exit = await supervisor.exited;
+    assert.equal(exit.code, 1, 'the crash still makes the supervisor exit 1');
+    assert.match(supervisor.output, /node n2 exit code 0/, 'the restarted node stops cleanly');
+  } finally {
+    supervisor.signal('SIGTERM');
+    await Promise.race([supervisor.exited, new Promise((r) => setTimeout(r, 25_000))]);
+    const pids = supervisor.running ? [...supervisor.output.matchAll(/node n\d (?:is|restarted as) pid (\d+)/g)] : [];
     for (const m of pids) {
       try {
         process.kill(Number(m[1]), 'SIGKILL');

@@ -101,6 +101,7 @@ program
     'warn',
   )
   .option('--status-interval <ms>', 'milliseconds between status lines of each node', positiveInt, 10_000)
+  .option('--restart', 'restart a node process that exits unexpectedly, with backoff (default: report it)', false)
   .action(async (options) => {
     process.exitCode = await runCluster({ ...options, statusIntervalMs: options.statusInterval });
   });

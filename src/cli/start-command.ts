@@ -13,7 +13,7 @@ import { nodeClient } from '../client/node-client.js';
 import { ClientServer } from '../client/server.js';
 import { isBasaltError } from '../core/errors.js';
 import { type NodeName, nodeId, nodeName } from '../core/ids.js';
-import { META_GROUP } from '../core/partitioning.js';
+import { META_GROUP, tablePartitionId } from '../core/partitioning.js';
 import { RealClock } from '../env/real-clock.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
@@ -144,6 +144,12 @@ export async function runStart(options: StartSettings): Promise<void> {
       await ensureTable(node, spec);
       await until(() => stopping || node.metastorage.table(spec.name) !== undefined, READY_WAIT_MS);
     }
+    // Ready means a first request can be served: every partition of these tables this node hosts has a primary (the
+    // supervisor's ready line waits for every node, so every partition of the tables is covered).
+    const tables = options.tables.map((t) => t.name);
+    if (!(await until(() => stopping || hostedPartitionsHavePrimaries(node, tables), READY_WAIT_MS))) {
+      logger.warn({ waitedMs: READY_WAIT_MS }, 'some partitions have no primary yet');
+    }
     // A node stopped before it was ready prints no ready line: a supervisor would read it as readiness.
     if (!stopping) {
       log(`basalt: node ${name} ready: ${status(node)}`);
@@ -215,6 +221,22 @@ function status(node: BasaltNode): string {
 }
 
 /** Polls `condition` on real time; false if it did not hold within `timeoutMs`. */
+/** True once every partition of `tables` that `node` hosts has a current primary as the node knows it. */
+function hostedPartitionsHavePrimaries(node: BasaltNode, tables: readonly string[]): boolean {
+  const hosted = node.hostedPartitions();
+  const assigned = new Map(node.metastorage.view().assignments);
+  for (const name of tables) {
+    const table = node.metastorage.table(name);
+    if (table === undefined) return false;
+    for (let i = 0; i < table.partitions; i++) {
+      const partition = tablePartitionId(table.id, i);
+      if (!assigned.get(partition)?.includes(node.self.name)) continue;
+      if (!hosted.has(partition) || node.partitions.primaryOf?.(partition) === undefined) return false;
+    }
+  }
+  return true;
+}
+
 async function until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
