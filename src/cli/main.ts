@@ -35,6 +35,7 @@ interface StartFlags {
   readonly port?: number;
   readonly data?: string;
   readonly memory?: boolean;
+  readonly fsync?: boolean;
   readonly peers?: PeerEntry[];
   readonly clientPort?: number;
   readonly metricsPort?: number;
@@ -53,6 +54,7 @@ program
   .option('--port <port>', 'peer port the other nodes dial (0: an ephemeral port)', port)
   .option('--data <path>', "this node's own LMDB data directory")
   .option('--memory', 'keep data in memory instead of LMDB')
+  .option('--no-fsync', 'do not fsync LMDB commits (benchmarks only: a crash may lose acknowledged writes)')
   .option(
     '--peers <list>',
     'the other nodes, comma separated, each name=host:port or host:port (name learned)',
@@ -68,10 +70,12 @@ program
     `milliseconds between status lines (default: ${DEFAULT_STATUS_INTERVAL_MS})`,
     positiveInt,
   )
-  .action(async (flags: StartFlags) => {
+  .action(async (flags: StartFlags, command: Command) => {
     const file = flags.config === undefined ? {} : readStartConfig(flags.config);
-    const { config: _, table, statusInterval, ...rest } = flags;
-    const given: PartialStartSettings = { ...rest, tables: table, statusIntervalMs: statusInterval };
+    const { config: _, table, statusInterval, fsync, ...rest } = flags;
+    // commander defaults a `--no-` flag to true; only a given flag may override the config file.
+    const fsyncGiven = command.getOptionValueSource('fsync') === 'cli' ? fsync : undefined;
+    const given: PartialStartSettings = { ...rest, fsync: fsyncGiven, tables: table, statusIntervalMs: statusInterval };
     await runStart(resolveStartSettings(file, given));
   });
 
