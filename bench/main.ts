@@ -96,6 +96,7 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
   let etcd: Parameters['etcd'];
   let profile: ProfileResult | undefined;
   let floors: Floors;
+  const processes: Record<string, number[]> = {};
   try {
     progress(`floors: fsync in ${parent}, loopback TCP round trip...`);
     const fsync = measureFsync(mode.fsyncCount, parent);
@@ -110,6 +111,7 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
       await cluster.start();
       progress('basalt: loading keys...');
       await loadBasalt(cluster.addresses[0]!);
+      processes['basalt'] = cluster.pids;
       return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
     });
 
@@ -127,6 +129,7 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
         await cluster.start();
         version = cluster.version;
         progress(`etcd ${version}: loading keys...`);
+        processes['etcd'] = cluster.pids;
         await loadEtcd(cluster.addresses[0]!);
         return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
       });
@@ -174,6 +177,7 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
       floorUs: workloadFloorUs(name, floorInputs, fsyncOn),
     })),
     cells,
+    processes,
     comparisons: compare(cells, floorInputs, fsyncOn),
     failures,
     ...(profile !== undefined && { profile }),

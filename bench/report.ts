@@ -64,6 +64,8 @@ export interface BenchDocument {
     readonly floorUs: number;
   }[];
   readonly cells: readonly CellResult[];
+  /** Every server process the run started, by system (all stopped when the file is written). */
+  readonly processes: Readonly<Record<string, readonly number[]>>;
   readonly comparisons: readonly Comparison[];
   readonly failures: readonly { readonly what: string; readonly error: string }[];
   readonly profile?: ProfileResult;
