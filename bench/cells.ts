@@ -170,27 +170,32 @@ function sleepUntil(epochMs: number): Promise<void> {
 
 // ------------------------------------------------------------------ loading the keys
 
-const LOAD_BATCH = 50;
+const LOAD_BATCH = 1_000;
 const LOAD_CONCURRENCY = 4;
 const LOAD_WAIT_MS = 60_000;
 const LOAD_RETRY_MS = 50;
 
-/** Every key the workloads read: accounts, hot accounts (balances) and YCSB records (100 B values). */
-export function loadEntries(): { key: string; value: number | string }[] {
+/** The keys the given workloads read: accounts, hot accounts (balances), YCSB records (100 B values). */
+export function loadEntries(workloads: readonly WorkloadName[]): { key: string; value: number | string }[] {
   const value = 'v'.repeat(VALUE_BYTES);
+  const needs = (...names: WorkloadName[]): boolean => names.some((n) => workloads.includes(n));
   return [
-    ...Array.from({ length: ACCOUNTS }, (_, i) => ({ key: accountKey(i), value: INITIAL_BALANCE })),
-    ...Array.from({ length: HOT_ACCOUNTS }, (_, i) => ({ key: hotKey(i), value: INITIAL_BALANCE })),
-    ...Array.from({ length: YCSB_RECORDS }, (_, i) => ({ key: userKey(i), value })),
+    ...(needs('transfer', 'get', 'ro-tx')
+      ? Array.from({ length: ACCOUNTS }, (_, i) => ({ key: accountKey(i), value: INITIAL_BALANCE }))
+      : []),
+    ...(needs('transfer-hot')
+      ? Array.from({ length: HOT_ACCOUNTS }, (_, i) => ({ key: hotKey(i), value: INITIAL_BALANCE }))
+      : []),
+    ...(needs('ycsb-a') ? Array.from({ length: YCSB_RECORDS }, (_, i) => ({ key: userKey(i), value })) : []),
   ];
 }
 
 /** Loads the keys in RW transactions of `LOAD_BATCH` puts, retrying while partitions still elect primaries. */
-export async function loadBasalt(address: string): Promise<void> {
+export async function loadBasalt(address: string, workloads: readonly WorkloadName[]): Promise<void> {
   const client = await connect(address);
   const deadline = Date.now() + LOAD_WAIT_MS;
   try {
-    const entries = loadEntries();
+    const entries = loadEntries(workloads);
     const batches: (typeof entries)[] = [];
     for (let i = 0; i < entries.length; i += LOAD_BATCH) batches.push(entries.slice(i, i + LOAD_BATCH));
     let next = 0;
@@ -214,10 +219,10 @@ export async function loadBasalt(address: string): Promise<void> {
   }
 }
 
-export async function loadEtcd(address: string): Promise<void> {
+export async function loadEtcd(address: string, workloads: readonly WorkloadName[]): Promise<void> {
   const client = new Etcd3({ hosts: `http://${address}` });
   try {
-    const entries = loadEntries();
+    const entries = loadEntries(workloads);
     let next = 0;
     const loader = async (): Promise<void> => {
       while (next < entries.length) {
@@ -225,7 +230,7 @@ export async function loadEtcd(address: string): Promise<void> {
         await client.put(key).value(String(value));
       }
     };
-    await Promise.all(Array.from({ length: LOAD_CONCURRENCY * 4 }, loader));
+    await Promise.all(Array.from({ length: LOAD_CONCURRENCY * 2 }, loader));
   } finally {
     client.close();
   }

@@ -38,7 +38,7 @@ export const SKIP_ETCD_ENV = 'BASALT_BENCH_NO_ETCD';
 const PROFILE_TOP_FUNCTIONS = 15;
 
 const FULL = { clients: [1, 16, 64], warmupS: 1, durationS: 6, rttCount: 20_000, fsyncCount: 1_000 };
-const QUICK = { clients: [1, 16], warmupS: 0.3, durationS: 1.5, rttCount: 3_000, fsyncCount: 300 };
+const QUICK = { clients: [1, 16], warmupS: 0.2, durationS: 1, rttCount: 2_000, fsyncCount: 200 };
 
 interface Flags {
   quick?: boolean;
@@ -53,7 +53,9 @@ interface Flags {
   out: string;
 }
 
-const progress = (line: string): void => void process.stderr.write(`bench: ${line}\n`);
+const benchStartMs = Date.now();
+const progress = (line: string): void =>
+  void process.stderr.write(`bench ${((Date.now() - benchStartMs) / 1000).toFixed(1).padStart(5)} s: ${line}\n`);
 
 function workloadList(value: string, previous: WorkloadName[] | undefined): WorkloadName[] {
   const names = value.split(',').map((s) => s.trim());
@@ -110,7 +112,7 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
       progress(`basalt: starting 3 basalt start processes in ${cluster.dir}${flags.fsync ? '' : ' (no fsync)'}...`);
       await cluster.start();
       progress('basalt: loading keys...');
-      await loadBasalt(cluster.addresses[0]!);
+      await loadBasalt(cluster.addresses[0]!, workloads);
       processes['basalt'] = cluster.pids;
       return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
     });
@@ -130,7 +132,7 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
         version = cluster.version;
         progress(`etcd ${version}: loading keys...`);
         processes['etcd'] = cluster.pids;
-        await loadEtcd(cluster.addresses[0]!);
+        await loadEtcd(cluster.addresses[0]!, workloads);
         return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
       });
       etcd = { ran: true, version };
@@ -271,7 +273,7 @@ async function runProfile(
   progress(`profile: ${workload} with ${clients} clients on a fresh cluster under --cpu-prof (${profileDir})...`);
   try {
     await cluster.start();
-    await loadBasalt(cluster.addresses[0]!);
+    await loadBasalt(cluster.addresses[0]!, [workload]);
     await runCell({
       system: 'basalt',
       workload,

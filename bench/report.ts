@@ -145,7 +145,7 @@ function cpuCell(c: CellResult): string {
 function systemCells(c: CellResult | undefined, transactional: boolean): string[] {
   if (c === undefined) return ['', '', '', '', '', ''];
   if (c.ops === 0) return ['0', 'no op completed', '', '', '', cpuCell(c)];
-  const contention = transactional ? `${pct(c.abortRate)} / ${c.retryRate.toFixed(2)}` : '';
+  const contention = transactional ? `${pct(c.abortRate)} / ${c.retryRate.toFixed(2)}` : `${pct(c.abortRate)} / –`;
   return [rate(c.opsPerSec), ms(c.latency.p50Us), ms(c.latency.p99Us), ms(c.latency.p999Us), contention, cpuCell(c)];
 }
 
@@ -167,7 +167,8 @@ export function formatTable(doc: BenchDocument): string {
     `Floors: loopback TCP RTT p50 ${f.rtt.p50Us.toFixed(0)} µs p99 ${f.rtt.p99Us.toFixed(0)} µs; ` +
       `fsync (128 B append) p50 ${f.fsync.p50Us.toFixed(0)} µs p99 ${f.fsync.p99Us.toFixed(0)} µs.`,
     '',
-    'Latencies in ms. aborts / retries: share of transactions aborted after all retries / retries per transaction.',
+    'Latencies in ms. aborts / retries: share of operations aborted (transactions: after all retries; implicit ' +
+      'operations: a retryable failure, not retried) / retries per transaction.',
     'CPU: CPU seconds per 1,000 operations of each server process (n1 / n2 / n3; etcd e1 / e2 / e3).',
     'floor: RTT and fsync p50s times the round trips and fsyncs on the workload’s critical path (see below).',
     '',
