@@ -1,14 +1,21 @@
 /**
- * Running one cell of the end-to-end benchmark (one system, one workload, one concurrency): `threads` client
- * threads (bench/driver.ts) share the `clients` concurrent callers, thread i connecting to node (or member) i mod 3.
- * All threads connect first; then they run for `warmupMs` unmeasured and `durationMs` measured. CPU time of each
+ * Running one cell of the end-to-end benchmark (one system, one workload, one concurrency): the pool's client
+ * threads (bench/driver.ts) share the `clients` concurrent callers, thread i connected to node (or member) i mod 3.
+ * Every thread of the cell gets its job first; then they run for `warmupMs` unmeasured and `durationMs` measured. CPU time of each
  * server process (and of this process, the client) is read at the window's edges.
  */
 import { Worker } from 'node:worker_threads';
 import { Etcd3 } from 'etcd3';
 import { connect } from '../src/client/remote.js';
 import { isBasaltError } from '../src/core/errors.js';
-import { BENCH_TABLE, type DriverJob, type DriverResult } from './driver.js';
+import {
+  BENCH_TABLE,
+  type DriverConnection,
+  type DriverGo,
+  type DriverJob,
+  type DriverJobMessage,
+  type DriverResult,
+} from './driver.js';
 import { cpuSecondsOf } from './proc.js';
 import { type LatencySummary, summarize } from './stats.js';
 import {
@@ -30,10 +37,8 @@ export interface CellSpec {
   readonly system: System;
   readonly workload: WorkloadName;
   readonly clients: number;
-  readonly threads: number;
   readonly warmupMs: number;
   readonly durationMs: number;
-  readonly addresses: readonly string[];
   /** The server processes whose CPU time is charged to the cell. */
   readonly pids: readonly number[];
 }
@@ -69,25 +74,51 @@ export function splitCallers(clients: number, threads: number): number[] {
   return Array.from({ length: n }, (_, i) => Math.floor(clients / n) + (i < clients % n ? 1 : 0));
 }
 
-export async function runCell(spec: CellSpec): Promise<CellResult> {
-  const split = splitCallers(spec.clients, spec.threads);
-  const workers = split.map((callers, thread) => {
-    const job: DriverJob = {
-      system: spec.system,
-      address: spec.addresses[thread % spec.addresses.length]!,
-      workload: spec.workload,
-      callers,
-      thread,
-      seed: thread + 1,
-    };
-    return new Worker(new URL('./driver.js', import.meta.url), { workerData: job });
-  });
-  try {
-    await Promise.all(workers.map((w) => nextMessage(w, 'ready')));
+/**
+ * The client threads of one system, connected once (thread i to address i mod n) and reused by every cell, so that a
+ * cell pays neither thread start-up nor connecting.
+ */
+export class ClientPool {
+  private constructor(
+    readonly system: System,
+    private readonly workers: readonly Worker[],
+  ) {}
+
+  static async open(system: System, addresses: readonly string[], threads: number): Promise<ClientPool> {
+    const workers = Array.from({ length: threads }, (_, thread) => {
+      const connection: DriverConnection = { system, address: addresses[thread % addresses.length]! };
+      return new Worker(new URL('./driver.js', import.meta.url), { workerData: connection });
+    });
+    try {
+      await Promise.all(workers.map((w) => nextMessage(w, 'connected')));
+    } catch (error) {
+      await Promise.all(workers.map((w) => w.terminate()));
+      throw error;
+    }
+    return new ClientPool(system, workers);
+  }
+
+  get threads(): number {
+    return this.workers.length;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.terminate()));
+  }
+
+  async runCell(spec: CellSpec): Promise<CellResult> {
+    const split = splitCallers(spec.clients, this.workers.length);
+    const workers = this.workers.slice(0, split.length);
+    const ready = workers.map((w) => nextMessage(w, 'ready'));
+    for (const [thread, w] of workers.entries()) {
+      const job: DriverJob = { workload: spec.workload, callers: split[thread]!, thread, seed: thread + 1 };
+      w.postMessage({ kind: 'job', job } satisfies DriverJobMessage);
+    }
+    await Promise.all(ready);
     const startMs = Date.now() + spec.warmupMs;
     const endMs = startMs + spec.durationMs;
     const results = workers.map((w) => nextMessage<DriverResult>(w, 'result'));
-    for (const w of workers) w.postMessage({ kind: 'go', startMs, endMs });
+    for (const w of workers) w.postMessage({ kind: 'go', startMs, endMs } satisfies DriverGo);
     await sleepUntil(startMs);
     const cpuBefore = spec.pids.map(cpuSecondsOf);
     const clientBefore = process.cpuUsage();
@@ -95,8 +126,6 @@ export async function runCell(spec: CellSpec): Promise<CellResult> {
     const cpuAfter = spec.pids.map(cpuSecondsOf);
     const client = process.cpuUsage(clientBefore);
     return combine(spec, await Promise.all(results), cpuBefore, cpuAfter, (client.user + client.system) / 1e6);
-  } finally {
-    await Promise.all(workers.map((w) => w.terminate()));
   }
 }
 

@@ -1,7 +1,7 @@
 /**
  * One client thread of the end-to-end benchmark (a worker_threads worker): it opens one connection (Basalt:
- * `connect()` to one node's client port; etcd: one `Etcd3` client on one member), runs `callers` concurrent loops of
- * the cell's workload, and reports what completed inside the measured window [startMs, endMs): latencies, operations,
+ * `connect()` to one node's client port; etcd: one `Etcd3` client on one member) and keeps it for every cell; per
+ * cell it runs `callers` concurrent loops of the cell's workload, and reports what completed inside the measured window [startMs, endMs): latencies, operations,
  * attempts (transaction bodies run, retries included), aborts (retries exhausted) and other failures. Operations that
  * complete before `startMs` are the warm-up. Wall-clock epoch times mark the window because worker threads do not
  * share `performance.now()`'s origin.
@@ -33,8 +33,6 @@ const VALUE = 'v'.repeat(VALUE_BYTES);
 const FAILURES_MAX = 50;
 
 export interface DriverJob {
-  readonly system: 'basalt' | 'etcd';
-  readonly address: string;
   readonly workload: WorkloadName;
   readonly callers: number;
   readonly thread: number;
@@ -253,7 +251,14 @@ export async function drive(ops: readonly Op[], go: DriverGo, tally: Tally): Pro
       }
     }
   };
-  await Promise.all(ops.map(loop));
+  // Operations still in flight at the window's end would not be counted: report without waiting for them (the
+  // thread is terminated next, which closes its connection).
+  let timer: NodeJS.Timeout | undefined;
+  const windowEnd = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, Math.max(0, go.endMs - Date.now()));
+  });
+  await Promise.race([Promise.all(ops.map(loop)), windowEnd]);
+  clearTimeout(timer);
   return {
     kind: 'result',
     latenciesUs: Float64Array.from(latenciesUs),
@@ -267,37 +272,52 @@ function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-async function main(job: DriverJob): Promise<void> {
+export interface DriverConnection {
+  readonly system: 'basalt' | 'etcd';
+  readonly address: string;
+}
+
+export interface DriverJobMessage {
+  readonly kind: 'job';
+  readonly job: DriverJob;
+}
+
+/**
+ * Connects once, then runs one job per 'job' message: builds its loops, answers 'ready', waits for 'go', answers with
+ * the result. Loops of an earlier job still in flight end after their current operation (their window is over).
+ */
+async function main(connection: DriverConnection): Promise<void> {
   const port = parentPort!;
-  const tally: Tally = { casFailures: 0 };
-  let close: () => Promise<void>;
-  let ops: Op[];
-  if (job.system === 'basalt') {
+  let opsOf: (job: DriverJob, tally: Tally) => Op[];
+  if (connection.system === 'basalt') {
     // Each thread loads only its own system's client (grpc-js alone takes a noticeable part of a short cell).
     const { connect } = await import('../src/client/remote.js');
-    const client = await connect(job.address);
-    ops = Array.from({ length: job.callers }, (_, c) => basaltOps(client, job, c));
-    close = () => client.close();
+    const client = await connect(connection.address);
+    opsOf = (job) => Array.from({ length: job.callers }, (_, c) => basaltOps(client, job, c));
   } else {
     const { Etcd3 } = await import('etcd3');
-    const client = new Etcd3({ hosts: `http://${job.address}` });
-    ops = Array.from({ length: job.callers }, (_, c) => etcdOps(client, job, c, tally));
-    close = async () => client.close();
+    const client = new Etcd3({ hosts: `http://${connection.address}` });
+    opsOf = (job, tally) => Array.from({ length: job.callers }, (_, c) => etcdOps(client, job, c, tally));
   }
-  const go = await new Promise<DriverGo>((resolve) => {
-    port.once('message', (m: DriverGo) => resolve(m));
-    port.postMessage({ kind: 'ready' });
+  let tally: Tally = { casFailures: 0 };
+  let ops: Op[] = [];
+  port.on('message', (m: DriverJobMessage | DriverGo) => {
+    if (m.kind === 'job') {
+      tally = { casFailures: 0 };
+      ops = opsOf(m.job, tally);
+      port.postMessage({ kind: 'ready' });
+      return;
+    }
+    void drive(ops, m, tally).then(
+      (result) => port.postMessage(result, [result.latenciesUs.buffer as ArrayBuffer]),
+      (error: unknown) => port.postMessage({ kind: 'error', error: describe(error) }),
+    );
   });
-  try {
-    const result = await drive(ops, go, tally);
-    port.postMessage(result, [result.latenciesUs.buffer as ArrayBuffer]);
-  } finally {
-    await close();
-  }
+  port.postMessage({ kind: 'connected' });
 }
 
 if (parentPort !== null && workerData !== undefined) {
-  main(workerData as DriverJob).catch((error: unknown) => {
+  main(workerData as DriverConnection).catch((error: unknown) => {
     parentPort!.postMessage({ kind: 'error', error: describe(error) });
   });
 }

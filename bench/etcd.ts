@@ -16,6 +16,8 @@ const MEMBERS = ['e1', 'e2', 'e3'] as const;
 const READY_WAIT_MS = 30_000;
 const POLL_MS = 100;
 const OUTPUT_CHARS_MAX = 20_000;
+/** A member told to stop hands its leadership to a peer that is stopping too and waits for it: do not wait long. */
+const STOP_WAIT_MS = 2_000;
 
 export const ETCD_INSTALL_HINT = 'apt-get install etcd-server etcd-client (Debian/Ubuntu), or put etcd on PATH';
 
@@ -132,9 +134,13 @@ export class EtcdCluster {
       await Promise.all(
         this.members.map((m) => {
           if (m.process.exitCode === null && m.process.signalCode === null) m.process.kill('SIGTERM');
-          return stopChild(m.exited, () => {
-            if (m.process.exitCode === null && m.process.signalCode === null) m.process.kill('SIGKILL');
-          });
+          return stopChild(
+            m.exited,
+            () => {
+              if (m.process.exitCode === null && m.process.signalCode === null) m.process.kill('SIGKILL');
+            },
+            STOP_WAIT_MS,
+          );
         }),
       );
       rmSync(this.dir, { recursive: true, force: true });
