@@ -66,6 +66,8 @@ export interface CellResult {
   readonly cpuSPerKOps: readonly (number | undefined)[];
   /** CPU of the client process (all its threads) over the window, in cores. */
   readonly clientCores: number;
+  /** The measured window on CLOCK_MONOTONIC, in microseconds (the clock of `.cpuprofile` sample times). */
+  readonly monotonicWindowUs: { readonly fromUs: number; readonly toUs: number };
 }
 
 /** Splits `clients` callers over at most `threads` threads, as evenly as possible; no thread gets none. */
@@ -122,10 +124,13 @@ export class ClientPool {
     await sleepUntil(startMs);
     const cpuBefore = spec.pids.map(cpuSecondsOf);
     const clientBefore = process.cpuUsage();
+    const fromUs = monotonicUs();
     await sleepUntil(endMs);
+    const window = { fromUs, toUs: monotonicUs() };
     const cpuAfter = spec.pids.map(cpuSecondsOf);
     const client = process.cpuUsage(clientBefore);
-    return combine(spec, await Promise.all(results), cpuBefore, cpuAfter, (client.user + client.system) / 1e6);
+    const clientCpuS = (client.user + client.system) / 1e6;
+    return { ...combine(spec, await Promise.all(results), cpuBefore, cpuAfter, clientCpuS), monotonicWindowUs: window };
   }
 }
 
@@ -135,7 +140,7 @@ function combine(
   cpuBefore: readonly (number | undefined)[],
   cpuAfter: readonly (number | undefined)[],
   clientCpuS: number,
-): CellResult {
+): Omit<CellResult, 'monotonicWindowUs'> {
   const sum = (f: (r: DriverResult) => number): number => results.reduce((s, r) => s + f(r), 0);
   const latencies = new Float64Array(sum((r) => r.latenciesUs.length));
   let offset = 0;
@@ -191,6 +196,10 @@ function nextMessage<T>(worker: Worker, kind: string): Promise<T> {
     worker.on('error', onError);
     worker.on('exit', onExit);
   });
+}
+
+function monotonicUs(): number {
+  return Number(process.hrtime.bigint() / 1000n);
 }
 
 function sleepUntil(epochMs: number): Promise<void> {

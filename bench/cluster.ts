@@ -51,10 +51,8 @@ export class BasaltCluster {
   async start(): Promise<void> {
     const ports = await freePorts(NODE_NAMES.length);
     const peerAddress = (i: number): string => `${NODE_NAMES[i]}=127.0.0.1:${ports[i]}`;
-    const env =
-      this.options.profileDir === undefined
-        ? undefined
-        : { ...process.env, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${this.options.profileDir}` };
+    const nodeArgs =
+      this.options.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${this.options.profileDir}`];
     for (const [i, name] of NODE_NAMES.entries()) {
       const peers = NODE_NAMES.flatMap((_, j) => (j === i ? [] : [peerAddress(j)])).join(',');
       this.children.push(
@@ -65,7 +63,7 @@ export class BasaltCluster {
             ...['--peers', peers, '--client-port', '0', '--table', `${BENCH_TABLE}:8:3`, '--log-level', 'warn'],
             ...(this.options.fsync ? [] : ['--no-fsync']),
           ],
-          env === undefined ? {} : { env },
+          { nodeArgs },
         ),
       );
     }

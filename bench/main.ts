@@ -273,12 +273,13 @@ async function runProfile(
   const profileDir = resolve(mkdtempSync(join(flags.out, 'profile-')));
   const cluster = new BasaltCluster({ parent, fsync: flags.fsync, cleanup, profileDir });
   progress(`profile: ${workload} with ${clients} clients on a fresh cluster under --cpu-prof (${profileDir})...`);
+  let cell: CellResult | undefined;
   try {
     await cluster.start();
     await loadBasalt(cluster.addresses[0]!, [workload]);
     const pool = await ClientPool.open('basalt', cluster.addresses, flags.threads);
     try {
-      await pool.runCell({
+      cell = await pool.runCell({
         system: 'basalt',
         workload,
         clients,
@@ -298,10 +299,13 @@ async function runProfile(
     const file = files.find((f) => f.split('.')[3] === String(pid));
     return {
       node: `${NODE_NAMES[i]} (pid ${pid})`,
-      functions: file === undefined ? [] : topSelfTime(readCpuProfile(join(profileDir, file)), PROFILE_TOP_FUNCTIONS),
+      functions:
+        file === undefined
+          ? []
+          : topSelfTime(readCpuProfile(join(profileDir, file)), PROFILE_TOP_FUNCTIONS, cell?.monotonicWindowUs),
     };
   });
-  return { workload, clients, files: files.map((f) => join(profileDir, f)), top };
+  return { workload, clients, files: files.map((f) => join(profileDir, f)), top, ...(cell !== undefined && { cell }) };
 }
 
 function describe(error: unknown): string {

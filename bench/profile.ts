@@ -28,15 +28,25 @@ export interface FunctionTime {
   readonly selfShare: number;
 }
 
-/** Functions by self time, highest first; at most `top`. */
-export function topSelfTime(profile: CpuProfile, top: number): FunctionTime[] {
+/**
+ * Functions by self time, highest first; at most `top`. With `window` (CLOCK_MONOTONIC microseconds, the clock of
+ * the profile's `startTime` and of `process.hrtime` in every process on the machine), only samples inside it count.
+ */
+export function topSelfTime(
+  profile: CpuProfile,
+  top: number,
+  window?: { readonly fromUs: number; readonly toUs: number },
+): FunctionTime[] {
   const labelOf = new Map<number, string>();
   for (const node of profile.nodes) labelOf.set(node.id, label(node.callFrame));
   const samples = profile.samples ?? [];
   const deltas = profile.timeDeltas ?? [];
   const selfUs = new Map<string, number>();
   let totalUs = 0;
+  let atUs = profile.startTime;
   for (let i = 0; i < samples.length; i++) {
+    atUs += deltas[i] ?? 0;
+    if (window !== undefined && (atUs < window.fromUs || atUs >= window.toUs)) continue;
     // A sample's time is the delta to the next sample (V8 records the delta before each sample).
     const us = deltas[i + 1] ?? 0;
     const key = labelOf.get(samples[i]!) ?? '(unknown)';

@@ -44,6 +44,8 @@ export interface ProfileResult {
   readonly workload: WorkloadName;
   readonly clients: number;
   readonly files: readonly string[];
+  /** The profiled cell: the top functions count only samples of its measured window. */
+  readonly cell?: CellResult;
   readonly top: readonly { readonly node: string; readonly functions: readonly FunctionTime[] }[];
 }
 
@@ -224,7 +226,12 @@ export function formatTable(doc: BenchDocument): string {
 }
 
 export function formatProfile(profile: ProfileResult): string[] {
-  const lines = [`CPU profile of ${profile.workload} with ${profile.clients} clients (self time, top functions):`];
+  const c = profile.cell;
+  const figures = c === undefined ? '' : `: ${c.opsPerSec.toFixed(0)} ops/s, p50 ${ms(c.latency.p50Us)} ms`;
+  const lines = [
+    `CPU profile of ${profile.workload} with ${profile.clients} clients${figures} ` +
+      '(self time in the measured window; (idle) is time the node waited):',
+  ];
   for (const t of profile.top) {
     lines.push(`  ${t.node}:`);
     for (const fn of t.functions) {

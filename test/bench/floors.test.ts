@@ -91,5 +91,11 @@ describe('bench CPU profiles', () => {
     );
     assert.equal(top[0]!.selfShare, 0.9);
     assert.equal(topSelfTime(profile, 1).length, 1);
+    // Samples at 0, 10, 30, 60 and 100 ms (startTime 0): a window of [25, 65) ms keeps those at 30 and 60.
+    const windowed = topSelfTime(profile, 10, { fromUs: 25_000, toUs: 65_000 });
+    assert.deepEqual(
+      windowed.map((t) => [t.function, t.selfMs]),
+      [['encode (src/tx/coordinator.js:41)', 70]],
+    );
   });
 });

@@ -24,6 +24,7 @@ function cell(system: 'basalt' | 'etcd', opsPerSec: number, p50Us: number): Cell
     casFailures: 0,
     cpuSPerKOps: [0.5, 0.25, 0.25],
     clientCores: 0.4,
+    monotonicWindowUs: { fromUs: 0, toUs: 2e6 },
   };
 }
 
