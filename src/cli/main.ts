@@ -8,6 +8,7 @@
  */
 import { Command } from 'commander';
 import { DEFAULT_CONNECT, DEFAULT_METRICS, status, tableCreate, tableList } from './admin.js';
+import { runBench } from './bench-command.js';
 import { runCluster } from './cluster-command.js';
 import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
 import { demo } from './demo.js';
@@ -177,6 +178,16 @@ program
       if (!ok) process.exitCode = 1;
     },
   );
+
+program
+  .command('bench')
+  .description('benchmark a local 3-process cluster against etcd and the floors (flags: basalt bench --help)')
+  .argument('[flags...]', 'passed to the benchmark: --quick, --workload, --clients, --no-fsync, --no-etcd, --profile')
+  .allowUnknownOption()
+  .helpOption(false)
+  .action(async (flags: string[]) => {
+    process.exitCode = await runBench(flags);
+  });
 
 /** Repeated `--table` flags accumulate; none given stays undefined so that a config file's tables apply. */
 function tableSpecs(value: string, previous: TableSpec[] | undefined): TableSpec[] {
