@@ -145,8 +145,8 @@ function cpuCell(c: CellResult): string {
 }
 
 function systemCells(c: CellResult | undefined, transactional: boolean): string[] {
-  if (c === undefined) return ['', '', '', '', '', ''];
-  if (c.ops === 0) return ['0', 'no op completed', '', '', '', cpuCell(c)];
+  if (c === undefined) return ['', '', '', '', '', '', ''];
+  if (c.ops === 0) return ['0', 'no op completed', '', '', '', cpuCell(c), c.clientCores.toFixed(2)];
   const contention = transactional ? `${pct(c.abortRate)} / ${c.retryRate.toFixed(2)}` : `${pct(c.abortRate)} / –`;
   return [rate(c.opsPerSec), ms(c.latency.p50Us), ms(c.latency.p99Us), ms(c.latency.p999Us), contention, cpuCell(c)];
 }
@@ -171,7 +171,8 @@ export function formatTable(doc: BenchDocument): string {
     '',
     'Latencies in ms. aborts / retries: share of operations aborted (transactions: after all retries; implicit ' +
       'operations: a retryable failure, not retried) / retries per transaction.',
-    'CPU: CPU seconds per 1,000 operations of each server process (n1 / n2 / n3; etcd e1 / e2 / e3).',
+    'CPU: CPU seconds per 1,000 operations of each server process (n1 / n2 / n3; etcd e1 / e2 / e3); client ' +
+      'cores: CPU of the bench process (all client threads) over the window.',
     'floor: RTT and fsync p50s times the round trips and fsyncs on the workload’s critical path (see below).',
     '',
   );
@@ -184,10 +185,21 @@ export function formatTable(doc: BenchDocument): string {
     'p999',
     'aborts / retries',
     'CPU s/1k ops',
+    'client cores',
     'floor',
     'p50 / floor',
   ];
-  if (etcdRan) header.push('etcd ops/s', 'p50', 'p99', 'p999', 'aborts / retries', 'CPU s/1k ops', 'Basalt / etcd');
+  if (etcdRan)
+    header.push(
+      'etcd ops/s',
+      'p50',
+      'p99',
+      'p999',
+      'aborts / retries',
+      'CPU s/1k ops',
+      'client cores',
+      'Basalt / etcd',
+    );
   lines.push(`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`);
   const floors = { rttP50Us: f.rtt.p50Us, fsyncP50Us: f.fsync.p50Us };
   for (const row of doc.comparisons) {
