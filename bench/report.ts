@@ -148,7 +148,8 @@ function systemCells(c: CellResult | undefined, transactional: boolean): string[
   if (c === undefined) return ['', '', '', '', '', '', ''];
   if (c.ops === 0) return ['0', 'no op completed', '', '', '', cpuCell(c), c.clientCores.toFixed(2)];
   const contention = transactional ? `${pct(c.abortRate)} / ${c.retryRate.toFixed(2)}` : `${pct(c.abortRate)} / –`;
-  return [rate(c.opsPerSec), ms(c.latency.p50Us), ms(c.latency.p99Us), ms(c.latency.p999Us), contention, cpuCell(c)];
+  const latency = [ms(c.latency.p50Us), ms(c.latency.p99Us), ms(c.latency.p999Us)];
+  return [rate(c.opsPerSec), ...latency, contention, cpuCell(c), c.clientCores.toFixed(2)];
 }
 
 export function formatTable(doc: BenchDocument): string {
