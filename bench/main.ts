@@ -8,7 +8,7 @@
  * and Ctrl-C. `npm run bench -- components` runs the older component benchmarks (net, storage, Raft) instead.
  */
 import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { type CellResult, ClientPool, loadBasalt, loadEtcd, type System } from './cells.js';
@@ -86,6 +86,7 @@ function positiveNumber(value: string): number {
 
 async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
   const startedAt = new Date();
+  const loadAtStart = loadavg()[0] ?? 0;
   const mode = flags.quick ? QUICK : FULL;
   const workloads = flags.workload ?? [...WORKLOAD_NAMES];
   const clients = flags.clients ?? mode.clients;
@@ -157,7 +158,7 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
     startedAt: startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
     command: argv,
-    machine: describeMachine(parent),
+    machine: describeMachine(parent, loadAtStart),
     parameters: {
       quick: flags.quick === true,
       fsync: fsyncOn,

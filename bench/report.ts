@@ -4,7 +4,7 @@
  * Basalt's p50 over its floor and the Basalt/etcd throughput ratio.
  */
 import { execFileSync } from 'node:child_process';
-import { cpus, release, totalmem } from 'node:os';
+import { cpus, loadavg, release, totalmem } from 'node:os';
 import type { CellResult } from './cells.js';
 import { type CriticalPath, type FloorInputs, mixedFloorUs } from './floors.js';
 import type { FunctionTime } from './profile.js';
@@ -19,6 +19,8 @@ export interface Machine {
   readonly memoryBytes: number;
   readonly node: string;
   readonly kernel: string;
+  /** 1-minute load average when the run started and when it ended: figures from a loaded machine are noisy. */
+  readonly loadAverage: { readonly start: number; readonly end: number };
   /** `df -PT` of the data directories' parent: device, filesystem type, mount point. */
   readonly disk: { readonly dir: string; readonly device: string; readonly fsType: string; readonly mount: string };
 }
@@ -83,7 +85,7 @@ export interface Comparison {
   readonly basaltP50OverFloor: number | undefined;
 }
 
-export function describeMachine(dir: string): Machine {
+export function describeMachine(dir: string, loadAtStart: number): Machine {
   let disk = { dir, device: 'unknown', fsType: 'unknown', mount: 'unknown' };
   try {
     const line = execFileSync('df', ['-PT', dir], { encoding: 'utf8' }).trim().split('\n')[1] ?? '';
@@ -98,6 +100,7 @@ export function describeMachine(dir: string): Machine {
     memoryBytes: totalmem(),
     node: process.version,
     kernel: release(),
+    loadAverage: { start: loadAtStart, end: loadavg()[0] ?? 0 },
     disk,
   };
 }
@@ -166,7 +169,8 @@ export function formatTable(doc: BenchDocument): string {
       ? `etcd ${p.etcd.version}: 3 members on loopback, fresh data dirs, fsync always on (etcd has no switch).`
       : `etcd: skipped (${p.etcd.skipped}).`,
     `Machine: ${doc.machine.cores} cores (${doc.machine.cpuModel}), ${(doc.machine.memoryBytes / 2 ** 30).toFixed(1)} GiB, ` +
-      `Node ${doc.machine.node}, data on ${doc.machine.disk.device} (${doc.machine.disk.fsType}) at ${doc.machine.disk.dir}.`,
+      `Node ${doc.machine.node}, data on ${doc.machine.disk.device} (${doc.machine.disk.fsType}) at ${doc.machine.disk.dir}; ` +
+      `load average ${doc.machine.loadAverage.start.toFixed(1)} at the start, ${doc.machine.loadAverage.end.toFixed(1)} at the end.`,
     `Floors: loopback TCP RTT p50 ${f.rtt.p50Us.toFixed(0)} µs p99 ${f.rtt.p99Us.toFixed(0)} µs; ` +
       `fsync (128 B append) p50 ${f.fsync.p50Us.toFixed(0)} µs p99 ${f.fsync.p99Us.toFixed(0)} µs.`,
     '',

@@ -47,6 +47,7 @@ describe('npm run bench -- --quick --workload put (etcd skipped)', () => {
       const doc = JSON.parse(readFileSync(join(out, files[0]!), 'utf8')) as BenchDocument;
       assert.equal(doc.schema, 'basalt-bench/1');
       assert.ok(doc.machine.cores >= 1 && doc.machine.memoryBytes > 0 && doc.machine.node.startsWith('v'));
+      assert.ok(doc.machine.loadAverage.start >= 0 && doc.machine.disk.dir === scratch, JSON.stringify(doc.machine));
       assert.deepEqual(doc.parameters.workloads, ['put']);
       assert.equal(doc.parameters.fsync, true);
       assert.equal(doc.parameters.etcd.ran, false);

@@ -40,6 +40,7 @@ function doc(cells: CellResult[], fsync: boolean, etcdRan: boolean): BenchDocume
       memoryBytes: 2 ** 30,
       node: 'v20',
       kernel: '6',
+      loadAverage: { start: 3.5, end: 1 },
       disk: { dir: '/tmp', device: '/dev/x', fsType: 'ext4', mount: '/' },
     },
     parameters: {
@@ -75,6 +76,7 @@ describe('bench report', () => {
   it('prints fsync state, the etcd columns only when etcd ran, and every figure of a cell', () => {
     const both = formatTable(doc([cell('basalt', 300, 900), cell('etcd', 600, 1000)], true, true));
     assert.match(both, /fsync ON/);
+    assert.match(both, /load average 3\.5 at the start, 1\.0 at the end/);
     assert.match(
       both,
       /\| put: single-key write \| 16 \| 300 \| 0\.90 \| 2\.70 \| 4\.50 \| 0\.0% \/ – \| 0\.50 \/ 0\.25 \/ 0\.25 \| 0\.40 \|/,
