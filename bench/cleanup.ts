@@ -3,6 +3,7 @@
  * Ctrl-C or SIGTERM. Owners register an async undo step; `run()` performs the steps once, newest first (a cluster
  * stops before its directory goes). On a signal the steps run and the process exits with 128 + signal number; a
  * synchronous `last` step per entry (SIGKILL, rmSync) runs from the 'exit' handler if the process ends any other way.
+ * After a signal, registering a new step throws: whatever was about to start (the next cluster) does not.
  */
 import { rmSync } from 'node:fs';
 
@@ -18,6 +19,8 @@ const SIGNAL_EXIT: Readonly<Record<string, number>> = { SIGINT: 130, SIGTERM: 14
 export class Cleanup {
   private steps: Step[] = [];
   private running: Promise<void> | undefined;
+  /** Set by a signal: from then on nothing new may start (`add` throws), and the bench skips what is left. */
+  interrupted = false;
   private readonly onExit = (): void => {
     for (const s of this.steps.reverse()) {
       try {
@@ -29,6 +32,7 @@ export class Cleanup {
     this.steps = [];
   };
   private readonly onSignal = (signal: NodeJS.Signals): void => {
+    this.interrupted = true;
     process.stderr.write(`bench: ${signal}, stopping what it started...\n`);
     void this.run().finally(() => process.exit(SIGNAL_EXIT[signal] ?? 1));
   };
@@ -48,6 +52,7 @@ export class Cleanup {
   }
 
   add(name: string, undo: () => Promise<void> | void, last: () => void = () => void undo()): void {
+    if (this.interrupted) throw new Error(`interrupted: ${name} is not started`);
     this.steps.push({ name, undo, last });
   }
 

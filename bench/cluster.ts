@@ -33,15 +33,16 @@ export class BasaltCluster {
   addresses: string[] = [];
 
   constructor(private readonly options: BasaltClusterOptions) {
-    this.dir = mkdtempSync(join(options.parent, 'basalt-bench-'));
+    // Registered before the directory exists: after a Ctrl-C `add` throws, and nothing is created.
     options.cleanup.add(
-      `basalt cluster in ${this.dir}`,
+      `basalt cluster under ${options.parent}`,
       () => this.stop(),
       () => {
         for (const c of this.children) c.signal('SIGKILL');
         rmSync(this.dir, { recursive: true, force: true });
       },
     );
+    this.dir = mkdtempSync(join(options.parent, 'basalt-bench-'));
   }
 
   get pids(): number[] {

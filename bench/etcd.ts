@@ -54,15 +54,16 @@ export class EtcdCluster {
     parent: string,
     cleanup: Cleanup,
   ) {
-    this.dir = mkdtempSync(join(parent, 'etcd-bench-'));
+    // Registered before the directory exists: after a Ctrl-C `add` throws, and nothing is created.
     cleanup.add(
-      `etcd cluster in ${this.dir}`,
+      `etcd cluster under ${parent}`,
       () => this.stop(),
       () => {
         for (const m of this.members) if (m.process.exitCode === null) m.process.kill('SIGKILL');
         rmSync(this.dir, { recursive: true, force: true });
       },
     );
+    this.dir = mkdtempSync(join(parent, 'etcd-bench-'));
   }
 
   get pids(): number[] {

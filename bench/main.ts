@@ -108,15 +108,22 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
     progress(`floors: RTT p50 ${rtt.p50Us} µs, fsync p50 ${fsync.p50Us.toFixed(0)} µs`);
 
     const grid = { workloads, clients, threads: flags.threads, warmupMs: warmupS * 1000, durationMs: durationS * 1000 };
-    await runSystem('basalt', grid, cells, failures, async () => {
-      const cluster = new BasaltCluster({ parent, fsync: flags.fsync, cleanup });
-      progress(`basalt: starting 3 basalt start processes in ${cluster.dir}${flags.fsync ? '' : ' (no fsync)'}...`);
-      await cluster.start();
-      progress('basalt: loading keys...');
-      await loadBasalt(cluster.addresses[0]!, workloads);
-      processes['basalt'] = cluster.pids;
-      return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
-    });
+    await runSystem(
+      'basalt',
+      grid,
+      cells,
+      failures,
+      async () => {
+        const cluster = new BasaltCluster({ parent, fsync: flags.fsync, cleanup });
+        progress(`basalt: starting 3 basalt start processes in ${cluster.dir}${flags.fsync ? '' : ' (no fsync)'}...`);
+        await cluster.start();
+        progress('basalt: loading keys...');
+        await loadBasalt(cluster.addresses[0]!, workloads);
+        processes['basalt'] = cluster.pids;
+        return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
+      },
+      cleanup,
+    );
 
     const skipped = skipEtcdReason(flags);
     const binary = findEtcd();
@@ -126,16 +133,23 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
       progress(`etcd: not found, comparison skipped. To install: ${ETCD_INSTALL_HINT}`);
     } else {
       let version = 'unknown';
-      await runSystem('etcd', grid, cells, failures, async () => {
-        const cluster = new EtcdCluster(binary, parent, cleanup);
-        progress(`etcd: starting 3 members of ${binary} in ${cluster.dir}...`);
-        await cluster.start();
-        version = cluster.version;
-        progress(`etcd ${version}: loading keys...`);
-        processes['etcd'] = cluster.pids;
-        await loadEtcd(cluster.addresses[0]!, workloads);
-        return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
-      });
+      await runSystem(
+        'etcd',
+        grid,
+        cells,
+        failures,
+        async () => {
+          const cluster = new EtcdCluster(binary, parent, cleanup);
+          progress(`etcd: starting 3 members of ${binary} in ${cluster.dir}...`);
+          await cluster.start();
+          version = cluster.version;
+          progress(`etcd ${version}: loading keys...`);
+          processes['etcd'] = cluster.pids;
+          await loadEtcd(cluster.addresses[0]!, workloads);
+          return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
+        },
+        cleanup,
+      );
       etcd = { ran: true, version };
     }
 
@@ -222,6 +236,7 @@ async function runSystem(
   cells: CellResult[],
   failures: { what: string; error: string }[],
   start: () => Promise<Running>,
+  cleanup: Cleanup,
 ): Promise<void> {
   let running: Running | undefined;
   let pool: ClientPool | undefined;
@@ -230,6 +245,7 @@ async function runSystem(
     pool = await ClientPool.open(system, running.addresses, grid.threads);
     for (const workload of grid.workloads) {
       for (const clients of grid.clients) {
+        if (cleanup.interrupted) return;
         progress(`${system}: ${workload} with ${clients} clients...`);
         try {
           const cell = await pool.runCell({

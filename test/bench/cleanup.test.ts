@@ -59,6 +59,13 @@ describe('bench cleanup', () => {
       const exited = new Promise((r) => child.once('exit', r));
       cleanup.add('sleep', async () => { child.kill('SIGTERM'); await exited; }, () => child.kill('SIGKILL'));
       console.log('child ' + child.pid);
+      // What a bench does next while the cleanup runs: starting something new must be refused.
+      process.on('SIGINT', () => {
+        try {
+          cleanup.add('late', () => {});
+          console.error('started late');
+        } catch {}
+      });
       setInterval(() => {}, 1000);
     `;
     const parent = spawn(process.execPath, ['--input-type=module', '-e', script], {
@@ -66,9 +73,14 @@ describe('bench cleanup', () => {
     });
     try {
       let out = '';
+      let err = '';
       parent.stdout.on('data', (c: Buffer) => {
         out += c.toString();
       });
+      parent.stderr.on('data', (c: Buffer) => {
+        err += c.toString();
+      });
+      const stderrText = (): string => err;
       await until(() => /child \d+/.test(out));
       const childPid = Number(/child (\d+)/.exec(out)![1]);
       assert.ok(alive(childPid) && existsSync(join(dir, 'data')), 'started');
@@ -77,6 +89,7 @@ describe('bench cleanup', () => {
       assert.equal(await exit, 130);
       await until(() => !alive(childPid));
       assert.equal(existsSync(join(dir, 'data')), false, 'its directory is removed');
+      assert.doesNotMatch(stderrText(), /started late/, 'nothing registered after the signal ran');
     } finally {
       parent.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
