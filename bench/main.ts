@@ -1,68 +1,367 @@
 /**
- * `npm run bench`: every benchmark of the project, printed next to the physical floors measured in the same run
- * (fsync of a small append; loopback TCP round trip) and as ratios to them, so that figures from different machines or
- * runs can be compared. Benchmarks run outside `npm test`. `npm run bench -- client` measures the floors and then
- * runs only the client section (end to end through `connect()` to a 3-process cluster).
+ * `npm run bench`: Basalt end to end next to etcd and next to the physical floors, measured in one run on this machine.
+ * A 3-process `basalt start` cluster (TCP loopback, LMDB, fsync on unless `--no-fsync`) and, when `etcd` is on PATH,
+ * a 3-member etcd cluster run the same workloads (bench/workloads.ts) from client threads in this process, for each
+ * concurrency, each cell after a warm-up for a fixed time. The floors (loopback RTT, fsync on the data directories'
+ * disk) are measured first. Output: a Markdown table on stdout, progress on stderr, every figure in
+ * `bench-results/<date>.json`. Everything started is stopped and every directory created is removed, also on errors
+ * and Ctrl-C. `npm run bench -- components` runs the older component benchmarks (net, storage, Raft) instead.
  */
-import { formatClientBench, runClientBench } from './client.js';
-import { type LatencySummary, measureFsync } from './floors.js';
-import { measureLoopbackRoundTrip, measureMessengerRoundTrip } from './net.js';
-import { formatRaftBench, runRaftBench } from './raft.js';
-import { runStorageBench } from './storage.js';
+import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Command, InvalidArgumentError } from 'commander';
+import { type CellResult, ClientPool, loadBasalt, loadEtcd, type System } from './cells.js';
+import { Cleanup } from './cleanup.js';
+import { BasaltCluster, NODE_NAMES } from './cluster.js';
+import { runComponentSections } from './components.js';
+import { ETCD_INSTALL_HINT, EtcdCluster, findEtcd } from './etcd.js';
+import { measureFsync } from './floors.js';
+import { measureLoopbackRoundTrip } from './net.js';
+import { readCpuProfile, topSelfTime } from './profile.js';
+import {
+  type BenchDocument,
+  compare,
+  describeMachine,
+  type Floors,
+  formatTable,
+  type Parameters,
+  type ProfileResult,
+  RESULT_SCHEMA,
+  resultFileName,
+  workloadFloorUs,
+} from './report.js';
+import { isWorkloadName, WORKLOAD_NAMES, WORKLOADS, type WorkloadName } from './workloads.js';
 
-function fmt(n: number, digits = 0): string {
-  return n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+/** Setting this (to anything but empty or 0) skips etcd even when it is installed, as `--no-etcd` does. */
+export const SKIP_ETCD_ENV = 'BASALT_BENCH_NO_ETCD';
+const PROFILE_TOP_FUNCTIONS = 15;
+
+const FULL = { clients: [1, 16, 64], warmupS: 1, durationS: 6, rttCount: 20_000, fsyncCount: 1_000 };
+const QUICK = { clients: [1, 16], warmupS: 0.2, durationS: 1, rttCount: 2_000, fsyncCount: 200 };
+
+interface Flags {
+  quick?: boolean;
+  workload?: WorkloadName[];
+  clients?: number[];
+  threads: number;
+  warmup?: number;
+  duration?: number;
+  fsync: boolean;
+  etcd: boolean;
+  profile?: WorkloadName;
+  out: string;
 }
 
-const SECTIONS = ['all', 'client'] as const;
-type Section = (typeof SECTIONS)[number];
+const benchStartMs = Date.now();
+const progress = (line: string): void =>
+  void process.stderr.write(`bench ${((Date.now() - benchStartMs) / 1000).toFixed(1).padStart(5)} s: ${line}\n`);
 
-async function main(section: Section): Promise<void> {
-  console.log('basalt bench: measuring floors...');
-  const fsync = measureFsync(1000);
-  console.log(`floor  fsync (128 B append + fsync)          p50 ${fmt(fsync.p50Us)} µs   p99 ${fmt(fsync.p99Us)} µs`);
+function workloadList(value: string, previous: WorkloadName[] | undefined): WorkloadName[] {
+  const names = value.split(',').map((s) => s.trim());
+  for (const n of names) {
+    if (!isWorkloadName(n))
+      throw new InvalidArgumentError(`unknown workload ${n} (known: ${WORKLOAD_NAMES.join(', ')})`);
+  }
+  return [...(previous ?? []), ...(names as WorkloadName[])];
+}
 
-  const rtt = await measureLoopbackRoundTrip();
-  console.log(`floor  loopback TCP round trip (100 B, 2 procs)  p50 ${fmt(rtt.p50Us)} µs   p99 ${fmt(rtt.p99Us)} µs`);
-  if (section === 'all') await componentSections(fsync, rtt);
+function oneWorkload(value: string): WorkloadName {
+  if (!isWorkloadName(value)) throw new InvalidArgumentError(`unknown workload (known: ${WORKLOAD_NAMES.join(', ')})`);
+  return value;
+}
 
-  console.log('');
+function positiveList(value: string): number[] {
+  const list = value.split(',').map(Number);
+  if (list.some((n) => !Number.isInteger(n) || n < 1))
+    throw new InvalidArgumentError('positive integers, comma separated');
+  return list;
+}
+
+function positiveNumber(value: string): number {
+  const n = Number(value);
+  if (!(n > 0)) throw new InvalidArgumentError('a positive number');
+  return n;
+}
+
+async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
+  const startedAt = new Date();
+  const loadAtStart = loadavg()[0] ?? 0;
+  const mode = flags.quick ? QUICK : FULL;
+  const workloads = flags.workload ?? [...WORKLOAD_NAMES];
+  const clients = flags.clients ?? mode.clients;
+  const warmupS = flags.warmup ?? mode.warmupS;
+  const durationS = flags.duration ?? mode.durationS;
+  const parent = tmpdir();
+  const cleanup = new Cleanup().install();
+  const cells: CellResult[] = [];
+  const failures: { what: string; error: string }[] = [];
+  let etcd: Parameters['etcd'];
+  let profile: ProfileResult | undefined;
+  let floors: Floors;
+  const processes: Record<string, number[]> = {};
   try {
-    console.log(formatClientBench(await runClientBench({ floors: { fsyncP50Us: fsync.p50Us, rttP50Us: rtt.p50Us } })));
+    progress(`floors: fsync in ${parent}, loopback TCP round trip...`);
+    const fsync = measureFsync(mode.fsyncCount, parent);
+    const rtt = await measureLoopbackRoundTrip({ count: mode.rttCount, warmupCount: mode.rttCount / 10 });
+    floors = { rtt, fsync };
+    progress(`floors: RTT p50 ${rtt.p50Us} µs, fsync p50 ${fsync.p50Us.toFixed(0)} µs`);
+
+    const grid = { workloads, clients, threads: flags.threads, warmupMs: warmupS * 1000, durationMs: durationS * 1000 };
+    await runSystem(
+      'basalt',
+      grid,
+      cells,
+      failures,
+      async () => {
+        const cluster = new BasaltCluster({ parent, fsync: flags.fsync, cleanup });
+        progress(`basalt: starting 3 basalt start processes in ${cluster.dir}${flags.fsync ? '' : ' (no fsync)'}...`);
+        await cluster.start();
+        progress('basalt: loading keys...');
+        await loadBasalt(cluster.addresses[0]!, workloads);
+        processes['basalt'] = cluster.pids;
+        return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
+      },
+      cleanup,
+    );
+
+    const skipped = skipEtcdReason(flags);
+    const binary = findEtcd();
+    if (skipped !== undefined) etcd = { ran: false, skipped };
+    else if (binary === undefined) {
+      etcd = { ran: false, skipped: `etcd is not on PATH; install it with: ${ETCD_INSTALL_HINT}` };
+      progress(`etcd: not found, comparison skipped. To install: ${ETCD_INSTALL_HINT}`);
+    } else {
+      let version = 'unknown';
+      await runSystem(
+        'etcd',
+        grid,
+        cells,
+        failures,
+        async () => {
+          const cluster = new EtcdCluster(binary, parent, cleanup);
+          progress(`etcd: starting 3 members of ${binary} in ${cluster.dir}...`);
+          await cluster.start();
+          version = cluster.version;
+          progress(`etcd ${version}: loading keys...`);
+          processes['etcd'] = cluster.pids;
+          await loadEtcd(cluster.addresses[0]!, workloads);
+          return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
+        },
+        cleanup,
+      );
+      etcd = { ran: true, version };
+    }
+
+    if (flags.profile !== undefined) {
+      try {
+        profile = await runProfile(flags, Math.max(...clients), warmupS, durationS, parent, cleanup);
+      } catch (error) {
+        failures.push({ what: `profile of ${flags.profile}`, error: describe(error) });
+      }
+    }
+  } finally {
+    await cleanup.run();
+    cleanup.uninstall();
+  }
+
+  const fsyncOn = flags.fsync;
+  const floorInputs = { rttP50Us: floors.rtt.p50Us, fsyncP50Us: floors.fsync.p50Us };
+  const doc: BenchDocument = {
+    schema: RESULT_SCHEMA,
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    command: argv,
+    machine: describeMachine(parent, loadAtStart),
+    parameters: {
+      quick: flags.quick === true,
+      fsync: fsyncOn,
+      workloads,
+      clients,
+      clientThreadsMax: flags.threads,
+      warmupS,
+      durationS,
+      cluster: `3 basalt start processes (${NODE_NAMES.join(', ')}) on TCP loopback, table bench:8:3`,
+      etcd,
+    },
+    floors,
+    workloads: workloads.map((name) => ({
+      name,
+      title: WORKLOADS[name].title,
+      basalt: WORKLOADS[name].basalt,
+      etcd: WORKLOADS[name].etcd,
+      paths: WORKLOADS[name].parts,
+      floorUs: workloadFloorUs(name, floorInputs, fsyncOn),
+    })),
+    cells,
+    processes,
+    comparisons: compare(cells, floorInputs, fsyncOn),
+    failures,
+    ...(profile !== undefined && { profile }),
+  };
+  console.log(formatTable(doc));
+  mkdirSync(flags.out, { recursive: true });
+  const file = join(flags.out, resultFileName(startedAt));
+  writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
+  progress(`results written to ${file}`);
+  const failedCells = cells.filter((c) => c.failures > 0).length;
+  return failures.length > 0 || failedCells > 0 ? 1 : 0;
+}
+
+function skipEtcdReason(flags: Flags): string | undefined {
+  if (!flags.etcd) return '--no-etcd';
+  const env = process.env[SKIP_ETCD_ENV];
+  if (env !== undefined && env !== '' && env !== '0') return `${SKIP_ETCD_ENV} is set`;
+  return undefined;
+}
+
+interface Grid {
+  readonly workloads: readonly WorkloadName[];
+  readonly clients: readonly number[];
+  readonly threads: number;
+  readonly warmupMs: number;
+  readonly durationMs: number;
+}
+
+interface Running {
+  readonly addresses: readonly string[];
+  readonly pids: readonly number[];
+  readonly stop: () => Promise<void>;
+}
+
+/** Starts one system, runs every cell on it, stops it; a failing cell is recorded and the next one runs. */
+async function runSystem(
+  system: System,
+  grid: Grid,
+  cells: CellResult[],
+  failures: { what: string; error: string }[],
+  start: () => Promise<Running>,
+  cleanup: Cleanup,
+): Promise<void> {
+  let running: Running | undefined;
+  let pool: ClientPool | undefined;
+  try {
+    running = await start();
+    pool = await ClientPool.open(system, running.addresses, grid.threads);
+    for (const workload of grid.workloads) {
+      for (const clients of grid.clients) {
+        if (cleanup.interrupted) return;
+        progress(`${system}: ${workload} with ${clients} clients...`);
+        try {
+          const cell = await pool.runCell({
+            system,
+            workload,
+            clients,
+            warmupMs: grid.warmupMs,
+            durationMs: grid.durationMs,
+            pids: running.pids,
+          });
+          cells.push(cell);
+          progress(
+            `${system}: ${workload} ×${clients}: ${cell.opsPerSec.toFixed(0)} ops/s, ` +
+              `p50 ${(cell.latency.p50Us / 1000).toFixed(2)} ms` +
+              (cell.failures > 0 ? `, ${cell.failures} failed: ${cell.firstFailure}` : ''),
+          );
+        } catch (error) {
+          failures.push({ what: `${system} ${workload} ×${clients}`, error: describe(error) });
+        }
+      }
+    }
   } catch (error) {
-    console.log(`client: FAILED: ${error instanceof Error ? error.message : String(error)}`);
-    process.exitCode = 1;
+    failures.push({ what: `${system} cluster`, error: describe(error) });
+  } finally {
+    progress(`${system}: stopping...`);
+    await pool?.close();
+    await running?.stop();
   }
 }
 
-/** Net, storage and Raft, each against the floors. */
-async function componentSections(fsync: LatencySummary, rtt: { p50Us: number; p99Us: number }): Promise<void> {
-  console.log('\nnet (Messenger request/response over TcpTransport, 2 processes, sequential):');
-  const messenger = await measureMessengerRoundTrip();
-  console.log(
-    `  round trip  p50 ${fmt(messenger.p50Us)} µs (${fmt(messenger.p50Us / rtt.p50Us, 2)}× loopback)   ` +
-      `p99 ${fmt(messenger.p99Us)} µs (${fmt(messenger.p99Us / rtt.p99Us, 2)}× loopback)`,
-  );
-
-  console.log('\nstorage (MVCC partition storage, one atomic step per command):');
-  for (const result of await runStorageBench()) {
-    // Durable writes are bounded by fsync: quote the time per write as a multiple of one fsync.
-    const durableWrite = /fsync on/i.test(result.name) && /add\+commit/.test(result.name);
-    const perOpUs = 1e6 / result.opsPerSec;
-    const ratio = durableWrite ? `   ${fmt(perOpUs)} µs/op = ${fmt(perOpUs / fsync.p50Us, 2)}× fsync p50` : '';
-    console.log(`  ${result.name.padEnd(72)} ${fmt(result.opsPerSec).padStart(10)} ops/s${ratio}`);
+/** A fresh Basalt cluster under `--cpu-prof` for one workload; the profiles are kept next to the JSON. */
+async function runProfile(
+  flags: Flags,
+  clients: number,
+  warmupS: number,
+  durationS: number,
+  parent: string,
+  cleanup: Cleanup,
+): Promise<ProfileResult> {
+  const workload = flags.profile!;
+  mkdirSync(flags.out, { recursive: true });
+  const profileDir = resolve(mkdtempSync(join(flags.out, 'profile-')));
+  const cluster = new BasaltCluster({ parent, fsync: flags.fsync, cleanup, profileDir });
+  progress(`profile: ${workload} with ${clients} clients on a fresh cluster under --cpu-prof (${profileDir})...`);
+  let cell: CellResult | undefined;
+  try {
+    await cluster.start();
+    await loadBasalt(cluster.addresses[0]!, [workload]);
+    const pool = await ClientPool.open('basalt', cluster.addresses, flags.threads);
+    try {
+      cell = await pool.runCell({
+        system: 'basalt',
+        workload,
+        clients,
+        warmupMs: warmupS * 1000,
+        durationMs: durationS * 1000,
+        pids: cluster.pids,
+      });
+    } finally {
+      await pool.close();
+    }
+  } finally {
+    await cluster.stop();
   }
-
-  console.log('');
-  console.log(formatRaftBench(await runRaftBench({ sync: true })));
+  // node names each file CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile: match them to the nodes by pid.
+  const files = readdirSync(profileDir).filter((f) => f.endsWith('.cpuprofile'));
+  const top = cluster.pids.map((pid, i) => {
+    const file = files.find((f) => f.split('.')[3] === String(pid));
+    return {
+      node: `${NODE_NAMES[i]} (pid ${pid})`,
+      functions:
+        file === undefined
+          ? []
+          : topSelfTime(readCpuProfile(join(profileDir, file)), PROFILE_TOP_FUNCTIONS, cell?.monotonicWindowUs),
+    };
+  });
+  return { workload, clients, files: files.map((f) => join(profileDir, f)), top, ...(cell !== undefined && { cell }) };
 }
 
-const section = process.argv[2] ?? 'all';
-if (!(SECTIONS as readonly string[]).includes(section)) {
-  console.error(`usage: node dist/bench/main.js [${SECTIONS.join('|')}]`);
-  process.exit(2);
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
-main(section as Section).catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
-});
+
+const program = new Command();
+program
+  .name('bench')
+  .description('Basalt end to end against etcd and the physical floors, in one run')
+  .option(
+    '--quick',
+    `smoke run: clients ${QUICK.clients.join(',')}, ${QUICK.warmupS} s + ${QUICK.durationS} s per cell`,
+  )
+  .option('--workload <names>', `workloads to run, comma separated (${WORKLOAD_NAMES.join(', ')})`, workloadList)
+  .option(
+    '--clients <list>',
+    `concurrent clients per cell, comma separated (default ${FULL.clients.join(',')})`,
+    positiveList,
+  )
+  .option('--threads <n>', 'client threads at most (the clients are spread over them)', (v) => positiveList(v)[0]!, 2)
+  .option('--warmup <s>', `seconds of warm-up per cell (default ${FULL.warmupS})`, positiveNumber)
+  .option('--duration <s>', `measured seconds per cell (default ${FULL.durationS})`, positiveNumber)
+  .option('--no-fsync', 'run the Basalt nodes without fsync (labelled in the output; etcd always fsyncs)')
+  .option('--no-etcd', `skip the etcd comparison (also: ${SKIP_ETCD_ENV}=1)`)
+  .option(
+    '--profile <workload>',
+    'also run this workload on a fresh cluster under --cpu-prof and print the top functions',
+    oneWorkload,
+  )
+  .option('--out <dir>', 'directory of the JSON results', 'bench-results')
+  .action(async (flags: Flags) => {
+    process.exitCode = await bench(flags, process.argv.slice(2));
+  });
+program
+  .command('components')
+  .description('the component benchmarks: net (Messenger), MVCC storage, Raft, each against the floors')
+  .action(async () => {
+    await runComponentSections();
+  });
+
+await program.parseAsync(process.argv);

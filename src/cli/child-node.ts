@@ -23,6 +23,8 @@ export interface ChildNodeOptions {
   /** Each complete output line as it arrives (stdout and stderr alike). */
   readonly onLine?: (line: string) => void;
   readonly env?: NodeJS.ProcessEnv;
+  /** Flags for node itself, before the entry point (e.g. `--cpu-prof`, which NODE_OPTIONS refuses). */
+  readonly nodeArgs?: readonly string[];
 }
 
 export class ChildNode {
@@ -38,7 +40,7 @@ export class ChildNode {
     readonly args: readonly string[],
     options: ChildNodeOptions = {},
   ) {
-    this.child = spawn(process.execPath, [BASALT_MAIN, ...args], {
+    this.child = spawn(process.execPath, [...(options.nodeArgs ?? []), BASALT_MAIN, ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
       ...(options.env !== undefined && { env: options.env }),
     });

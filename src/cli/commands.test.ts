@@ -1,6 +1,6 @@
 /**
  * The operator commands against a live `basalt cluster` (three `basalt start` child processes, LMDB in a temp dir):
- * `--help` lists every command; `table create` and `table list` over the client port; `status` from the metrics
+ * `--help` lists every command; `bench` hands its flags to the benchmark; `table create` and `table list` over the client port; `status` from the metrics
  * endpoints; `demo` for two seconds with a clean report; a child killed with SIGKILL is reported by the supervisor
  * with its signal, and SIGINT stops the others cleanly (the supervisor then exits 1 because of the crash).
  */
@@ -51,9 +51,22 @@ test('basalt --help lists every command with a description; basalt start --help 
   assert.match(await basalt('table', '--help'), /create.*\n.*list/s);
   const startHelp = await basalt('start', '--help');
   const flags = ['config', 'name', 'host', 'port', 'data', 'memory', 'peers', 'client-port', 'metrics-port', 'table'];
-  for (const flag of [...flags, 'log-level', 'log-file', 'status-interval']) {
+  for (const flag of [...flags, 'no-fsync', 'log-level', 'log-file', 'status-interval']) {
     assert.match(startHelp, new RegExp(`^  --${flag}\\b`, 'm'), flag);
   }
+});
+
+test('basalt bench passes its flags to the benchmark: its help, and its refusal of an unknown workload', async () => {
+  assert.match(await basalt('--help'), /^ {2}bench \[flags\.\.\.\] +benchmark/m);
+  const help = await basalt('bench', '--help');
+  for (const flag of ['quick', 'workload', 'clients', 'no-fsync', 'no-etcd', 'profile']) {
+    assert.match(help, new RegExp(`^  --${flag}\\b`, 'm'), flag);
+  }
+  await assert.rejects(basalt('bench', '--workload', 'nope'), (error: { code: number; stderr: string }) => {
+    assert.equal(error.code, 1);
+    assert.match(error.stderr, /unknown workload nope/);
+    return true;
+  });
 });
 
 test('basalt cluster: table create/list, status, demo, a crashed child reported, Ctrl-C stops the rest', async () => {

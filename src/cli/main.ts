@@ -8,6 +8,7 @@
  */
 import { Command } from 'commander';
 import { DEFAULT_CONNECT, DEFAULT_METRICS, status, tableCreate, tableList } from './admin.js';
+import { runBench } from './bench-command.js';
 import { runCluster } from './cluster-command.js';
 import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
 import { demo } from './demo.js';
@@ -35,6 +36,7 @@ interface StartFlags {
   readonly port?: number;
   readonly data?: string;
   readonly memory?: boolean;
+  readonly fsync?: boolean;
   readonly peers?: PeerEntry[];
   readonly clientPort?: number;
   readonly metricsPort?: number;
@@ -53,6 +55,7 @@ program
   .option('--port <port>', 'peer port the other nodes dial (0: an ephemeral port)', port)
   .option('--data <path>', "this node's own LMDB data directory")
   .option('--memory', 'keep data in memory instead of LMDB')
+  .option('--no-fsync', 'do not fsync LMDB commits (benchmarks only: a crash may lose acknowledged writes)')
   .option(
     '--peers <list>',
     'the other nodes, comma separated, each name=host:port or host:port (name learned)',
@@ -68,10 +71,12 @@ program
     `milliseconds between status lines (default: ${DEFAULT_STATUS_INTERVAL_MS})`,
     positiveInt,
   )
-  .action(async (flags: StartFlags) => {
+  .action(async (flags: StartFlags, command: Command) => {
     const file = flags.config === undefined ? {} : readStartConfig(flags.config);
-    const { config: _, table, statusInterval, ...rest } = flags;
-    const given: PartialStartSettings = { ...rest, tables: table, statusIntervalMs: statusInterval };
+    const { config: _, table, statusInterval, fsync, ...rest } = flags;
+    // commander defaults a `--no-` flag to true; only a given flag may override the config file.
+    const fsyncGiven = command.getOptionValueSource('fsync') === 'cli' ? fsync : undefined;
+    const given: PartialStartSettings = { ...rest, fsync: fsyncGiven, tables: table, statusIntervalMs: statusInterval };
     await runStart(resolveStartSettings(file, given));
   });
 
@@ -174,6 +179,16 @@ program
       if (!ok) process.exitCode = 1;
     },
   );
+
+program
+  .command('bench')
+  .description('benchmark a local 3-process cluster against etcd and the floors (flags: basalt bench --help)')
+  .argument('[flags...]', 'passed to the benchmark: --quick, --workload, --clients, --no-fsync, --no-etcd, --profile')
+  .allowUnknownOption()
+  .helpOption(false)
+  .action(async (flags: string[]) => {
+    process.exitCode = await runBench(flags);
+  });
 
 /** Repeated `--table` flags accumulate; none given stays undefined so that a config file's tables apply. */
 function tableSpecs(value: string, previous: TableSpec[] | undefined): TableSpec[] {

@@ -86,7 +86,7 @@ export async function runStart(options: StartSettings): Promise<void> {
   const storage: NodeStorage =
     options.memory || dataDir === undefined
       ? { engine: new MemoryStorageEngine(), log: new MemoryLogStorage() }
-      : openLmdbNodeStorage(dataDir);
+      : openLmdbNodeStorage(dataDir, options.fsync);
   const node = await BasaltNode.start({
     transport,
     clock: new RealClock(),
@@ -102,7 +102,12 @@ export async function runStart(options: StartSettings): Promise<void> {
     },
   });
   const host = options.host;
-  logger.info({ address: transport.address, ephemeralId: self.id, dataDir: dataDir ?? 'memory' }, 'node started');
+  logger.info(
+    { address: transport.address, ephemeralId: self.id, dataDir: dataDir ?? 'memory', fsync: options.fsync },
+    'node started',
+  );
+  if (!options.fsync && !options.memory)
+    log(`basalt: node ${name} runs WITHOUT fsync: a crash may lose acknowledged writes`);
   let leaderChanges = 0;
   node.onLeaderChange((change) => {
     leaderChanges++;

@@ -32,6 +32,7 @@ describe('basalt start --config', () => {
       logLevel: 'debug',
       logFile: 'logs/n2.log',
       memory: false,
+      fsync: false,
       statusInterval: 1000,
     });
     const file = readStartConfig(path);
@@ -50,6 +51,7 @@ describe('basalt start --config', () => {
       logLevel: 'debug',
       logFile: join(dir, 'logs/n2.log'),
       memory: false,
+      fsync: false,
       statusIntervalMs: 1000,
     });
     const overridden = resolveStartSettings(file, { port: 0, clientPort: 0, peers: [], name: undefined });
@@ -57,6 +59,8 @@ describe('basalt start --config', () => {
     assert.equal(overridden.clientPort, 0);
     assert.deepEqual(overridden.peers, [], 'an explicit empty --peers overrides the file');
     assert.equal(overridden.name, 'n2', 'a flag not given leaves the file value');
+    assert.equal(resolveStartSettings(file, { fsync: true }).fsync, true, '--fsync overrides the file');
+    assert.equal(resolveStartSettings({ name: 'n1', port: 1, memory: true }, {}).fsync, true, 'fsync by default');
   });
 
   it('applies defaults and requires a name, a port and a data directory (unless in memory)', () => {

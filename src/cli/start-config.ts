@@ -21,6 +21,8 @@ export interface StartSettings {
   /** This node's own data directory (LMDB); absent only with `memory`. */
   readonly data?: string;
   readonly memory: boolean;
+  /** fsync every LMDB commit (default true); off only for benchmarks that say so. */
+  readonly fsync: boolean;
   /** The other nodes. */
   readonly peers: readonly PeerEntry[];
   readonly clientPort?: number;
@@ -45,6 +47,7 @@ const FILE_KEYS: Readonly<Record<string, KeyParser>> = {
   port: (v) => ({ port: port(String(number(v))) }),
   data: (v) => ({ data: nonEmptyString(v) }),
   memory: (v) => ({ memory: boolean(v) }),
+  fsync: (v) => ({ fsync: boolean(v) }),
   peers: (v) => ({ peers: strings(v).map(peerEntry) }),
   clientPort: (v) => ({ clientPort: port(String(number(v))) }),
   metricsPort: (v) => ({ metricsPort: port(String(number(v))) }),
@@ -110,6 +113,7 @@ export function resolveStartSettings(file: PartialStartSettings, flags: PartialS
     name,
     port: peerPort,
     memory,
+    fsync: merged.fsync ?? true,
     host: merged.host ?? DEFAULT_HOST,
     peers: merged.peers ?? [],
     tables: merged.tables ?? [],

@@ -1,0 +1,111 @@
+/**
+ * The workloads of the end-to-end benchmark, each as Basalt runs it and as etcd runs it, with the critical path its
+ * floor is computed from. The keys are loaded once per system before the first cell: 1,000 accounts, 20 hot accounts
+ * and 1,000 YCSB records, so every read finds a value.
+ *
+ * Critical paths (RTT = loopback round trip, F = fsync), counted for Basalt's protocol:
+ *   put       client→coordinator (1), coordinator→primary (1), one Raft write: replication (1) + fsync (1)
+ *   get       client→coordinator (1), coordinator→primary read (1)
+ *   ro-tx     begin (1), two gets of 2 each (4), commit (1)
+ *   transfer  begin (1); getAll forUpdate (2); two puts, each client (1) + primary (1) + Raft (1) + F;
+ *             commit: client (1) + commit partition (1) + Raft write of the tx state (1) + F
+ *   ycsb-a    half get, half put
+ */
+import type { CriticalPath } from './floors.js';
+
+export const WORKLOAD_NAMES = ['put', 'transfer', 'transfer-hot', 'get', 'ro-tx', 'ycsb-a'] as const;
+export type WorkloadName = (typeof WORKLOAD_NAMES)[number];
+
+export const VALUE_BYTES = 100;
+export const ACCOUNTS = 1_000;
+export const HOT_ACCOUNTS = 20;
+export const YCSB_RECORDS = 1_000;
+export const INITIAL_BALANCE = 1_000;
+/** Retries of a transfer after its first attempt (Basalt: retryable aborts; etcd: failed compares). */
+export const TRANSFER_RETRIES = 20;
+/** Each 1PC-put caller cycles over its own keys (etcd: one key per caller, compared by mod revision). */
+export const PUT_KEYS_PER_CALLER = 100;
+
+export const accountKey = (i: number): string => `acct/${i}`;
+export const hotKey = (i: number): string => `hot/${i}`;
+export const userKey = (i: number): string => `user/${i}`;
+
+const PUT: CriticalPath = { roundTrips: 3, fsyncs: 1, why: 'client, primary, Raft replication; 1 fsync' };
+const GET: CriticalPath = { roundTrips: 2, fsyncs: 0, why: 'client, primary read' };
+
+export interface WorkloadSpec {
+  readonly name: WorkloadName;
+  readonly title: string;
+  readonly basalt: string;
+  readonly etcd: string;
+  /** Operations by share of the mix; one part for a pure workload. */
+  readonly parts: readonly { readonly share: number; readonly path: CriticalPath }[];
+  /** Transactions that may abort and be retried: abort and retry rates are reported. */
+  readonly transactional: boolean;
+}
+
+export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadSpec>> = {
+  put: {
+    name: 'put',
+    title: 'single-key write',
+    basalt: `implicit put (1PC), ${VALUE_BYTES} B values`,
+    etcd: 'Txn: If(ModRevision == last) Then Put, own key per caller',
+    parts: [{ share: 1, path: PUT }],
+    transactional: false,
+  },
+  transfer: {
+    name: 'transfer',
+    title: `2-key transfer, ${ACCOUNTS.toLocaleString('en-US')} accounts`,
+    basalt: 'RW tx: getAll both forUpdate, put both',
+    etcd: 'get both; Txn comparing both ModRevisions, put both; retried on a failed compare',
+    parts: [{ share: 1, path: transferPath() }],
+    transactional: true,
+  },
+  'transfer-hot': {
+    name: 'transfer-hot',
+    title: `2-key transfer, ${HOT_ACCOUNTS} hot accounts`,
+    basalt: 'as transfer, on 20 accounts',
+    etcd: 'as transfer, on 20 accounts',
+    parts: [{ share: 1, path: transferPath() }],
+    transactional: true,
+  },
+  get: {
+    name: 'get',
+    title: 'point read',
+    basalt: 'implicit get',
+    etcd: 'linearizable get',
+    parts: [{ share: 1, path: GET }],
+    transactional: false,
+  },
+  'ro-tx': {
+    name: 'ro-tx',
+    title: 'RO tx of 2 gets',
+    basalt: 'readOnly transaction, 2 sequential gets',
+    etcd: '2 sequential serializable gets',
+    parts: [{ share: 1, path: { roundTrips: 6, fsyncs: 0, why: 'begin, 2 gets of 2, commit' } }],
+    transactional: false,
+  },
+  'ycsb-a': {
+    name: 'ycsb-a',
+    title: `YCSB-A: 50/50 read/update, Zipfian over ${YCSB_RECORDS.toLocaleString('en-US')}`,
+    basalt: 'implicit get / implicit put',
+    etcd: 'linearizable get / put',
+    parts: [
+      { share: 0.5, path: GET },
+      { share: 0.5, path: PUT },
+    ],
+    transactional: false,
+  },
+};
+
+function transferPath(): CriticalPath {
+  return {
+    roundTrips: 1 + 2 + 2 * 3 + 3,
+    fsyncs: 3,
+    why: 'begin; getAll forUpdate; 2 puts (client, primary, Raft); commit (client, commit partition, Raft)',
+  };
+}
+
+export function isWorkloadName(name: string): name is WorkloadName {
+  return (WORKLOAD_NAMES as readonly string[]).includes(name);
+}
