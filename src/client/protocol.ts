@@ -5,7 +5,7 @@
  *   client → server  hello     { magic: 'basalt-client', version }
  *   server → client  hello     { magic, version, node, requestsInFlightMax }   or { magic, version, error }, then close
  *   client → server  request   { id, kind, ...fields }             id: a positive safe integer, unique while in flight
- *   server → client  response  { id, result }  |  { id, error }    error: ErrorData (code, message, details)
+ *   server → client  response  { id, result }  |  { id, error }    error: ErrorData (code, message, details, executed)
  *
  * Flow control: a client keeps at most `requestsInFlightMax` requests unanswered on a connection (the server pauses
  * reading at that bound and refuses OVERLOADED past twice it), queueing the rest on its side.
@@ -255,9 +255,13 @@ export function parseResponse(value: unknown): ParsedResponse {
 function parseErrorData(value: unknown): ErrorData | undefined {
   if (!isRecord(value) || !isErrorCode(value['code']) || typeof value['message'] !== 'string') return undefined;
   const details = value['details'];
-  return isRecord(details)
-    ? { code: value['code'], message: value['message'], details }
-    : { code: value['code'], message: value['message'] };
+  return {
+    code: value['code'],
+    message: value['message'],
+    ...(isRecord(details) && { details }),
+    // Anything but a proven "no" reads as unknown: the safe side for a client deciding whether to resend.
+    ...(value['executed'] === 'no' && { executed: 'no' as const }),
+  };
 }
 
 // ---- helpers ------------------------------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ export const LIMITS = {
   reconnectBackoffMsMax: 2_000,
   /** Default maximum clock offset tolerated between nodes. */
   maxClockSkewMsDefault: 500,
+  /** Messenger: a peer's envelopes refused for its clock (rule 8) are reported at most once per this interval. */
+  clockSkewReportIntervalMs: 10_000,
   /** Storage: most rows one scan call returns (callers page with the returned next key). */
   storageScanRowsMax: 10_000,
   /** Storage: most GC queue entries one gc() call processes, so one call is a bounded piece of work. */
