@@ -347,7 +347,9 @@ function rejectReadOnlyOptions(options: BeginOptions): void {
 }
 
 function serviceOf(node: BasaltNode | undefined, name: NodeName): CoordinatorService {
-  if (node === undefined) throw new BasaltError('NODE_UNAVAILABLE', `node ${name} is down`, { node: name });
+  if (node === undefined) {
+    throw new BasaltError('NODE_UNAVAILABLE', `node ${name} is down`, { node: name }, { executed: 'no' });
+  }
   const service = node.service<CoordinatorService>(COORDINATOR_SERVICE);
   if (service === undefined) {
     throw new BasaltError('NOT_IMPLEMENTED', `node ${name} runs no transaction coordinator`, { node: name });

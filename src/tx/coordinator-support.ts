@@ -1,12 +1,14 @@
 /**
  * Shared pieces of the coordinator's flows: its resolved settings (every retry loop bounded by a named limit), the
  * context the flows run in, backoff, and how the coordinator reads the errors primaries send back:
- * - *unexecuted*: the request certainly did nothing (refused before acting), so the tx may go on;
+ * - *unexecuted*: the request certainly did nothing (never sent, or refused before acting), so the tx may go on and
+ *   a one-phase write may be resent; anything else (a timeout, a lost connection, a proposal abandoned after it may
+ *   have reached followers' logs, all of which can arrive as NODE_UNAVAILABLE or TIMEOUT) leaves the outcome unknown;
  * - PRIMARY_MISS with a holder hint: where to go next;
  * - TX_MISMATCHING_OUTCOME with the outcome the commit partition stored (rule 14).
  */
 import { assert } from '../core/assert.js';
-import { BasaltError, isBasaltError } from '../core/errors.js';
+import { BasaltError, isBasaltError, provedUnexecuted } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
@@ -96,11 +98,24 @@ export function asBasaltError(error: unknown): BasaltError {
   });
 }
 
-/** Codes with which a request is refused before anything was done: the tx may go on (its outcome is known). */
-const UNEXECUTED_CODES = new Set(['OVERLOADED', 'NODE_UNAVAILABLE', 'INVALID_ARGUMENT', 'UNKNOWN_TABLE', 'NOT_FOUND']);
+/**
+ * Codes a primary answers only when it refused a request before acting, whoever sends them. NODE_UNAVAILABLE is not
+ * one: a replica or Raft driver that stops abandons proposals with it, and those may still commit through another
+ * leader under the same lease. It proves nothing unless the error itself says so (`executed: 'no'`).
+ */
+const UNEXECUTED_CODES = new Set(['OVERLOADED', 'INVALID_ARGUMENT', 'UNKNOWN_TABLE', 'NOT_FOUND']);
 
+/** True when the failed request certainly did nothing: its error proves it, or its code is a refusal. */
 export function isUnexecuted(error: BasaltError): boolean {
-  return UNEXECUTED_CODES.has(error.code);
+  return provedUnexecuted(error) || UNEXECUTED_CODES.has(error.code);
+}
+
+/**
+ * A failed first request to a partition (enlistment, one-phase write) that may be sent again as if new: a PRIMARY_MISS
+ * (the command was refused, or applied as a deterministic no-op under a stale lease: rule 4) or a proven non-execution.
+ */
+export function mayResendAsNew(error: BasaltError): boolean {
+  return error.code === 'PRIMARY_MISS' || provedUnexecuted(error);
 }
 
 /** The node a PRIMARY_MISS names as the current holder, if any. */

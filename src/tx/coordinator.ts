@@ -43,6 +43,7 @@ import {
   expectKind,
   groupByPartition,
   isUnexecuted,
+  mayResendAsNew,
   pause,
   primaryMissHint,
   resolveSettings,
@@ -356,8 +357,9 @@ export class TxCoordinator {
         return response.result;
       } catch (error) {
         const e = asBasaltError(error);
-        // A miss did nothing; neither did a request to a node that is down (sent to no one): try elsewhere.
-        const retry = e.code === 'PRIMARY_MISS' || e.code === 'NODE_UNAVAILABLE';
+        // A miss did nothing; neither did a request proven unexecuted (e.g. never sent to a node that is down): try
+        // elsewhere. Anything else (a proposal abandoned by a stopping replica, a timeout) may have applied: rule 7.
+        const retry = mayResendAsNew(e);
         if (!retry || attempt >= settings.enlistAttemptsMax) {
           throw this.operationFailed(tx, partitionId, target, e, false);
         }
@@ -602,8 +604,9 @@ export class TxCoordinator {
         return response.writeTs;
       } catch (error) {
         const e = asBasaltError(error);
-        const retry = e.code === 'PRIMARY_MISS' || e.code === 'NODE_UNAVAILABLE';
-        if (!retry || attempt >= this.ctx.settings.enlistAttemptsMax) throw e;
+        // Resending a write that may have applied could apply it twice (not linearizable): only a proven
+        // non-execution or a miss is retried; anything else reports TX_OUTCOME_UNKNOWN (onePhaseFailed).
+        if (!mayResendAsNew(e) || attempt >= this.ctx.settings.enlistAttemptsMax) throw e;
         const next = this.nextTarget(partitionId, e);
         if (next === target) {
           const { retryBackoffMsMin, retryBackoffMsMax } = this.ctx.settings;
@@ -675,7 +678,9 @@ export class TxCoordinator {
 
   private checkRunning(): void {
     if (this.stopper.signal.aborted) {
-      throw new BasaltError('NODE_UNAVAILABLE', `the coordinator of ${this.self.name} is stopped`);
+      throw new BasaltError('NODE_UNAVAILABLE', `the coordinator of ${this.self.name} is stopped`, undefined, {
+        executed: 'no',
+      });
     }
   }
 }
