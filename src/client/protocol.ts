@@ -49,7 +49,12 @@ interface ReadOpts {
 }
 
 interface RequestFields {
-  readonly begin: { readonly readOnly?: boolean; readonly readTimestamp?: bigint; readonly stalenessMs?: number };
+  readonly begin: {
+    readonly readOnly?: boolean;
+    readonly readTimestamp?: bigint;
+    readonly stalenessMs?: number;
+    readonly timeoutMs?: number;
+  };
   readonly get: { readonly tx?: TxHandle; readonly table: string; readonly key: string; readonly options?: ReadOpts };
   readonly getAll: {
     readonly tx?: TxHandle;
@@ -182,7 +187,11 @@ const scanOptions = record({ required: {}, optional: { limit: count } });
 const readOptions = record({ required: {}, optional: { forUpdate: boolean } });
 
 const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
-  begin: { required: {}, optional: { readOnly: boolean, readTimestamp: timestamp, stalenessMs: count } },
+  begin: {
+    required: {},
+    // timeoutMs: its range (up to the cluster's maximum) is the coordinator's to check.
+    optional: { readOnly: boolean, readTimestamp: timestamp, stalenessMs: count, timeoutMs: count },
+  },
   get: { required: { table: string, key: string }, optional: { tx: handle, options: readOptions } },
   getAll: { required: { table: string, keys: strings }, optional: { tx: handle, options: readOptions } },
   put: { required: { table: string, key: string, value: anything }, optional: { tx: handle } },

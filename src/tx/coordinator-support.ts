@@ -16,12 +16,18 @@ import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { MAX_TIMESTAMP, MIN_TIMESTAMP } from '../hlc/timestamp.js';
 import type { CoordinatorSelf, TxPlacement, TxRequestFn } from './coordinator-ports.js';
 import type { TxOutcome } from './messages.js';
+import { TX_ID_TIMEOUT_MS_MAX } from './tx-id.js';
 import { isFinal } from './tx-state.js';
 import type { TxStateEntry, TxStateMap } from './tx-state-map.js';
 
 export interface TxCoordinatorOptions {
   /** Tx timeout: the deadline is beginTs + this (rule 15); must be the same on every node of the cluster. */
   readonly txTimeoutMs?: number;
+  /**
+   * Largest timeout `begin({ timeoutMs })` accepts. The deadline itself travels in the tx id, so nodes need not agree
+   * on this bound; keep it the same everywhere anyway, so that a client sees one limit.
+   */
+  readonly txTimeoutMsMax?: number;
   readonly opRequestTimeoutMs?: number;
   readonly finishRequestTimeoutMs?: number;
   readonly enlistAttemptsMax?: number;
@@ -42,6 +48,7 @@ export type CoordinatorSettings = Required<TxCoordinatorOptions>;
 export function resolveSettings(options: TxCoordinatorOptions = {}): CoordinatorSettings {
   const settings: CoordinatorSettings = {
     txTimeoutMs: options.txTimeoutMs ?? LIMITS.txTimeoutMsDefault,
+    txTimeoutMsMax: options.txTimeoutMsMax ?? LIMITS.txTimeoutMsMax,
     opRequestTimeoutMs: options.opRequestTimeoutMs ?? LIMITS.txOpRequestTimeoutMsDefault,
     finishRequestTimeoutMs: options.finishRequestTimeoutMs ?? LIMITS.txFinishRequestTimeoutMs,
     enlistAttemptsMax: options.enlistAttemptsMax ?? LIMITS.txEnlistAttemptsMax,
@@ -60,6 +67,9 @@ export function resolveSettings(options: TxCoordinatorOptions = {}): Coordinator
     if (!Number.isInteger(value) || value < 1) {
       throw new BasaltError('INVALID_ARGUMENT', `coordinator option ${name} must be a positive integer`, { value });
     }
+  }
+  if (settings.txTimeoutMsMax > TX_ID_TIMEOUT_MS_MAX) {
+    throw new BasaltError('INVALID_ARGUMENT', `txTimeoutMsMax must be at most ${TX_ID_TIMEOUT_MS_MAX}`);
   }
   if (settings.finishAttemptsTotalMax < settings.finishAttemptsMax) {
     throw new BasaltError('INVALID_ARGUMENT', 'finishAttemptsTotalMax must be at least finishAttemptsMax');

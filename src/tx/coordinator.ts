@@ -156,24 +156,26 @@ export class TxCoordinator {
 
   // ------------------------------------------------------------------------------------------ begin
 
-  begin(): CoordinatedTx {
+  /** `options.timeoutMs`: this tx's own timeout (rule 15 deadline), at most txTimeoutMsMax; default txTimeoutMs. */
+  begin(options: BeginTxOptions = {}): CoordinatedTx {
     this.checkRunning();
+    const timeoutMs = checkTimeoutMs(options.timeoutMs, this.ctx.settings.txTimeoutMsMax);
     if (!this.clockWithinBound()) {
       // Rule 19: a beginTs from a clock this far off would break the real-time order; another node can serve.
       throw new BasaltError('CLOCK_SKEW', `${this.self.name}'s clock is beyond the skew bound; no tx begins here now`, {
         node: this.self.name,
       });
     }
-    const tx = this.newTx();
-    tx.timeoutTimer = this.timers.setTimer(() => this.timeOut(tx), this.ctx.settings.txTimeoutMs);
+    const tx = this.newTx(timeoutMs);
+    tx.timeoutTimer = this.timers.setTimer(() => this.timeOut(tx), timeoutMs ?? this.ctx.settings.txTimeoutMs);
     this.live.set(tx.id, tx);
     return tx;
   }
 
   /** beginTs, id, PENDING in the map (refused when the map is full: OVERLOADED). */
-  private newTx(): CoordinatedTx {
+  private newTx(timeoutMs?: number): CoordinatedTx {
     const beginTs = this.clock.now();
-    const id = this.ids.next(beginTs);
+    const id = this.ids.next(beginTs, timeoutMs);
     const result = this.txStates.update(id, {
       state: 'PENDING',
       reason: 'coordinator-begin',
@@ -743,3 +745,20 @@ function rolledBackErrorForOp(tx: CoordinatedTx, cause: BasaltError): BasaltErro
 }
 
 function ignore(): void {}
+
+export interface BeginTxOptions {
+  /** This tx's own timeout in ms, carried in its id (default: the coordinator's txTimeoutMs). */
+  readonly timeoutMs?: number;
+}
+
+/** A positive integer up to `maxMs`, or undefined; anything else is INVALID_ARGUMENT. */
+export function checkTimeoutMs(timeoutMs: unknown, maxMs: number): number | undefined {
+  if (timeoutMs === undefined) return undefined;
+  if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > maxMs) {
+    throw new BasaltError('INVALID_ARGUMENT', `timeoutMs must be an integer from 1 to ${maxMs}`, {
+      timeoutMs: typeof timeoutMs === 'number' ? timeoutMs : String(timeoutMs),
+      txTimeoutMsMax: maxMs,
+    });
+  }
+  return timeoutMs;
+}
