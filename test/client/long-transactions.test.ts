@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LIMITS } from '../../src/core/limits.js';
-import type { TxId } from '../../src/index.js';
+import { startCluster, type TxId } from '../../src/index.js';
 import { timeoutOf } from '../../src/tx/tx-id.js';
 import { keysInDistinctPartitions, rejectsWith, withSimCluster } from './support.js';
 
@@ -78,4 +78,20 @@ describe('RW transactions with their own timeout (simulated)', () => {
       assert.equal(timeoutOf(plain.id as TxId), undefined, 'an id without the field: the cluster-wide 30 s');
       await plain.rollback();
     }));
+
+  it('the maximum is configurable per cluster (coordinator tuning txTimeoutMsMax)', async () => {
+    const cluster = await startCluster({
+      simulation: { seed: 'tx-timeout-max' },
+      coordinator: { txTimeoutMsMax: 60_000 },
+    });
+    try {
+      const client = cluster.client();
+      await rejectsWith(client.begin({ timeoutMs: 60_001 }), 'INVALID_ARGUMENT');
+      const tx = await client.begin({ timeoutMs: 60_000 });
+      assert.equal(timeoutOf(tx.id as TxId), 60_000);
+      await tx.rollback();
+    } finally {
+      await cluster.stop();
+    }
+  });
 });
