@@ -4,16 +4,19 @@
  * implicit writes, and answers coordinator-path state requests (coordinator-state-request.ts).
  *
  * Begin: beginTs = now(); the tx id embeds it (id order = age); the node's map gets PENDING with this incarnation as
- * coordinator; the deadline is D = beginTs + txTimeout (rule 15) and a timer rolls the tx back at the timeout.
+ * coordinator; the deadline is D = beginTs + the tx's timeout (rule 15: `begin({ timeoutMs })` up to txTimeoutMsMax,
+ * carried in the id, else txTimeout) and a timer rolls the tx back at the timeout.
  *
  * Operations, per partition: the first request carries no token and enlists the partition under the lease its
  * response names (the first partition a request goes to is the commit partition); later requests carry that token.
  * Each request has the next opSeq of the tx (rule 7). Every response's writeTs is absorbed into the clock, so the
  * commitTs taken later exceeds every write. Failures:
- * - PRIMARY_MISS on a first request: the request did nothing; follow the hint and retry (bounded);
+ * - PRIMARY_MISS on a first request, or a failure that proves the request was never executed (`executed: 'no'`, e.g.
+ *   not sent to a node that is down): follow the hint or try again (bounded);
  * - PRIMARY_MISS once enlisted: the primary changed under the tx; it becomes abort-only (retryable TX_ABORTED);
  * - TX_LOCK_CONFLICT (wait-die): the op fails retryably and the tx is abort-only (the whole tx is retried);
- * - a timeout, a lost connection or anything else whose effect is unknown: abort-only (rule 7);
+ * - a timeout, a lost connection, a proposal abandoned by a stopping replica (NODE_UNAVAILABLE without proof) or
+ *   anything else whose effect is unknown: abort-only (rule 7); for a one-phase write, TX_OUTCOME_UNKNOWN;
  * - refusals that certainly did nothing (OVERLOADED, ...): the op fails, the tx goes on.
  * Operations of a tx may run concurrently; commit first refuses new ones and waits for those in flight (rule 6).
  *
