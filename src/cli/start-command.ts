@@ -96,6 +96,7 @@ export async function runStart(options: StartSettings): Promise<void> {
     nodes: [name, ...members.keys()],
     partitionHost: replicaPartitionHost(),
     services: [coordinatorService()],
+    onDiagnostic: transportDiagnostics(name, logger),
     onError: (error) => {
       log(`basalt: node ${name}: ${String(error)}`);
       logger.error({ err: String(error) }, 'background failure');
@@ -177,13 +178,14 @@ export async function runStart(options: StartSettings): Promise<void> {
 }
 
 /**
- * Transport diagnostics: a refused member set is a warning (human line and structured log; the transport reports it
- * once per peer and member set); the rest (a peer not up yet refuses every redial) is debug detail.
+ * Transport and messenger diagnostics: a refused member set and a peer refused for its clock are warnings (human line
+ * and structured log; each is reported once per peer and member set, or per peer and interval); the rest (a peer not
+ * up yet refuses every redial) is debug detail.
  */
 function transportDiagnostics(name: NodeName, logger: NodeLogger): DiagnosticListener {
   return (diagnostic) => {
     const fields = { peer: diagnostic.peer, kind: diagnostic.kind };
-    if (diagnostic.kind !== 'member-mismatch') {
+    if (diagnostic.kind !== 'member-mismatch' && diagnostic.kind !== 'clock-skew') {
       logger.debug(fields, diagnostic.message);
       return;
     }

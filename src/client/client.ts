@@ -46,6 +46,11 @@ export interface BeginOptions {
   readonly readTimestamp?: HybridTimestamp;
   /** Read-only only: bounded staleness, read at `now − stalenessMs` (fixed at begin); any replica may serve. */
   readonly stalenessMs?: number;
+  /**
+   * Read-write only: this transaction's timeout (default 30 s), a positive integer up to the cluster's maximum
+   * (LIMITS.txTimeoutMsMax, 10 minutes, unless configured); past it the tx fails TX_TIMEOUT.
+   */
+  readonly timeoutMs?: number;
 }
 
 export interface TransactionOptions extends BeginOptions, RunTransactionOptions {}
@@ -104,7 +109,8 @@ class EmbeddedClient implements Client {
         return new DrivenTransaction(this.cluster, node, beginReadOnly(readOnly, readOnlyOptions(options)));
       }
       rejectReadOnlyOptions(options);
-      return new DrivenTransaction(this.cluster, node, beginTransaction(coordinator));
+      const timeout = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
+      return new DrivenTransaction(this.cluster, node, beginTransaction(coordinator, timeout));
     });
   }
 
@@ -334,6 +340,9 @@ function outcomeUnknown(node: NodeName): BasaltError {
 function ignore(): void {}
 
 function readOnlyOptions(options: BeginOptions): { readTimestamp?: HybridTimestamp; stalenessMs?: number } {
+  if (options.timeoutMs !== undefined) {
+    throw new BasaltError('INVALID_ARGUMENT', 'timeoutMs applies to read-write transactions only');
+  }
   return {
     ...(options.readTimestamp !== undefined && { readTimestamp: options.readTimestamp }),
     ...(options.stalenessMs !== undefined && { stalenessMs: options.stalenessMs }),
@@ -347,7 +356,9 @@ function rejectReadOnlyOptions(options: BeginOptions): void {
 }
 
 function serviceOf(node: BasaltNode | undefined, name: NodeName): CoordinatorService {
-  if (node === undefined) throw new BasaltError('NODE_UNAVAILABLE', `node ${name} is down`, { node: name });
+  if (node === undefined) {
+    throw new BasaltError('NODE_UNAVAILABLE', `node ${name} is down`, { node: name }, { executed: 'no' });
+  }
   const service = node.service<CoordinatorService>(COORDINATOR_SERVICE);
   if (service === undefined) {
     throw new BasaltError('NOT_IMPLEMENTED', `node ${name} runs no transaction coordinator`, { node: name });

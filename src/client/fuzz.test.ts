@@ -146,7 +146,7 @@ function validRequest(rng: SeededRandom): Record<string, Plain> {
   }
 }
 
-/** A messenger envelope from an unknown sender, with a timestamp near now (a far-future one is trusted by design). */
+/** A messenger envelope from an unknown sender, with a timestamp near now (a far-future one is refused for its clock). */
 function validEnvelope(rng: SeededRandom): Record<string, Plain> {
   const from = { name: `fuzz-${rng.int(4)}`, id: `fz-${rng.int(4)}` };
   const ts = BigInt(Date.now()) << 16n;

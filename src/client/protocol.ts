@@ -5,7 +5,7 @@
  *   client → server  hello     { magic: 'basalt-client', version }
  *   server → client  hello     { magic, version, node, requestsInFlightMax }   or { magic, version, error }, then close
  *   client → server  request   { id, kind, ...fields }             id: a positive safe integer, unique while in flight
- *   server → client  response  { id, result }  |  { id, error }    error: ErrorData (code, message, details)
+ *   server → client  response  { id, result }  |  { id, error }    error: ErrorData (code, message, details, executed)
  *
  * Flow control: a client keeps at most `requestsInFlightMax` requests unanswered on a connection (the server pauses
  * reading at that bound and refuses OVERLOADED past twice it), queueing the rest on its side.
@@ -49,7 +49,12 @@ interface ReadOpts {
 }
 
 interface RequestFields {
-  readonly begin: { readonly readOnly?: boolean; readonly readTimestamp?: bigint; readonly stalenessMs?: number };
+  readonly begin: {
+    readonly readOnly?: boolean;
+    readonly readTimestamp?: bigint;
+    readonly stalenessMs?: number;
+    readonly timeoutMs?: number;
+  };
   readonly get: { readonly tx?: TxHandle; readonly table: string; readonly key: string; readonly options?: ReadOpts };
   readonly getAll: {
     readonly tx?: TxHandle;
@@ -182,7 +187,11 @@ const scanOptions = record({ required: {}, optional: { limit: count } });
 const readOptions = record({ required: {}, optional: { forUpdate: boolean } });
 
 const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
-  begin: { required: {}, optional: { readOnly: boolean, readTimestamp: timestamp, stalenessMs: count } },
+  begin: {
+    required: {},
+    // timeoutMs: its range (up to the cluster's maximum) is the coordinator's to check.
+    optional: { readOnly: boolean, readTimestamp: timestamp, stalenessMs: count, timeoutMs: count },
+  },
   get: { required: { table: string, key: string }, optional: { tx: handle, options: readOptions } },
   getAll: { required: { table: string, keys: strings }, optional: { tx: handle, options: readOptions } },
   put: { required: { table: string, key: string, value: anything }, optional: { tx: handle } },
@@ -255,9 +264,13 @@ export function parseResponse(value: unknown): ParsedResponse {
 function parseErrorData(value: unknown): ErrorData | undefined {
   if (!isRecord(value) || !isErrorCode(value['code']) || typeof value['message'] !== 'string') return undefined;
   const details = value['details'];
-  return isRecord(details)
-    ? { code: value['code'], message: value['message'], details }
-    : { code: value['code'], message: value['message'] };
+  return {
+    code: value['code'],
+    message: value['message'],
+    ...(isRecord(details) && { details }),
+    // Anything but a proven "no" reads as unknown: the safe side for a client deciding whether to resend.
+    ...(value['executed'] === 'no' && { executed: 'no' as const }),
+  };
 }
 
 // ---- helpers ------------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import { type Client, startCluster } from '../index.js';
 import { decode } from '../net/codec.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import type { Cluster } from '../node/cluster.js';
+import { timeoutOf } from '../tx/tx-id.js';
 import { startClientServer } from './cluster-server.js';
 import { nodeClient } from './node-client.js';
 import { CLIENT_MAGIC } from './protocol.js';
@@ -300,6 +301,42 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
 
   it('read-only transactions over the wire (embedded backend): a snapshot at readTimestamp, writes refused', async () => {
     await readOnlyChecks(client, 'ro-embedded');
+  });
+
+  /** A tx's own timeout over the wire: carried into its id; out of range or on a read-only tx refused. */
+  async function timeoutChecks(c: RemoteClient, key: string): Promise<void> {
+    const tx = await c.begin({ timeoutMs: 120_000 });
+    assert.equal(timeoutOf(tx.id), 120_000);
+    await tx.put(T, key, 1);
+    await tx.commit();
+    const id = await c.transaction(async (t) => t.id, { timeoutMs: 45_000 });
+    assert.equal(timeoutOf(id), 45_000);
+    const plain = await c.begin();
+    assert.equal(timeoutOf(plain.id), undefined, 'without the option: the cluster-wide default');
+    await plain.rollback();
+    for (const timeoutMs of [0, 1.5, LIMITS.txTimeoutMsMax + 1]) {
+      await rejectsWith(c.begin({ timeoutMs }), 'INVALID_ARGUMENT', false);
+    }
+    await rejectsWith(c.begin({ readOnly: true, timeoutMs: 1_000 }), 'INVALID_ARGUMENT', false);
+  }
+
+  it('a transaction timeout travels over the wire (embedded and node-bound backends)', async () => {
+    await timeoutChecks(client, 'timeout-embedded');
+    const node = cluster.basaltNode('n2');
+    assert.ok(node !== undefined);
+    const server = await ClientServer.start({
+      host: '127.0.0.1',
+      port: 0,
+      client: nodeClient(node),
+      timers: new RealTimers(),
+    });
+    const c = await connect(server.address);
+    try {
+      await timeoutChecks(c, 'timeout-node');
+    } finally {
+      await c.close();
+      await server.close();
+    }
   });
 
   it('read-only transactions over the wire (node-bound backend, as in basalt node)', async () => {

@@ -55,6 +55,8 @@ export interface RemoteBeginOptions {
   readonly readTimestamp?: HybridTimestamp;
   /** Read-only: read at now − stalenessMs (any replica may serve). */
   readonly stalenessMs?: number;
+  /** Read-write: the transaction's own timeout, up to the cluster's maximum (default 30 s). */
+  readonly timeoutMs?: number;
 }
 
 export interface RemoteTransactionOptions extends RemoteBeginOptions, RunTransactionOptions {}
@@ -493,6 +495,7 @@ function beginOptionsOf(options: RemoteBeginOptions): RemoteBeginOptions {
     ...(options.readOnly !== undefined && { readOnly: options.readOnly }),
     ...(options.readTimestamp !== undefined && { readTimestamp: options.readTimestamp }),
     ...(options.stalenessMs !== undefined && { stalenessMs: options.stalenessMs }),
+    ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
   };
 }
 

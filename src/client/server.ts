@@ -45,6 +45,8 @@ export interface RemoteBeginOptions {
   readonly readOnly?: boolean;
   readonly readTimestamp?: HybridTimestamp;
   readonly stalenessMs?: number;
+  /** Read-write only: the transaction's own timeout. */
+  readonly timeoutMs?: number;
 }
 
 /** A transaction of the backend; a read-only one may tell its read timestamp. */
@@ -398,6 +400,7 @@ class ClientSession {
       ...(request.readOnly !== undefined && { readOnly: request.readOnly }),
       ...(request.readTimestamp !== undefined && { readTimestamp: request.readTimestamp as HybridTimestamp }),
       ...(request.stalenessMs !== undefined && { stalenessMs: request.stalenessMs }),
+      ...(request.timeoutMs !== undefined && { timeoutMs: request.timeoutMs }),
     };
     this.beginsInFlight++;
     let tx: BackendTransaction;

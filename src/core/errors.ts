@@ -1,6 +1,13 @@
 /**
  * Coded errors. Every error that reaches a user carries a stable `code` and says whether retrying the same operation
- * may succeed. Errors cross the wire as data ({ code, message, details }) and become exceptions only at the API edge.
+ * may succeed. Errors cross the wire as data ({ code, message, details, executed }) and become exceptions only at the
+ * API edge.
+ *
+ * `retryable` is about the code (a fresh attempt may succeed); `executed` is about one failed request: `'no'` only
+ * where the failure proves the request did nothing (it was never sent, or the receiver refused it whole before acting),
+ * `'unknown'` everywhere else (a timeout, a connection lost after sending, a proposal abandoned after it may have
+ * reached followers' logs). Only a proven `'no'` lets a caller resend a non-idempotent request as if it were new
+ * (rule 7); the same code may carry either, so callers ask `executed`, never the code alone.
  */
 
 export const ERROR_CODES = {
@@ -45,11 +52,20 @@ export const ERROR_CODES = {
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 
-/** The wire form of an error. */
+/** Whether a failed request certainly did nothing (`'no'`) or may have taken effect (`'unknown'`). */
+export type Execution = 'no' | 'unknown';
+
+/** The wire form of an error. `executed` is sent only when it is `'no'`: absent means unknown. */
 export interface ErrorData {
   readonly code: ErrorCode;
   readonly message: string;
   readonly details?: Readonly<Record<string, unknown>>;
+  readonly executed?: 'no';
+}
+
+export interface BasaltErrorOptions extends ErrorOptions {
+  /** Default `'unknown'`: only the place that can prove a request did nothing says `'no'`. */
+  readonly executed?: Execution;
 }
 
 export class BasaltError extends Error {
@@ -57,27 +73,43 @@ export class BasaltError extends Error {
   readonly code: ErrorCode;
   readonly retryable: boolean;
   readonly details: Readonly<Record<string, unknown>> | undefined;
+  readonly executed: Execution;
 
-  constructor(code: ErrorCode, message: string, details?: Readonly<Record<string, unknown>>, options?: ErrorOptions) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    details?: Readonly<Record<string, unknown>>,
+    options?: BasaltErrorOptions,
+  ) {
     super(`${code}: ${message}`, options);
     this.code = code;
     this.retryable = ERROR_CODES[code].retryable;
     this.details = details;
+    this.executed = options?.executed ?? 'unknown';
   }
 
   toData(): ErrorData {
     const plainMessage = this.message.startsWith(`${this.code}: `)
       ? this.message.slice(this.code.length + 2)
       : this.message;
-    return this.details === undefined
-      ? { code: this.code, message: plainMessage }
-      : { code: this.code, message: plainMessage, details: this.details };
+    return {
+      code: this.code,
+      message: plainMessage,
+      ...(this.details !== undefined && { details: this.details }),
+      ...(this.executed === 'no' && { executed: 'no' as const }),
+    };
   }
 
   static fromData(data: ErrorData): BasaltError {
     const code: ErrorCode = isErrorCode(data.code) ? data.code : 'INTERNAL';
-    return new BasaltError(code, String(data.message), data.details);
+    const executed: Execution = data.executed === 'no' ? 'no' : 'unknown';
+    return new BasaltError(code, String(data.message), data.details, { executed });
   }
+}
+
+/** True only when `error` proves its request did nothing, so that resending it cannot make it take effect twice. */
+export function provedUnexecuted(error: unknown): boolean {
+  return error instanceof BasaltError && error.executed === 'no';
 }
 
 export function isErrorCode(value: unknown): value is ErrorCode {

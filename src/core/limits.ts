@@ -33,6 +33,8 @@ export const LIMITS = {
   reconnectBackoffMsMax: 2_000,
   /** Default maximum clock offset tolerated between nodes. */
   maxClockSkewMsDefault: 500,
+  /** Messenger: a peer's envelopes refused for its clock (rule 8) are reported at most once per this interval. */
+  clockSkewReportIntervalMs: 10_000,
   /** Storage: most rows one scan call returns (callers page with the returned next key). */
   storageScanRowsMax: 10_000,
   /** Storage: most GC queue entries one gc() call processes, so one call is a bounded piece of work. */
@@ -155,6 +157,11 @@ export const LIMITS = {
   finishesInFlightMax: 100_000,
   /** Default tx timeout; a tx's hard deadline is beginTs + this (rule 15), the same on every node of a cluster. */
   txTimeoutMsDefault: 30_000,
+  /**
+   * Largest timeout a tx may ask for at begin (`begin({ timeoutMs })`: a batch job, an interactive session). Its
+   * deadline travels in its id, so every node derives the same one; its durable record is vacuumed only after it.
+   */
+  txTimeoutMsMax: 600_000,
   /** Coordinator: attempts of a tx's first request to a partition (and of a one-phase write), following PRIMARY_MISS. */
   txEnlistAttemptsMax: 8,
   /** Coordinator: timeout of one RW operation request; above the primary's lock wait, so that a lock wait ends first. */

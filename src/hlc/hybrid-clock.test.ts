@@ -147,10 +147,20 @@ describe('HybridClock', () => {
     assert.equal(b, a + 1n);
   });
 
-  it('update() with a newer remote jumps past it even when beyond the skew bound (peers are trusted)', () => {
+  it('update() with a newer remote jumps past it even when beyond the skew bound (the messenger guards it first)', () => {
     const clock = new HybridClock(new ManualClock(1000), { maxClockSkewMs: 100 });
     const remote = hybridTimestamp(1_000_000, 5);
     assert.equal(clock.update(remote), remote + 1n);
+  });
+
+  it('beyondSkewMs is 0 up to physical time + maxClockSkew and the excess past it, without moving the clock', () => {
+    const clock = new HybridClock(new ManualClock(10_000), { maxClockSkewMs: 500 });
+    const before = clock.current();
+    assert.equal(clock.beyondSkewMs(hybridTimestamp(9_000, 0)), 0);
+    assert.equal(clock.beyondSkewMs(hybridTimestamp(10_500, 7)), 0);
+    assert.equal(clock.beyondSkewMs(hybridTimestamp(10_501, 0)), 1);
+    assert.equal(clock.beyondSkewMs(hybridTimestamp(310_000, 0)), 299_500);
+    assert.equal(clock.current(), before);
   });
 
   it('current() does not tick', () => {

@@ -3,8 +3,9 @@
  *   - now() results are unique and strictly increasing, even when the physical clock goes backwards;
  *   - update(remote) returns a value > remote and > every value this clock returned or absorbed before;
  *   - current() never ticks and is >= every value returned before.
- * Peer timestamps are always absorbed with update(); a timestamp first supplied by a client goes through
- * checkUntrusted() so that a bogus far-future value cannot drag the cluster's clocks ahead of physical time.
+ * Peer timestamps are absorbed with update() once the messenger has checked them with beyondSkewMs() (a message whose
+ * timestamp is beyond the bound is refused whole, never absorbed); a timestamp first supplied by a client goes through
+ * checkUntrusted(). Either way a bogus far-future value cannot drag the cluster's clocks ahead of physical time.
  */
 import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
@@ -17,6 +18,7 @@ import {
   hybridTimestamp,
   MAX_TIMESTAMP,
   maxTimestamp,
+  physicalMs,
   tick,
 } from './timestamp.js';
 
@@ -72,6 +74,14 @@ export class HybridClock {
         maxClockSkewMs: this.maxClockSkewMs,
       });
     }
+  }
+
+  /**
+   * How far `ts` lies beyond this node's physical time + maxClockSkewMs, in ms (0 when within). Rule 8: a peer message
+   * with a positive excess is refused, so that one runaway clock cannot drag every clock it talks to.
+   */
+  beyondSkewMs(ts: HybridTimestamp): number {
+    return Math.max(0, physicalMs(ts) - (physicalMs(this.physicalNow()) + this.maxClockSkewMs));
   }
 
   /** Physical time as a timestamp with logical 0. */

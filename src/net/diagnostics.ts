@@ -24,6 +24,8 @@ export type NetDiagnosticKind =
   | 'unexpected-response'
   /** A one-way message of a kind without a handler. */
   | 'unknown-message'
+  /** Envelopes refused because their timestamp was beyond the clock skew bound (rule 8); rate-limited per peer. */
+  | 'clock-skew'
   /** A handler or listener threw something other than a BasaltError (a bug on this node). */
   | 'handler-failed';
 

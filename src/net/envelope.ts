@@ -146,8 +146,12 @@ function errorDataProblem(error: unknown): string | undefined {
   if (typeof error['message'] !== 'string') return 'error.message is not a string';
   const details = error['details'];
   if (details !== undefined && !isRecord(details)) return 'error.details is not an object';
+  const executed = error['executed'];
+  if (executed !== undefined && executed !== 'no') return 'error.executed is not "no"';
   for (const key of Object.keys(error)) {
-    if (key !== 'code' && key !== 'message' && key !== 'details') return `unexpected field error.${key}`;
+    if (key !== 'code' && key !== 'message' && key !== 'details' && key !== 'executed') {
+      return `unexpected field error.${key}`;
+    }
   }
   return undefined;
 }

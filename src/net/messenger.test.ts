@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import { type HybridTimestamp, type NodeName, nodeId, nodeName } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import type { PeerIdentity, Transport, TransportHandler } from '../env/transport.js';
@@ -108,6 +109,8 @@ type Body =
   | { readonly kind: 'Note'; readonly n: number }
   | { readonly kind: 'Nobody' };
 
+const WIDE_SKEW_BOUND_MS = 100_000_000;
+
 const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 function setup(options: { pendingRequestsMax?: number } = {}) {
@@ -115,8 +118,9 @@ function setup(options: { pendingRequestsMax?: number } = {}) {
   const timers = new ManualTimers();
   const ta = network.endpoint('a');
   const tb = network.endpoint('b');
-  const clockA = new HybridClock(new ManualClock(1_000_000));
-  const clockB = new HybridClock(new ManualClock(1_000));
+  // Clocks far apart, with a bound wide enough to absorb either: the skew refusal has its own tests below.
+  const clockA = new HybridClock(new ManualClock(1_000_000), { maxClockSkewMs: WIDE_SKEW_BOUND_MS });
+  const clockB = new HybridClock(new ManualClock(1_000), { maxClockSkewMs: WIDE_SKEW_BOUND_MS });
   const sentByA: Envelope[] = [];
   const diagA: NetDiagnostic[] = [];
   const diagB: NetDiagnostic[] = [];
@@ -338,7 +342,11 @@ describe('Messenger', () => {
   it('fails pending requests fast with CONNECTION_CLOSED when their peer goes down', async () => {
     const { network, ta, tb, a, timers } = setup();
     const c = network.endpoint('c');
-    const mc = new Messenger<Body>({ transport: c, clock: new HybridClock(new ManualClock(1)), timers });
+    const mc = new Messenger<Body>({
+      transport: c,
+      clock: new HybridClock(new ManualClock(1), { maxClockSkewMs: WIDE_SKEW_BOUND_MS }),
+      timers,
+    });
     mc.handle('Hang', () => new Promise<undefined>(() => {}));
     network.connect(ta, c);
     const toB = a.request('b' as NodeName, { kind: 'Hang' });
@@ -347,6 +355,7 @@ describe('Messenger', () => {
     network.disconnect(ta, tb);
     const error = await rejectsWith(toB, 'CONNECTION_CLOSED');
     assert.match(error.message, /outcome unknown/);
+    assert.equal(error.executed, 'unknown', 'a request lost after sending may have been executed');
     assert.equal(a.pendingCount, 1, 'the request to c is still pending');
     network.disconnect(ta, c);
     await rejectsWith(toC, 'CONNECTION_CLOSED');
@@ -359,6 +368,7 @@ describe('Messenger', () => {
     await settle();
     const error = await rejectsWith(a.request('b' as NodeName, { kind: 'Echo', text: 'x' }), 'NODE_UNAVAILABLE');
     assert.match(error.message, /was not sent/);
+    assert.equal(error.executed, 'no', 'a request never sent is proven unexecuted');
     assert.equal(a.pendingCount, 0);
     network.connect(ta, tb);
     await settle();
@@ -394,7 +404,7 @@ describe('Messenger', () => {
     const tb = network.endpoint('b');
     const a = new Messenger<Body>({
       transport: ta,
-      clock: new HybridClock(new ManualClock(1)),
+      clock: new HybridClock(new ManualClock(1), { maxClockSkewMs: WIDE_SKEW_BOUND_MS }),
       timers: new ManualTimers(),
     });
     const events: PeerEvent[] = [];
@@ -501,5 +511,103 @@ describe('Messenger', () => {
       }),
       { numRuns: 150 },
     );
+  });
+
+  describe('rule 8: an envelope beyond the clock skew bound is refused whole', () => {
+    /** a's physical clock runs `aheadMs` ahead of b's; both have the default 500 ms bound. */
+    function skewed(aheadMs: number) {
+      const network = new LoopbackNetwork();
+      const timers = new ManualTimers();
+      const ta = network.endpoint('a');
+      const tb = network.endpoint('b');
+      const physicalA = new ManualClock(1_000_000 + aheadMs);
+      const physicalB = new ManualClock(1_000_000);
+      const clockA = new HybridClock(physicalA);
+      const clockB = new HybridClock(physicalB);
+      const refusedByB: string[] = [];
+      const refusedByA: string[] = [];
+      const diagB: NetDiagnostic[] = [];
+      const a = new Messenger<Body>({
+        transport: ta,
+        clock: clockA,
+        timers,
+        onClockSkew: (r) => refusedByA.push(`${r.peer}:${r.type}`),
+      });
+      const b = new Messenger<Body>({
+        transport: tb,
+        clock: clockB,
+        timers,
+        onDiagnostic: (d) => diagB.push(d),
+        onClockSkew: (r) => refusedByB.push(`${r.peer}:${r.type}`),
+      });
+      network.connect(ta, tb);
+      return { timers, physicalA, physicalB, clockA, clockB, a, b, refusedByA, refusedByB, diagB };
+    }
+
+    it('a request is answered CLOCK_SKEW, proven unexecuted, and the receiver clock does not move', async () => {
+      const { a, b, clockB, physicalB, refusedByB } = skewed(60_000);
+      let handled = 0;
+      b.handle('Echo', (body) => {
+        handled++;
+        return { kind: 'EchoReply', text: body.text };
+      });
+      const error = await rejectsWith(a.request('b' as NodeName, { kind: 'Echo', text: 'x' }), 'CLOCK_SKEW');
+      assert.equal(handled, 0, 'the handler never ran');
+      assert.equal(error.executed, 'no');
+      assert.equal(error.retryable, true);
+      assert.equal(error.details?.['beyondMs'], 60_000 - 500);
+      assert.equal(error.details?.['receiverPhysicalMs'], 1_000_000, 'carries the refuser physical time');
+      assert.ok(clockB.current() <= hybridTimestamp(physicalB.ms + 1), `b's clock stayed at its physical time`);
+      assert.deepEqual(refusedByB, ['a:request']);
+    });
+
+    it('a response is refused: its request fails CLOCK_SKEW with an unknown outcome, the clock unmoved', async () => {
+      const { a, b, clockA, physicalA, refusedByA } = skewed(-60_000);
+      let handled = 0;
+      b.handle('Echo', (body) => {
+        handled++;
+        return { kind: 'EchoReply', text: body.text };
+      });
+      const error = await rejectsWith(a.request('b' as NodeName, { kind: 'Echo', text: 'x' }), 'CLOCK_SKEW');
+      assert.equal(handled, 1, 'b executed the request');
+      assert.equal(error.executed, 'unknown');
+      assert.equal(error.details?.['senderPhysicalMs'], 1_000_000, 'carries the answer sender physical time');
+      assert.ok(clockA.current() <= hybridTimestamp(physicalA.ms + 1), `a's clock stayed at its physical time`);
+      assert.deepEqual(refusedByA, ['b:response']);
+      assert.equal(a.pendingCount, 0);
+    });
+
+    it('a one-way message is dropped, counted every time and reported once per peer per interval', async () => {
+      const { a, b, timers, refusedByB, diagB } = skewed(60_000);
+      const got: number[] = [];
+      b.handle('Note', (body) => {
+        got.push(body.n);
+        return undefined;
+      });
+      for (let n = 0; n < 5; n++) a.send('b' as NodeName, { kind: 'Note', n });
+      await settle();
+      assert.deepEqual(got, []);
+      assert.equal(refusedByB.length, 5);
+      assert.equal(diagB.filter((d) => d.kind === 'clock-skew').length, 1, 'one report for the burst');
+      timers.advance(LIMITS.clockSkewReportIntervalMs);
+      const reports = diagB.filter((d) => d.kind === 'clock-skew');
+      assert.equal(reports.length, 2, 'the interval ends with a summary of the suppressed refusals');
+      assert.match(reports[1]!.message, /4 more messages from a refused/);
+      a.send('b' as NodeName, { kind: 'Note', n: 9 });
+      await settle();
+      assert.equal(diagB.filter((d) => d.kind === 'clock-skew').length, 3, 'a new interval reports again');
+    });
+
+    it('an envelope exactly at the bound is absorbed; one millisecond past it is refused', async () => {
+      const at = skewed(500);
+      at.b.handle('Echo', (body) => ({ kind: 'EchoReply', text: body.text }));
+      assert.deepEqual(await at.a.request('b' as NodeName, { kind: 'Echo', text: 'x' }), {
+        kind: 'EchoReply',
+        text: 'x',
+      });
+      const past = skewed(501);
+      past.b.handle('Echo', (body) => ({ kind: 'EchoReply', text: body.text }));
+      await rejectsWith(past.a.request('b' as NodeName, { kind: 'Echo', text: 'x' }), 'CLOCK_SKEW');
+    });
   });
 });

@@ -10,7 +10,13 @@
  *     when the connection to its peer goes down (outcome unknown: the peer may have executed it);
  *   - at most `pendingRequestsMax` requests are pending; past it a request fails at once with OVERLOADED;
  *   - a request to a peer whose connection went down and has not come back up fails at once, unsent, with
- *     NODE_UNAVAILABLE (retryable; the caller may try another node) instead of waiting out its timeout;
+ *     NODE_UNAVAILABLE (retryable; the caller may try another node) instead of waiting out its timeout; that and every
+ *     other refusal before sending carry `executed: 'no'`, every failure after sending `'unknown'`;
+ *   - rule 8: an envelope whose timestamp is more than maxClockSkew ahead of this node's physical clock is refused
+ *     whole, never absorbed: a request is answered CLOCK_SKEW (`executed: 'no'`, with this node's physical time, so
+ *     that the sender can measure its offset), a response fails its request with CLOCK_SKEW (`executed: 'unknown'`:
+ *     the peer did act), a one-way message (Raft included: Raft tolerates loss) is dropped. Each refusal is counted
+ *     (`onClockSkew`); a diagnostic is reported at most once per peer per `clockSkewReportIntervalMs`;
  *   - one handler per message kind; a handler never crashes the node: a thrown BasaltError is answered as its error
  *     data, anything else as INTERNAL, an unknown kind as UNKNOWN_MESSAGE, a malformed request as MALFORMED_FRAME.
  * Messages to this node's own name are delivered locally on a microtask, through the same path as remote ones.
@@ -22,6 +28,7 @@ import { LIMITS } from '../core/limits.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import type { PeerIdentity, Transport, TransportEvent } from '../env/transport.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
+import { physicalMs } from '../hlc/timestamp.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnostic } from './diagnostics.js';
 import {
   type Envelope,
@@ -52,6 +59,14 @@ export interface RequestOptions {
   readonly signal?: AbortSignal;
 }
 
+/** One envelope refused under rule 8. */
+export interface ClockSkewRefusal {
+  readonly peer: NodeName;
+  readonly type: Envelope['type'];
+  /** How far the envelope's timestamp was beyond this node's physical time + maxClockSkew. */
+  readonly beyondMs: number;
+}
+
 export interface MessengerOptions {
   readonly transport: Transport;
   readonly clock: HybridClock;
@@ -60,6 +75,9 @@ export interface MessengerOptions {
   readonly requestTimeoutMsDefault?: number;
   readonly onSend?: SendObserver;
   readonly onDiagnostic?: DiagnosticListener;
+  /** Called for every envelope refused for its clock (rule 8); the node counts them. */
+  readonly onClockSkew?: (refusal: ClockSkewRefusal) => void;
+  readonly clockSkewReportIntervalMs?: number;
 }
 
 interface PendingRequest {
@@ -82,6 +100,13 @@ export class Messenger<B extends MessageBody = MessageBody> {
   private readonly requestTimeoutMsDefault: number;
   private readonly onSend: SendObserver | undefined;
   private readonly diagnose: DiagnosticListener;
+  private readonly onClockSkew: ((refusal: ClockSkewRefusal) => void) | undefined;
+  private readonly clockSkewReportIntervalMs: number;
+  /**
+   * Peers whose clock refusal was reported within the interval, with the refusals since then. Bounded by the peers
+   * this node has connections with (one entry per name, removed when its interval ends).
+   */
+  private readonly skewReported = new Map<NodeName, { suppressed: number }>();
   private readonly handlers = new Map<string, AnyHandler>();
   private readonly pending = new Map<RequestId, PendingRequest>();
   private readonly peerListeners = new Set<PeerListener>();
@@ -101,6 +126,8 @@ export class Messenger<B extends MessageBody = MessageBody> {
     this.requestTimeoutMsDefault = options.requestTimeoutMsDefault ?? LIMITS.requestTimeoutMsDefault;
     this.onSend = options.onSend;
     this.diagnose = options.onDiagnostic ?? ignoreDiagnostics;
+    this.onClockSkew = options.onClockSkew;
+    this.clockSkewReportIntervalMs = options.clockSkewReportIntervalMs ?? LIMITS.clockSkewReportIntervalMs;
     this.transport.setHandler((event) => this.onTransportEvent(event));
   }
 
@@ -173,17 +200,22 @@ export class Messenger<B extends MessageBody = MessageBody> {
     await this.transport.close();
   }
 
+  /** Why a request cannot be sent at all; each such refusal proves it was not executed. */
   private refusal(to: NodeName, body: B, timeoutMs: number, signal?: AbortSignal): BasaltError | undefined {
-    if (this.closed) return new BasaltError('CONNECTION_CLOSED', 'messenger is closed');
-    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) return new BasaltError('INVALID_ARGUMENT', 'timeoutMs > 0');
-    if (signal?.aborted) return new BasaltError('CANCELLED', `${body.kind} to ${to} cancelled before sending`);
+    const unsent = { executed: 'no' } as const;
+    if (this.closed) return new BasaltError('CONNECTION_CLOSED', 'messenger is closed', undefined, unsent);
+    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+      return new BasaltError('INVALID_ARGUMENT', 'timeoutMs > 0', undefined, unsent);
+    }
+    if (signal?.aborted) {
+      return new BasaltError('CANCELLED', `${body.kind} to ${to} cancelled before sending`, undefined, unsent);
+    }
     if (this.lost.has(to)) {
-      return new BasaltError('NODE_UNAVAILABLE', `no connection to ${to}: ${body.kind} was not sent`, { to });
+      return new BasaltError('NODE_UNAVAILABLE', `no connection to ${to}: ${body.kind} was not sent`, { to }, unsent);
     }
     if (this.pending.size >= this.pendingRequestsMax) {
-      return new BasaltError('OVERLOADED', `${this.pending.size} requests pending`, {
-        pendingRequestsMax: this.pendingRequestsMax,
-      });
+      const details = { pendingRequestsMax: this.pendingRequestsMax };
+      return new BasaltError('OVERLOADED', `${this.pending.size} requests pending`, details, unsent);
     }
     return undefined;
   }
@@ -286,6 +318,12 @@ export class Messenger<B extends MessageBody = MessageBody> {
       this.report({ kind: 'sender-mismatch', message, peer: from.name });
       return;
     }
+    // This node's own envelopes carry its own clock: nothing to guard against.
+    const beyondMs = from.name === this.self.name ? 0 : this.clock.beyondSkewMs(envelope.ts);
+    if (beyondMs > 0) {
+      this.refuseForClock(envelope, from, beyondMs);
+      return;
+    }
     this.clock.update(envelope.ts);
     switch (envelope.type) {
       case 'oneway':
@@ -298,6 +336,62 @@ export class Messenger<B extends MessageBody = MessageBody> {
         this.settle(envelope, from);
         return;
     }
+  }
+
+  /** Rule 8: refuses an envelope whose timestamp is beyond the skew bound, without absorbing it. */
+  private refuseForClock(envelope: Envelope, from: PeerIdentity, beyondMs: number): void {
+    const details = {
+      peer: from.name,
+      beyondMs,
+      maxClockSkewMs: this.clock.maxClockSkewMs,
+      // The two physical clocks, so that either side can still measure the offset (rule 19) from a refusal.
+      senderPhysicalMs: physicalMs(envelope.ts),
+      receiverPhysicalMs: physicalMs(this.clock.physicalNow()),
+    };
+    const message = `${from.name}'s timestamp is ${beyondMs} ms beyond ${this.self.name}'s clock + the skew bound`;
+    this.noteClockSkew(from.name, envelope.type, beyondMs, message);
+    switch (envelope.type) {
+      case 'oneway':
+        return;
+      case 'request':
+        this.respond(from.name, envelope.requestId, {
+          error: { code: 'CLOCK_SKEW', message: `${envelope.body.kind} refused: ${message}`, details, executed: 'no' },
+        });
+        return;
+      case 'response': {
+        const entry = this.pending.get(envelope.requestId);
+        if (entry === undefined || entry.to !== from.name) return;
+        // The peer acted on the request; only its answer is refused, so the outcome is unknown.
+        this.fail(
+          envelope.requestId,
+          new BasaltError('CLOCK_SKEW', `${entry.kind} answer refused: ${message}`, details),
+        );
+        return;
+      }
+    }
+  }
+
+  private noteClockSkew(peer: NodeName, type: Envelope['type'], beyondMs: number, message: string): void {
+    try {
+      this.onClockSkew?.({ peer, type, beyondMs });
+    } catch {
+      // A failing counter must not take message handling down with it.
+    }
+    const reported = this.skewReported.get(peer);
+    if (reported !== undefined) {
+      reported.suppressed++;
+      return;
+    }
+    this.skewReported.set(peer, { suppressed: 0 });
+    this.report({ kind: 'clock-skew', message, peer, code: 'CLOCK_SKEW' });
+    this.timers.setTimer(() => {
+      const suppressed = this.skewReported.get(peer)?.suppressed ?? 0;
+      this.skewReported.delete(peer);
+      if (suppressed > 0 && !this.closed) {
+        const more = `${suppressed} more messages from ${peer} refused for its clock in ${this.clockSkewReportIntervalMs} ms`;
+        this.report({ kind: 'clock-skew', message: more, peer, code: 'CLOCK_SKEW' });
+      }
+    }, this.clockSkewReportIntervalMs);
   }
 
   /** A request whose envelope header is readable gets a MALFORMED_FRAME answer; anything else is only reported. */

@@ -13,7 +13,7 @@
  * again, and leaves storage as it is (the harness decides what a crash keeps).
  */
 import { setMaxListeners } from 'node:events';
-import { BasaltError } from '../core/errors.js';
+import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { HistogramSnapshot } from '../core/histogram.js';
 import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -22,6 +22,7 @@ import type { Random } from '../env/random.js';
 import type { Timers } from '../env/timers.js';
 import type { PeerIdentity, Transport } from '../env/transport.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
+import type { DiagnosticListener } from '../net/diagnostics.js';
 import type { MessageBody } from '../net/envelope.js';
 import { Messenger } from '../net/messenger.js';
 import { type LeaderChange, type RaftCoreOptions, RaftDriver, type RaftTransport } from '../raft/driver.js';
@@ -70,6 +71,8 @@ export interface BasaltNodeOptions {
   readonly tuning?: NodeTuning;
   /** Failures of background work (a partition that failed to start, a Raft group that failed). */
   readonly onError?: (error: unknown) => void;
+  /** What the messenger observed and could not throw to anyone (e.g. envelopes refused for the sender's clock). */
+  readonly onDiagnostic?: DiagnosticListener;
 }
 
 export interface NodeStopOptions {
@@ -87,6 +90,12 @@ export interface NodeServiceFactory {
   readonly name: string;
   create(node: BasaltNode): NodeService;
 }
+
+/** Counters the node itself bumps. */
+export const NODE_COUNTERS = {
+  /** Peer envelopes refused because their timestamp was beyond the clock skew bound (rule 8). */
+  clockSkewRefusals: 'clock.skewRefusals',
+} as const;
 
 /** Counters other layers bump (e.g. the resolver's resolution paths), reported by `metrics()`. */
 export class NodeCounters {
@@ -201,6 +210,8 @@ export class BasaltNode {
       clock: this.hlc,
       timers: this.timers,
       ...(tuning.requestTimeoutMs !== undefined && { requestTimeoutMsDefault: tuning.requestTimeoutMs }),
+      onClockSkew: () => this.counters.add(NODE_COUNTERS.clockSkewRefusals),
+      ...(options.onDiagnostic !== undefined && { onDiagnostic: options.onDiagnostic }),
     });
     this.membership = new Membership({
       self: this.self,
@@ -493,8 +504,35 @@ export class BasaltNode {
           const receivedMonotonicMs = this.clock.monotonicMs();
           this.membership.clockSample(peer, { sentPhysicalMs, sentMonotonicMs, remotePhysicalMs, receivedMonotonicMs });
         },
-        () => {},
+        (error: unknown) => {
+          const refusal = clockSkewRefusal(error, peer.name);
+          if (refusal === undefined) return;
+          // The peer refused this node's heartbeat for its clock (rule 8): it is alive and answered. An answer this
+          // node refused is not heard (the peer's messages are unusable, so it goes gone after the liveness timeout),
+          // but both still measure the offset, so that rule 19 sees a runaway clock from either side.
+          if (refusal.refusedBy === 'peer') this.membership.heard(peer);
+          const receivedMonotonicMs = this.clock.monotonicMs();
+          const remotePhysicalMs = refusal.remotePhysicalMs;
+          this.membership.clockSample(peer, { sentPhysicalMs, sentMonotonicMs, remotePhysicalMs, receivedMonotonicMs });
+        },
       )
       .finally(() => this.heartbeatsInFlight.delete(peer.name));
   }
+}
+
+/**
+ * The peer's physical time carried by a CLOCK_SKEW refusal of a request to `peer` (messenger.ts): refused by the peer
+ * (it names this node as the sender; its own time is the receiver's), or by this node (the answer's sender time).
+ */
+function clockSkewRefusal(
+  error: unknown,
+  peer: NodeName,
+): { readonly refusedBy: 'peer' | 'self'; readonly remotePhysicalMs: number } | undefined {
+  if (!isBasaltError(error, 'CLOCK_SKEW') || error.details === undefined) return undefined;
+  const { peer: sender, senderPhysicalMs, receiverPhysicalMs } = error.details;
+  const refusedBy = sender === peer ? 'self' : 'peer';
+  const remotePhysicalMs = refusedBy === 'self' ? senderPhysicalMs : receiverPhysicalMs;
+  return typeof remotePhysicalMs === 'number' && Number.isFinite(remotePhysicalMs)
+    ? { refusedBy, remotePhysicalMs }
+    : undefined;
 }

@@ -104,7 +104,10 @@ export class MetaPlacement implements TxPlacement {
   primaryHint(partitionId: PartitionId): NodeName {
     const name = this.hints.best(partitionId);
     if (name === undefined) {
-      throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${partitionId} is known here`, { partitionId });
+      const details = { partitionId };
+      throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${partitionId} is known here`, details, {
+        executed: 'no',
+      });
     }
     return name;
   }

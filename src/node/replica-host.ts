@@ -418,7 +418,11 @@ export class ReplicaPartitionHost implements PartitionHost {
     return {
       locate: async (partitionId) => {
         const name = this.hints.best(partitionId);
-        if (name === undefined) throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${partitionId} is known`);
+        if (name === undefined) {
+          throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${partitionId} is known`, undefined, {
+            executed: 'no',
+          });
+        }
         return name;
       },
     };

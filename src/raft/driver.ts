@@ -263,7 +263,9 @@ export class RaftDriver {
     this.stopped = true;
     if (this.timer !== null) this.timers.clearTimer(this.timer);
     this.timer = null;
-    for (const g of this.groups.values()) this.failPending(g, new BasaltError('NODE_UNAVAILABLE', 'raft stopped'));
+    // A pending entry may be in followers' logs and commit under the next leader: its outcome is unknown.
+    const stopped = new BasaltError('NODE_UNAVAILABLE', 'raft stopped with the proposal pending; it may still commit');
+    for (const g of this.groups.values()) this.failPending(g, stopped);
     await Promise.all([...this.groups.values()].map((g) => this.idle(g)));
   }
 

@@ -82,9 +82,10 @@ async function setup(seed: string, watermarkRetentionMs = 1_000, withLease = tru
   const watermark = new LowWatermark({ clock, retentionMs: watermarkRetentionMs });
   let counter = 0;
 
-  function newTxId(): TxId {
+  function newTxId(timeoutMs?: number): TxId {
     counter += 1;
-    return makeTxId({ beginTimestamp: clock.now(), nodeId: COORDINATOR, counter });
+    const parts = { beginTimestamp: clock.now(), nodeId: COORDINATOR, counter };
+    return makeTxId(timeoutMs === undefined ? parts : { ...parts, timeoutMs });
   }
 
   /** A one-phase write: a committed version at the command's effective timestamp. */
@@ -270,6 +271,38 @@ describe('tx state vacuum (rule 15)', () => {
     assert.equal(s.map.get(a), undefined);
     assert.equal(s.map.get(c), undefined);
     assert.equal(s.map.get(b)?.state, 'COMMITTED');
+  });
+
+  it('a long tx record stays until its own deadline, and younger short ones behind it still go', async () => {
+    const s = await setup('vacuum-long-tx');
+    const driver = new TxStateVacuumDriver({
+      timers: s.scheduler.timers('vacuum'),
+      clock: s.clock,
+      mapClock: s.physical,
+      txStates: s.map,
+      partitions: () => [vacuumPartitionOf(s.hosted)],
+      txTimeoutMs: TX_TIMEOUT_MS,
+      retentionMs: RETENTION_MS,
+    });
+    const long = s.newTxId(20 * TX_TIMEOUT_MS);
+    await s.advance(10);
+    const short = s.newTxId();
+    await s.finish(long, true);
+    await s.finish(short, true);
+    const dLong = txDeadline(long, TX_TIMEOUT_MS);
+    const dShort = txDeadline(short, TX_TIMEOUT_MS);
+    assert.ok(dShort < dLong, 'the younger tx has the earlier deadline');
+
+    await s.advance(TX_TIMEOUT_MS + SKEW_MS + RETENTION_MS + 100);
+    assert.equal((await driver.runRound()).removed, 1);
+    assert.notEqual(s.hosted.txState.get(long), undefined, 'the long tx is kept: its own deadline is far ahead');
+    assert.equal(s.hosted.txState.get(short), undefined, 'the short one behind it in id order went');
+    assert.equal(s.hosted.txState.vacuumHorizon(), dShort);
+
+    await s.advance(19 * TX_TIMEOUT_MS);
+    assert.equal((await driver.runRound()).removed, 1);
+    assert.equal(s.hosted.txState.get(long), undefined, 'past its own deadline + skew + retention');
+    assert.equal(s.hosted.txState.vacuumHorizon(), dLong);
   });
 
   it('a scan cut short by scanMax resumes next round, so old records still waiting for cleanup never block vacuum', async () => {

@@ -179,10 +179,14 @@ export class PartitionReplica {
     return this.handingOver;
   }
 
-  /** The replica object stops: every proposal in flight is abandoned (the object is never reused). */
+  /**
+   * The replica object stops: every proposal in flight is abandoned (the object is never reused). An abandoned
+   * proposal may already sit in followers' logs and apply under its lease, so its outcome is unknown to its proposer.
+   */
   stop(): void {
     this.stopped = true;
-    this.proposals.abandonAll(new BasaltError('NODE_UNAVAILABLE', `replica of ${this.partitionId} stopped`));
+    const message = `replica of ${this.partitionId} stopped with the proposal in flight; it may still apply`;
+    this.proposals.abandonAll(new BasaltError('NODE_UNAVAILABLE', message));
   }
 
   // ---------------------------------------------------------------------------------------- acting as primary
@@ -211,7 +215,8 @@ export class PartitionReplica {
   /** Proposes any command; resolves with its apply result here (rule 4), rejects if it can no longer apply. */
   propose(build: (proposal: TakenProposal) => PartitionCommand): Promise<ApplyResult> {
     if (this.stopped) {
-      return Promise.reject(new BasaltError('NODE_UNAVAILABLE', `replica of ${this.partitionId} stopped`));
+      const message = `replica of ${this.partitionId} stopped: nothing was proposed`;
+      return Promise.reject(new BasaltError('NODE_UNAVAILABLE', message, undefined, { executed: 'no' }));
     }
     return proposeCommand(this.proposals, build, this.submit);
   }

@@ -4,13 +4,18 @@
  * - the node's volatile tx state map drops final entries whose retention passed (`TxStateMap.vacuum`: entries kept
  *   until cleanup completed count from that moment, others from becoming final; non-final entries are never removed);
  * - on every commit partition this node is primary of, durable records are removed through the log: the driver
- *   proposes `VacuumTxStates` for records whose cleanup completed and whose deadline D = beginTs + txTimeout lies
- *   below `now − maxClockSkew − retention`. The state machine re-checks both conditions against the command's
+ *   proposes `VacuumTxStates` for records whose cleanup completed and whose deadline D = beginTs + the tx's timeout
+ *   (the one its id carries, else txTimeout) lies below `now − maxClockSkew − retention`. The state machine re-checks both conditions against the command's
  *   effective timestamp (≥ the `now` used here) on every replica, removes the records and raises the persisted vacuum
  *   horizon to the largest removed D; a finish or recovery of a tx at or below the horizon is then not applied.
  *
- * Records are listed in txId order, which is age order, so D rises along the listing and a page stops at the first
- * record too young to go. Records whose cleanup has not completed stay (recoverCleanups completes them). Bounded:
+ * Records are listed in txId order, which is beginTs order. D does not rise along the listing (txs have timeouts of
+ * their own), so each record is checked against its own D and a long tx's record stays until its own D has passed;
+ * the scan stops at the first record whose beginTs reaches the limit, since every later D is above its beginTs.
+ * This keeps the horizon sound: it is the largest D removed, every removed record has D ≤ horizon, so a late finish or
+ * recovery of a removed tx is refused; a tx with D ≤ horizon that is not removed either still has its record (and is
+ * finished through it) or never had one, and its D is then long past (below now − maxClockSkew − retention), so no
+ * commit of it can still be sent (rule 15) and refusing its finish as unknown is the rule's answer. Records whose cleanup has not completed stay (recoverCleanups completes them). Bounded:
  * at most scanMax records examined per partition per round (a cut-short scan resumes there next round), VacuumTxStates batches of txStateVacuumBatchMax ids,
  * rounds never overlap. Only the primary proposes, so replicas do not race each other with duplicate commands (a
  * duplicate would be harmless: it finds nothing left to remove).
@@ -24,7 +29,7 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { addMs } from '../hlc/timestamp.js';
 import type { TxStateStorage } from '../storage/tx-state-storage.js';
-import { txDeadline } from '../tx/tx-id.js';
+import { beginTimestampOf, txDeadline } from '../tx/tx-id.js';
 import type { TxStateMap } from '../tx/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
 import type { HostedPartition } from './handlers/hosted-partition.js';
@@ -149,9 +154,9 @@ export class TxStateVacuumDriver {
     while (examined < this.scanMax) {
       const page = p.txState.records(after, Math.min(LIMITS.txStateListMax, this.scanMax - examined));
       for (const record of page) {
-        // Age order: every later record has a deadline at least as late.
-        if (txDeadline(record.txId, this.txTimeoutMs) >= limit) return out;
-        if (record.cleanupCompleted) out.push(record.txId);
+        // Begin order: every later record began at or after this one, so its deadline (> beginTs) is past the limit.
+        if (beginTimestampOf(record.txId) >= limit) return out;
+        if (record.cleanupCompleted && txDeadline(record.txId, this.txTimeoutMs) < limit) out.push(record.txId);
       }
       examined += page.length;
       const last = page.at(-1);

@@ -1,12 +1,14 @@
 /**
  * Shared pieces of the coordinator's flows: its resolved settings (every retry loop bounded by a named limit), the
  * context the flows run in, backoff, and how the coordinator reads the errors primaries send back:
- * - *unexecuted*: the request certainly did nothing (refused before acting), so the tx may go on;
+ * - *unexecuted*: the request certainly did nothing (never sent, or refused before acting), so the tx may go on and
+ *   a one-phase write may be resent; anything else (a timeout, a lost connection, a proposal abandoned after it may
+ *   have reached followers' logs, all of which can arrive as NODE_UNAVAILABLE or TIMEOUT) leaves the outcome unknown;
  * - PRIMARY_MISS with a holder hint: where to go next;
  * - TX_MISMATCHING_OUTCOME with the outcome the commit partition stored (rule 14).
  */
 import { assert } from '../core/assert.js';
-import { BasaltError, isBasaltError } from '../core/errors.js';
+import { BasaltError, isBasaltError, provedUnexecuted } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
@@ -14,12 +16,18 @@ import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { MAX_TIMESTAMP, MIN_TIMESTAMP } from '../hlc/timestamp.js';
 import type { CoordinatorSelf, TxPlacement, TxRequestFn } from './coordinator-ports.js';
 import type { TxOutcome } from './messages.js';
+import { TX_ID_TIMEOUT_MS_MAX } from './tx-id.js';
 import { isFinal } from './tx-state.js';
 import type { TxStateEntry, TxStateMap } from './tx-state-map.js';
 
 export interface TxCoordinatorOptions {
   /** Tx timeout: the deadline is beginTs + this (rule 15); must be the same on every node of the cluster. */
   readonly txTimeoutMs?: number;
+  /**
+   * Largest timeout `begin({ timeoutMs })` accepts. The deadline itself travels in the tx id, so nodes need not agree
+   * on this bound; keep it the same everywhere anyway, so that a client sees one limit.
+   */
+  readonly txTimeoutMsMax?: number;
   readonly opRequestTimeoutMs?: number;
   readonly finishRequestTimeoutMs?: number;
   readonly enlistAttemptsMax?: number;
@@ -40,6 +48,7 @@ export type CoordinatorSettings = Required<TxCoordinatorOptions>;
 export function resolveSettings(options: TxCoordinatorOptions = {}): CoordinatorSettings {
   const settings: CoordinatorSettings = {
     txTimeoutMs: options.txTimeoutMs ?? LIMITS.txTimeoutMsDefault,
+    txTimeoutMsMax: options.txTimeoutMsMax ?? LIMITS.txTimeoutMsMax,
     opRequestTimeoutMs: options.opRequestTimeoutMs ?? LIMITS.txOpRequestTimeoutMsDefault,
     finishRequestTimeoutMs: options.finishRequestTimeoutMs ?? LIMITS.txFinishRequestTimeoutMs,
     enlistAttemptsMax: options.enlistAttemptsMax ?? LIMITS.txEnlistAttemptsMax,
@@ -58,6 +67,9 @@ export function resolveSettings(options: TxCoordinatorOptions = {}): Coordinator
     if (!Number.isInteger(value) || value < 1) {
       throw new BasaltError('INVALID_ARGUMENT', `coordinator option ${name} must be a positive integer`, { value });
     }
+  }
+  if (settings.txTimeoutMsMax > TX_ID_TIMEOUT_MS_MAX) {
+    throw new BasaltError('INVALID_ARGUMENT', `txTimeoutMsMax must be at most ${TX_ID_TIMEOUT_MS_MAX}`);
   }
   if (settings.finishAttemptsTotalMax < settings.finishAttemptsMax) {
     throw new BasaltError('INVALID_ARGUMENT', 'finishAttemptsTotalMax must be at least finishAttemptsMax');
@@ -96,11 +108,24 @@ export function asBasaltError(error: unknown): BasaltError {
   });
 }
 
-/** Codes with which a request is refused before anything was done: the tx may go on (its outcome is known). */
-const UNEXECUTED_CODES = new Set(['OVERLOADED', 'NODE_UNAVAILABLE', 'INVALID_ARGUMENT', 'UNKNOWN_TABLE', 'NOT_FOUND']);
+/**
+ * Codes a primary answers only when it refused a request before acting, whoever sends them. NODE_UNAVAILABLE is not
+ * one: a replica or Raft driver that stops abandons proposals with it, and those may still commit through another
+ * leader under the same lease. It proves nothing unless the error itself says so (`executed: 'no'`).
+ */
+const UNEXECUTED_CODES = new Set(['OVERLOADED', 'INVALID_ARGUMENT', 'UNKNOWN_TABLE', 'NOT_FOUND']);
 
+/** True when the failed request certainly did nothing: its error proves it, or its code is a refusal. */
 export function isUnexecuted(error: BasaltError): boolean {
-  return UNEXECUTED_CODES.has(error.code);
+  return provedUnexecuted(error) || UNEXECUTED_CODES.has(error.code);
+}
+
+/**
+ * A failed first request to a partition (enlistment, one-phase write) that may be sent again as if new: a PRIMARY_MISS
+ * (the command was refused, or applied as a deterministic no-op under a stale lease: rule 4) or a proven non-execution.
+ */
+export function mayResendAsNew(error: BasaltError): boolean {
+  return error.code === 'PRIMARY_MISS' || provedUnexecuted(error);
 }
 
 /** The node a PRIMARY_MISS names as the current holder, if any. */

@@ -650,6 +650,60 @@ describe('coordinator: one-phase writes', () => {
     assert.equal(txStates.get(cluster.sentOf('ReadWriteRequest')[1]!.txId), undefined);
   });
 
+  it('a one-phase write whose proposal was abandoned by a stopping replica is not resent: TX_OUTCOME_UNKNOWN', async () => {
+    const { coordinator, cluster, run, txStates } = setup();
+    const key = cluster.keyIn(1);
+    const applied: number[] = [];
+    cluster.script('ReadWriteRequest', async (to, body) => {
+      // The primary proposed the write, which still commits through its followers; its replica then stopped and
+      // abandoned the proposal, answering as PartitionReplica.stop does, across the wire.
+      const answer = await cluster.handle(to, body);
+      applied.push(applied.length + 1);
+      if (applied.length === 1) {
+        const abandoned = new BasaltError('NODE_UNAVAILABLE', 'replica of t1p1 stopped with the proposal in flight');
+        throw BasaltError.fromData(abandoned.toData());
+      }
+      return answer;
+    });
+    const error = await rejectsWith(run(coordinator.putImplicit(TABLE, key, 'once')), 'TX_OUTCOME_UNKNOWN');
+    assert.equal(error.retryable, false, 'client.transaction and callers must not re-run it');
+    assert.equal(error.details?.['code'], 'NODE_UNAVAILABLE');
+    assert.equal(cluster.sentOf('ReadWriteRequest').length, 1, 'sent once: a resend could apply it twice');
+    assert.deepEqual(applied, [1]);
+    const txId = cluster.sentOf('ReadWriteRequest')[0]!.txId;
+    assert.equal(txStates.get(txId), undefined, 'no outcome is claimed for it');
+  });
+
+  it('a one-phase write refused unsent (NODE_UNAVAILABLE, executed no) or missed (PRIMARY_MISS) is resent', async () => {
+    const { coordinator, cluster, run } = setup();
+    const key = cluster.keyIn(2);
+    let attempts = 0;
+    cluster.script('ReadWriteRequest', (to, body) => {
+      attempts++;
+      if (attempts === 1) {
+        throw new BasaltError('NODE_UNAVAILABLE', `no connection to ${to}: not sent`, undefined, { executed: 'no' });
+      }
+      if (attempts === 2) throw new BasaltError('PRIMARY_MISS', 'applied as a no-op under a stale lease');
+      return cluster.handle(to, body);
+    });
+    const { commitTs } = await run(coordinator.putImplicit(TABLE, key, 'v'));
+    assert.equal(attempts, 3);
+    assert.ok(commitTs !== undefined);
+    assert.equal(cluster.committed.get(cluster.partition(2))?.get(key), 'v');
+  });
+
+  it('an RW write that failed with an unproven NODE_UNAVAILABLE makes the tx abort-only (rule 7)', async () => {
+    const { coordinator, cluster, run } = setup();
+    const tx = coordinator.begin();
+    await run(coordinator.put(tx, TABLE, cluster.keyIn(0), 1));
+    cluster.script('ReadWriteRequest', () => {
+      throw BasaltError.fromData({ code: 'NODE_UNAVAILABLE', message: 'raft stopped with the proposal pending' });
+    });
+    await rejectsWith(run(coordinator.put(tx, TABLE, cluster.keyIn(1), 2)), 'TX_ABORTED');
+    assert.equal(cluster.sentOf('ReadWriteRequest').length, 2, 'the failed enlistment was not resent');
+    await rejectsWith(run(coordinator.commit(tx)), 'TX_ABORTED');
+  });
+
   it('an implicit putAll over several partitions runs as an ordinary tx', async () => {
     const { coordinator, cluster, run } = setup();
     const entries = [

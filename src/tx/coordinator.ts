@@ -4,16 +4,19 @@
  * implicit writes, and answers coordinator-path state requests (coordinator-state-request.ts).
  *
  * Begin: beginTs = now(); the tx id embeds it (id order = age); the node's map gets PENDING with this incarnation as
- * coordinator; the deadline is D = beginTs + txTimeout (rule 15) and a timer rolls the tx back at the timeout.
+ * coordinator; the deadline is D = beginTs + the tx's timeout (rule 15: `begin({ timeoutMs })` up to txTimeoutMsMax,
+ * carried in the id, else txTimeout) and a timer rolls the tx back at the timeout.
  *
  * Operations, per partition: the first request carries no token and enlists the partition under the lease its
  * response names (the first partition a request goes to is the commit partition); later requests carry that token.
  * Each request has the next opSeq of the tx (rule 7). Every response's writeTs is absorbed into the clock, so the
  * commitTs taken later exceeds every write. Failures:
- * - PRIMARY_MISS on a first request: the request did nothing; follow the hint and retry (bounded);
+ * - PRIMARY_MISS on a first request, or a failure that proves the request was never executed (`executed: 'no'`, e.g.
+ *   not sent to a node that is down): follow the hint or try again (bounded);
  * - PRIMARY_MISS once enlisted: the primary changed under the tx; it becomes abort-only (retryable TX_ABORTED);
  * - TX_LOCK_CONFLICT (wait-die): the op fails retryably and the tx is abort-only (the whole tx is retried);
- * - a timeout, a lost connection or anything else whose effect is unknown: abort-only (rule 7);
+ * - a timeout, a lost connection, a proposal abandoned by a stopping replica (NODE_UNAVAILABLE without proof) or
+ *   anything else whose effect is unknown: abort-only (rule 7); for a one-phase write, TX_OUTCOME_UNKNOWN;
  * - refusals that certainly did nothing (OVERLOADED, ...): the op fails, the tx goes on.
  * Operations of a tx may run concurrently; commit first refuses new ones and waits for those in flight (rule 6).
  *
@@ -43,6 +46,7 @@ import {
   expectKind,
   groupByPartition,
   isUnexecuted,
+  mayResendAsNew,
   pause,
   primaryMissHint,
   resolveSettings,
@@ -155,24 +159,26 @@ export class TxCoordinator {
 
   // ------------------------------------------------------------------------------------------ begin
 
-  begin(): CoordinatedTx {
+  /** `options.timeoutMs`: this tx's own timeout (rule 15 deadline), at most txTimeoutMsMax; default txTimeoutMs. */
+  begin(options: BeginTxOptions = {}): CoordinatedTx {
     this.checkRunning();
+    const timeoutMs = checkTimeoutMs(options.timeoutMs, this.ctx.settings.txTimeoutMsMax);
     if (!this.clockWithinBound()) {
       // Rule 19: a beginTs from a clock this far off would break the real-time order; another node can serve.
       throw new BasaltError('CLOCK_SKEW', `${this.self.name}'s clock is beyond the skew bound; no tx begins here now`, {
         node: this.self.name,
       });
     }
-    const tx = this.newTx();
-    tx.timeoutTimer = this.timers.setTimer(() => this.timeOut(tx), this.ctx.settings.txTimeoutMs);
+    const tx = this.newTx(timeoutMs);
+    tx.timeoutTimer = this.timers.setTimer(() => this.timeOut(tx), timeoutMs ?? this.ctx.settings.txTimeoutMs);
     this.live.set(tx.id, tx);
     return tx;
   }
 
   /** beginTs, id, PENDING in the map (refused when the map is full: OVERLOADED). */
-  private newTx(): CoordinatedTx {
+  private newTx(timeoutMs?: number): CoordinatedTx {
     const beginTs = this.clock.now();
-    const id = this.ids.next(beginTs);
+    const id = this.ids.next(beginTs, timeoutMs);
     const result = this.txStates.update(id, {
       state: 'PENDING',
       reason: 'coordinator-begin',
@@ -356,8 +362,9 @@ export class TxCoordinator {
         return response.result;
       } catch (error) {
         const e = asBasaltError(error);
-        // A miss did nothing; neither did a request to a node that is down (sent to no one): try elsewhere.
-        const retry = e.code === 'PRIMARY_MISS' || e.code === 'NODE_UNAVAILABLE';
+        // A miss did nothing; neither did a request proven unexecuted (e.g. never sent to a node that is down): try
+        // elsewhere. Anything else (a proposal abandoned by a stopping replica, a timeout) may have applied: rule 7.
+        const retry = mayResendAsNew(e);
         if (!retry || attempt >= settings.enlistAttemptsMax) {
           throw this.operationFailed(tx, partitionId, target, e, false);
         }
@@ -602,8 +609,9 @@ export class TxCoordinator {
         return response.writeTs;
       } catch (error) {
         const e = asBasaltError(error);
-        const retry = e.code === 'PRIMARY_MISS' || e.code === 'NODE_UNAVAILABLE';
-        if (!retry || attempt >= this.ctx.settings.enlistAttemptsMax) throw e;
+        // Resending a write that may have applied could apply it twice (not linearizable): only a proven
+        // non-execution or a miss is retried; anything else reports TX_OUTCOME_UNKNOWN (onePhaseFailed).
+        if (!mayResendAsNew(e) || attempt >= this.ctx.settings.enlistAttemptsMax) throw e;
         const next = this.nextTarget(partitionId, e);
         if (next === target) {
           const { retryBackoffMsMin, retryBackoffMsMax } = this.ctx.settings;
@@ -675,7 +683,9 @@ export class TxCoordinator {
 
   private checkRunning(): void {
     if (this.stopper.signal.aborted) {
-      throw new BasaltError('NODE_UNAVAILABLE', `the coordinator of ${this.self.name} is stopped`);
+      throw new BasaltError('NODE_UNAVAILABLE', `the coordinator of ${this.self.name} is stopped`, undefined, {
+        executed: 'no',
+      });
     }
   }
 }
@@ -738,3 +748,20 @@ function rolledBackErrorForOp(tx: CoordinatedTx, cause: BasaltError): BasaltErro
 }
 
 function ignore(): void {}
+
+export interface BeginTxOptions {
+  /** This tx's own timeout in ms, carried in its id (default: the coordinator's txTimeoutMs). */
+  readonly timeoutMs?: number;
+}
+
+/** A positive integer up to `maxMs`, or undefined; anything else is INVALID_ARGUMENT. */
+export function checkTimeoutMs(timeoutMs: unknown, maxMs: number): number | undefined {
+  if (timeoutMs === undefined) return undefined;
+  if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > maxMs) {
+    throw new BasaltError('INVALID_ARGUMENT', `timeoutMs must be an integer from 1 to ${maxMs}`, {
+      timeoutMs: typeof timeoutMs === 'number' ? timeoutMs : String(timeoutMs),
+      txTimeoutMsMax: maxMs,
+    });
+  }
+  return timeoutMs;
+}

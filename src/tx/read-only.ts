@@ -427,7 +427,9 @@ export class ReadOnlyCoordinator {
 
   private checkRunning(): void {
     if (this.stopper.signal.aborted) {
-      throw new BasaltError('NODE_UNAVAILABLE', `the coordinator of ${this.self.name} is stopped`);
+      throw new BasaltError('NODE_UNAVAILABLE', `the coordinator of ${this.self.name} is stopped`, undefined, {
+        executed: 'no',
+      });
     }
   }
 }

@@ -14,7 +14,7 @@ import { LIMITS } from '../core/limits.js';
 import { sleep } from '../env/timers.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import type { CoordinatedTx } from './coordinated-tx.js';
-import type { CoordinatorScanOptions, TxCoordinator } from './coordinator.js';
+import type { BeginTxOptions, CoordinatorScanOptions, TxCoordinator } from './coordinator.js';
 import { backoffMs } from './coordinator-support.js';
 import type { KeyValue, ReadOptions, ScanRange } from './user-input.js';
 
@@ -65,12 +65,12 @@ export class Transaction {
   }
 }
 
-/** Begins an RW transaction on `coordinator`. */
-export function beginTransaction(coordinator: TxCoordinator): Transaction {
-  return new Transaction(coordinator, coordinator.begin());
+/** Begins an RW transaction on `coordinator` (with its own timeout if `options.timeoutMs` is set). */
+export function beginTransaction(coordinator: TxCoordinator, options: BeginTxOptions = {}): Transaction {
+  return new Transaction(coordinator, coordinator.begin(options));
 }
 
-export interface RunTransactionOptions {
+export interface RunTransactionOptions extends BeginTxOptions {
   /** Retries after the first attempt (default LIMITS.txRunRetriesDefault). */
   readonly retries?: number;
   /** Backoff before a retry: doubling from min to max (defaults: the coordinator's retry backoff limits). */
@@ -93,7 +93,7 @@ export async function runTransaction<T>(
   if (!Number.isInteger(retries) || retries < 0) throw invalidArgument('retries must be an integer >= 0', { retries });
   if (!(minMs > 0 && maxMs >= minMs)) throw invalidArgument('backoff bounds must satisfy 0 < min <= max');
   for (let attempt = 1; ; attempt++) {
-    const tx = beginTransaction(coordinator);
+    const tx = beginTransaction(coordinator, timeoutOption(options));
     try {
       const result = await fn(tx);
       await tx.commit();
@@ -112,4 +112,9 @@ export function isRetryable(error: unknown): boolean {
   if (!(error instanceof BasaltError)) return false;
   if (error.code === 'TX_OUTCOME_UNKNOWN' || error.code === 'TX_MISMATCHING_OUTCOME') return false;
   return error.retryable;
+}
+
+/** The begin options of a run: only the timeout (the retry options are the run's own). */
+function timeoutOption(options: BeginTxOptions): BeginTxOptions {
+  return options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
 }

@@ -14,7 +14,9 @@ import {
   nodeIdOf,
   parseTxId,
   TX_ID_COUNTER_MAX,
+  TX_ID_TIMEOUT_MS_MAX,
   TxIdGenerator,
+  timeoutOf,
   txDeadline,
 } from './tx-id.js';
 
@@ -22,6 +24,12 @@ const nodeIdArb = fc.stringMatching(/^[A-Za-z0-9_-]{1,64}$/);
 const tsArb = fc.bigInt({ min: 1n, max: MAX_TIMESTAMP }).map((v) => asTimestamp(v));
 const counterArb = fc.integer({ min: 0, max: TX_ID_COUNTER_MAX });
 const partsArb = fc.record({ beginTimestamp: tsArb, nodeId: nodeIdArb.map(nodeId), counter: counterArb });
+const timeoutArb = fc.integer({ min: 1, max: TX_ID_TIMEOUT_MS_MAX });
+/** Parts with or without a timeout of their own. */
+const anyPartsArb = fc.record(
+  { beginTimestamp: tsArb, nodeId: nodeIdArb.map(nodeId), counter: counterArb, timeoutMs: timeoutArb },
+  { requiredKeys: ['beginTimestamp', 'nodeId', 'counter'] },
+);
 
 function tupleOrder(a: { beginTimestamp: HybridTimestamp; nodeId: string; counter: number }, b: typeof a): number {
   if (a.beginTimestamp !== b.beginTimestamp) return a.beginTimestamp < b.beginTimestamp ? -1 : 1;
@@ -121,5 +129,61 @@ describe('tx ids', () => {
     const d = txDeadline(id, 30_000);
     assert.equal(physicalMs(d), 40_000);
     assert.equal(d, hybridTimestamp(40_000, 9));
+  });
+
+  it('with or without a timeout field, text order of ids is still (begin timestamp, node id, counter) order', () => {
+    fc.assert(
+      fc.property(anyPartsArb, anyPartsArb, (a, b) => {
+        const ia = makeTxId(a);
+        const ib = makeTxId(b);
+        const expected = tupleOrder(a, b);
+        // The same (beginTs, node, counter) is one tx: its timeout cannot differ, so that tie never occurs.
+        fc.pre(expected !== 0 || a.timeoutMs === b.timeoutMs);
+        assert.equal(ia === ib ? 0 : ia < ib ? -1 : 1, expected);
+        assert.equal(Math.sign(compareTxAge(ia, ib)), expected);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('a timeout round-trips through the id and sets the deadline every node derives from it', () => {
+    fc.assert(
+      fc.property(anyPartsArb, (parts) => {
+        const id = makeTxId(parts);
+        assert.ok(isTxId(id));
+        assert.deepEqual(parseTxId(id), { ...parts });
+        assert.equal(asTxId(id), id);
+        assert.equal(beginTimestampOf(id), parts.beginTimestamp);
+        assert.equal(nodeIdOf(id), parts.nodeId);
+        assert.equal(timeoutOf(id), parts.timeoutMs);
+      }),
+      { numRuns: 500 },
+    );
+    const long = makeTxId({
+      beginTimestamp: hybridTimestamp(10_000),
+      nodeId: nodeId('n1'),
+      counter: 1,
+      timeoutMs: 120_000,
+    });
+    assert.match(long, /\+0001d4c0$/, 'eight hex digits after the counter');
+    assert.equal(physicalMs(txDeadline(long, 30_000)), 130_000, 'its own timeout, not the default');
+    const plain = makeTxId({ beginTimestamp: hybridTimestamp(10_000), nodeId: nodeId('n1'), counter: 1 });
+    assert.equal(timeoutOf(plain), undefined);
+    assert.equal(physicalMs(txDeadline(plain, 30_000)), 40_000, 'an id without one keeps the default');
+    const gen = new TxIdGenerator(nodeId('n2'));
+    assert.equal(timeoutOf(gen.next(hybridTimestamp(1), 2_000)), 2_000);
+    assert.equal(timeoutOf(gen.next(hybridTimestamp(1))), undefined);
+  });
+
+  it('a malformed timeout field is INVALID_ARGUMENT, and so is building one out of range', () => {
+    const good = makeTxId({ beginTimestamp: hybridTimestamp(0xabcdef), nodeId: nodeId('n1'), counter: 0xfe });
+    for (const text of [`${good}+00000000`, `${good}+1d4c0`, `${good}+0001D4C0`, `${good}+0001d4c00`, `${good}+`]) {
+      assert.equal(isTxId(text), false, text);
+      expectInvalid(() => parseTxId(text));
+    }
+    const base = { beginTimestamp: hybridTimestamp(1), nodeId: nodeId('n1'), counter: 0 };
+    for (const timeoutMs of [0, -1, 1.5, TX_ID_TIMEOUT_MS_MAX + 1, Number.NaN]) {
+      expectInvalid(() => makeTxId({ ...base, timeoutMs }));
+    }
   });
 });

@@ -2,11 +2,13 @@
  * Rule 19 end to end (simulated, fixed seeds): a node whose clock is set 2·maxClockSkew ahead measures that from its
  * heartbeats, stops acting as primary (its partitions' leases move to other nodes, and transactions go on through
  * them) and as coordinator (its client's RW and RO begin fail CLOCK_SKEW, retryably), and resumes once its clock is
- * reset. An offset within the bound changes nothing.
+ * reset. An offset within the bound changes nothing. Rule 8: a node whose clock jumps minutes ahead cannot drag the
+ * others' clocks with it (its messages are refused and counted), and the healthy nodes go on serving transactions.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LIMITS } from '../../src/core/limits.js';
+import { physicalMs } from '../../src/hlc/timestamp.js';
 import type { Client, Cluster, NodeName } from '../../src/index.js';
 import { isBasaltError, startCluster } from '../../src/index.js';
 
@@ -124,6 +126,51 @@ describe('rule 19: clock offsets measured from heartbeats (simulated)', () => {
       assert.ok(measured !== undefined && Math.abs(measured - 0.8 * SKEW_MS) < 50, `measured ${measured}`);
       await writeAll(cluster.client(node), keys, 3);
       assert.deepEqual(primaries(cluster, keys), before, 'no lease moved');
+    }));
+});
+
+/** How far `node`'s hybrid clock reads ahead of its own physical clock, in ms. */
+function hlcLeadMs(cluster: Cluster<Client>, node: NodeName): number {
+  const n = cluster.basaltNode(node)!;
+  return physicalMs(n.hlc.now()) - n.clock.nowMs();
+}
+
+describe('rule 8: a runaway clock is refused, not absorbed (simulated)', () => {
+  it('a node jumping 5 minutes ahead leaves the other clocks within the bound while they serve transactions', () =>
+    withCluster('clock-skew-runaway', async (cluster) => {
+      const keys = keysPerPartition(cluster);
+      await cluster.waitFor(() => primaries(cluster, keys).every((p) => p !== undefined), { what: 'primaries' });
+      const runaway = (primaries(cluster, keys).find((p) => p !== 'n1') ?? 'n2') as NodeName;
+      const healthy = cluster.nodes.filter((n) => n !== runaway);
+      await writeAll(cluster.client(healthy[0]!), keys, 0);
+
+      cluster.setClockOffset(runaway, 5 * 60_000);
+      let committed = 0;
+      for (let round = 1; round <= 20; round++) {
+        const via = healthy[round % healthy.length]!;
+        await writeAll(cluster.client(via), keys, round);
+        committed++;
+        await cluster.runFor(500);
+        for (const n of healthy) {
+          const lead = hlcLeadMs(cluster, n);
+          assert.ok(lead <= SKEW_MS, `round ${round}: ${n}'s clock leads its physical clock by ${lead} ms`);
+        }
+      }
+      assert.equal(committed, 20);
+      const values = await cluster.client(healthy[0]!).transaction((tx) => tx.getAll(T, keys));
+      assert.deepEqual(
+        values,
+        keys.map(() => 20),
+      );
+      assert.ok(hlcLeadMs(cluster, runaway) < SKEW_MS, 'the runaway node itself runs on its own (jumped) clock');
+      const refused = healthy.map((n) => cluster.node(n).metrics().counters['clock.skewRefusals'] ?? 0);
+      for (const [i, count] of refused.entries()) assert.ok(count > 0, `${healthy[i]} counted refusals: ${count}`);
+      const own = cluster.node(runaway).metrics().counters['clock.skewRefusals'] ?? 0;
+      assert.equal(own, 0, 'the healthy nodes are behind the runaway one, so it refuses nothing');
+      assert.ok(
+        primaries(cluster, keys).every((p) => p !== runaway),
+        'every lease moved to the healthy nodes',
+      );
     }));
 });
 

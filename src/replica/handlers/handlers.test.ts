@@ -17,6 +17,7 @@ import type { Messenger } from '../../net/messenger.js';
 import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
+import { isUnexecuted, mayResendAsNew } from '../../tx/coordinator-support.js';
 import { partitionLockKey, rowLockKey } from '../../tx/lock-modes.js';
 import type {
   EnlistmentToken,
@@ -374,6 +375,40 @@ describe('ReadWriteRequest on a partition primary', () => {
     const mv = h.hosted(primary, P1).mv;
     const read = mv.readLatest(mv.rowIdOf('dup')!);
     assert.ok(read.kind === 'committed' && read.value === 2, 'the newer write stays');
+  });
+
+  it('a one-phase put whose replica stops after proposing fails with an unknown outcome, and it still applies', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const replica = primary.replicas.get(P1)!;
+    const tx = h.newTx();
+    const entry = primary.driver.status(P1)!.lastIndex + 1;
+    const put = h.call<ReadWriteResponse>(
+      primary.name,
+      rwRequest(P1, tx, 1, { op: 'put', key: 'abandoned', value: 1 }, { full: true }),
+    );
+    const answered = put.then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    await h.runUntil(() => replica.proposals.inFlightCount > 0);
+    const backups = [...h.members.values()].filter((m) => m !== primary);
+    await h.runUntil(() => backups.every((m) => m.driver.status(P1)!.lastIndex >= entry));
+    // The primary stops (its replica object and its Raft group) with the proposal in its followers' logs.
+    replica.stop();
+    h.cut.add(primary.name);
+    const error = await h.settle(answered);
+    assert.ok(isBasaltError(error, 'NODE_UNAVAILABLE'), `answer: ${String(error)}`);
+    assert.equal(error.executed, 'unknown', 'an abandoned proposal proves nothing about its execution');
+    assert.equal(isUnexecuted(error), false);
+    assert.equal(mayResendAsNew(error), false, 'a coordinator must not resend it as a new one-phase write');
+    await h.runUntil(() => backups.every((m) => m.driver.status(P1)!.applied >= entry));
+    for (const m of backups) {
+      const mv = h.hosted(m, P1).mv;
+      const rowId = mv.rowIdOf('abandoned');
+      const read = rowId === undefined ? undefined : mv.readLatest(rowId);
+      assert.ok(read?.kind === 'committed' && read.value === 1, `${m.name} (a backup): the abandoned write applied`);
+    }
   });
 
   it('rule 15: a request past the tx deadline is rejected; after cleanup the tx is finished here', async () => {
