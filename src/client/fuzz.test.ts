@@ -283,7 +283,7 @@ async function fuzzPort(rng: SeededRandom, frames: number, target: PortFuzz): Pr
 
 /**
  * Sends one batch on a fresh connection and reads what comes back until the port closes it, or answers the sentinel
- * request that follows the batch (replies to the batch's validation failures precede it), or a second passed (a
+ * request that follows the batch (replies to the batch's validation failures precede it), or 5 s passed (a
  * truncated frame swallows the sentinel). Without a sentinel the batch is followed by a half-close.
  */
 function throwBatch(target: PortFuzz, bytes: Buffer): Promise<void> {
@@ -295,7 +295,8 @@ function throwBatch(target: PortFuzz, bytes: Buffer): Promise<void> {
       socket.destroy();
       resolve();
     };
-    const safety = setTimeout(done, 1_000);
+    // Generous: on a loaded machine the replies to a batch can take well over a second.
+    const safety = setTimeout(done, 5_000);
     socket.on('connect', () => {
       if (target.sentinel === undefined) socket.end(bytes);
       else socket.write(Buffer.concat([bytes, framed(encode(target.sentinel.request))]));

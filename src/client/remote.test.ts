@@ -235,7 +235,7 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
       held.release();
     }
 
-    const impatient = await connect(server.address, { timeoutMs: 150 });
+    const impatient = await connect(server.address, { timeoutMs: 1_000 });
     try {
       const slow = await impatient.begin();
       const holdFinish = cluster.network.hold({ kind: 'TxFinishRequest', from: 'n1' });
