@@ -10,10 +10,12 @@
  *    heard, else a LeaseConfirmRequest to that primary; a failed check aborts instead (retryable error);
  * 4. a tx that wrote nothing: unlock-only cleanup, its entry goes final and is removed (no durable state);
  *    otherwise TxFinishRequest to the commit partition primary, retried on PRIMARY_MISS (following the hint) and on
- *    timeouts with backoff, always with the same commitTs. COMMITTED is reported only from the stored outcome
- *    (rule 14); a mismatch sets the map to the real outcome, cleans up the whole enlisted set and is reported
- *    (not retryable); after `finishAttemptsMax` attempts without an answer commit reports TX_OUTCOME_UNKNOWN (not
- *    retryable) and the same request goes on being retried in the background until an answer settles the map.
+ *    timeouts with backoff, always with the same commitTs. The commit partition answers once the outcome is durable
+ *    and cleans up the enlisted partitions after it (DESIGN §2 "Commit acknowledgement"), so the answer costs no
+ *    cleanup round trip. COMMITTED is reported only from the stored outcome (rule 14); a mismatch sets the map to
+ *    the real outcome, cleans up the whole enlisted set and is reported (not retryable); after `finishAttemptsMax`
+ *    attempts without an answer commit reports TX_OUTCOME_UNKNOWN (not retryable) and the same request goes on being
+ *    retried in the background until an answer settles the map.
  *
  * Rollback (also the tx timeout, and a commit that cannot commit): the compare-and-set to FINISHING without a commitTs
  * (unless commit already installed one), then unlock-only cleanup for a tx that wrote nothing, else the same finish
@@ -270,7 +272,9 @@ export class FinishDriver {
     if (outcome.state === 'COMMITTED') this.ctx.clock.update(outcome.commitTs);
     const commitTimestamp = outcome.state === 'COMMITTED' ? outcome.commitTs : undefined;
     this.ctx.txStates.update(tx.id, { state: outcome.state, commitTimestamp, reason: 'finish-response' });
-    // The finish response comes once the enlisted primaries cleaned up: the entry's retention starts now.
+    // The finish response comes once the outcome is durable, before cleanup: the commit partition keeps its record
+    // until cleanup completed, so once this entry's retention (starting now) has passed, a reader asking here gets
+    // no state and goes on to the commit partition.
     this.ctx.txStates.markCleanupCompleted(tx.id);
     tx.outcome = outcome;
     this.onFinished(tx);

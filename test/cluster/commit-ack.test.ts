@@ -1,0 +1,154 @@
+/**
+ * A commit is acknowledged once its outcome is durable on the commit partition, and cleanup follows it (DESIGN §2
+ * "Commit acknowledgement"), simulated over fixed seeds: a commit returns while the cleanup requests are held or cut;
+ * a later tx that meets the finished tx's lock or intent cleans it up in line instead of dying or waiting; an RO read
+ * still sees the committed value through resolution; and a cut cleanup is re-driven until the commit partition's
+ * record says its cleanup completed.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { NodeName, PartitionId, TxId } from '../../src/index.js';
+import { isBasaltError } from '../../src/index.js';
+import { keyIn, type TestCluster, withSimCluster } from '../client/support.js';
+
+const T = 'accounts';
+
+interface Roles {
+  readonly keyA: string;
+  readonly keyB: string;
+  readonly a: PartitionId;
+  readonly b: PartitionId;
+  readonly primaryA: NodeName;
+  readonly primaryB: NodeName;
+  readonly coordinator: NodeName;
+}
+
+/** Partition A (the commit partition: written first) and B with different primaries; the coordinator is neither. */
+function chooseRoles(cluster: TestCluster): Roles {
+  const partitions = [...new Set(Array.from({ length: 200 }, (_, i) => cluster.placement(T, `r${i}`).partition))];
+  for (const a of partitions) {
+    for (const b of partitions) {
+      if (a === b) continue;
+      const keyA = keyIn(cluster, T, (p) => p === a, 'r');
+      const keyB = keyIn(cluster, T, (p) => p === b, 'r');
+      const [pa, pb] = [cluster.placement(T, keyA).primary, cluster.placement(T, keyB).primary];
+      if (pa === undefined || pb === undefined || pa === pb) continue;
+      const coordinator = cluster.nodes.find((n) => n !== pa && n !== pb);
+      if (coordinator !== undefined) return { keyA, keyB, a, b, primaryA: pa, primaryB: pb, coordinator };
+    }
+  }
+  throw new Error('no two partitions with different primaries');
+}
+
+function recordOf(cluster: TestCluster, node: NodeName, partition: PartitionId, txId: TxId) {
+  return cluster.basaltNode(node)?.storage.txStatePartition(partition).get(txId);
+}
+
+function intentsOf(cluster: TestCluster, node: NodeName, partition: PartitionId, txId: TxId): number {
+  return cluster.basaltNode(node)?.storage.mvPartition(partition).rowsWrittenBy(txId).length ?? 0;
+}
+
+/** Settles `p` within `ms` of virtual time, or fails naming `what`. */
+async function within<V>(cluster: TestCluster, p: Promise<V>, ms: number, what: string): Promise<V> {
+  let settled: { ok: true; value: V } | { ok: false; error: unknown } | undefined;
+  p.then(
+    (value) => {
+      settled = { ok: true, value };
+    },
+    (error: unknown) => {
+      settled = { ok: false, error };
+    },
+  );
+  await cluster.waitFor(() => settled !== undefined, { what, timeoutMs: ms });
+  assert.ok(settled !== undefined);
+  if (!settled.ok) throw settled.error;
+  return settled.value;
+}
+
+/** Lets `ms` of virtual time pass, in steps (one drive is bounded). */
+async function runLong(cluster: TestCluster, ms: number): Promise<void> {
+  for (let left = ms; left > 0; left -= 10_000) await cluster.runFor(Math.min(left, 10_000));
+}
+
+describe('commit acknowledged once durable; finished holders cleaned up in line (simulated)', () => {
+  const options = { nodes: 4, partitions: 6, replicas: 3 };
+
+  it('sequential transactions from one client writing the same keys back to back never fail TX_LOCK_CONFLICT while every cleanup request is held: each cleans its predecessor in line', () =>
+    withSimCluster('ack-sequential', options, async (cluster) => {
+      const roles = chooseRoles(cluster);
+      const client = cluster.client(roles.coordinator);
+      const held = cluster.network.hold({ kind: 'TxCleanupRequest' });
+      const failures: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const tx = await client.begin();
+        try {
+          await tx.put(T, roles.keyA, i);
+          await tx.put(T, roles.keyB, i);
+          await within(cluster, tx.commit(), 5_000, `commit ${i}`);
+        } catch (error) {
+          failures.push(isBasaltError(error) ? `${i}: ${error.code} ${error.message}` : String(error));
+          await tx.rollback().catch(() => {});
+        }
+      }
+      assert.deepEqual(failures, [], 'no tx died or waited out a finished predecessor');
+      assert.ok(held.heldCount > 0, 'the cleanup requests were held throughout');
+      held.release();
+      assert.deepEqual(await client.transaction((t) => t.getAll(T, [roles.keyA, roles.keyB])), [5, 5]);
+    }));
+
+  it('with TxCleanupRequest from the commit partition primary to the other enlisted primary cut for 3 minutes, commit returns COMMITTED at once and an RO read sees the value; after the link heals the cleanup is re-driven: the intent is switched and the record reaches cleanupCompleted', () =>
+    withSimCluster('ack-cut-cleanup', options, async (cluster) => {
+      const roles = chooseRoles(cluster);
+      const client = cluster.client(roles.coordinator);
+      const cut = cluster.network.drop({ kind: 'TxCleanupRequest', from: roles.primaryA, to: roles.primaryB });
+      const tx = await client.begin();
+      await tx.put(T, roles.keyA, 'a');
+      await tx.put(T, roles.keyB, 'b');
+      await within(cluster, tx.commit(), 5_000, 'commit acknowledged while its cleanup is cut');
+      assert.equal(recordOf(cluster, roles.primaryA, roles.a, tx.id)?.state, 'COMMITTED');
+      const ro = await client.begin({ readOnly: true });
+      assert.deepEqual(await ro.getAll(T, [roles.keyA, roles.keyB]), ['a', 'b'], 'RO read resolves the intent');
+      await ro.commit();
+      await runLong(cluster, 180_000);
+      assert.ok(cluster.placement(T, roles.keyA).primary === roles.primaryA, 'A kept its primary');
+      assert.ok(cluster.placement(T, roles.keyB).primary === roles.primaryB, 'B kept its primary');
+      assert.equal(intentsOf(cluster, roles.primaryB, roles.b, tx.id), 1, "B's intent waits for its cleanup");
+      assert.equal(recordOf(cluster, roles.primaryA, roles.a, tx.id)?.cleanupCompleted, false);
+      cut.undo();
+      await cluster.waitFor(() => recordOf(cluster, roles.primaryA, roles.a, tx.id)?.cleanupCompleted === true, {
+        what: 'the commit partition record reaches cleanupCompleted',
+        timeoutMs: 30_000,
+      });
+      assert.equal(intentsOf(cluster, roles.primaryB, roles.b, tx.id), 0, "B's intent switched by the cleanup");
+      const next = await client.begin();
+      await within(cluster, next.put(T, roles.keyB, 'b2'), 2_000, "a new tx locks B's key");
+      await next.commit();
+      assert.equal(await client.get(T, roles.keyB), 'b2');
+    }));
+
+  it('a cleanup cut for 5 minutes while both primaries keep their leases never gives up: once the link heals, the rescan re-drives it within the bound, the intent is switched and the record reaches cleanupCompleted', () =>
+    withSimCluster('cleanup-redriven', options, async (cluster) => {
+      const roles = chooseRoles(cluster);
+      const client = cluster.client(roles.coordinator);
+      const cut = cluster.network.drop({ kind: 'TxCleanupRequest', from: roles.primaryA, to: roles.primaryB });
+      const tx = await client.begin();
+      await tx.put(T, roles.keyA, 'a');
+      await tx.put(T, roles.keyB, 'b');
+      const commit = tx.commit().then(
+        () => 'COMMITTED',
+        (e: unknown) => (isBasaltError(e) ? e.code : String(e)),
+      );
+      await runLong(cluster, 300_000);
+      assert.equal(cluster.placement(T, roles.keyA).primary, roles.primaryA, 'A kept its primary');
+      assert.equal(cluster.placement(T, roles.keyB).primary, roles.primaryB, 'B kept its primary');
+      assert.equal(recordOf(cluster, roles.primaryA, roles.a, tx.id)?.state, 'COMMITTED');
+      assert.equal(intentsOf(cluster, roles.primaryB, roles.b, tx.id), 1, "B's intent waits for its cleanup");
+      cut.undo();
+      await cluster.waitFor(() => recordOf(cluster, roles.primaryA, roles.a, tx.id)?.cleanupCompleted === true, {
+        what: 'the commit partition record reaches cleanupCompleted',
+        timeoutMs: 30_000,
+      });
+      assert.equal(intentsOf(cluster, roles.primaryB, roles.b, tx.id), 0, "B's intent switched by the cleanup");
+      assert.equal(await commit, 'COMMITTED');
+    }));
+});
