@@ -15,7 +15,9 @@
  *    cleanup round trip. COMMITTED is reported only from the stored outcome (rule 14); a mismatch sets the map to
  *    the real outcome, cleans up the whole enlisted set and is reported (not retryable); after `finishAttemptsMax`
  *    attempts without an answer commit reports TX_OUTCOME_UNKNOWN (not retryable) and the same request goes on being
- *    retried in the background until an answer settles the map.
+ *    retried in the background until an answer settles the map. A finish refused below the commit partition's vacuum
+ *    horizon (TX_OUTCOME_UNKNOWN from the commit partition) can never be answered: the entry is dropped (see
+ *    `forgetUnknowable`).
  *
  * Rollback (also the tx timeout, and a commit that cannot commit): the compare-and-set to FINISHING without a commitTs
  * (unless commit already installed one), then unlock-only cleanup for a tx that wrote nothing, else the same finish
@@ -192,6 +194,7 @@ export class FinishDriver {
         if (foreground) throw mismatchError(tx, body, result.outcome);
         return;
       case 'unknown':
+        this.forgetUnknowable(tx);
         if (foreground && body.commit) throw outcomeUnknownError(tx, body, result.error);
         this.ctx.onError(result.error);
         return;
@@ -280,6 +283,18 @@ export class FinishDriver {
     this.onFinished(tx);
     const uncertain = uncertainTargets(tx);
     if (uncertain.length > 0) await cleanUp(this.ctx, tx.id, uncertain, { unlockOnly: false, outcome });
+  }
+
+  /**
+   * The commit partition refused the finish below its vacuum horizon (rule 15): no finish of the tx is ever applied
+   * there, so this coordinator can never learn the outcome, and its FINISHING entry would stay forever. It is
+   * dropped: a reader asking here then gets no state and goes on to the commit partition, and an enlisted primary
+   * still holding the tx's intents or locks learns "no record, below the horizon" there, which proves the tx never
+   * committed, and aborts them (replica/inline-cleanup.ts).
+   */
+  private forgetUnknowable(tx: CoordinatedTx): void {
+    this.ctx.txStates.remove(tx.id, 'finish-response');
+    this.onFinished(tx);
   }
 
   // ------------------------------------------------------------------------------------------ a lost compare-and-set

@@ -151,4 +151,52 @@ describe('commit acknowledged once durable; finished holders cleaned up in line 
       assert.equal(intentsOf(cluster, roles.primaryB, roles.b, tx.id), 0, "B's intent switched by the cleanup");
       assert.equal(await commit, 'COMMITTED');
     }));
+
+  it('a finish delayed past the vacuum horizon: the coordinator drops its FINISHING entry after TX_OUTCOME_UNKNOWN, and the primaries still holding its intents abort them when a new tx needs the keys (no record at or below the horizon proves it never committed)', () =>
+    withSimCluster('finish-below-horizon', options, async (cluster) => {
+      const roles = chooseRoles(cluster);
+      const other = cluster.nodes.find((n) => n !== roles.coordinator);
+      assert.ok(other !== undefined);
+      const keyA2 = keyIn(cluster, T, (p) => p === roles.a, 'other');
+      const late = await cluster.client(roles.coordinator).begin();
+      await late.put(T, roles.keyA, 'late');
+      await late.put(T, roles.keyB, 'late');
+      const held = cluster.network.hold({ kind: 'TxFinishRequest', from: roles.coordinator });
+      const commit = late.commit().then(
+        () => 'COMMITTED',
+        (e: unknown) => (isBasaltError(e) ? e.code : String(e)),
+      );
+      await cluster.waitFor(() => held.heldCount > 0, { what: 'the late finish held' });
+      // Younger txs on the same commit partition finish, are cleaned up and vacuumed: the horizon passes the late one.
+      const younger: TxId[] = [];
+      for (let i = 0; i < 3; i++) {
+        const tx = await cluster.client(other).begin();
+        await tx.put(T, keyA2, i);
+        await tx.commit();
+        younger.push(tx.id);
+      }
+      await runLong(cluster, 65_000);
+      await cluster.waitFor(() => younger.every((id) => recordOf(cluster, roles.primaryA, roles.a, id) === undefined), {
+        what: 'the younger records vacuumed',
+        timeoutMs: 30_000,
+      });
+      assert.equal(recordOf(cluster, roles.primaryA, roles.a, late.id), undefined, 'no record of the late tx');
+      held.release();
+      assert.equal(await commit, 'TX_OUTCOME_UNKNOWN', 'the user is told the outcome is unknown');
+      await cluster.runFor(1_000);
+      for (const n of cluster.nodes) {
+        assert.notEqual(cluster.node(n).txState(late.id)?.state, 'FINISHING', `${n} has no FINISHING entry left`);
+      }
+      assert.equal(cluster.node(roles.coordinator).txState(late.id), undefined, 'the coordinator dropped its entry');
+      const next = await cluster.client(other).begin();
+      await within(cluster, next.put(T, roles.keyA, 'next'), 5_000, 'a new tx locks key A');
+      await within(cluster, next.put(T, roles.keyB, 'next'), 5_000, 'a new tx locks key B');
+      await next.commit();
+      assert.equal(intentsOf(cluster, roles.primaryA, roles.a, late.id), 0, 'no intent of the late tx on A');
+      assert.equal(intentsOf(cluster, roles.primaryB, roles.b, late.id), 0, 'no intent of the late tx on B');
+      assert.deepEqual(await cluster.client(other).transaction((t) => t.getAll(T, [roles.keyA, roles.keyB])), [
+        'next',
+        'next',
+      ]);
+    }));
 });
