@@ -18,6 +18,10 @@
  *    partition, which removes both; and no finish at or below the horizon is ever applied), so it is cleaned up
  *    here as ABORTED.
  *
+ * A reader's resolution triggers the same settle when its commit partition, finding no record at or below the
+ * horizon, asks this primary about an intent it still holds (rule 16's primary-replica path): the intent is then
+ * aborted without waiting for a writer to meet it.
+ *
  * Anything else (PENDING, no answer, no commit partition known) leaves the wait-die decision as it stands; no outcome
  * is ever guessed. Bounded: at most `holderStateRequestsMax` holders asked about and settling at once (past it the
  * request waits or dies as wait-die says).
@@ -83,11 +87,20 @@ export class InlineCleanup {
     this.inFlightMax = options.inFlightMax ?? LIMITS.holderStateRequestsMax;
   }
 
-  /** Settles every holder that blocks a lock request on `partition`; returns the function that stops watching. */
+  /**
+   * Settles every holder that blocks a lock request on `partition`, and every tx whose intent there a reader's
+   * resolution asked about on the primary-replica path; returns the function that stops watching.
+   */
   watch(partition: HostedPartition): () => void {
-    return partition.locks.onConflict((holder) => {
-      this.settle(partition, holder).catch(this.onError);
-    });
+    const settle = (txId: TxId): void => {
+      this.settle(partition, txId).catch(this.onError);
+    };
+    const conflicts = partition.locks.onConflict(settle);
+    const queried = partition.onHeldIntentQueried(settle);
+    return () => {
+      conflicts();
+      queried();
+    };
   }
 
   /** A point in the order of conflicts: settles started from now on serve a caller holding it. */

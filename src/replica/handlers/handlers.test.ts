@@ -522,6 +522,26 @@ describe('TxFinishRequest and cleanup', () => {
     await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
   });
 
+  it('a cleanup run that ended unfinished is re-driven by the rescan of records whose cleanup has not completed', async () => {
+    const h = await Cluster.start(SEED, { cleanupAttemptsMax: 2 });
+    const tx = h.newTx();
+    const { p0, p1, enlisted } = await writeBoth(h, tx);
+    h.dropCleanups = true;
+    const commitTs = h.coord.now();
+    await h.settle(h.call<TxFinishResponse>(p0.name, finishRequest(tx, commitTs, enlisted)));
+    await h.runUntil(() => p0.router.cleanups.runsInFlight === 0);
+    assert.equal(h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted, false, 'the run ended unfinished');
+    assert.ok(h.hosted(p1, P1).locks.locksOf(tx).length > 0, 'locks still held');
+    h.dropCleanups = false;
+    assert.equal(p0.router.cleanups.rescan(h.hosted(p0, P0)), 1, 'one record owes a cleanup');
+    assert.equal(p0.router.cleanups.rescan(h.hosted(p0, P0)), 0, 'a record being cleaned is not started twice');
+    await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
+    assert.deepEqual(h.hosted(p1, P1).locks.locksOf(tx), []);
+    assert.deepEqual(h.hosted(p1, P1).mv.rowsWrittenBy(tx), []);
+    assert.equal(p0.router.cleanups.rescan(h.hosted(p0, P0)), 0, 'nothing left to re-drive');
+    assert.equal(p1.router.cleanups.rescan(h.hosted(p1, P0)), 0, 'a backup of the commit partition drives nothing');
+  });
+
   it('messengerCleanupSender bounds each request by the cleanup timeout and checks the response kind', async () => {
     const seen: { to: string; timeoutMs: number }[] = [];
     const answers: unknown[] = [
