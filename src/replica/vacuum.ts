@@ -10,7 +10,7 @@
  *   horizon to the largest removed D; a finish or recovery of a tx at or below the horizon is then not applied.
  *
  * Records are listed in txId order, which is age order, so D rises along the listing and a page stops at the first
- * record too young to go. Records whose cleanup has not completed stay (recoverCleanups completes them). Bounded:
+ * record too young to go. Records whose cleanup has not completed stay (the cleanup driver re-drives them). Bounded:
  * at most scanMax records examined per partition per round (a cut-short scan resumes there next round), VacuumTxStates batches of txStateVacuumBatchMax ids,
  * rounds never overlap. Only the primary proposes, so replicas do not race each other with duplicate commands (a
  * duplicate would be harmless: it finds nothing left to remove).
