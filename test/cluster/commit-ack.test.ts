@@ -23,8 +23,11 @@ interface Roles {
   readonly coordinator: NodeName;
 }
 
-/** Partition A (the commit partition: written first) and B with different primaries; the coordinator is neither. */
-function chooseRoles(cluster: TestCluster): Roles {
+/**
+ * Partition A (the commit partition: written first) and B with different primaries; the coordinator is neither.
+ * `bOutsideA`: B's primary is no replica of A either (so its map does not learn the outcome from A's log).
+ */
+function chooseRoles(cluster: TestCluster, bOutsideA = false): Roles {
   const partitions = [...new Set(Array.from({ length: 200 }, (_, i) => cluster.placement(T, `r${i}`).partition))];
   for (const a of partitions) {
     for (const b of partitions) {
@@ -33,6 +36,7 @@ function chooseRoles(cluster: TestCluster): Roles {
       const keyB = keyIn(cluster, T, (p) => p === b, 'r');
       const [pa, pb] = [cluster.placement(T, keyA).primary, cluster.placement(T, keyB).primary];
       if (pa === undefined || pb === undefined || pa === pb) continue;
+      if (bOutsideA && cluster.placement(T, keyA).replicas.includes(pb)) continue;
       const coordinator = cluster.nodes.find((n) => n !== pa && n !== pb);
       if (coordinator !== undefined) return { keyA, keyB, a, b, primaryA: pa, primaryB: pb, coordinator };
     }
@@ -205,5 +209,25 @@ describe('commit acknowledged once durable; finished holders cleaned up in line 
         'next',
         'next',
       ]);
+    }));
+
+  it('concurrent requests meeting one finished holder on one primary share a single commit partition state request and all proceed', () =>
+    withSimCluster('ack-shared-settle', { ...options, nodes: 5 }, async (cluster) => {
+      const roles = chooseRoles(cluster, true);
+      const keysB = [0, 1, 2].map((i) => keyIn(cluster, T, (p) => p === roles.b, `b${i}-`));
+      const client = cluster.client(roles.coordinator);
+      const held = cluster.network.hold({ kind: 'TxCleanupRequest' });
+      const tx = await client.begin();
+      await tx.put(T, roles.keyA, 'a');
+      for (const k of keysB) await tx.put(T, k, 'b');
+      await tx.commit();
+      // State requests, not attempts: an attempt that misses the primary is followed to the holder it names.
+      const asked = () => cluster.basaltNode(roles.primaryB)?.counters.get('inlineCleanup.stateRequests') ?? 0;
+      const before = asked();
+      const writes = keysB.map((k, i) => cluster.client(roles.coordinator).put(T, k, i));
+      await within(cluster, Promise.all(writes), 5_000, 'every write proceeds');
+      assert.equal(asked() - before, 1, "one state request for the holder from B's primary");
+      held.release();
+      assert.deepEqual(await client.transaction((t) => t.getAll(T, keysB)), [0, 1, 2]);
     }));
 });
