@@ -165,6 +165,12 @@ export const LIMITS = {
    * wait-die decision as it stands.
    */
   inlineCleanupsPerLockMax: 4,
+  /**
+   * Enlisted primary: a lock request that waits settles the key's holders again this often (a holder may finish
+   * while it waits, and its cleanup may be slow to come), at most `inlineRechecksPerWaitMax` times per wait.
+   */
+  inlineRecheckIntervalMs: 1_000,
+  inlineRechecksPerWaitMax: 10,
   /** Enlisted primary: holder txs whose state this node is asking their commit partition about at once. */
   holderStateRequestsMax: 10_000,
   /** Default tx timeout; a tx's hard deadline is beginTs + this (rule 15), the same on every node of a cluster. */

@@ -230,4 +230,27 @@ describe('commit acknowledged once durable; finished holders cleaned up in line 
       held.release();
       assert.deepEqual(await client.transaction((t) => t.getAll(T, keysB)), [0, 1, 2]);
     }));
+
+  it("an older tx waiting for a younger holder is granted soon after the holder commits, although the holder's cleanup requests are held", () =>
+    withSimCluster('ack-waiter', options, async (cluster) => {
+      const roles = chooseRoles(cluster);
+      const client = cluster.client(roles.coordinator);
+      const held = cluster.network.hold({ kind: 'TxCleanupRequest' });
+      const older = await client.begin();
+      await older.put(T, roles.keyA, 'older');
+      const holder = await client.begin();
+      await holder.put(
+        T,
+        keyIn(cluster, T, (p) => p === roles.a, 'a2-'),
+        'holder',
+      ); // its commit partition: A
+      await holder.put(T, roles.keyB, 'holder');
+      const waiting = older.put(T, roles.keyB, 'older');
+      await cluster.runFor(500);
+      await within(cluster, holder.commit(), 5_000, 'the holder commits');
+      await within(cluster, waiting, 3_000, 'the older tx is granted the lock');
+      await older.commit();
+      held.release();
+      assert.deepEqual(await client.transaction((t) => t.getAll(T, [roles.keyA, roles.keyB])), ['older', 'older']);
+    }));
 });

@@ -23,7 +23,8 @@
  * Finished holders (DESIGN §2 "Commit acknowledgement"): a finish is answered before its cleanup reaches the enlisted
  * partitions, so a lock may still be held by a tx whose commit or rollback has returned. The in-line cleanup settles
  * every holder a lock request meets (inline-cleanup.ts): a final one is cleaned up here at once, and the request is
- * granted (a waiter) or takes its lock again (one wait-die denied for that holder).
+ * granted (a waiter) or takes its lock again (one wait-die denied for that holder). A waiter settles the key's
+ * holders again while it waits, since a holder open when the wait began may finish meanwhile.
  *
  * Lost locks (ignite3-protocol.md §8): a foreign intent met under our lock is resolved to its tx's final outcome
  * (resolution/lost-locks.ts: the local map, else its coordinator, which aborts the tx if still pending, else its
@@ -35,6 +36,7 @@ import { assert } from '../../core/assert.js';
 import { BasaltError, invalidArgument } from '../../core/errors.js';
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
+import type { TimerHandle } from '../../env/timers.js';
 import { formatTimestamp } from '../../hlc/timestamp.js';
 import { type KeyRange, type ReadResult, TOMBSTONE, type Value } from '../../storage/mv-partition-storage.js';
 import { type LockStep, partitionLockKey, pointLockPlan, scanLockPlan } from '../../tx/lock-modes.js';
@@ -188,16 +190,46 @@ async function acquireLocks(
   for (const step of plan) {
     for (let settled = 0; ; settled++) {
       const since = inline.mark();
+      const acquired = p.acquire(txId, [step]);
+      const rechecks = recheckWhileWaiting(p, txId, step, inline);
       try {
-        await p.acquire(txId, [step]);
+        await acquired;
         break;
       } catch (error) {
         const blocker = waitDieBlocker(error);
         if (blocker === undefined || settled >= LIMITS.inlineCleanupsPerLockMax) throw error;
         if (!(await inline.settle(p, blocker, since))) throw error;
+      } finally {
+        rechecks();
       }
     }
   }
+}
+
+/**
+ * While the request for `step` waits, settles the key's holders again every `inlineRecheckIntervalMs` (at most
+ * `inlineRechecksPerWaitMax` times): a holder that was open when the wait began may have finished since. Returns the
+ * function that stops it (nothing is scheduled for a request granted or denied at once).
+ */
+function recheckWhileWaiting(p: HostedPartition, txId: TxId, step: LockStep, inline: InlineCleanup): () => void {
+  if (!p.locks.waitsOf(txId).includes(step.key)) return () => {};
+  let timer: TimerHandle | undefined;
+  let rechecks = 0;
+  const arm = (): void => {
+    timer = p.timers.setTimer(() => {
+      timer = undefined;
+      for (const holder of p.locks.holders(step.key)) {
+        if (holder.txId !== txId) void inline.settle(p, holder.txId).catch(() => false);
+      }
+      if (++rechecks < LIMITS.inlineRechecksPerWaitMax) arm();
+    }, LIMITS.inlineRecheckIntervalMs);
+  };
+  arm();
+  return () => {
+    rechecks = LIMITS.inlineRechecksPerWaitMax;
+    if (timer !== undefined) p.timers.clearTimer(timer);
+    timer = undefined;
+  };
 }
 
 /** The older holder a wait-die denial names. */
