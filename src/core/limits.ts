@@ -171,6 +171,14 @@ export const LIMITS = {
    */
   inlineRecheckIntervalMs: 1_000,
   inlineRechecksPerWaitMax: 10,
+  /**
+   * Enlisted primary: a request wait-die denied waits at most this long for the in-line cleanup of the older holder
+   * before it dies anyway (the cleanup goes on in the background).
+   */
+  inlineSettleWaitMsMax: 1_000,
+  /** Enlisted primary: one holder state request to a commit partition: attempts (following PRIMARY_MISS), timeout. */
+  holderStateRequestAttemptsMax: 2,
+  holderStateRequestTimeoutMs: 1_000,
   /** Enlisted primary: holder txs whose state this node is asking their commit partition about at once. */
   holderStateRequestsMax: 10_000,
   /** Default tx timeout; a tx's hard deadline is beginTs + this (rule 15), the same on every node of a cluster. */

@@ -83,7 +83,7 @@ export class InlineCleanup {
     this.o = options;
     this.counters = options.counters ?? NO_COUNTERS;
     this.onError = options.onError ?? (() => {});
-    this.requestTimeoutMs = options.requestTimeoutMs ?? LIMITS.resolutionRequestTimeoutMs;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? LIMITS.holderStateRequestTimeoutMs;
     this.inFlightMax = options.inFlightMax ?? LIMITS.holderStateRequestsMax;
   }
 
@@ -196,7 +196,10 @@ export class InlineCleanup {
       holder: true,
     };
     try {
-      const response = await requestPrimary(this.o, commitPartitionId, body, { timeoutMs: this.requestTimeoutMs });
+      const response = await requestPrimary(this.o, commitPartitionId, body, {
+        timeoutMs: this.requestTimeoutMs,
+        attemptsMax: LIMITS.holderStateRequestAttemptsMax,
+      });
       const answer = answerOf(response);
       if (answer !== null && isFinalAnswer(answer)) return { kind: 'final', outcome: answer };
       if (answer?.state === 'UNKNOWN' && response.vacuumed === true) return { kind: 'vacuumed' };

@@ -23,7 +23,8 @@
  * Finished holders (DESIGN §2 "Commit acknowledgement"): a finish is answered before its cleanup reaches the enlisted
  * partitions, so a lock may still be held by a tx whose commit or rollback has returned. The in-line cleanup settles
  * every holder a lock request meets (inline-cleanup.ts): a final one is cleaned up here at once, and the request is
- * granted (a waiter) or takes its lock again (one wait-die denied for that holder). A waiter settles the key's
+ * granted (a waiter) or takes its lock again (one wait-die denied for that holder, which waits for that at most
+ * `inlineSettleWaitMsMax`: an unreachable commit partition must not hold its locks long). A waiter settles the key's
  * holders again while it waits, since a holder open when the wait began may finish meanwhile.
  *
  * Lost locks (ignite3-protocol.md §8): a foreign intent met under our lock is resolved to its tx's final outcome
@@ -198,7 +199,7 @@ async function acquireLocks(
       } catch (error) {
         const blocker = waitDieBlocker(error);
         if (blocker === undefined || settled >= LIMITS.inlineCleanupsPerLockMax) throw error;
-        if (!(await inline.settle(p, blocker, since))) throw error;
+        if (!(await settledWithin(p, inline.settle(p, blocker, since)))) throw error;
       } finally {
         rechecks();
       }
@@ -230,6 +231,23 @@ function recheckWhileWaiting(p: HostedPartition, txId: TxId, step: LockStep, inl
     if (timer !== undefined) p.timers.clearTimer(timer);
     timer = undefined;
   };
+}
+
+/** The settle's answer, or false once `inlineSettleWaitMsMax` passed first (the settle goes on regardless). */
+function settledWithin(p: HostedPartition, settle: Promise<boolean>): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = p.timers.setTimer(() => resolve(false), LIMITS.inlineSettleWaitMsMax);
+    settle.then(
+      (done) => {
+        p.timers.clearTimer(timer);
+        resolve(done);
+      },
+      () => {
+        p.timers.clearTimer(timer);
+        resolve(false);
+      },
+    );
+  });
 }
 
 /** The older holder a wait-die denial names. */
