@@ -37,7 +37,11 @@ import { actingEnd, type Lease, sameHolder } from '../replica/lease.js';
 import { leaseCounting } from '../replica/lease-metrics.js';
 import { PartitionReplica } from '../replica/partition-replica.js';
 import { type LeaseTiming, leaseTiming } from '../replica/primary.js';
-import { type ReplicaResolution, replicaResolutionFor } from '../replica/resolution/replica-resolution.js';
+import {
+  membershipPeers,
+  type ReplicaResolution,
+  replicaResolutionFor,
+} from '../replica/resolution/replica-resolution.js';
 import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
 import type { TxRequestFn } from '../tx/coordinator-ports.js';
 import { LowWatermark } from '../tx/low-watermark.js';
@@ -163,6 +167,8 @@ export class ReplicaPartitionHost implements PartitionHost {
     // Recovery and resolution requests fail under faults (timeouts, lost leaders): counted like other background work.
     this.resolution = replicaResolutionFor({ ...context, onError: (error) => this.background(error) }, this.locator());
     this.inline = new InlineCleanup({
+      self: context.identity,
+      peers: membershipPeers(context.membership, context.identity),
       request: ((to: NodeName, body: TxRequest, options: { readonly timeoutMs: number }) =>
         context.messenger.request(to, body, options)) as TxRequestFn,
       locator: this.locator(),

@@ -6,14 +6,18 @@
  * holder (LockManager `onConflict`), the holder is *settled* here:
  *
  * 1. local: a final entry in this node's map is the outcome;
- * 2. commit partition: otherwise a TxStateCommitPartitionRequest flagged `holder` goes to the holder's commit
- *    partition primary (its id from the map entry, else from one of the holder's intents here). One request per
- *    holder tx is in flight per node; a final answer serves everyone waiting on it, a non-final one only those who
- *    came after it was sent (an earlier answer may predate the holder's finish);
- * 3. a final outcome: the holder's cleanup of this partition runs here as its commit partition would send it
+ * 2. coordinator: a holder coordinated on this very node and not final here is open (its own entry says so); a
+ *    holder whose coordinator is reachable and not gone (rule 17) is asked with a TxStateCoordinatorRequest (one hop:
+ *    the coordinator's entry goes final from the stored outcome before `commit()` returns, rule 14). A final answer
+ *    is the outcome, PENDING means open; no state (it forgot the tx, or dropped it as unknowable) or no answer → 3;
+ * 3. commit partition: a TxStateCommitPartitionRequest flagged `holder` goes to the holder's commit partition
+ *    primary (its id from the map entry, else from one of the holder's intents here). One question per holder tx is
+ *    in flight per node; a final answer serves everyone waiting on it, a non-final one only those who came after it
+ *    was asked (an earlier answer may predate the holder's finish);
+ * 4. a final outcome: the holder's cleanup of this partition runs here as its commit partition would send it
  *    (tx-cleanup.ts `cleanupPartition`: map final, intents switched through Raft, locks released), one run per
  *    partition and holder at a time, and the blocked request takes its lock again (a waiter is simply granted);
- * 4. "no record, at or below the vacuum horizon" while this primary still holds the holder's intent or lock: the
+ * 5. "no record, at or below the vacuum horizon" while this primary still holds the holder's intent or lock: the
  *    holder never committed (a committed record is vacuumed only after cleanup completed on every enlisted
  *    partition, which removes both; and no finish at or below the horizon is ever applied), so it is cleaned up
  *    here as ABORTED.
@@ -36,10 +40,18 @@ import type { PrimaryLocator } from './cleanup-driver.js';
 import type { HostedPartition } from './handlers/hosted-partition.js';
 import { cleanupPartition } from './handlers/tx-cleanup.js';
 import { answerOf, isFinalAnswer } from './resolution/answers.js';
-import { type CounterSink, NO_COUNTERS, type TxRequestFn } from './resolution/ports.js';
+import {
+  type CounterSink,
+  NO_COUNTERS,
+  type PeerDirectory,
+  type SelfIdentity,
+  type TxRequestFn,
+} from './resolution/ports.js';
 import { requestPrimary } from './resolution/primary-requests.js';
 
 export interface InlineCleanupOptions {
+  readonly self: SelfIdentity;
+  readonly peers: PeerDirectory;
   readonly request: TxRequestFn;
   readonly locator: PrimaryLocator;
   readonly counters?: CounterSink;
@@ -63,6 +75,7 @@ interface Shared<T> {
 
 export const INLINE_CLEANUP_COUNTERS = {
   local: 'inlineCleanup.local',
+  coordinator: 'inlineCleanup.coordinator',
   commitPartition: 'inlineCleanup.commitPartition',
   vacuumed: 'inlineCleanup.vacuumedAborts',
   asked: 'inlineCleanup.stateRequests',
@@ -185,6 +198,45 @@ export class InlineCleanup {
     this.counters.add(INLINE_CLEANUP_COUNTERS.asked);
     const entry = p.txStateMap.entry(holder);
     const coordinatorId = entry?.coordinatorId ?? coordinatorOf(holder);
+    if (coordinatorId !== undefined) {
+      const state = await this.askCoordinator(p, holder, coordinatorId, entry !== undefined);
+      if (state !== undefined) return state;
+    }
+    return this.askCommitPartition(p, holder, commitPartitionId, coordinatorId);
+  }
+
+  /** Step 2 of the module header; undefined when the commit partition must be asked. */
+  private async askCoordinator(
+    p: HostedPartition,
+    holder: TxId,
+    coordinatorId: NodeId,
+    known: boolean,
+  ): Promise<HolderState | undefined> {
+    // This node's own coordinator entry is here and not final (else the local step answered): the tx is open.
+    if (coordinatorId === this.o.self.id) return known ? { kind: 'open' } : undefined;
+    const name = this.o.peers.nameOf(coordinatorId);
+    if (name === undefined || this.o.peers.isGone(coordinatorId)) return undefined;
+    try {
+      const response = await this.o.request(
+        name,
+        { kind: 'TxStateCoordinatorRequest', txId: holder, readTs: p.clock.now() },
+        { timeoutMs: this.requestTimeoutMs },
+      );
+      const answer = answerOf(response);
+      if (answer === null || answer.state === 'UNKNOWN') return undefined;
+      this.counters.add(INLINE_CLEANUP_COUNTERS.coordinator);
+      return isFinalAnswer(answer) ? { kind: 'final', outcome: answer } : { kind: 'open' };
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async askCommitPartition(
+    p: HostedPartition,
+    holder: TxId,
+    commitPartitionId: PartitionId,
+    coordinatorId: NodeId | undefined,
+  ): Promise<HolderState> {
     const body: TxStateCommitPartitionRequest = {
       kind: 'TxStateCommitPartitionRequest',
       txId: holder,
