@@ -146,15 +146,43 @@ export const LIMITS = {
    * answering PRIMARY_MISS (a new lease starts at the previous one's expiration, up to a lease duration away).
    */
   replicaLeaseStartWaitMsMax: 4_000,
-  /** Commit partition primary: cleanup rounds (send, re-resolve primaries, back off) before it stops retrying. */
+  /**
+   * Commit partition primary: cleanup rounds (send, re-resolve primaries, back off) of one cleanup run; a run that
+   * ends unfinished leaves its record "cleanup not completed" for the rescan, which starts a new run.
+   */
   cleanupAttemptsMax: 30,
   /** Commit partition primary: backoff between cleanup rounds, doubling from min to max. */
   cleanupBackoffMsMin: 20,
   cleanupBackoffMsMax: 2_000,
   /** Commit partition primary: timeout of one TxCleanupRequest. */
   cleanupRequestTimeoutMs: 5_000,
-  /** Commit partition primary: finishes (with their cleanups) in progress at once; more are refused OVERLOADED. */
+  /** Commit partition primary: cleanup runs in progress at once; past it a run is not started (the rescan retries). */
   finishesInFlightMax: 100_000,
+  /** Commit partition primary: period of the rescan of records whose cleanup has not completed. */
+  cleanupRescanIntervalMs: 10_000,
+  /** Commit partition primary: cleanup runs one rescan pass starts per commit partition (it resumes there next pass). */
+  cleanupRescanBatchMax: 1_000,
+  /**
+   * Enlisted primary: in-line cleanups of finished lock holders one lock request may run before it takes the
+   * wait-die decision as it stands.
+   */
+  inlineCleanupsPerLockMax: 4,
+  /**
+   * Enlisted primary: a lock request that waits settles the key's holders again this often (a holder may finish
+   * while it waits, and its cleanup may be slow to come), at most `inlineRechecksPerWaitMax` times per wait.
+   */
+  inlineRecheckIntervalMs: 1_000,
+  inlineRechecksPerWaitMax: 10,
+  /**
+   * Enlisted primary: a request wait-die denied waits at most this long for the in-line cleanup of the older holder
+   * before it dies anyway (the cleanup goes on in the background).
+   */
+  inlineSettleWaitMsMax: 1_000,
+  /** Enlisted primary: one holder state request to a commit partition: attempts (following PRIMARY_MISS), timeout. */
+  holderStateRequestAttemptsMax: 2,
+  holderStateRequestTimeoutMs: 1_000,
+  /** Enlisted primary: holder txs whose state this node is asking their commit partition about at once. */
+  holderStateRequestsMax: 10_000,
   /** Default tx timeout; a tx's hard deadline is beginTs + this (rule 15), the same on every node of a cluster. */
   txTimeoutMsDefault: 30_000,
   /**

@@ -6,7 +6,8 @@
  *
  * Upkeep: every replica's `maintain` runs on each leader change of its group and on a timer (`upkeepIntervalMs`), so
  * leases are proposed, renewed and taken over and idle safe time advances. When this node gains the lease of a
- * partition it re-runs the cleanups its commit partition records still owe (`recoverCleanups`). While this node's
+ * partition it re-runs the cleanups its commit partition records still owe (`recoverCleanups`), and the cleanup
+ * driver rescans them on a timer; each hosted partition's lock conflicts feed the in-line cleanup. While this node's
  * clock is beyond the bound from the majority (rule 19, measured by membership) its replicas neither act nor propose
  * leases, and it hands the Raft leadership of its groups to a live replica, so that one takes the lease over once the
  * current one lapses.
@@ -27,17 +28,24 @@ import type { NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle } from '../env/timers.js';
 import { addMs } from '../hlc/timestamp.js';
+import { type CleanupSender, messengerCleanupSender, type PrimaryLocator } from '../replica/cleanup-driver.js';
 import { StorageGcDriver } from '../replica/gc.js';
 import { HostedPartition } from '../replica/handlers/hosted-partition.js';
 import { ReplicaRequestRouter } from '../replica/handlers/router.js';
-import { type CleanupSender, messengerCleanupSender, type PrimaryLocator } from '../replica/handlers/tx-finish.js';
+import { InlineCleanup } from '../replica/inline-cleanup.js';
 import { actingEnd, type Lease, sameHolder } from '../replica/lease.js';
 import { leaseCounting } from '../replica/lease-metrics.js';
 import { PartitionReplica } from '../replica/partition-replica.js';
 import { type LeaseTiming, leaseTiming } from '../replica/primary.js';
-import { type ReplicaResolution, replicaResolutionFor } from '../replica/resolution/replica-resolution.js';
+import {
+  membershipPeers,
+  type ReplicaResolution,
+  replicaResolutionFor,
+} from '../replica/resolution/replica-resolution.js';
 import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
+import type { TxRequestFn } from '../tx/coordinator-ports.js';
 import { LowWatermark } from '../tx/low-watermark.js';
+import type { TxRequest } from '../tx/messages.js';
 import type { MetaView } from './metastorage-state.js';
 import type {
   PartitionHost,
@@ -131,6 +139,8 @@ export class ReplicaPartitionHost implements PartitionHost {
   readonly resolution: ReplicaResolution;
   /** This node's low watermark: below every open RO readTs here; RO reads re-check it, storage GC collects below. */
   readonly lowWatermark: LowWatermark;
+  /** Cleans finished lock holders in line for the requests they block. */
+  readonly inline: InlineCleanup;
   private readonly gc: StorageGcDriver;
   private readonly vacuum: TxStateVacuumDriver;
   private readonly context: PartitionHostContext;
@@ -156,11 +166,21 @@ export class ReplicaPartitionHost implements PartitionHost {
     const lowWatermark = () => this.lowWatermark.current();
     // Recovery and resolution requests fail under faults (timeouts, lost leaders): counted like other background work.
     this.resolution = replicaResolutionFor({ ...context, onError: (error) => this.background(error) }, this.locator());
+    this.inline = new InlineCleanup({
+      self: context.identity,
+      peers: membershipPeers(context.membership, context.identity),
+      request: ((to: NodeName, body: TxRequest, options: { readonly timeoutMs: number }) =>
+        context.messenger.request(to, body, options)) as TxRequestFn,
+      locator: this.locator(),
+      counters: context.counters,
+      onError: (error) => this.background(error),
+    });
     this.router = new ReplicaRequestRouter({
       sender: this.hintingSender(messengerCleanupSender(context.messenger as never)),
       locator: this.locator(),
       timers: context.timers,
       resolver: this.resolution.resolver,
+      inline: this.inline,
       lowWatermark,
       onError: (error) => this.background(error),
     });
@@ -183,6 +203,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     });
     this.gc.start();
     this.vacuum.start();
+    this.router.cleanups.start();
     this.unsubscribe.push(context.onLeaderChange((change) => this.maintainOne(change.group)));
     this.arm();
   }
@@ -218,6 +239,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     entry.undo.push(context.stateMachines.register(partitionId, replica.stateMachine));
     entry.undo.push(this.router.register(partition));
     entry.undo.push(this.resolution.watch(partition));
+    entry.undo.push(this.inline.watch(partition));
     // Every apply may change the lease (a first lease, a takeover): decide at once rather than on the next tick.
     entry.undo.push(replica.stateMachine.onApplied(() => this.maintainOne(partitionId)));
     entry.undo.push(replica.stateMachine.onLeaseChange(leaseCounting(context.counters, replica.self)));
@@ -294,6 +316,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     if (this.timer !== undefined) this.context.timers.clearTimer(this.timer);
     this.gc.stop();
     this.vacuum.stop();
+    this.router.cleanups.stop();
     for (const u of this.unsubscribe.splice(0)) u();
     for (const partitionId of [...this.hosted.keys()]) this.release(partitionId);
   }
@@ -302,7 +325,7 @@ export class ReplicaPartitionHost implements PartitionHost {
 
   /**
    * Background work that failed: a coded, expected failure under faults (leadership lost before TxCleanupCompleted
-   * applied, cleanup rounds exhausted: the record stays for recoverCleanups) is only counted; anything else (a bug)
+   * applied, a cleanup run that ended unfinished: the record stays for the rescan) is only counted; anything else (a bug)
    * goes to the node's error report.
    */
   private background(error: unknown): void {

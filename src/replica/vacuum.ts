@@ -15,7 +15,7 @@
  * This keeps the horizon sound: it is the largest D removed, every removed record has D ≤ horizon, so a late finish or
  * recovery of a removed tx is refused; a tx with D ≤ horizon that is not removed either still has its record (and is
  * finished through it) or never had one, and its D is then long past (below now − maxClockSkew − retention), so no
- * commit of it can still be sent (rule 15) and refusing its finish as unknown is the rule's answer. Records whose cleanup has not completed stay (recoverCleanups completes them). Bounded:
+ * commit of it can still be sent (rule 15) and refusing its finish as unknown is the rule's answer. Records whose cleanup has not completed stay (the cleanup driver re-drives them). Bounded:
  * at most scanMax records examined per partition per round (a cut-short scan resumes there next round), VacuumTxStates batches of txStateVacuumBatchMax ids,
  * rounds never overlap. Only the primary proposes, so replicas do not race each other with duplicate commands (a
  * duplicate would be harmless: it finds nothing left to remove).

@@ -10,10 +10,14 @@
  *    heard, else a LeaseConfirmRequest to that primary; a failed check aborts instead (retryable error);
  * 4. a tx that wrote nothing: unlock-only cleanup, its entry goes final and is removed (no durable state);
  *    otherwise TxFinishRequest to the commit partition primary, retried on PRIMARY_MISS (following the hint) and on
- *    timeouts with backoff, always with the same commitTs. COMMITTED is reported only from the stored outcome
- *    (rule 14); a mismatch sets the map to the real outcome, cleans up the whole enlisted set and is reported
- *    (not retryable); after `finishAttemptsMax` attempts without an answer commit reports TX_OUTCOME_UNKNOWN (not
- *    retryable) and the same request goes on being retried in the background until an answer settles the map.
+ *    timeouts with backoff, always with the same commitTs. The commit partition answers once the outcome is durable
+ *    and cleans up the enlisted partitions after it (DESIGN §2 "Commit acknowledgement"), so the answer costs no
+ *    cleanup round trip. COMMITTED is reported only from the stored outcome (rule 14); a mismatch sets the map to
+ *    the real outcome, cleans up the whole enlisted set and is reported (not retryable); after `finishAttemptsMax`
+ *    attempts without an answer commit reports TX_OUTCOME_UNKNOWN (not retryable) and the same request goes on being
+ *    retried in the background until an answer settles the map. A finish refused below the commit partition's vacuum
+ *    horizon (TX_OUTCOME_UNKNOWN from the commit partition) can never be answered: the entry is dropped (see
+ *    `forgetUnknowable`).
  *
  * Rollback (also the tx timeout, and a commit that cannot commit): the compare-and-set to FINISHING without a commitTs
  * (unless commit already installed one), then unlock-only cleanup for a tx that wrote nothing, else the same finish
@@ -190,6 +194,7 @@ export class FinishDriver {
         if (foreground) throw mismatchError(tx, body, result.outcome);
         return;
       case 'unknown':
+        this.forgetUnknowable(tx);
         if (foreground && body.commit) throw outcomeUnknownError(tx, body, result.error);
         this.ctx.onError(result.error);
         return;
@@ -270,12 +275,26 @@ export class FinishDriver {
     if (outcome.state === 'COMMITTED') this.ctx.clock.update(outcome.commitTs);
     const commitTimestamp = outcome.state === 'COMMITTED' ? outcome.commitTs : undefined;
     this.ctx.txStates.update(tx.id, { state: outcome.state, commitTimestamp, reason: 'finish-response' });
-    // The finish response comes once the enlisted primaries cleaned up: the entry's retention starts now.
+    // The finish response comes once the outcome is durable, before cleanup: the commit partition keeps its record
+    // until cleanup completed, so once this entry's retention (starting now) has passed, a reader asking here gets
+    // no state and goes on to the commit partition.
     this.ctx.txStates.markCleanupCompleted(tx.id);
     tx.outcome = outcome;
     this.onFinished(tx);
     const uncertain = uncertainTargets(tx);
     if (uncertain.length > 0) await cleanUp(this.ctx, tx.id, uncertain, { unlockOnly: false, outcome });
+  }
+
+  /**
+   * The commit partition refused the finish below its vacuum horizon (rule 15): no finish of the tx is ever applied
+   * there, so this coordinator can never learn the outcome, and its FINISHING entry would stay forever. It is
+   * dropped: a reader asking here then gets no state and goes on to the commit partition, and an enlisted primary
+   * still holding the tx's intents or locks learns "no record, below the horizon" there, which proves the tx never
+   * committed, and aborts them (replica/inline-cleanup.ts).
+   */
+  private forgetUnknowable(tx: CoordinatedTx): void {
+    this.ctx.txStates.remove(tx.id, 'finish-response');
+    this.onFinished(tx);
   }
 
   // ------------------------------------------------------------------------------------------ a lost compare-and-set

@@ -198,6 +198,12 @@ export interface TxStateCommitPartitionRequest {
   readonly intentPartitionId: PartitionId;
   readonly key: string;
   readonly newestCommitTs?: HybridTimestamp;
+  /**
+   * Set by the primary of `intentPartitionId` asking about a tx that holds a lock or intent there: with no record at
+   * or below the vacuum horizon the commit partition answers UNKNOWN with `vacuumed` (rule 15) instead of taking the
+   * primary-replica path, which would only ask the sender back.
+   */
+  readonly holder?: boolean;
 }
 
 /** Rule 16: the intent's partition primary infers the state from its own version chain. */
@@ -214,6 +220,11 @@ export interface TxStateResponse {
   readonly kind: 'TxStateResponse';
   /** null: the answerer has no state for the tx (a coordinator that never knew it, or forgot it). */
   readonly answer: TxStateAnswer | null;
+  /**
+   * With UNKNOWN from a commit partition asked by a holder's primary: no record, and the tx is at or below the vacuum
+   * horizon, so no finish of it can ever be applied (rule 15).
+   */
+  readonly vacuumed?: boolean;
 }
 
 /** Orphan detection: a lock holder's coordinator is gone; the commit partition must decide the tx (abort). */

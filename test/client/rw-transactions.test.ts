@@ -183,6 +183,9 @@ describe('tx state map update points (simulated, 6 nodes)', () => {
       };
       assert.deepEqual(view(roles.coordinator), final, 'coordinator final from the finish response');
       assert.deepEqual(view(a.primary), final, 'commit partition primary final');
+      await cluster.waitFor(() => view(b.primary)?.state === 'COMMITTED', {
+        what: 'enlisted primary final on cleanup',
+      });
       assert.deepEqual(view(b.primary), final, 'enlisted primary final after its cleanup');
       await cluster.waitFor(() => replicas.every((n) => view(n)?.state === 'COMMITTED'), {
         what: 'every backup final',
@@ -191,7 +194,7 @@ describe('tx state map update points (simulated, 6 nodes)', () => {
       assert.equal(view(roles.bystander), undefined, 'a node with no role has no entry');
     }));
 
-  it('with TxCleanupRequest held: the commit partition (primary and backups) is final once FinishTx applied, the other enlisted partition still PENDING, the coordinator FINISHING', () =>
+  it('with TxCleanupRequest held: the commit partition (primary and backups) is final once FinishTx applied and the coordinator final from the finish response, the other enlisted partition still PENDING', () =>
     withSimCluster('map-cleanup', options, async (cluster) => {
       const roles = chooseRoles(cluster);
       const tx = await cluster.client(roles.coordinator).begin();
@@ -207,7 +210,12 @@ describe('tx state map update points (simulated, 6 nodes)', () => {
         what: 'commit partition backups final from the applied FinishTx',
       });
       const commitTs = cluster.node(roles.coordinator).txState(tx.id)?.commitTimestamp;
-      assert.equal(stateOf(cluster, roles.coordinator, tx.id), 'FINISHING', 'the finish answer waits for cleanup');
+      await commit;
+      assert.equal(
+        stateOf(cluster, roles.coordinator, tx.id),
+        'COMMITTED',
+        'the finish answer does not wait for cleanup',
+      );
       for (const n of [a.primary, ...a.backups]) {
         assert.equal(cluster.node(n).txState(tx.id)?.commitTimestamp, commitTs, `${n} has the coordinator's commitTs`);
       }
@@ -215,8 +223,9 @@ describe('tx state map update points (simulated, 6 nodes)', () => {
       assert.ok(bOnly.includes(b.primary), "B's primary plays no role in A");
       for (const n of bOnly) assert.equal(stateOf(cluster, n, tx.id), 'PENDING', `${n} (B only) still PENDING`);
       held.release();
-      await commit;
-      assert.equal(stateOf(cluster, b.primary, tx.id), 'COMMITTED', "B's primary final on cleanup");
+      await cluster.waitFor(() => stateOf(cluster, b.primary, tx.id) === 'COMMITTED', {
+        what: "B's primary final on cleanup",
+      });
       await cluster.waitFor(() => bOnly.every((n) => stateOf(cluster, n, tx.id) === 'COMMITTED'), {
         what: "B's backups final once the intent switch applied",
       });

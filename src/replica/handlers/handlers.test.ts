@@ -444,24 +444,26 @@ describe('TxFinishRequest and cleanup', () => {
     return commitTs === undefined ? { ...base, commit: false } : { ...base, commit: true, commitTs };
   }
 
-  it('commit: FinishTx applied, every commit partition replica COMMITTED; intents switched and locks released before the reply', async () => {
+  it('commit: the reply comes once FinishTx applied (durable, every commit partition replica COMMITTED), without waiting for cleanup; cleanup then switches the intents and releases the locks', async () => {
     const h = await Cluster.start(SEED);
     const tx = h.newTx();
     const { p0, p1, enlisted } = await writeBoth(h, tx);
     const commitTs = h.coord.now();
-    let atReply: { locks: number; read: string } | undefined;
+    let atReply: { stored: string | undefined } | undefined;
     const finish = h.call<TxFinishResponse>(p0.name, finishRequest(tx, commitTs, enlisted)).then((r) => {
-      const mv = h.hosted(p1, P1).mv;
-      const read = mv.readLatest(mv.rowIdOf('k')!);
-      atReply = {
-        locks: h.hosted(p1, P1).locks.locksOf(tx).length + h.hosted(p0, P0).locks.locksOf(tx).length,
-        read: read.kind === 'committed' && read.commitTs === commitTs ? 'committed' : read.kind,
-      };
+      atReply = { stored: h.hosted(p0, P0).txState.get(tx)?.state };
       return r;
     });
     const response = await h.settle(finish);
     assert.deepEqual(response.outcome, { state: 'COMMITTED', commitTs });
-    assert.deepEqual(atReply, { locks: 0, read: 'committed' });
+    assert.equal(atReply?.stored, 'COMMITTED', 'the outcome is durable when the reply goes out');
+    const cleaned = () => {
+      const mv = h.hosted(p1, P1).mv;
+      const read = mv.readLatest(mv.rowIdOf('k')!);
+      const locks = h.hosted(p1, P1).locks.locksOf(tx).length + h.hosted(p0, P0).locks.locksOf(tx).length;
+      return locks === 0 && read.kind === 'committed' && read.commitTs === commitTs;
+    };
+    await h.runUntil(cleaned);
     await h.converge();
     for (const m of h.members.values()) {
       const entry = m.map.entry(tx);
@@ -512,7 +514,7 @@ describe('TxFinishRequest and cleanup', () => {
     // The coordinator's own abort names both: P1 is cleaned too (its intent aborted, its locks released).
     const response = await h.settle(h.call<TxFinishResponse>(p0.name, finishRequest(tx, undefined, enlisted)));
     assert.deepEqual(response.outcome, { state: 'ABORTED' });
-    assert.deepEqual(h.hosted(p1, P1).mv.rowsWrittenBy(tx), []);
+    await h.runUntil(() => h.hosted(p1, P1).mv.rowsWrittenBy(tx).length === 0);
     assert.deepEqual(h.hosted(p1, P1).locks.locksOf(tx), []);
   });
 
@@ -553,6 +555,26 @@ describe('TxFinishRequest and cleanup', () => {
     assert.equal(recovered, 1);
     assert.deepEqual(h.hosted(p1, P1).locks.locksOf(tx), []);
     await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
+  });
+
+  it('a cleanup run that ended unfinished is re-driven by the rescan of records whose cleanup has not completed', async () => {
+    const h = await Cluster.start(SEED, { cleanupAttemptsMax: 2 });
+    const tx = h.newTx();
+    const { p0, p1, enlisted } = await writeBoth(h, tx);
+    h.dropCleanups = true;
+    const commitTs = h.coord.now();
+    await h.settle(h.call<TxFinishResponse>(p0.name, finishRequest(tx, commitTs, enlisted)));
+    await h.runUntil(() => p0.router.cleanups.runsInFlight === 0);
+    assert.equal(h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted, false, 'the run ended unfinished');
+    assert.ok(h.hosted(p1, P1).locks.locksOf(tx).length > 0, 'locks still held');
+    h.dropCleanups = false;
+    assert.equal(p0.router.cleanups.rescan(h.hosted(p0, P0)), 1, 'one record owes a cleanup');
+    assert.equal(p0.router.cleanups.rescan(h.hosted(p0, P0)), 0, 'a record being cleaned is not started twice');
+    await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
+    assert.deepEqual(h.hosted(p1, P1).locks.locksOf(tx), []);
+    assert.deepEqual(h.hosted(p1, P1).mv.rowsWrittenBy(tx), []);
+    assert.equal(p0.router.cleanups.rescan(h.hosted(p0, P0)), 0, 'nothing left to re-drive');
+    assert.equal(p1.router.cleanups.rescan(h.hosted(p1, P0)), 0, 'a backup of the commit partition drives nothing');
   });
 
   it('messengerCleanupSender bounds each request by the cleanup timeout and checks the response kind', async () => {

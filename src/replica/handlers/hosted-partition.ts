@@ -76,6 +76,7 @@ export class HostedPartition {
   /** The applied lease the lock table belongs to. */
   private lockTableLease: LeaseToken | undefined;
   private readonly intentListeners = new Set<UnprotectedIntentListener>();
+  private readonly heldIntentListeners = new Set<(txId: TxId) => void>();
   private readonly unsubscribe: () => void;
   private stopped = false;
 
@@ -236,6 +237,20 @@ export class HostedPartition {
   /** Called by the RW handler before it refuses a request on an unprotected foreign intent. */
   reportUnprotectedIntent(txId: TxId, commitPartitionId: PartitionId): void {
     for (const listener of this.intentListeners) listener(txId, commitPartitionId);
+  }
+
+  /**
+   * Observers of a tx whose intent here was asked about on the primary-replica path (its commit partition has no
+   * record at or below its vacuum horizon): the in-line cleanup settles such a tx, so the intent does not wait for
+   * a writer to meet it.
+   */
+  onHeldIntentQueried(listener: (txId: TxId) => void): () => void {
+    this.heldIntentListeners.add(listener);
+    return () => this.heldIntentListeners.delete(listener);
+  }
+
+  reportHeldIntent(txId: TxId): void {
+    for (const listener of this.heldIntentListeners) listener(txId);
   }
 
   // ---------------------------------------------------------------------------------------- readability

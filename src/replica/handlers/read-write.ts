@@ -20,6 +20,13 @@
  * - one-phase (`full`): writes only; the X locks are released right after the apply (rule 18), and `writeTs` is the
  *   commit timestamp.
  *
+ * Finished holders (DESIGN §2 "Commit acknowledgement"): a finish is answered before its cleanup reaches the enlisted
+ * partitions, so a lock may still be held by a tx whose commit or rollback has returned. The in-line cleanup settles
+ * every holder a lock request meets (inline-cleanup.ts): a final one is cleaned up here at once, and the request is
+ * granted (a waiter) or takes its lock again (one wait-die denied for that holder, which waits for that at most
+ * `inlineSettleWaitMsMax`: an unreachable commit partition must not hold its locks long). A waiter settles the key's
+ * holders again while it waits, since a holder open when the wait began may finish meanwhile.
+ *
  * Lost locks (ignite3-protocol.md §8): a foreign intent met under our lock is resolved to its tx's final outcome
  * (resolution/lost-locks.ts: the local map, else its coordinator, which aborts the tx if still pending, else its
  * commit partition's recovery), switched through Raft like a cleanup of that tx on this partition, and the read or
@@ -30,6 +37,7 @@ import { assert } from '../../core/assert.js';
 import { BasaltError, invalidArgument } from '../../core/errors.js';
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
+import type { TimerHandle } from '../../env/timers.js';
 import { formatTimestamp } from '../../hlc/timestamp.js';
 import { type KeyRange, type ReadResult, TOMBSTONE, type Value } from '../../storage/mv-partition-storage.js';
 import { type LockStep, partitionLockKey, pointLockPlan, scanLockPlan } from '../../tx/lock-modes.js';
@@ -37,6 +45,7 @@ import type { FoundValue, ReadWriteRequest, ReadWriteResponse, RwOperation, RwRe
 import { isFinal } from '../../tx/tx-state.js';
 import type { ApplyResult } from '../apply-result.js';
 import type { RowWrite } from '../commands.js';
+import type { InlineCleanup } from '../inline-cleanup.js';
 import { type Lease, tokenOf } from '../lease.js';
 import { type HostedPartition, primaryMissError } from './hosted-partition.js';
 import type { IntentResolver } from './intent-resolver.js';
@@ -46,6 +55,7 @@ export async function handleReadWrite(
   p: HostedPartition,
   request: ReadWriteRequest,
   resolver?: IntentResolver,
+  inline?: InlineCleanup,
 ): Promise<ReadWriteResponse> {
   assert(request.partitionId === p.partitionId, 'routed to its partition');
   const now = await p.untilLeaseStart(p.clock.now(), request.token);
@@ -58,7 +68,7 @@ export async function handleReadWrite(
   checkForUpdate(request.operation);
   const deadline = p.deadlineOf(request.txId);
   const response = p.operations.execute(request.txId, request.opSeq, deadline, () =>
-    runOperation(p, request, lease, resolver),
+    runOperation(p, request, lease, resolver, inline),
   );
   if (!request.full) return response;
   // A one-phase tx is over after its one operation: close its record (a duplicate still gets the kept response).
@@ -87,13 +97,14 @@ async function runOperation(
   request: ReadWriteRequest,
   lease: Lease,
   resolver: IntentResolver | undefined,
+  inline: InlineCleanup | undefined,
 ): Promise<ReadWriteResponse> {
   const { txId, operation } = request;
   // Cleanup may have run while this operation waited for the tx's earlier ones.
   checkTxState(p, txId);
   if (!request.full) touch(p, request);
   try {
-    await p.acquire(txId, operationLockPlan(p.partitionId, operation));
+    await acquireLocks(p, txId, operationLockPlan(p.partitionId, operation), inline);
     // Locks may have taken a while: act only if still primary under the very lease the request was served under.
     const token = tokenOf(lease);
     p.lockingLease(p.clock.now(), token);
@@ -162,6 +173,88 @@ export function operationLockPlan(partition: PartitionId, operation: RwOperation
   const [intention] = pointLockPlan(partition, keys[0] ?? '', mode);
   assert(intention !== undefined && intention.key === partitionKey, 'a point plan starts with the partition');
   return [intention, ...rows];
+}
+
+/**
+ * Takes the plan's locks in order. A holder in the way is settled by the in-line cleanup (inline-cleanup.ts, which
+ * hears of every conflict): a waiter is granted once a finished holder's cleanup here releases it, and a request
+ * wait-die denied for an older holder that turns out finished takes its lock again (at most
+ * `inlineCleanupsPerLockMax` times per lock).
+ */
+async function acquireLocks(
+  p: HostedPartition,
+  txId: TxId,
+  plan: readonly LockStep[],
+  inline: InlineCleanup | undefined,
+): Promise<void> {
+  if (inline === undefined) return p.acquire(txId, plan);
+  for (const step of plan) {
+    for (let settled = 0; ; settled++) {
+      const since = inline.mark();
+      const acquired = p.acquire(txId, [step]);
+      const rechecks = recheckWhileWaiting(p, txId, step, inline);
+      try {
+        await acquired;
+        break;
+      } catch (error) {
+        const blocker = waitDieBlocker(error);
+        if (blocker === undefined || settled >= LIMITS.inlineCleanupsPerLockMax) throw error;
+        if (!(await settledWithin(p, inline.settle(p, blocker, since)))) throw error;
+      } finally {
+        rechecks();
+      }
+    }
+  }
+}
+
+/**
+ * While the request for `step` waits, settles the key's holders again every `inlineRecheckIntervalMs` (at most
+ * `inlineRechecksPerWaitMax` times): a holder that was open when the wait began may have finished since. Returns the
+ * function that stops it (nothing is scheduled for a request granted or denied at once).
+ */
+function recheckWhileWaiting(p: HostedPartition, txId: TxId, step: LockStep, inline: InlineCleanup): () => void {
+  if (!p.locks.waitsOf(txId).includes(step.key)) return () => {};
+  let timer: TimerHandle | undefined;
+  let rechecks = 0;
+  const arm = (): void => {
+    timer = p.timers.setTimer(() => {
+      timer = undefined;
+      for (const holder of p.locks.holders(step.key)) {
+        if (holder.txId !== txId) void inline.settle(p, holder.txId).catch(() => false);
+      }
+      if (++rechecks < LIMITS.inlineRechecksPerWaitMax) arm();
+    }, LIMITS.inlineRecheckIntervalMs);
+  };
+  arm();
+  return () => {
+    rechecks = LIMITS.inlineRechecksPerWaitMax;
+    if (timer !== undefined) p.timers.clearTimer(timer);
+    timer = undefined;
+  };
+}
+
+/** The settle's answer, or false once `inlineSettleWaitMsMax` passed first (the settle goes on regardless). */
+function settledWithin(p: HostedPartition, settle: Promise<boolean>): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = p.timers.setTimer(() => resolve(false), LIMITS.inlineSettleWaitMsMax);
+    settle.then(
+      (done) => {
+        p.timers.clearTimer(timer);
+        resolve(done);
+      },
+      () => {
+        p.timers.clearTimer(timer);
+        resolve(false);
+      },
+    );
+  });
+}
+
+/** The older holder a wait-die denial names. */
+function waitDieBlocker(error: unknown): TxId | undefined {
+  if (!(error instanceof BasaltError) || error.code !== 'TX_LOCK_CONFLICT') return undefined;
+  const blocker = error.details?.['blocker'];
+  return error.details?.['reason'] === 'wait-die' && typeof blocker === 'string' ? (blocker as TxId) : undefined;
 }
 
 // ------------------------------------------------------------------------------------------ lost locks

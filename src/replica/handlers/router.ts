@@ -19,13 +19,21 @@ import type {
   TxFinishRequest,
   TxResponseOf,
 } from '../../tx/messages.js';
-import { assertHosted, type HostedPartition, type PartitionRegistry } from './hosted-partition.js';
+import {
+  CleanupDriver,
+  type CleanupDriverOptions,
+  type CleanupSender,
+  type HostedPartitions,
+  type PrimaryLocator,
+} from '../cleanup-driver.js';
+import type { InlineCleanup } from '../inline-cleanup.js';
+import { assertHosted, type HostedPartition } from './hosted-partition.js';
 import type { IntentResolver } from './intent-resolver.js';
 import { handleLeaseConfirm } from './lease-confirm.js';
 import { handleReadOnly } from './read-only.js';
 import { handleReadWrite } from './read-write.js';
 import { handleTxCleanup } from './tx-cleanup.js';
-import { type CleanupSender, type PrimaryLocator, TxFinishHandler, type TxFinishOptions } from './tx-finish.js';
+import { TxFinishHandler } from './tx-finish.js';
 
 export type ReplicaRequest =
   | ReadWriteRequest
@@ -60,50 +68,70 @@ export interface ReplicaRequestRouterOptions {
   /** The node's low watermark: RO reads below it fail TX_READ_ONLY_TOO_OLD (rule 10). */
   readonly lowWatermark?: () => HybridTimestamp;
   readonly onError?: (error: unknown) => void;
+  /** Cleans finished lock holders in line for RW requests (absent: requests wait or die on them as wait-die says). */
+  readonly inline?: InlineCleanup;
   readonly finish?: Partial<
-    Pick<TxFinishOptions, 'cleanupAttemptsMax' | 'cleanupBackoffMsMin' | 'cleanupBackoffMsMax' | 'finishesInFlightMax'>
+    Pick<
+      CleanupDriverOptions,
+      | 'cleanupAttemptsMax'
+      | 'cleanupBackoffMsMin'
+      | 'cleanupBackoffMsMax'
+      | 'finishesInFlightMax'
+      | 'rescanIntervalMs'
+      | 'rescanBatchMax'
+    >
   >;
 }
 
-export class ReplicaRequestRouter implements PartitionRegistry {
+export class ReplicaRequestRouter implements HostedPartitions {
   readonly finish: TxFinishHandler;
+  /** The commit partitions' cleanup driver, shared by the finish handler and recovery. */
+  readonly cleanups: CleanupDriver;
   private readonly resolver: IntentResolver;
+  private readonly inline: InlineCleanup | undefined;
   private readonly lowWatermark: (() => HybridTimestamp) | undefined;
-  private readonly hosted = new Map<PartitionId, HostedPartition>();
+  private readonly hostedById = new Map<PartitionId, HostedPartition>();
 
   constructor(options: ReplicaRequestRouterOptions) {
     this.resolver = options.resolver;
     this.lowWatermark = options.lowWatermark;
-    this.finish = new TxFinishHandler({
+    this.inline = options.inline;
+    const onError = options.onError === undefined ? {} : { onError: options.onError };
+    this.cleanups = new CleanupDriver({
       ...options.finish,
       partitions: this,
       sender: options.sender,
       locator: options.locator,
       timers: options.timers,
-      ...(options.onError === undefined ? {} : { onError: options.onError }),
+      ...onError,
     });
+    this.finish = new TxFinishHandler({ partitions: this, cleanups: this.cleanups, ...onError });
   }
 
   /** Hosts `partition` here; returns the function that unregisters it (and stops its waiters). */
   register(partition: HostedPartition): () => void {
-    if (this.hosted.has(partition.partitionId)) {
+    if (this.hostedById.has(partition.partitionId)) {
       throw new BasaltError('ALREADY_EXISTS', `partition ${partition.partitionId} is registered`);
     }
-    this.hosted.set(partition.partitionId, partition);
+    this.hostedById.set(partition.partitionId, partition);
     return () => {
-      if (this.hosted.get(partition.partitionId) !== partition) return;
-      this.hosted.delete(partition.partitionId);
+      if (this.hostedById.get(partition.partitionId) !== partition) return;
+      this.hostedById.delete(partition.partitionId);
       partition.stop();
     };
   }
 
   get(partitionId: PartitionId): HostedPartition | undefined {
-    return this.hosted.get(partitionId);
+    return this.hostedById.get(partitionId);
+  }
+
+  hosted(): Iterable<HostedPartition> {
+    return [...this.hostedById.values()];
   }
 
   /** The commit partition's new primary re-runs cleanup of finished txs from durable state (call on gaining primacy). */
   recoverCleanups(partitionId: PartitionId): Promise<number> {
-    return this.finish.recoverCleanups(partitionId);
+    return this.cleanups.recover(partitionId);
   }
 
   /** Answers one request (errors reject as coded BasaltErrors, which the messenger sends as error data). */
@@ -114,7 +142,7 @@ export class ReplicaRequestRouter implements PartitionRegistry {
   private async dispatch(request: ReplicaRequest): Promise<ReplicaResponse> {
     switch (request.kind) {
       case 'ReadWriteRequest':
-        return handleReadWrite(this.partition(request.partitionId), request, this.resolver);
+        return handleReadWrite(this.partition(request.partitionId), request, this.resolver, this.inline);
       case 'ReadOnlyRequest':
         return handleReadOnly(this.partition(request.partitionId), request, {
           resolver: this.resolver,
@@ -130,7 +158,7 @@ export class ReplicaRequestRouter implements PartitionRegistry {
   }
 
   private partition(partitionId: PartitionId): HostedPartition {
-    return assertHosted(this.hosted.get(partitionId), partitionId);
+    return assertHosted(this.hostedById.get(partitionId), partitionId);
   }
 
   /** Registers every replica request kind with `registry` (the node's messenger); returns the unregister function. */

@@ -10,6 +10,11 @@
  * Idempotent: a repeated cleanup finds no intents and no locks and answers success again. Unlock-only (a tx that
  * wrote nothing here) skips the switch; it still waits for operations in flight, so that none acquires a lock after
  * the release.
+ *
+ * The commit partition's cleanup driver sends these requests after the finish was answered, so a request on this
+ * primary may meet a finished tx's locks first: `cleanupPartition` then runs in line, as this request would
+ * (inline-cleanup.ts; also for an intent whose locks were lost, read-write.ts), and the later request finds nothing
+ * left to do.
  */
 import { BasaltError, invalidArgument } from '../../core/errors.js';
 import type { PartitionId } from '../../core/ids.js';

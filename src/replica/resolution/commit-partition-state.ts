@@ -15,7 +15,8 @@
  * *stored*, possibly COMMITTED when the coordinator's commit won the race (rule 11). Abort cleanup (or, if the commit
  * won, commit cleanup) then runs in the background over the enlisted set known: the stored set plus the commit
  * partition and the reporter's partition. Concurrent recoveries of one tx share one run. Below the vacuum horizon the
- * FinishTx is not applied (TX_OUTCOME_UNKNOWN): the state request takes the primary-replica path instead.
+ * FinishTx is not applied (TX_OUTCOME_UNKNOWN): the state request takes the primary-replica path instead, except
+ * for a request from a holder's primary (`holder`), which is answered UNKNOWN with `vacuumed` (inline-cleanup.ts).
  *
  * TxRecoveryRequest (orphan detection): a durable final outcome is answered (after scheduling cleanup of the
  * reporter's partition); else recovery as above. Below the horizon it answers UNKNOWN and cleans nothing: the request
@@ -35,8 +36,8 @@ import type {
 } from '../../tx/messages.js';
 import { isTxId } from '../../tx/tx-id.js';
 import { isFinal } from '../../tx/tx-state.js';
+import type { CleanupDriver } from '../cleanup-driver.js';
 import { assertHosted, type HostedPartition, type PartitionRegistry } from '../handlers/hosted-partition.js';
-import type { TxFinishHandler } from '../handlers/tx-finish.js';
 import { answerOf, outcomeOfRecord, stateResponse } from './answers.js';
 import {
   type CounterSink,
@@ -51,8 +52,8 @@ import { requestPrimary } from './primary-requests.js';
 
 export interface CommitPartitionStatesOptions {
   readonly partitions: PartitionRegistry;
-  /** The router's finish handler: recovery reuses its cleanup (shared per tx with finishes). */
-  readonly finish: Pick<TxFinishHandler, 'ensureCleanup'>;
+  /** The commit partitions' cleanup driver: recovery's cleanups share its runs with finishes. */
+  readonly finish: Pick<CleanupDriver, 'ensureCleanup'>;
   readonly self: SelfIdentity;
   readonly peers: PeerDirectory;
   readonly request: TxRequestFn;
@@ -111,7 +112,7 @@ export class CommitPartitionStates {
     p.actingLease(await p.untilLeaseStart(p.clock.update(request.readTs)));
     const known = await this.known(p, request.txId);
     if (known.kind === 'final') return stateResponse(known.outcome);
-    if (known.kind === 'vacuumed') return stateResponse(await this.primaryReplicaPath(request));
+    if (known.kind === 'vacuumed') return this.belowHorizon(request);
     const coordinatorId = p.txStateMap.entry(request.txId)?.coordinatorId ?? request.coordinatorId;
     if (coordinatorId !== undefined && !this.o.peers.isGone(coordinatorId)) {
       const forward = await this.forward(p, request, coordinatorId);
@@ -124,7 +125,16 @@ export class CommitPartitionStates {
       }
     }
     const recovered = await this.recover(p, request.txId, [request.commitPartitionId, request.intentPartitionId]);
-    return stateResponse(recovered === 'vacuumed' ? await this.primaryReplicaPath(request) : recovered);
+    return recovered === 'vacuumed' ? this.belowHorizon(request) : stateResponse(recovered);
+  }
+
+  /**
+   * No record at or below the horizon: a holder's primary is told so (it still holds the tx's intent or lock, which
+   * proves the tx never committed, and aborts it there); a reader takes the primary-replica path (rule 16).
+   */
+  private async belowHorizon(request: TxStateCommitPartitionRequest): Promise<TxStateResponse> {
+    if (request.holder === true) return { kind: 'TxStateResponse', answer: { state: 'UNKNOWN' }, vacuumed: true };
+    return stateResponse(await this.primaryReplicaPath(request));
   }
 
   private async known(p: HostedPartition, txId: TxId): Promise<Known> {

@@ -42,7 +42,16 @@ export async function handlePrimaryReplicaState(
   // The chain must hold everything that will ever be visible at readTs before anything is inferred from it.
   await p.waitReadable(request.readTs);
   p.actingLease(p.clock.now());
+  // Asked because the commit partition has no record at or below its horizon: an intent of the tx still held here
+  // then proves it never committed, and the in-line cleanup aborts it (inline-cleanup.ts).
+  if (holdsIntent(p.mv, request)) p.reportHeldIntent(request.txId);
   return stateResponse(inferFromChain(p.mv, request));
+}
+
+function holdsIntent(mv: MvPartitionStorage, q: ChainQuestion): boolean {
+  const rowId = mv.rowIdOf(q.key);
+  const latest = rowId === undefined ? undefined : mv.readLatest(rowId);
+  return latest?.kind === 'intent' && latest.txId === q.txId;
 }
 
 export interface ChainQuestion {

@@ -51,7 +51,7 @@ describe('ReplicaResolution assembly', () => {
     );
     const registered = new Set<string>();
     const undo = resolution.attach(
-      { get: () => undefined, finish: { ensureCleanup: () => Promise.resolve(true) } },
+      { get: () => undefined, cleanups: { ensureCleanup: () => Promise.resolve(true) } },
       {
         handle: (kind) => {
           registered.add(kind);

@@ -3,7 +3,7 @@
  * the resolver the RO read handler uses, the local intent switcher it feeds, the orphan detector watching each hosted
  * partition's lock conflicts, and the request router for the commit partition / primary replica / recovery kinds.
  *
- * The parts need the node's partition registry and finish handler, which live in the ReplicaRequestRouter, which in
+ * The parts need the node's partition registry and cleanup driver, which live in the ReplicaRequestRouter, which in
  * turn needs the resolver: so the resolver is built first and `attach(router, messenger)` completes the wiring.
  * Until then the switcher finds no partition (it skips) and no handler is registered. The local intent switch is
  * off unless `localIntentSwitch` is set (see intent-switch.ts for why).
@@ -15,8 +15,8 @@ import type { PeerIdentity } from '../../env/transport.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import type { TxRequest } from '../../tx/messages.js';
 import type { TxStateMap } from '../../tx/tx-state-map.js';
+import type { CleanupDriver } from '../cleanup-driver.js';
 import type { HostedPartition, PartitionRegistry } from '../handlers/hosted-partition.js';
-import type { TxFinishHandler } from '../handlers/tx-finish.js';
 import { IntentSwitcher } from './intent-switch.js';
 import { OrphanDetector } from './orphan-detector.js';
 import type { CounterSink, PeerDirectory, PrimaryLocator, SelfIdentity, TxRequestFn } from './ports.js';
@@ -44,9 +44,9 @@ export interface ReplicaResolutionOptions {
   readonly localIntentSwitch?: boolean;
 }
 
-/** What `attach` needs of the ReplicaRequestRouter: its partition registry and its finish handler. */
+/** What `attach` needs of the ReplicaRequestRouter: its partition registry and its cleanup driver. */
 export interface ReplicaRouterView extends PartitionRegistry {
-  readonly finish: Pick<TxFinishHandler, 'ensureCleanup'>;
+  readonly cleanups: Pick<CleanupDriver, 'ensureCleanup'>;
 }
 
 export class ReplicaResolution {
@@ -105,7 +105,7 @@ export class ReplicaResolution {
     this.partitions = router;
     this.requests = new ResolutionRequestRouter({
       partitions: router,
-      finish: router.finish,
+      finish: router.cleanups,
       self: o.self,
       peers: o.peers,
       request: o.request,
