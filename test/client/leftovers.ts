@@ -97,9 +97,20 @@ export function clusterNowMs(cluster: TestCluster): number {
 }
 
 export function describeLeftovers(found: readonly Leftover[], max = 12): string {
-  const lines = found
-    .slice(0, max)
-    .map((l) => `${l.node} ${l.what} ${l.txId}${l.partitionId === undefined ? '' : ` @${l.partitionId}`} ${l.detail}`);
+  const byKind = new Map<string, number>();
+  for (const l of found) {
+    const kind = l.what === 'map-entry' ? `${l.what} ${l.detail}` : l.what;
+    byKind.set(kind, (byKind.get(kind) ?? 0) + 1);
+  }
+  const summary = [...byKind].map(([kind, n]) => `${n} ${kind}`).join(', ');
+  const lines = [
+    summary,
+    ...found
+      .slice(0, max)
+      .map(
+        (l) => `${l.node} ${l.what} ${l.txId}${l.partitionId === undefined ? '' : ` @${l.partitionId}`} ${l.detail}`,
+      ),
+  ];
   if (found.length > max) lines.push(`... and ${found.length - max} more`);
   return lines.join('\n');
 }
