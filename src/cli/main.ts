@@ -4,9 +4,13 @@
  * data directory); `basalt cluster` supervises a local cluster of `basalt start` child processes; `basalt local` runs
  * a whole local cluster inside one process (a developer tool). These stop gracefully on SIGINT/SIGTERM (a second
  * SIGINT exits at once). `basalt table`, `status` and `demo` work against a running cluster (client port and metrics
- * endpoints).
+ * endpoints). `basalt sim` runs the deterministic simulator (workloads under faults, checked histories); `basalt check`
+ * checks a history file.
  */
 import { Command } from 'commander';
+import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
+import { EXIT_CODES } from '../sim/workload/run.js';
+import { WORKLOADS, type WorkloadName } from '../sim/workload/workload.js';
 import { DEFAULT_CONNECT, DEFAULT_METRICS, status, tableCreate, tableList } from './admin.js';
 import { runCluster } from './cluster-command.js';
 import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
@@ -14,6 +18,7 @@ import { demo } from './demo.js';
 import { type PeerEntry, peerList } from './discovery.js';
 import { type LocalOptions, local } from './local.js';
 import { LOG_LEVELS, type LogLevel, logLevel } from './logging.js';
+import { faultList, runCheck, runSim, seedList, workloadList } from './sim-command.js';
 import { runStart } from './start-command.js';
 import {
   CONFIG_KEYS,
@@ -173,6 +178,75 @@ program
       if (!ok) process.exitCode = 1;
     },
   );
+
+program
+  .command('sim')
+  .description('run workloads on a simulated cluster under seeded faults and check their histories')
+  .option('--seed <seed>', 'one seed (replays the same run bit for bit)', seedList)
+  .option('--seeds <A..B>', 'a range of seeds (inclusive), or a comma-separated list', seedList)
+  .option('--workload <name>', `${WORKLOADS.join(', ')}, a comma-separated list, or all`, workloadList, ['list-append'])
+  .option('--faults <kinds>', `comma-separated: ${SIM_FAULTS.join(', ')}; or all, or none`, faultList, 'all')
+  .option('--nodes <n>', 'number of nodes', positiveInt, 3)
+  .option('--duration <s>', 'virtual seconds of the safety phase (faults on)', positiveInt, 6)
+  .option('--liveness <s>', 'virtual seconds of the liveness phase after the heal', positiveInt, 4)
+  .option('--workers <n>', 'concurrent clients, spread over the nodes', positiveInt, 5)
+  .option('--history <file>', 'write the history as JSON Lines (several runs: <file>.<workload>.<seed>.jsonl)')
+  .option('--trace-lines <n>', 'scheduler events shown for a failing run', positiveInt, 40)
+  .addHelpText(
+    'after',
+    `
+Phases: safety (workers run while faults are injected), heal (every fault undone, every node up), liveness (the
+workers must get at least a few operations acknowledged), final reads, then the checker over the whole history.
+Faults: drop (a lossy link), delay (a link holds messages, then delivers them at once), dup (a link duplicates and
+reorders), partition (a minority cut off), crash (power loss, restarted later), restart (graceful stop, started
+later), skew (clock offsets within half of maxClockSkew).
+
+Exit codes:
+  0  every run passed
+  1  usage error
+  ${EXIT_CODES.crash}  crash or assertion: an exception, a node's background failure, a drive that never settled
+  ${EXIT_CODES.liveness}  liveness: too little progress after the heal, or the final read never succeeded
+  ${EXIT_CODES.checker}  checker: the history has an anomaly
+With several failing runs the highest code wins. A failing run prints its seed, the command that replays it, the
+anomalies, the fault log, the last scheduler events and the last operations.`,
+  )
+  .action(
+    async (options: {
+      seed?: (string | number)[];
+      seeds?: (string | number)[];
+      workload: WorkloadName[];
+      faults: string;
+      nodes: number;
+      duration: number;
+      liveness: number;
+      workers: number;
+      history?: string;
+      traceLines: number;
+    }) => {
+      const seeds = options.seeds ?? options.seed ?? [1];
+      process.exitCode = await runSim({
+        seeds,
+        workloads: options.workload,
+        faults: parseFaults(options.faults),
+        faultsSpec: options.faults,
+        nodes: options.nodes,
+        durationS: options.duration,
+        livenessS: options.liveness,
+        workers: options.workers,
+        traceLines: options.traceLines,
+        ...(options.history !== undefined && { history: options.history }),
+      });
+    },
+  );
+
+program
+  .command('check <file>')
+  .description("run a workload's checker on a history file (JSON Lines, as `basalt sim --history` writes it)")
+  .option('--workload <name>', WORKLOADS.join(', '), 'list-append')
+  .action((file: string, options: { workload: string }) => {
+    const [workload] = workloadList(options.workload);
+    process.exitCode = runCheck(file, workload!);
+  });
 
 /** Repeated `--table` flags accumulate; none given stays undefined so that a config file's tables apply. */
 function tableSpecs(value: string, previous: TableSpec[] | undefined): TableSpec[] {

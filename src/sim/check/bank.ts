@@ -3,7 +3,7 @@
  * effect) when the source holds less; reads return every balance from one snapshot. Properties:
  *   - every committed read sums exactly to the total, and shows no negative balance (a snapshot never sees half a
  *     transfer, and serializable transfers never overdraw);
- *   - the final read (the last one in the history, taken after the workload settled) is the initial balances plus
+ *   - the final read (the last one started after every acknowledged transfer completed) is the initial balances plus
  *     every acknowledged transfer plus some subset of the indeterminate ones: no acknowledged transfer was lost, no
  *     transfer applied twice, none that failed applied.
  */
@@ -43,9 +43,14 @@ export function checkBank(history: readonly Operation[], model: BankModel): Bank
   const transfers = pairs.filter((p) => p.invoke.f === 'transfer');
   const acknowledged = transfers.filter((p) => p.complete?.type === 'ok').map((p) => p.invoke.value as Transfer);
   const uncertain = transfers.filter(indeterminate).map((p) => p.invoke.value as Transfer);
-  const final = reads[reads.length - 1];
+  // The final read must have started after every acknowledged transfer completed, so it contains them all.
+  const lastAckNs = transfers.reduce((m, p) => (p.complete?.type === 'ok' ? Math.max(m, p.complete.time) : m), -1);
+  const final = reads.filter((r) => r.invoke.time > lastAckNs).pop();
   if (final === undefined) {
-    anomalies.push({ kind: 'no-final-read', message: 'no read completed: balances cannot be checked' });
+    anomalies.push({
+      kind: 'no-final-read',
+      message: 'no read started after the last acknowledged transfer completed: balances cannot be checked',
+    });
   } else if (uncertain.length <= UNCERTAIN_ENUMERATION_MAX) {
     const balances = final.complete!.value as Readonly<Record<string, number>>;
     if (!explained(balances, model, acknowledged, uncertain)) {

@@ -97,10 +97,25 @@ export class HistoryRecorder {
     // Several events share one virtual millisecond; the writer's order is their real-time order.
     const time = Math.max(Math.floor(this.nowNs()), this.lastNs + 1);
     this.lastNs = time;
-    const recorded = { ...op, time, index: this.ops.length } as Operation;
+    const recorded = canonical({ ...op, time, index: this.ops.length } as Operation);
     this.ops.push(recorded);
     return recorded;
   }
+}
+
+/** Fields in Jepsen's order, so that files read well and two runs' files compare byte for byte. */
+function canonical(op: Operation): Operation {
+  const { index, process, type, f, key, value, time, error } = op;
+  return {
+    index,
+    process,
+    type,
+    f,
+    ...(key !== undefined && { key }),
+    value,
+    time,
+    ...(error !== undefined && { error }),
+  } as Operation;
 }
 
 /** One JSON object a line, in history order. */
@@ -131,7 +146,7 @@ export function parseHistory(text: string): Operation[] {
     }
     if (op.time <= lastNs) throw new Error(`history line ${n + 1}: time does not increase`);
     lastNs = op.time;
-    ops.push({ ...op, index: ops.length } as Operation);
+    ops.push(canonical({ ...op, index: ops.length } as Operation));
   }
   return ops;
 }
