@@ -188,7 +188,12 @@ program
   .option('--faults <kinds>', `comma-separated: ${SIM_FAULTS.join(', ')}; or all, or none`, faultList, 'all')
   .option('--nodes <n>', 'number of nodes', positiveInt, 3)
   .option('--duration <s>', 'virtual seconds of the safety phase (faults on)', positiveInt, 6)
-  .option('--liveness <s>', 'virtual seconds of the liveness phase after the heal', positiveInt, 4)
+  .option(
+    '--liveness <s>',
+    'virtual seconds the liveness phase may take at most (it ends on progress)',
+    positiveInt,
+    20,
+  )
   .option('--workers <n>', 'concurrent clients, spread over the nodes', positiveInt, 5)
   .option('--history <file>', 'write the history as JSON Lines (several runs: <file>.<workload>.<seed>.jsonl)')
   .option('--trace-lines <n>', 'scheduler events shown for a failing run', positiveInt, 40)
@@ -196,7 +201,8 @@ program
     'after',
     `
 Phases: safety (workers run while faults are injected), heal (every fault undone, every node up), liveness (the
-workers must get at least a few operations acknowledged), final reads, then the checker over the whole history.
+workers must get operations acknowledged: 10 in all and one for each worker, within --liveness seconds), final
+reads, then the checker over the whole history.
 Faults: drop (a lossy link), delay (a link holds messages, then delivers them at once), dup (a link duplicates and
 reorders), partition (a minority cut off), crash (power loss, restarted later), restart (graceful stop, started
 later), skew (clock offsets within half of maxClockSkew).
@@ -205,7 +211,7 @@ Exit codes:
   0  every run passed
   1  usage error
   ${EXIT_CODES.crash}  crash or assertion: an exception, a node's background failure, a drive that never settled
-  ${EXIT_CODES.liveness}  liveness: too little progress after the heal, or the final read never succeeded
+  ${EXIT_CODES.liveness}  liveness: too little progress after the heal, the final read never succeeded, or a call never returned
   ${EXIT_CODES.checker}  checker: the history has an anomaly
 With several failing runs the highest code wins. A failing run prints its seed, the command that replays it, the
 anomalies, the fault log, the last scheduler events and the last operations.`,
