@@ -130,8 +130,9 @@ export async function runSim(options: SimCommandOptions): Promise<number> {
       const elapsedS = (Date.now() - startedMs) / 1000;
       const line =
         `[${done}/${total}] ${workload} seed ${seed} ${result.failure === undefined ? 'ok' : 'FAIL'} ` +
-        `(${((Date.now() - seedStartMs) / 1000).toFixed(1)} s); ${(elapsedS / done).toFixed(1)} s/seed; ` +
-        `${failures.length} failed`;
+        `(${result.history.length} events, ${(result.virtualMs / 1000).toFixed(1)} s virtual in ` +
+        `${((Date.now() - seedStartMs) / 1000).toFixed(1)} s); ${(elapsedS / done).toFixed(1)} s/seed; ` +
+        `${failures.length} failed${byClass(failures)}`;
       if (tty) process.stderr.write(line);
       else if (total > 1) process.stderr.write(`${line}\n`);
     }
@@ -141,6 +142,15 @@ export async function runSim(options: SimCommandOptions): Promise<number> {
   let code = 0;
   for (const f of failures) code = Math.max(code, EXIT_CODES[f.class]);
   return code;
+}
+
+function byClass(failures: ReadonlyArray<{ class: FailureClass }>): string {
+  if (failures.length === 0) return '';
+  const parts = (['checker', 'liveness', 'crash'] as const)
+    .map((cls) => [cls, failures.filter((f) => f.class === cls).length] as const)
+    .filter(([, n]) => n > 0)
+    .map(([cls, n]) => `${cls} ${n}`);
+  return ` (${parts.join(', ')})`;
 }
 
 function summary(

@@ -58,6 +58,8 @@ export class FaultSchedule {
   private readonly down = new Set<string>();
   private readonly undo = new Set<() => Promise<void> | void>();
   private readonly running: Promise<void>[] = [];
+  /** Link faults in place per directed link, oldest first: a link's setting is all of them merged. */
+  private readonly linkFaults = new Map<string, Array<Partial<LinkConfig>>>();
 
   constructor(
     private readonly cluster: Cluster<Client>,
@@ -87,6 +89,8 @@ export class FaultSchedule {
     for (const undo of [...this.undo]) await undo();
     this.undo.clear();
     this.net.heal();
+    for (const from of this.cluster.nodes) for (const to of this.cluster.nodes) this.net.setLink(from, to, undefined);
+    this.linkFaults.clear();
     for (const name of this.cluster.nodes) this.cluster.setClockOffset(name, 0);
     for (const name of this.cluster.nodes) if (!this.cluster.node(name).up) await this.cluster.startNode(name);
     this.down.clear();
@@ -143,10 +147,22 @@ export class FaultSchedule {
     }
   }
 
+  /** Overlapping faults on one link each undo only their own part (restoring a snapshot would resurrect another's). */
   private withLink(from: string, to: string, config: Partial<LinkConfig>, label: string, forMs: number) {
-    const before = this.net.linkOverride(from, to);
-    this.net.setLink(from, to, config);
-    return this.during(label, forMs, () => this.net.setLink(from, to, before));
+    const key = `${from}>${to}`;
+    const active = this.linkFaults.get(key) ?? [];
+    this.linkFaults.set(key, active);
+    active.push(config);
+    this.applyLink(from, to, active);
+    return this.during(label, forMs, () => {
+      active.splice(active.indexOf(config), 1);
+      this.applyLink(from, to, active);
+    });
+  }
+
+  private applyLink(from: string, to: string, active: ReadonlyArray<Partial<LinkConfig>>): void {
+    this.net.setLink(from, to, undefined);
+    if (active.length > 0) this.net.setLink(from, to, Object.assign({}, ...active));
   }
 
   private takeDown(victim: string, kind: 'crash' | 'restart', forMs: number): Promise<void> | undefined {
