@@ -69,10 +69,11 @@ function historyPath(base: string, many: boolean, seed: string | number, workloa
   return `${stem}.${workload}.${seed}.jsonl`;
 }
 
-function report(options: SimCommandOptions, result: SimRunResult): void {
-  const out = (line: string) => process.stdout.write(`${line}\n`);
+/** The report of a failing run: seed, replay command, anomalies, fault log, last scheduler events and operations. */
+export function failureReport(options: SimCommandOptions, result: SimRunResult): string {
+  const lines: string[] = [];
+  const out = (line: string) => lines.push(line);
   const failure = result.failure!;
-  out('');
   out(`FAIL ${failure.class}: workload ${result.workload}, seed ${result.seed}`);
   out(`  ${failure.message.split('\n').join('\n  ')}`);
   out(`  replay: ${replayCommand(options, result.seed, result.workload)}`);
@@ -81,15 +82,15 @@ function report(options: SimCommandOptions, result: SimRunResult): void {
     for (const anomaly of result.check.anomalies.slice(0, 10)) out(`    ${anomaly}`);
     if (result.check.anomalies.length > 10) out(`    ... ${result.check.anomalies.length - 10} more`);
   }
-  out(`  faults: ${result.faultLog.length === 0 ? 'none' : ''}`);
+  out(`  faults:${result.faultLog.length === 0 ? ' none' : ''}`);
   for (const line of result.faultLog.slice(-20)) out(`    ${line}`);
-  out(`  last ${Math.min(options.traceLines, result.trace.length)} scheduler events (virtual ms since start):`);
-  const startMs = result.trace[0]?.timeMs ?? 0;
-  for (const entry of result.trace.slice(-options.traceLines)) {
-    out(`    +${(entry.timeMs - startMs).toFixed(1).padStart(9)}  ${entry.label}`);
-  }
+  const shown = result.trace.slice(-options.traceLines);
+  out(`  last ${shown.length} scheduler events (virtual ms since the first shown):`);
+  const firstMs = shown[0]?.timeMs ?? 0;
+  for (const entry of shown) out(`    +${(entry.timeMs - firstMs).toFixed(1).padStart(9)}  ${entry.label}`);
   out('  last operations:');
   for (const op of result.history.slice(-8)) out(`    ${JSON.stringify(op)}`);
+  return lines.join('\n');
 }
 
 /** Runs every (workload, seed); prints a progress line and a summary; returns the exit code. */
@@ -118,7 +119,7 @@ export async function runSim(options: SimCommandOptions): Promise<number> {
       if (tty) process.stderr.write('\r\u001b[K');
       if (result.failure !== undefined) {
         failures.push({ class: result.failure.class, seed, workload });
-        report(options, result);
+        process.stdout.write(`\n${failureReport(options, result)}\n`);
       } else if (total === 1) {
         process.stdout.write(
           `ok: workload ${workload}, seed ${seed}: ${result.check?.summary ?? ''}; ${result.counts.okAfterHeal} ` +
