@@ -16,6 +16,7 @@ import { runCluster } from './cluster-command.js';
 import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
 import { demo } from './demo.js';
 import { type PeerEntry, peerList } from './discovery.js';
+import { runJepsen } from './jepsen.js';
 import { type LocalOptions, local } from './local.js';
 import { LOG_LEVELS, type LogLevel, logLevel } from './logging.js';
 import { faultList, runCheck, runSim, seedList, workloadList } from './sim-command.js';
@@ -240,6 +241,48 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
         livenessS: options.liveness,
         workers: options.workers,
         traceLines: options.traceLines,
+        ...(options.history !== undefined && { history: options.history }),
+      });
+    },
+  );
+
+program
+  .command('jepsen')
+  .description('run a sim workload against real `basalt start` processes under kill -9 and SIGSTOP, then check it')
+  .option('--workload <name>', WORKLOADS.join(', '), 'list-append')
+  .option('--time <s>', 'seconds of the fault phase', positiveInt, 60)
+  .option('--nodes <n>', 'number of node processes', positiveInt, 3)
+  .option('--workers <n>', 'concurrent clients, spread over the nodes', positiveInt, 5)
+  .option(
+    '--seed <n>',
+    "seed of the workers' and the nemesis' choices (timing is real, so runs differ)",
+    positiveInt,
+    1,
+  )
+  .option('--nemesis-interval <s>', 'mean seconds between nemesis actions', positiveInt, 3)
+  .option('--history <file>', 'write the history as JSON Lines')
+  .addHelpText(
+    'after',
+    `\nExit codes as for basalt sim: 0 passed, 2 crash, ${EXIT_CODES.liveness} liveness, ${EXIT_CODES.checker} checker.`,
+  )
+  .action(
+    async (options: {
+      workload: string;
+      time: number;
+      nodes: number;
+      workers: number;
+      seed: number;
+      nemesisInterval: number;
+      history?: string;
+    }) => {
+      const [workload] = workloadList(options.workload);
+      process.exitCode = await runJepsen({
+        workload: workload!,
+        timeS: options.time,
+        nodes: options.nodes,
+        workers: options.workers,
+        seed: options.seed,
+        nemesisIntervalS: options.nemesisInterval,
         ...(options.history !== undefined && { history: options.history }),
       });
     },

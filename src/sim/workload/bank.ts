@@ -37,7 +37,7 @@ export function bankWorkload(): Workload {
     name: 'bank',
 
     async setup(ctx) {
-      const client = ctx.cluster.client();
+      const client = ctx.setupClient;
       for (const a of ACCOUNTS) await client.put(ctx.table, a, INITIAL_BALANCE);
     },
 
@@ -61,7 +61,7 @@ export function bankWorkload(): Workload {
     async final(ctx, worker) {
       for (let i = 0; i < FINAL_READ_ATTEMPTS; i++) {
         if ((await readAll(ctx, worker)) === 'ok') return;
-        await ctx.cluster.runFor(100);
+        await ctx.sleep(100);
       }
     },
 

@@ -82,7 +82,7 @@ export function listAppendWorkload(): Workload {
     async final(ctx, worker) {
       for (let i = 0; i < FINAL_READ_ATTEMPTS; i++) {
         if ((await readOnly(ctx, worker, KEYS)) === 'ok') return;
-        await ctx.cluster.runFor(100);
+        await ctx.sleep(100);
       }
     },
 

@@ -117,7 +117,7 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
     cluster = await Cluster.start(env, names, embeddedClient);
     const c = cluster;
     await c.createTable(TABLE, { partitions: PARTITIONS, replicas: Math.min(3, names.length) });
-    const ctx: WorkloadContext = { cluster: c, recorder, table: TABLE };
+    const ctx: WorkloadContext = { recorder, table: TABLE, setupClient: c.client(), sleep: (ms) => c.runFor(ms) };
     await workload.setup(ctx);
     faults = new FaultSchedule(c, world, random.fork('faults'), options.faults);
     const workers: Worker[] = Array.from({ length: options.workers ?? WORKERS_DEFAULT }, (_, i) => ({

@@ -12,7 +12,6 @@
 
 import type { Client, Transaction } from '../../client/client.js';
 import { BasaltError } from '../../core/errors.js';
-import type { Cluster } from '../../node/cluster.js';
 import type { HistoryRecorder, Operation, OpType } from '../check/history.js';
 import { SimulationError } from '../errors.js';
 import type { SeededRandom } from '../random.js';
@@ -21,14 +20,19 @@ export type WorkloadName = 'bank' | 'register' | 'list-append';
 
 export const WORKLOADS: readonly WorkloadName[] = ['bank', 'register', 'list-append'];
 
+/** What a workload sees of where it runs: a simulated cluster (virtual time) or real processes (`basalt jepsen`). */
 export interface WorkloadContext {
-  readonly cluster: Cluster<Client>;
   readonly recorder: HistoryRecorder;
   readonly table: string;
+  /** A client for the setup (writes before the history starts). */
+  readonly setupClient: Client;
+  /** Lets time pass: virtual under the simulator, real against processes. */
+  sleep(ms: number): Promise<void>;
 }
 
 export interface Worker {
-  readonly client: Client;
+  /** Replaced when a connection to a real node is lost and made again. */
+  client: Client;
   readonly random: SeededRandom;
   process: number;
 }
