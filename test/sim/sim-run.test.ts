@@ -81,14 +81,16 @@ function lyingRegister(): Workload {
 
 describe('simulated runs', () => {
   it('a seed replays the same history and the same trace; another seed does not', async () => {
-    const run = (seed: number) => simRun({ seed, workload: 'list-append', ...QUICK, faults: parseFaults('all') });
-    const first = await run(7);
-    const again = await run(7);
-    const other = await run(8);
+    const faulty = { ...QUICK, durationMs: 1_500, faults: parseFaults('all') };
+    const first = await simRun({ seed: 11, workload: 'list-append', ...faulty });
+    const again = await simRun({ seed: 11, workload: 'list-append', ...faulty });
+    const other = await simRun({ seed: 12, workload: 'list-append', ...QUICK, durationMs: 1_000 });
     assert.equal(again.historyHash, first.historyHash);
     assert.equal(again.traceHash, first.traceHash);
     assert.equal(again.history.length, first.history.length);
+    assert.ok(first.faultLog.length > 0, 'faults were injected');
     assert.notEqual(other.historyHash, first.historyHash);
+    assert.notEqual(other.traceHash, first.traceHash);
     assert.ok(first.history.length > 50, `a history of ${first.history.length} operations`);
   });
 
