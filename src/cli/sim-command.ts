@@ -84,13 +84,36 @@ export function failureReport(options: SimCommandOptions, result: SimRunResult):
   }
   out(`  faults:${result.faultLog.length === 0 ? ' none' : ''}`);
   for (const line of result.faultLog.slice(-20)) out(`    ${line}`);
-  const shown = result.trace.slice(-options.traceLines);
-  out(`  last ${shown.length} scheduler events (virtual ms since the first shown):`);
-  const firstMs = shown[0]?.timeMs ?? 0;
-  for (const entry of shown) out(`    +${(entry.timeMs - firstMs).toFixed(1).padStart(9)}  ${entry.label}`);
-  out('  last operations:');
-  for (const op of result.history.slice(-8)) out(`    ${JSON.stringify(op)}`);
+  out('  last events (virtual seconds since the start; scheduler events, faults and operations):');
+  for (const line of timeline(result, options.traceLines)) out(`    ${line}`);
   return lines.join('\n');
+}
+
+/**
+ * The last `count` scheduler events, with the faults and operations of the same stretch of virtual time woven in,
+ * in time order: what the cluster did around the failure, readable in one column.
+ */
+function timeline(result: SimRunResult, count: number): string[] {
+  const events = result.trace.slice(-count);
+  const fromMs = events[0]?.timeMs ?? 0;
+  const rows: Array<{ atMs: number; order: number; text: string }> = events.map((e, i) => ({
+    atMs: e.timeMs,
+    order: i,
+    text: e.label,
+  }));
+  for (const line of result.faultLog) {
+    const match = /^t=([\d.]+)s (.*)$/.exec(line);
+    const atMs = match === null ? Number.NaN : Number(match[1]) * 1000;
+    if (atMs >= fromMs) rows.push({ atMs, order: -1, text: `fault  ${match![2]}` });
+  }
+  for (const op of result.history) {
+    const atMs = op.time / 1e6;
+    if (atMs < fromMs) continue;
+    const { index: _i, time: _t, ...rest } = op;
+    rows.push({ atMs, order: -1, text: `op     ${JSON.stringify(rest)}` });
+  }
+  rows.sort((a, b) => a.atMs - b.atMs || a.order - b.order);
+  return rows.map((r) => `${(r.atMs / 1000).toFixed(4).padStart(9)}  ${r.text}`);
 }
 
 /** Runs every (workload, seed); prints a progress line and a summary; returns the exit code. */

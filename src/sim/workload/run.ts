@@ -56,7 +56,7 @@ export interface SimRunResult {
   readonly history: readonly Operation[];
   readonly check: CheckOutcome | undefined;
   readonly faultLog: readonly string[];
-  /** The last scheduler events (oldest first), for the failure report. */
+  /** The last scheduler events (oldest first), for the failure report; times are virtual ms since the run started. */
   readonly trace: readonly TraceEntry[];
   readonly traceHash: string;
   readonly historyHash: string;
@@ -191,7 +191,7 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
     history,
     check,
     faultLog: faults?.log ?? [],
-    trace: world.scheduler.trace(),
+    trace: world.scheduler.trace().map((e) => ({ timeMs: e.timeMs - startMs, label: e.label })),
     traceHash: world.traceHash(),
     historyHash: createHash('sha256').update(formatHistory(history)).digest('hex').slice(0, 16),
     virtualMs: world.nowMs() - startMs,
