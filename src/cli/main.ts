@@ -4,17 +4,23 @@
  * data directory); `basalt cluster` supervises a local cluster of `basalt start` child processes; `basalt local` runs
  * a whole local cluster inside one process (a developer tool). These stop gracefully on SIGINT/SIGTERM (a second
  * SIGINT exits at once). `basalt table`, `status` and `demo` work against a running cluster (client port and metrics
- * endpoints).
+ * endpoints). `basalt sim` runs the deterministic simulator (workloads under faults, checked histories); `basalt check`
+ * checks a history file.
  */
 import { Command } from 'commander';
+import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
+import { EXIT_CODES } from '../sim/workload/run.js';
+import { WORKLOADS, type WorkloadName } from '../sim/workload/workload.js';
 import { DEFAULT_CONNECT, DEFAULT_METRICS, status, tableCreate, tableList } from './admin.js';
 import { runBench } from './bench-command.js';
 import { runCluster } from './cluster-command.js';
 import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
 import { demo } from './demo.js';
 import { type PeerEntry, peerList } from './discovery.js';
+import { runJepsen } from './jepsen.js';
 import { type LocalOptions, local } from './local.js';
 import { LOG_LEVELS, type LogLevel, logLevel } from './logging.js';
+import { faultList, runCheck, runSim, seedList, workloadList } from './sim-command.js';
 import { runStart } from './start-command.js';
 import {
   CONFIG_KEYS,
@@ -188,6 +194,123 @@ program
   .helpOption(false)
   .action(async (flags: string[]) => {
     process.exitCode = await runBench(flags);
+  });
+
+program
+  .command('sim')
+  .description('run workloads on a simulated cluster under seeded faults and check their histories')
+  .option('--seed <seed>', 'one seed (replays the same run bit for bit)', seedList)
+  .option('--seeds <A..B>', 'a range of seeds (inclusive), or a comma-separated list', seedList)
+  .option('--workload <name>', `${WORKLOADS.join(', ')}, a comma-separated list, or all`, workloadList, ['list-append'])
+  .option('--faults <kinds>', `comma-separated: ${SIM_FAULTS.join(', ')}; or all, or none`, faultList, 'all')
+  .option('--nodes <n>', 'number of nodes', positiveInt, 3)
+  .option('--duration <s>', 'virtual seconds of the safety phase (faults on)', positiveInt, 6)
+  .option(
+    '--liveness <s>',
+    'virtual seconds the liveness phase may take at most (it ends on progress)',
+    positiveInt,
+    20,
+  )
+  .option('--workers <n>', 'concurrent clients, spread over the nodes', positiveInt, 5)
+  .option('--history <file>', 'write the history as JSON Lines (several runs: <file>.<workload>.<seed>.jsonl)')
+  .option('--trace-lines <n>', 'scheduler events shown for a failing run', positiveInt, 40)
+  .addHelpText(
+    'after',
+    `
+Phases: safety (workers run while faults are injected), heal (every fault undone, every node up), liveness (the
+workers must get operations acknowledged: 10 in all and one for each worker, within --liveness seconds), final
+reads, then the checker over the whole history.
+Faults: drop (a lossy link), delay (a link holds messages, then delivers them at once), dup (a link duplicates and
+reorders), partition (a minority cut off), crash (power loss, restarted later), restart (graceful stop, started
+later), skew (clock offsets within half of maxClockSkew).
+
+Exit codes:
+  0  every run passed
+  1  usage error
+  ${EXIT_CODES.crash}  crash or assertion: an exception, a node's background failure, a drive that never settled
+  ${EXIT_CODES.liveness}  liveness: too little progress after the heal, the final read never succeeded, or a call never returned
+  ${EXIT_CODES.checker}  checker: the history has an anomaly
+With several failing runs the highest code wins. A failing run prints its seed, the command that replays it, the
+anomalies, the fault log, the last scheduler events and the last operations.`,
+  )
+  .action(
+    async (options: {
+      seed?: (string | number)[];
+      seeds?: (string | number)[];
+      workload: WorkloadName[];
+      faults: string;
+      nodes: number;
+      duration: number;
+      liveness: number;
+      workers: number;
+      history?: string;
+      traceLines: number;
+    }) => {
+      const seeds = options.seeds ?? options.seed ?? [1];
+      process.exitCode = await runSim({
+        seeds,
+        workloads: options.workload,
+        faults: parseFaults(options.faults),
+        faultsSpec: options.faults,
+        nodes: options.nodes,
+        durationS: options.duration,
+        livenessS: options.liveness,
+        workers: options.workers,
+        traceLines: options.traceLines,
+        ...(options.history !== undefined && { history: options.history }),
+      });
+    },
+  );
+
+program
+  .command('jepsen')
+  .description('run a sim workload against real `basalt start` processes under kill -9 and SIGSTOP, then check it')
+  .option('--workload <name>', WORKLOADS.join(', '), 'list-append')
+  .option('--time <s>', 'seconds of the fault phase', positiveInt, 60)
+  .option('--nodes <n>', 'number of node processes', positiveInt, 3)
+  .option('--workers <n>', 'concurrent clients, spread over the nodes', positiveInt, 5)
+  .option(
+    '--seed <n>',
+    "seed of the workers' and the nemesis' choices (timing is real, so runs differ)",
+    positiveInt,
+    1,
+  )
+  .option('--nemesis-interval <s>', 'mean seconds between nemesis actions', positiveInt, 3)
+  .option('--history <file>', 'write the history as JSON Lines')
+  .addHelpText(
+    'after',
+    `\nExit codes as for basalt sim: 0 passed, 2 crash, ${EXIT_CODES.liveness} liveness, ${EXIT_CODES.checker} checker.`,
+  )
+  .action(
+    async (options: {
+      workload: string;
+      time: number;
+      nodes: number;
+      workers: number;
+      seed: number;
+      nemesisInterval: number;
+      history?: string;
+    }) => {
+      const [workload] = workloadList(options.workload);
+      process.exitCode = await runJepsen({
+        workload: workload!,
+        timeS: options.time,
+        nodes: options.nodes,
+        workers: options.workers,
+        seed: options.seed,
+        nemesisIntervalS: options.nemesisInterval,
+        ...(options.history !== undefined && { history: options.history }),
+      });
+    },
+  );
+
+program
+  .command('check <file>')
+  .description("run a workload's checker on a history file (JSON Lines, as `basalt sim --history` writes it)")
+  .option('--workload <name>', WORKLOADS.join(', '), 'list-append')
+  .action((file: string, options: { workload: string }) => {
+    const [workload] = workloadList(options.workload);
+    process.exitCode = runCheck(file, workload!);
   });
 
 /** Repeated `--table` flags accumulate; none given stays undefined so that a config file's tables apply. */

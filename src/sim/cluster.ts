@@ -40,6 +40,8 @@ export interface SimClusterOptions {
   readonly network?: SimNetworkOptions;
   /** Virtual time one drive may take before it fails (default 120 s). */
   readonly driveTimeoutMs?: number;
+  /** Recent scheduler events kept for failure reports (default none; the trace hash covers every event anyway). */
+  readonly traceMax?: number;
 }
 
 interface Disk {
@@ -76,7 +78,11 @@ export class SimClusterEnvironment implements ClusterEnvironment {
   constructor(options: SimClusterOptions) {
     this.options = options;
     this.driveTimeoutMs = options.driveTimeoutMs ?? DRIVE_TIMEOUT_MS_DEFAULT;
-    this.world = new SimWorld({ seed: options.seed, network: { codec: { encode, decode }, ...options.network } });
+    this.world = new SimWorld({
+      seed: options.seed,
+      network: { codec: { encode, decode }, ...options.network },
+      ...(options.traceMax !== undefined && { traceMax: options.traceMax }),
+    });
     this.network = simNetworkControls(this.world.network);
     this.timers = this.world.scheduler.timers('harness');
     const world = this.world;
