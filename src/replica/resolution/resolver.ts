@@ -9,8 +9,10 @@
  * 2. **coordinator**: the coordinator id is known, not this node and not gone (rule 17: unknown is not gone) →
  *    TxStateCoordinatorRequest{txId, readTs}. A final or PENDING answer is the answer; null, UNKNOWN, an error or a
  *    timeout falls through.
- * 3. **commit partition**: TxStateCommitPartitionRequest to the commit partition's primary, following PRIMARY_MISS
- *    hints and retrying retryable failures with backoff until the resolution timeout (a named limit), then TIMEOUT.
+ * 3. **commit partition**: TxStateCommitPartitionRequest to the commit partition's primary, naming the coordinator
+ *    (from the map, else from the tx id; also when this node is the coordinator and its FINISHING wait timed out),
+ *    following PRIMARY_MISS hints and retrying retryable failures with backoff until the resolution timeout (a named
+ *    limit), then TIMEOUT.
  *
  * Sharing (rule 12): concurrent resolutions of one tx share one request when the request's readTs covers theirs. A
  * PENDING answer obtained at readTs r says "any commit is above r", so it serves readers with readTs ≤ r only; a
@@ -160,7 +162,9 @@ export class TxStateResolver implements IntentResolver {
     if (coordinatorId === this.o.self.id) {
       // Rule 12: on the coordinator's own node the coordinator rule applies (absorb readTs, then read).
       const own = await this.coordinatorRule(txId, readTs);
-      return own === undefined ? { kind: 'remote', coordinatorId: undefined } : { kind: 'answer', answer: own };
+      // The commit partition still learns who the coordinator is: without it, a primary there with no entry of the
+      // tx would take it for coordinator-less and recover (abort) a tx this very node is committing (rule 17).
+      return own === undefined ? { kind: 'remote', coordinatorId } : { kind: 'answer', answer: own };
     }
     if (entry?.state === 'FINISHING') {
       const final = await waitForFinal(this.o.txStates, this.o.timers, txId, this.stateWaitMs);
