@@ -13,6 +13,9 @@
  *    (retryable), so the client retries in a new tx instead of waiting out the lock timeout. A requester that
  *    wait-die already denied is left alone.
  *
+ * The node's tx sweep (tx-sweep.ts) sends its recovery requests through `requestRecovery`, so both share one rate
+ * limit per tx.
+ *
  * A holder the map has ABORTED yet still holding a lock here missed its cleanup of this partition (a recovery's abort
  * knows only the commit partition and its reporter as enlisted): the same request (rate-limited alike, counted as an
  * orphan) makes the commit partition clean this partition up; the requester is left alone (wait-die decided for it).
@@ -95,7 +98,7 @@ export class OrphanDetector {
     const coordinatorId = entry?.coordinatorId ?? nodeIdOf(txId);
     if (!this.o.peers.isGone(coordinatorId)) return false;
     if (entry !== undefined) this.o.txStates.update(txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
-    this.sendRecovery(txId, commitPartitionId, partition.partitionId);
+    this.requestRecovery(txId, commitPartitionId, partition.partitionId);
     return true;
   }
 
@@ -114,7 +117,7 @@ export class OrphanDetector {
       // Only ABORTED: a recovery's abort can never contradict it, while a COMMITTED entry may have no record at the
       // commit partition (a one-phase tx) that recovery would then abort. Missed cleanups are of recovered aborts.
       if (entry.state === 'ABORTED' && entry.commitPartitionId !== undefined) {
-        this.sendRecovery(holder, entry.commitPartitionId, partition.partitionId);
+        this.requestRecovery(holder, entry.commitPartitionId, partition.partitionId);
       }
       return false;
     }
@@ -122,15 +125,19 @@ export class OrphanDetector {
     if (coordinatorId === undefined || !this.o.peers.isGone(coordinatorId)) return false;
     this.o.txStates.update(holder, { state: 'ABANDONED', reason: 'coordinator-gone' });
     if (entry.commitPartitionId !== undefined)
-      this.sendRecovery(holder, entry.commitPartitionId, partition.partitionId);
+      this.requestRecovery(holder, entry.commitPartitionId, partition.partitionId);
     this.defer(() => partition.locks.failWaiters(requester));
     return true;
   }
 
-  private sendRecovery(txId: TxId, commitPartitionId: PartitionId, reporterPartitionId: PartitionId): void {
+  /**
+   * Sends one TxRecoveryRequest for `txId` to its commit partition's primary unless one was sent within `intervalMs`
+   * (the bookkeeping the node's tx sweep shares); true if sent.
+   */
+  requestRecovery(txId: TxId, commitPartitionId: PartitionId, reporterPartitionId: PartitionId): boolean {
     const nowMs = this.o.physicalClock.monotonicMs();
     const last = this.sentAtMs.get(txId);
-    if (last !== undefined && nowMs - last < this.intervalMs) return;
+    if (last !== undefined && nowMs - last < this.intervalMs) return false;
     this.sentAtMs.delete(txId);
     if (this.sentAtMs.size >= this.trackedMax) {
       const oldest = this.sentAtMs.keys().next().value;
@@ -144,5 +151,6 @@ export class OrphanDetector {
       { kind: 'TxRecoveryRequest', txId, commitPartitionId, reporterPartitionId },
       { timeoutMs: this.requestTimeoutMs },
     ).catch(this.onError);
+    return true;
   }
 }
