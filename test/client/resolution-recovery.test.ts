@@ -1,7 +1,9 @@
 /**
  * Write intent resolution meets recovery (simulated, fixed seeds): the commit partition never recovers (aborts) a tx
  * whose coordinator is alive, even when the request reaching it comes from the coordinator's own node and a commit
- * partition primary that has never heard of the tx (rule 17: the coordinator id is always known from the tx id).
+ * partition primary that has never heard of the tx (rule 17: the coordinator id is always known from the tx id); and a
+ * storm of readers meeting the intents of one orphaned tx settles on one commit partition request in flight per
+ * serving node, whatever the readers' timestamps.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -89,5 +91,88 @@ describe('resolution and recovery (simulated)', () => {
         what: 'the commit partition primary final COMMITTED',
       });
       assert.equal(await client.get(T, keyB), 'committed');
+    }));
+
+  /**
+   * The orphan: coordinated on n4, its commit partition's primary on n5, 12 intents; n4 and n5 crash together. The
+   * metastorage members (n1..n3) stay up, and every partition used keeps a majority.
+   */
+  async function orphanStorm(cluster: TestCluster, readersStartAfterPrimariesBack: boolean) {
+    const coordinator = 'n4' as NodeName;
+    const cpPrimary = 'n5' as NodeName;
+    const survives = (replicas: readonly NodeName[]) =>
+      !(replicas.includes(coordinator) && replicas.includes(cpPrimary));
+    const cpKey = keyWhere(cluster, (p) => p.primary === cpPrimary && !p.replicas.includes(coordinator), 'c');
+    const keys = [cpKey];
+    for (let i = 0; keys.length < 12 && i < 10_000; i++) {
+      const key = `s${i}`;
+      const p = cluster.placement(T, key);
+      if (survives(p.replicas) && p.primary !== undefined) keys.push(key);
+    }
+    assert.equal(keys.length, 12);
+    const survivors = cluster.nodes.filter((n) => n !== coordinator && n !== cpPrimary);
+    await cluster.client(survivors[0]).transaction(async (tx) => {
+      for (const key of keys) await tx.put(T, key, 'old');
+    });
+    const orphan = await cluster.client(coordinator).begin();
+    for (const key of keys) await orphan.put(T, key, 'orphan');
+    await cluster.runFor(500); // the updates apply on every replica
+    await cluster.stopNode(coordinator);
+    await cluster.stopNode(cpPrimary);
+    const partitions = [...new Set(keys.map((k) => cluster.placement(T, k).partition))];
+    if (readersStartAfterPrimariesBack) {
+      await cluster.waitFor(
+        () =>
+          partitions.every((p) => {
+            const primary = cluster.placement(T, keys.find((k) => cluster.placement(T, k).partition === p)!).primary;
+            return primary !== undefined && survivors.includes(primary);
+          }),
+        { what: 'every partition has a live primary again', timeoutMs: 60_000 },
+      );
+    }
+    const before = {
+      state: cluster.network.count({ kind: 'TxStateCommitPartitionRequest' }),
+      recovery: cluster.network.count({ kind: 'TxRecoveryRequest' }),
+      perNode: survivors.map((n) => cluster.network.count({ kind: 'TxStateCommitPartitionRequest', from: n })),
+    };
+    const readers = Array.from({ length: 48 }, async (_, i) => {
+      const client = cluster.client(survivors[i % survivors.length]!);
+      return client.transaction((tx) => tx.getAll(T, keys), { readOnly: true });
+    });
+    const values = await Promise.all(readers);
+    for (const v of values)
+      assert.deepEqual(
+        v,
+        keys.map(() => 'old'),
+        'every reader sees the committed values',
+      );
+    const state = cluster.network.count({ kind: 'TxStateCommitPartitionRequest' }) - before.state;
+    const recovery = cluster.network.count({ kind: 'TxRecoveryRequest' }) - before.recovery;
+    const perNode = survivors.map(
+      (n, i) => cluster.network.count({ kind: 'TxStateCommitPartitionRequest', from: n }) - before.perNode[i]!,
+    );
+    console.log(
+      `storm (${readersStartAfterPrimariesBack ? 'primaries back' : 'lease moving'}): ` +
+        `${state} commit partition state requests (per survivor ${perNode}), ${recovery} recovery requests`,
+    );
+    return { state, recovery, perNode, servingNodes: survivors.length };
+  }
+
+  it('48 RO readers of one orphaned tx while its commit partition lease moves send a small bounded number of commit partition requests', () =>
+    withSimCluster('storm-lease-moving', { nodes: 5, partitions: 12, replicas: 3 }, async (cluster) => {
+      const { perNode, recovery } = await orphanStorm(cluster, false);
+      // One request in flight per serving node and tx, whatever the readers' readTs, retried with the capped backoff
+      // while the commit partition has no primary (about a lease duration): a dozen at most, not one per reader.
+      for (const n of perNode) assert.ok(n <= 12, `per serving node: ${perNode}`);
+      // The sweeps of the intents' primaries ask for recovery, rate-limited per tx and partition.
+      assert.ok(recovery <= 2 * 12, `${recovery} recovery requests`);
+    }));
+
+  it('48 RO readers of one orphaned tx once every partition has a live primary send one commit partition request per serving node', () =>
+    withSimCluster('storm-primaries-back', { nodes: 5, partitions: 12, replicas: 3 }, async (cluster) => {
+      const { perNode } = await orphanStorm(cluster, true);
+      // One request per serving node (two messages when the first guess of the new primary answers PRIMARY_MISS
+      // and the request follows its hint).
+      for (const n of perNode) assert.ok(n <= 2, `per serving node: ${perNode}`);
     }));
 });

@@ -5,8 +5,8 @@
  * liveness timeout; an id never seen is not gone). For an orphan:
  *
  * 1. the map entry moves to ABANDONED (reason `coordinator-gone`; the transition table keeps a final state final);
- * 2. one TxRecoveryRequest goes to the commit partition's primary, and not again for that tx within
- *    `intervalMs` (a named limit; the remembered txs are bounded, oldest forgotten first); the commit partition
+ * 2. one TxRecoveryRequest goes to the commit partition's primary, and not again for that tx and partition within
+ *    `intervalMs` (a named limit; the remembered pairs are bounded, oldest forgotten first); the commit partition
  *    aborts the tx through its compare-and-set and cleans up this partition, which releases the orphan's locks;
  * 3. the requester fails retryably: once its request is queued (deferred to a microtask, because the conflict is
  *    reported before the lock manager queues it), its waiting lock requests here are denied with TX_ABORTED
@@ -60,8 +60,11 @@ export class OrphanDetector {
   private readonly trackedMax: number;
   private readonly requestTimeoutMs: number;
   private readonly defer: (fn: () => void) => void;
-  /** txId → monotonic ms of its last recovery request, oldest first. */
-  private readonly sentAtMs = new Map<TxId, number>();
+  /**
+   * (txId, reporter partition) → monotonic ms of the last recovery request, oldest first. Per reporter partition,
+   * because a request makes the commit partition clean up only the partition it names.
+   */
+  private readonly sentAtMs = new Map<string, number>();
 
   constructor(options: OrphanDetectorOptions) {
     this.o = options;
@@ -131,19 +134,20 @@ export class OrphanDetector {
   }
 
   /**
-   * Sends one TxRecoveryRequest for `txId` to its commit partition's primary unless one was sent within `intervalMs`
-   * (the bookkeeping the node's tx sweep shares); true if sent.
+   * Sends one TxRecoveryRequest for `txId` naming `reporterPartitionId` to its commit partition's primary unless one
+   * was sent for the pair within `intervalMs` (the bookkeeping the node's tx sweep shares); true if sent.
    */
   requestRecovery(txId: TxId, commitPartitionId: PartitionId, reporterPartitionId: PartitionId): boolean {
     const nowMs = this.o.physicalClock.monotonicMs();
-    const last = this.sentAtMs.get(txId);
+    const key = `${txId}\u0000${reporterPartitionId}`;
+    const last = this.sentAtMs.get(key);
     if (last !== undefined && nowMs - last < this.intervalMs) return false;
-    this.sentAtMs.delete(txId);
+    this.sentAtMs.delete(key);
     if (this.sentAtMs.size >= this.trackedMax) {
       const oldest = this.sentAtMs.keys().next().value;
       if (oldest !== undefined) this.sentAtMs.delete(oldest);
     }
-    this.sentAtMs.set(txId, nowMs);
+    this.sentAtMs.set(key, nowMs);
     this.counters.add(RESOLUTION_COUNTERS.orphans);
     requestPrimary(
       this.o,
