@@ -234,6 +234,8 @@ export const LIMITS = {
    * txFinishRequestTimeoutMs plus backoffs), so a commit its user still waits for is never aborted under it.
    */
   txSweepRecoveryAfterDeadlineMs: 120_000,
+  /** Tx sweep: txs with intents listed per primary partition in one pass (those the map has no entry of). */
+  txSweepIntentTxsPerPartitionMax: 1_000,
   /** Tx sweep: recovery requests one pass asks the orphan detector to send (each still rate-limited per tx). */
   txSweepRecoveriesPerPassMax: 1_000,
   /** Client protocol: connections one node's client server accepts at a time. */

@@ -173,4 +173,46 @@ describe('tx state map leaks (simulated)', () => {
         assert.ok(state === undefined || state === 'ABORTED', `${n}: final or removed, got ${state}`);
       }
     }));
+
+  it('an intent of a crashed coordinator left with no map entry anywhere (every node restarted) is recovered', () =>
+    withSimCluster('sweep-intent-no-entry', { nodes: 3, partitions: 3 }, async (cluster) => {
+      const coordinator = 'n1' as NodeName;
+      const key = remoteKey(cluster, coordinator);
+      const { partition } = cluster.placement(T, key);
+      await cluster.client('n2').put(T, key, 'old');
+      const tx = await cluster.client(coordinator).begin();
+      await tx.put(T, key, 'orphan');
+      await cluster.runFor(1_000); // applied and flushed on every replica
+      // Every node crashes; all restart, the coordinator with a new ephemeral id, so its old id is gone (rule 17).
+      for (const n of cluster.nodes) await cluster.stopNode(n);
+      for (const n of cluster.nodes) await cluster.startNode(n);
+      const survivors = cluster.nodes.filter((n) => n !== coordinator);
+      const primaryBack = () => {
+        try {
+          return cluster.placement(T, key).primary !== undefined;
+        } catch {
+          return false; // the restarted nodes have not relearned the table yet
+        }
+      };
+      await cluster.waitFor(primaryBack, { what: 'a primary again', timeoutMs: 60_000 });
+      const intents = () =>
+        survivors.map(
+          (n) =>
+            hostOf(cluster, n)
+              .partition(partition as PartitionId)
+              ?.mv.rowsWrittenBy(tx.id).length,
+        );
+      for (const n of survivors) assert.equal(cluster.node(n).txState(tx.id), undefined, `${n} lost its map`);
+      assert.ok(
+        intents().some((count) => (count ?? 0) > 0),
+        'the intent survived the restarts',
+      );
+      await cluster.runFor(LIMITS.peerLivenessTimeoutMsDefault + 3 * LIMITS.txStateSweepIntervalMs + 5_000);
+      assert.deepEqual(
+        intents(),
+        survivors.map(() => 0),
+        'the intent is gone on every replica',
+      );
+      assert.equal(await cluster.client('n2').get(T, key), 'old');
+    }));
 });

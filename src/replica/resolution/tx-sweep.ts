@@ -18,6 +18,11 @@
  *   `now > D + maxClockSkew + recoveryAfterDeadlineMs` (past the coordinator's foreground finish window, so a commit
  *   whose user is still waiting is never aborted under it). At most `recoveriesPerPassMax` per pass.
  *
+ * Intents with no map entry at all (the primary's node restarted, so its map is gone, and so did the coordinator):
+ * each pass also pages through the txs holding intents on every partition this node is primary of (at most
+ * `intentTxsPerPartitionMax` per partition, from a cursor), and recovers those without an entry here under the same
+ * conditions (the coordinator named in the tx id gone, or the tx long past D).
+ *
  * Txs an installed snapshot resolved on a partition (`forget`) are removed at once under the same "holds nothing"
  * test: their intents there are already switched, so nothing waits for their deadline.
  *
@@ -51,6 +56,7 @@ export interface TxSweepOptions {
   readonly graceMs?: number;
   readonly recoveryAfterDeadlineMs?: number;
   readonly recoveriesPerPassMax?: number;
+  readonly intentTxsPerPartitionMax?: number;
   readonly onError?: (error: unknown) => void;
 }
 
@@ -68,6 +74,9 @@ export class TxSweep {
   private readonly graceMs: number;
   private readonly recoveryAfterDeadlineMs: number;
   private readonly recoveriesPerPassMax: number;
+  private readonly intentTxsPerPartitionMax: number;
+  /** Where each hosted partition's intent listing resumes (pruned to the hosted ones every pass). */
+  private readonly intentCursors = new Map<PartitionId, TxId>();
   private timer: TimerHandle | undefined;
   private running = false;
 
@@ -79,6 +88,7 @@ export class TxSweep {
     this.graceMs = options.graceMs ?? LIMITS.txStateSweepGraceMs;
     this.recoveryAfterDeadlineMs = options.recoveryAfterDeadlineMs ?? LIMITS.txSweepRecoveryAfterDeadlineMs;
     this.recoveriesPerPassMax = options.recoveriesPerPassMax ?? LIMITS.txSweepRecoveriesPerPassMax;
+    this.intentTxsPerPartitionMax = options.intentTxsPerPartitionMax ?? LIMITS.txSweepIntentTxsPerPartitionMax;
   }
 
   start(): void {
@@ -114,7 +124,34 @@ export class TxSweep {
       if (!gone && now <= this.past(txId, this.recoveryAfterDeadlineMs)) continue;
       recoveries += this.recover(txId, entry, holding, now, gone);
     }
+    recoveries += this.recoverUnknownIntents(partitions, now, this.recoveriesPerPassMax - recoveries);
     return { examined: batch.length, removed, recoveries };
+  }
+
+  /** Intents on primaries here of txs the map has no entry of (see the module header); returns requests sent. */
+  private recoverUnknownIntents(partitions: readonly HostedPartition[], now: HybridTimestamp, budget: number): number {
+    const hosted = new Set(partitions.map((p) => p.partitionId));
+    for (const id of [...this.intentCursors.keys()]) if (!hosted.has(id)) this.intentCursors.delete(id);
+    let sent = 0;
+    for (const p of partitions) {
+      if (sent >= budget) break;
+      if (p.replica.checkPrimary(now).kind !== 'ok') continue;
+      const txIds = p.mv.intentTxIds(this.intentCursors.get(p.partitionId), this.intentTxsPerPartitionMax);
+      const last = txIds.at(-1);
+      if (txIds.length < this.intentTxsPerPartitionMax || last === undefined) this.intentCursors.delete(p.partitionId);
+      else this.intentCursors.set(p.partitionId, last);
+      for (const txId of txIds) {
+        if (sent >= budget) break;
+        if (this.o.txStates.entry(txId) !== undefined) continue;
+        const coordinatorId = nodeIdOf(txId);
+        if (coordinatorId === this.o.self.id) continue;
+        if (!this.o.peers.isGone(coordinatorId) && now <= this.past(txId, this.recoveryAfterDeadlineMs)) continue;
+        const commitPartitionId = commitPartitionOfIntent(p, txId);
+        if (commitPartitionId === undefined) continue;
+        if (this.o.orphans.requestRecovery(txId, commitPartitionId, p.partitionId)) sent += 1;
+      }
+    }
+    return sent;
   }
 
   /**
