@@ -93,6 +93,25 @@ describe('resolution and recovery (simulated)', () => {
       assert.equal(await client.get(T, keyB), 'committed');
     }));
 
+  it('a commit whose finish is delayed past the tx deadline is not recovered under its live coordinator by the sweep', () =>
+    withSimCluster('sweep-live-coordinator', { nodes: 3, partitions: 3 }, async (cluster) => {
+      const coordinator = 'n1' as NodeName;
+      const key = keyWhere(cluster, (p) => p.primary !== undefined && p.primary !== coordinator, 'k');
+      const client = cluster.client(coordinator);
+      const tx = await client.begin();
+      await tx.put(T, key, 'late');
+      const held = cluster.network.hold({ kind: 'TxFinishRequest' });
+      const commit = tx.commit().then(
+        () => 'committed',
+        (e: unknown) => e,
+      );
+      // Past D, the clock skew bound and the sweep's grace, within the coordinator's foreground finish window.
+      await cluster.runFor(55_000);
+      held.release();
+      assert.equal(await commit, 'committed', 'not recovered into an abort under its live coordinator');
+      assert.equal(await client.get(T, key), 'late');
+    }));
+
   /**
    * The orphan: coordinated on n4, its commit partition's primary on n5, 12 intents; n4 and n5 crash together. The
    * metastorage members (n1..n3) stay up, and every partition used keeps a majority.

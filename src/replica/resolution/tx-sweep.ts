@@ -114,14 +114,17 @@ export class TxSweep {
       if (entry.state === 'FINISHING') continue;
       const coordinatorId = entry.coordinatorId ?? nodeIdOf(txId);
       if (coordinatorId === this.o.self.id) continue;
+      const removable = now > this.past(txId, this.graceMs);
+      const recoverable = this.o.peers.isGone(coordinatorId) || now > this.past(txId, this.recoveryAfterDeadlineMs);
+      // The common case, a live tx of a live coordinator, costs no storage look-up.
+      if (!removable && !recoverable) continue;
       const holding = partitions.filter((p) => holdsAnything(p, txId));
       if (holding.length === 0) {
-        if (now > this.past(txId, this.graceMs) && this.o.txStates.remove(txId, 'sweep')) removed += 1;
+        if (removable && this.o.txStates.remove(txId, 'sweep')) removed += 1;
         continue;
       }
-      if (recoveries >= this.recoveriesPerPassMax) continue;
+      if (!recoverable || recoveries >= this.recoveriesPerPassMax) continue;
       const gone = this.o.peers.isGone(coordinatorId);
-      if (!gone && now <= this.past(txId, this.recoveryAfterDeadlineMs)) continue;
       recoveries += this.recover(txId, entry, holding, now, gone);
     }
     recoveries += this.recoverUnknownIntents(partitions, now, this.recoveriesPerPassMax - recoveries);
