@@ -356,7 +356,13 @@ export class TxStateResolver implements IntentResolver {
         if (settled !== undefined) return settled;
       }
       const failuresSeen = gate.failures;
-      while (gate.busy !== undefined) await gate.busy;
+      // Each turn waits for one request (≤ requestTimeoutMs); the resolution timeout bounds the whole wait.
+      while (gate.busy !== undefined) {
+        if (deadlineMs - this.o.physicalClock.monotonicMs() <= 0) {
+          throw timeoutError(request.txId, 'write intent resolution', lastError ?? gate.lastError);
+        }
+        await gate.busy;
+      }
       if (gate.final !== undefined) return gate.final;
       const remainingMs = deadlineMs - this.o.physicalClock.monotonicMs();
       if (gate.failures > failuresSeen || remainingMs <= 0) {
