@@ -271,8 +271,9 @@ export class TxStateResolver implements IntentResolver {
     }
     const answer = await flight.answer;
     if (isFinalAnswer(answer) || readTs <= flight.readTs) return answer;
-    // Rule 12: a non-final answer at r serves readers at or below r only.
-    return this.remote(request, coordinatorId).then((r) => r.answer);
+    // Rule 12: a non-final answer at r serves readers at or below r only. This reader's own resolution does not join
+    // a recovering flight again, so a reader waits for at most one flight besides its own.
+    return this.remote(request, coordinatorId, true).then((r) => r.answer);
   }
 
   private land(txId: TxId, flight: Flight): void {
@@ -284,7 +285,10 @@ export class TxStateResolver implements IntentResolver {
 
   // ---------------------------------------------------------------------------------------- remote paths
 
-  /** `recovering`: this is the tx's recovering flight (it never waits for itself, see settledMeanwhile). */
+  /**
+   * `recovering`: this is the tx's recovering flight, or a reader's own resolution after one (neither joins a
+   * recovering flight, see settledMeanwhile: the first would wait for itself, the second would wait twice).
+   */
   private async remote(
     request: IntentResolutionRequest,
     coordinatorId: NodeId | undefined,
