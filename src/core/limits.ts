@@ -253,6 +253,26 @@ export const LIMITS = {
   txStateVacuumIntervalMsDefault: 1_000,
   /** Vacuum driver: durable tx state records examined on one commit partition per round. */
   txStateVacuumScanMax: 10_000,
+  /** Tx sweep: one pass over the node's non-final map entries (and what it holds of their txs) this often. */
+  txStateSweepIntervalMs: 1_000,
+  /** Tx sweep: map entries examined in one pass (a cursor resumes there next pass). */
+  txStateSweepScanMax: 10_000,
+  /**
+   * Tx sweep: a non-final entry of a tx this node holds nothing of is removed once now > D + maxClockSkew + this
+   * (D the tx's deadline): by then no RW request of the tx is served anywhere (rule 15), and any later message about
+   * it rebuilds what it needs (the coordinator id is in the tx id).
+   */
+  txStateSweepGraceMs: 30_000,
+  /**
+   * Tx sweep: leftovers (locks, intents) of a tx whose coordinator is alive are recovered only once now > D +
+   * maxClockSkew + this. Above the coordinator's foreground finish window (txFinishAttemptsMax ×
+   * txFinishRequestTimeoutMs plus backoffs), so a commit its user still waits for is never aborted under it.
+   */
+  txSweepRecoveryAfterDeadlineMs: 120_000,
+  /** Tx sweep: txs with intents listed per primary partition in one pass (those the map has no entry of). */
+  txSweepIntentTxsPerPartitionMax: 1_000,
+  /** Tx sweep: recovery requests one pass asks the orphan detector to send (each still rate-limited per tx). */
+  txSweepRecoveriesPerPassMax: 1_000,
   /** Client protocol: connections one node's client server accepts at a time. */
   clientConnectionsMax: 1_024,
   /** Client protocol: open transactions (handles) of one client connection; a begin past it is OVERLOADED. */

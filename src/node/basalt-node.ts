@@ -51,6 +51,8 @@ export interface NodeTuning {
   readonly peerTimeoutMs?: number;
   readonly raftTickIntervalMs?: number;
   readonly raft?: RaftCoreOptions;
+  /** Applied entries a Raft log keeps before it is compacted into a snapshot (tests make followers install one). */
+  readonly raftCompactEntriesMin?: number;
   readonly maxClockSkewMs?: number;
   readonly requestTimeoutMs?: number;
   readonly metaWatchWaitMs?: number;
@@ -234,6 +236,7 @@ export class BasaltNode {
       stateMachine: this.stateMachines,
       ...(tuning.raftTickIntervalMs !== undefined && { tickIntervalMs: tuning.raftTickIntervalMs }),
       ...(tuning.raft !== undefined && { raft: tuning.raft }),
+      ...(tuning.raftCompactEntriesMin !== undefined && { compactEntriesMin: tuning.raftCompactEntriesMin }),
       onLeaderChange: (change) => {
         for (const listener of [...this.leaderListeners]) listener(change);
       },

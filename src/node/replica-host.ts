@@ -4,6 +4,9 @@
  * proposals submitted to the node's Raft driver) and one `HostedPartition` registered in the node's single
  * `ReplicaRequestRouter`, which answers every replica request kind on the node's messenger.
  *
+ * Background work besides: storage GC, tx state vacuum, and the tx sweep (tx-sweep.ts), which ends the map entries,
+ * locks and intents of txs nobody touches again (an installed snapshot's resolved txs are handed to it at once).
+ *
  * Upkeep: every replica's `maintain` runs on each leader change of its group and on a timer (`upkeepIntervalMs`), so
  * leases are proposed, renewed and taken over and idle safe time advances. When this node gains the lease of a
  * partition it re-runs the cleanups its commit partition records still owe (`recoverCleanups`), and the cleanup
@@ -42,6 +45,7 @@ import {
   type ReplicaResolution,
   replicaResolutionFor,
 } from '../replica/resolution/replica-resolution.js';
+import { TxSweep } from '../replica/resolution/tx-sweep.js';
 import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
 import type { TxRequestFn } from '../tx/coordinator-ports.js';
 import { LowWatermark } from '../tx/low-watermark.js';
@@ -143,6 +147,8 @@ export class ReplicaPartitionHost implements PartitionHost {
   readonly inline: InlineCleanup;
   private readonly gc: StorageGcDriver;
   private readonly vacuum: TxStateVacuumDriver;
+  /** Ends what txs left behind here when nobody trips over it (tx-sweep.ts). */
+  readonly sweep: TxSweep;
   private readonly context: PartitionHostContext;
   private readonly options: ReplicaHostOptions;
   private readonly hosted = new Map<PartitionId, Hosted>();
@@ -201,9 +207,21 @@ export class ReplicaPartitionHost implements PartitionHost {
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       onError: (error) => this.background(error),
     });
+    this.sweep = new TxSweep({
+      self: context.identity,
+      clock: context.hlc,
+      timers: context.timers,
+      txStates: context.txStates,
+      peers: membershipPeers(context.membership, context.identity),
+      partitions: () => [...this.hosted.values()].map((e) => e.partition),
+      orphans: this.resolution.orphans,
+      ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
+      onError: (error) => this.background(error),
+    });
     this.gc.start();
     this.vacuum.start();
     this.router.cleanups.start();
+    this.sweep.start();
     this.unsubscribe.push(context.onLeaderChange((change) => this.maintainOne(change.group)));
     this.arm();
   }
@@ -240,6 +258,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     entry.undo.push(this.router.register(partition));
     entry.undo.push(this.resolution.watch(partition));
     entry.undo.push(this.inline.watch(partition));
+    entry.undo.push(replica.stateMachine.onSnapshotResolved((txIds) => this.sweep.forget(txIds)));
     // Every apply may change the lease (a first lease, a takeover): decide at once rather than on the next tick.
     entry.undo.push(replica.stateMachine.onApplied(() => this.maintainOne(partitionId)));
     entry.undo.push(replica.stateMachine.onLeaseChange(leaseCounting(context.counters, replica.self)));
@@ -317,6 +336,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     this.gc.stop();
     this.vacuum.stop();
     this.router.cleanups.stop();
+    this.sweep.stop();
     for (const u of this.unsubscribe.splice(0)) u();
     for (const partitionId of [...this.hosted.keys()]) this.release(partitionId);
   }

@@ -17,6 +17,13 @@
  * an installed snapshot, once the change is visible here; they are told the lease before and after (for metrics:
  * holder changes, leases this replica gained or lost).
  *
+ * Snapshot install: a replica that catches up through a snapshot never applies the cleanup commands the snapshot
+ * covers, so the map entries its applied updates made would stay PENDING. The machine remembers which txs' updates it
+ * applied (until their switch applies); after a restore, a tx whose intents the snapshot no longer has is final: its
+ * entry goes final from this partition's durable record when it is the tx's commit partition (reason
+ * `snapshot-restored`), else the tx is reported to `onSnapshotResolved` observers (the node removes the entry if it
+ * holds nothing else of the tx; the outcome is not known here).
+ *
  * Invariants: both storages of the partition always agree on the applied position; the lease and lastAppliedTs are
  * durable with it and part of snapshots; the applied index rises by exactly one per entry; effective timestamps rise
  * strictly. A malformed entry throws before anything is written, and the Raft driver stops the group.
@@ -96,6 +103,9 @@ export interface LeaseTransition {
 
 export type LeaseListener = (transition: LeaseTransition) => void;
 
+/** Txs whose intents here an installed snapshot had already switched, with no record of them on this partition. */
+export type SnapshotResolvedListener = (txIds: readonly TxId[]) => void;
+
 /** The state an apply batch works on; copied back to the machine only once the storage step returned. */
 interface Working {
   ts: HybridTimestamp;
@@ -123,6 +133,12 @@ export class PartitionStateMachine {
   private readonly txStateRetentionMs: number;
   private readonly listeners = new Set<AppliedListener>();
   private readonly leaseListeners = new Set<LeaseListener>();
+  private readonly snapshotListeners = new Set<SnapshotResolvedListener>();
+  /**
+   * Txs whose Update/UpdateAll this machine applied and whose switch it has not applied: what a restore checks.
+   * At most txStateMapEntriesMax (past it a tx is not remembered, and the node's sweep ends its entry after D).
+   */
+  private readonly intentTxs = new Set<TxId>();
   private index: LogIndex;
   private term: Term;
   private ts: HybridTimestamp;
@@ -182,6 +198,12 @@ export class PartitionStateMachine {
   onLeaseChange(listener: LeaseListener): () => void {
     this.leaseListeners.add(listener);
     return () => this.leaseListeners.delete(listener);
+  }
+
+  /** Adds an observer of txs an installed snapshot resolved here (see the module header); returns its unsubscribe. */
+  onSnapshotResolved(listener: SnapshotResolvedListener): () => void {
+    this.snapshotListeners.add(listener);
+    return () => this.snapshotListeners.delete(listener);
   }
 
   // ---------------------------------------------------------------------------------------- apply
@@ -307,6 +329,7 @@ export class PartitionStateMachine {
     if (!command.full) {
       const { txId, coordinatorId } = command;
       work.effects.push(() => {
+        if (this.intentTxs.size < LIMITS.txStateMapEntriesMax) this.intentTxs.add(txId);
         this.txStateMap.update(txId, { state: 'PENDING', coordinatorId, reason: 'update-applied' });
       });
     }
@@ -364,6 +387,7 @@ export class PartitionStateMachine {
       assert(status.status === 'SUCCESS', `write-intent switch of ${txId} found ${status.status}`);
     }
     work.effects.push(() => {
+      this.intentTxs.delete(txId);
       this.txStateMap.update(txId, {
         state: commit ? 'COMMITTED' : 'ABORTED',
         commitTimestamp: commitTs ?? undefined,
@@ -429,6 +453,31 @@ export class PartitionStateMachine {
     this.safeTime.advance(loaded.ts);
     const lease = loaded.leaseRecord.lease;
     if (lease !== null && !sameLease(previous, lease)) this.notifyLease([{ previous, lease, via: 'snapshot' }]);
+    this.settleSnapshotResolved();
+  }
+
+  /** After a restore: txs whose intents the snapshot no longer holds are final (see the module header). */
+  private settleSnapshotResolved(): void {
+    const unknown: TxId[] = [];
+    for (const txId of [...this.intentTxs]) {
+      if (this.mv.rowsWrittenBy(txId).length > 0) continue;
+      this.intentTxs.delete(txId);
+      const record = this.txState.get(txId);
+      if (record === undefined) {
+        unknown.push(txId);
+        continue;
+      }
+      this.txStateMap.update(txId, {
+        state: record.state,
+        commitTimestamp: record.commitTs,
+        commitPartitionId: this.partitionId,
+        reason: 'snapshot-restored',
+        retainUntilCleanup: true,
+      });
+      if (record.cleanupCompleted) this.txStateMap.markCleanupCompleted(txId);
+    }
+    if (unknown.length === 0) return;
+    for (const listener of [...this.snapshotListeners]) listener(unknown);
   }
 
   private load(): { index: LogIndex; term: Term; ts: HybridTimestamp; leaseRecord: LeaseRecord } {

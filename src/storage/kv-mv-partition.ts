@@ -21,7 +21,7 @@ import type { HybridTimestamp, LogIndex, PartitionId, RowId, Term, TxId } from '
 import { LIMITS } from '../core/limits.js';
 import { MAX_TIMESTAMP } from '../hlc/timestamp.js';
 import { utf8Bytes, utf8Text } from './codec.js';
-import { prefixEnd, rowIdBytes, timestampBytes, txIdPrefixBytes, withSuffix } from './keys.js';
+import { prefixEnd, rowIdBytes, timestampBytes, txIdBytes, txIdPrefixBytes, withSuffix } from './keys.js';
 import { type KvPartitionLayout, KvReplicatedPartition } from './kv-replicated.js';
 import type { KvStore, TableName } from './kv-store.js';
 import type {
@@ -52,6 +52,8 @@ import {
   validateKey,
 } from './version-chain.js';
 
+/** Sorts right after the 0x00 separator that ends a tx id in the (txId, rowId) index. */
+const PAST_SEPARATOR = new Uint8Array([1]);
 const MV_TABLES: readonly TableName[] = ['mv:rows', 'mv:keys', 'mv:txrows', 'mv:gc', 'mv:meta', 'mv:attrs'];
 
 interface MvMeta {
@@ -238,6 +240,33 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
       rows.push(utf8Text(key.subarray(start.length)) as RowId);
     }
     return rows;
+  }
+
+  intentTxIds(after: TxId | undefined, limit: number): readonly TxId[] {
+    this.checkLive();
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIMITS.txStateListMax) {
+      throw invalidArgument(`intent tx listing limit must be an integer in 1..${LIMITS.txStateListMax}`, { limit });
+    }
+    const end = prefixEnd(this.prefix);
+    const out: TxId[] = [];
+    let start = after === undefined ? this.prefix : this.pastTx(after);
+    // One range step per tx: the index holds one key per (tx, row), and a tx may own many rows.
+    while (out.length < limit) {
+      const first = this.store.range('mv:txrows', start, end, 1)[Symbol.iterator]().next();
+      if (first.done === true) break;
+      const rest = first.value.key.subarray(this.prefix.length);
+      const separator = rest.indexOf(0);
+      assert(separator > 0, 'a tx row key holds its tx id and a separator');
+      const txId = utf8Text(rest.subarray(0, separator)) as TxId;
+      out.push(txId);
+      start = this.pastTx(txId);
+    }
+    return out;
+  }
+
+  /** The first index key after every (txId, row) key of `txId`: `txId 0x01` (the separator is 0x00). */
+  private pastTx(txId: TxId): Uint8Array {
+    return withSuffix(this.prefix, txIdBytes(txId), PAST_SEPARATOR);
   }
 
   // ---- applied position and atomicity ----

@@ -95,6 +95,23 @@ export function mvPartitionStorageContract(name: string, open: OpenEngine): void
           assert.deepEqual(s.rowsWrittenBy(tx('A')), [r]);
         }));
 
+      it('intentTxIds lists the txs holding intents once each, in tx id order, in pages', () =>
+        withPartition((s) => {
+          for (const [key, t] of [
+            ['a', 'B'],
+            ['b', 'A'],
+            ['c', 'B'],
+            ['d', 'C'],
+          ] as const) {
+            s.addWrite(s.ensureRowId(key), key, tx(t), CP);
+          }
+          assert.deepEqual(s.intentTxIds(undefined, 10), [tx('A'), tx('B'), tx('C')]);
+          assert.deepEqual(s.intentTxIds(undefined, 2), [tx('A'), tx('B')]);
+          assert.deepEqual(s.intentTxIds(tx('B'), 2), [tx('C')], 'the page after B');
+          s.abortWrite(s.rowIdOf('d')!, tx('C'));
+          assert.deepEqual(s.intentTxIds(tx('B'), 2), [], 'a tx without intents is not listed');
+        }));
+
       it("addWrite over another tx's intent yields TX_MISMATCH and keeps that intent", () =>
         withPartition((s) => {
           const r = s.ensureRowId('k');

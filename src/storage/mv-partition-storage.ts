@@ -123,6 +123,11 @@ export interface MvPartitionStorage extends ReplicatedStorage {
   scan(range: KeyRange, at: ReadAt, limit: number): ScanResult;
   /** Rows holding an intent of `txId` (for cleanup and recovery), in row id order. */
   rowsWrittenBy(txId: TxId): readonly RowId[];
+  /**
+   * Txs holding at least one intent here, in tx id order, the first `limit` after `after` (from the start when
+   * undefined); a caller pages through them with the last id returned (the node's tx sweep does).
+   */
+  intentTxIds(after: TxId | undefined, limit: number): readonly TxId[];
 
   /**
    * Removes committed versions that no read at or above `lowWatermark` can see: for each row it keeps the newest

@@ -138,9 +138,12 @@ export interface TxCleanupRequest {
   readonly txId: TxId;
   /** Partitions of this tx whose primary is the receiving node. */
   readonly partitions: readonly PartitionId[];
-  /** Unlock only: a tx that wrote nothing on these partitions (no intents to switch, no map change needed). */
+  /**
+   * Unlock only: a tx that wrote nothing anywhere (no intents to switch, no record at its commit partition): locks are
+   * released and the map entry goes to `outcome` (ABORTED when absent; see coordinator-cleanup.ts UNLOCK_ONLY_OUTCOME).
+   */
   readonly unlockOnly: boolean;
-  /** The outcome to switch intents to (absent for unlock-only). */
+  /** The outcome to switch intents to; for unlock-only, the final state of the primary's entry. */
   readonly outcome?: TxOutcome;
 }
 

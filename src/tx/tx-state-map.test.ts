@@ -497,3 +497,17 @@ describe('tx state map: observers', () => {
     );
   });
 });
+
+describe('tx state map: the sweep cursor over non-final entries', () => {
+  it('lists non-final entries in bounded batches, resumes where it stopped, skips removed and final ones', () => {
+    const { map } = newMap();
+    for (let i = 1; i <= 5; i++) put(map, tx(i), i === 3 ? 'ABORTED' : 'PENDING');
+    const first = map.nonFinal(2).map(([id]) => id);
+    assert.deepEqual(first, [tx(1), tx(2)], 'at most two entries examined');
+    map.remove(tx(4), 'sweep');
+    const second = map.nonFinal(10).map(([id]) => id);
+    assert.deepEqual(second, [tx(5)], 'tx 3 is final, tx 4 removed; the lap ends there');
+    const lap = map.nonFinal(10).map(([id]) => id);
+    assert.deepEqual(lap, [tx(1), tx(2), tx(5)], 'the next call starts a new lap, listing each entry once');
+  });
+});

@@ -12,8 +12,10 @@
  * - A COMMITTED entry always carries its commitTs.
  * - Vacuum removes only final entries, and only once their retention period has passed since `vacuumFrom`: the moment
  *   cleanup completed for entries marked `retainUntilCleanup` (coordinator, commit partition), else the moment the
- *   entry became final here. Non-final entries are never vacuumed; the only other removal is `remove`, a coordinator
- *   dropping its own entry of a tx that left no intent anywhere (ignite3-protocol.md §4).
+ *   entry became final here. Non-final entries are never vacuumed; the only other removal is `remove`: a coordinator
+ *   dropping its own entry of a tx that left no intent anywhere (ignite3-protocol.md §4), and the node's sweep
+ *   dropping a non-final entry of a tx long past its deadline that the node holds nothing of (`nonFinal` lists them
+ *   in bounded batches). So every entry ends final and is vacuumed, or is removed.
  * - The map holds at most `entriesMax` entries. At the bound a *new* entry is refused (`refused`, code OVERLOADED);
  *   live state is never evicted to make room, and existing entries keep updating. The caller turns a refusal into
  *   an error (begin fails, a touching request is rejected) or, for a cached resolution, simply skips the cache.
@@ -56,7 +58,19 @@ export type TxStateUpdateReason =
   /** Coordinator: a one-phase tx finished (PENDING → final), or its entry was dropped (outcome unknown). */
   | 'one-phase'
   /** Coordinator: an RW tx that wrote nothing finished with unlock-only cleanup (→ final, then the entry is removed). */
-  | 'unlock-only';
+  | 'unlock-only'
+  /**
+   * Removal by the node's sweep (tx-sweep.ts): a non-final entry long past its tx's deadline D (+ max clock skew +
+   * grace) while this node holds nothing of the tx (no lock, intent or operation; not its coordinator). The entry is
+   * a cache: the coordinator id is in the tx id, the durable state in storage.
+   */
+  | 'sweep'
+  /**
+   * A replica installed a snapshot in which the tx's intents on the partition were already switched (it never saw
+   * the cleanup command): the entry goes final from the partition's own durable record when it is the tx's commit
+   * partition, else it is removed if the node holds nothing else of the tx (the outcome is not known here).
+   */
+  | 'snapshot-restored';
 
 export type TxStateField = 'coordinatorId' | 'commitTimestamp' | 'commitPartitionId';
 
@@ -158,6 +172,8 @@ export class TxStateMap {
    * whose entry has since gained a different start (or lost it to retainUntilCleanup) is stale and skipped.
    */
   private vacuumQueue: VacuumItem[] = [];
+  /** Where `nonFinal` resumes. */
+  private sweepCursor: MapIterator<[TxId, TxStateEntry]> | undefined;
   private vacuumHead = 0;
 
   constructor(options: TxStateMapOptions) {
@@ -271,10 +287,11 @@ export class TxStateMap {
   }
 
   /**
-   * Drops an entry at once, whatever its state: only for the owner of an entry nobody can ask about, i.e. a coordinator
+   * Drops an entry at once, whatever its state: for the owner of an entry nobody can ask about, i.e. a coordinator
    * whose tx left no intent anywhere (an RW tx that wrote nothing, after its unlock-only cleanup; a one-phase write
-   * whose outcome it cannot learn). ignite3-protocol.md §4: "RW tx with no writes finished: coordinator entry
-   * removed". Waiters registered for the tx stay registered (their own timeouts end them).
+   * whose outcome it cannot learn; ignite3-protocol.md §4: "RW tx with no writes finished: coordinator entry
+   * removed"), and for the node's sweep (reasons `sweep`, `snapshot-restored`: a cached entry of a tx the node
+   * holds nothing of). Waiters registered for the tx stay registered (their own timeouts end them).
    */
   remove(txId: TxId, reason: TxStateUpdateReason): boolean {
     const e = this.entries.get(txId);
@@ -283,6 +300,31 @@ export class TxStateMap {
     this.entries.delete(txId);
     this.emit({ kind: 'remove', txId, state: e.state, reason });
     return true;
+  }
+
+  /**
+   * Up to `max` entries that are not final, continuing where the previous call stopped; a call that reaches the end
+   * stops there and the next starts over (a live Map iterator: entries added meanwhile are visited in this lap,
+   * removed ones skipped).
+   * Work is bounded by `max` entries examined, final ones included.
+   */
+  nonFinal(max: number): [TxId, TxStateEntry][] {
+    assert(Number.isInteger(max) && max > 0, 'a sweep batch examines at least one entry');
+    const out: [TxId, TxStateEntry][] = [];
+    let examined = 0;
+    while (examined < max) {
+      this.sweepCursor ??= this.entries.entries();
+      const next = this.sweepCursor.next();
+      if (next.done === true) {
+        // The lap is over: the next call starts a new one (so no call lists an entry twice).
+        this.sweepCursor = undefined;
+        break;
+      }
+      examined += 1;
+      const [txId, entry] = next.value;
+      if (!isFinal(entry.state)) out.push([txId, entry]);
+    }
+    return out;
   }
 
   /** Records that cleanup completed on every enlisted partition; starts the retention of a final entry. */

@@ -411,7 +411,7 @@ describe('ReadWriteRequest on a partition primary', () => {
     }
   });
 
-  it('rule 15: a request past the tx deadline is rejected; after cleanup the tx is finished here', async () => {
+  it('rule 15: a request past the tx deadline is rejected; after unlock-only cleanup the tx is final here', async () => {
     const h = await Cluster.start(SEED);
     const primary = h.primary(P1);
     const stale = h.newTx(-31_000);
@@ -420,6 +420,7 @@ describe('ReadWriteRequest on a partition primary', () => {
     await h.rw(primary, rwRequest(P1, tx, 1, { op: 'get', key: 'x' }));
     await h.settle(h.call(primary.name, { kind: 'TxCleanupRequest', txId: tx, partitions: [P1], unlockOnly: true }));
     assert.deepEqual(h.hosted(primary, P1).locks.locksOf(tx), [], 'unlock-only released the read locks');
+    assert.equal(primary.map.entry(tx)?.state, 'ABORTED', 'unlock-only ends the entry final, so it is vacuumed');
     await assert.rejects(h.rw(primary, rwRequest(P1, tx, 2, { op: 'get', key: 'x' })), hasCode('TX_ALREADY_FINISHED'));
   });
 });

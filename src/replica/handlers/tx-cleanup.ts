@@ -8,8 +8,11 @@
  * 3. unless unlock-only: if the tx has intents here, propose WriteIntentSwitch and await its apply;
  * 4. release every lock of the tx.
  * Idempotent: a repeated cleanup finds no intents and no locks and answers success again. Unlock-only (a tx that
- * wrote nothing here) skips the switch; it still waits for operations in flight, so that none acquires a lock after
- * the release.
+ * wrote nothing anywhere) skips the switch; it still waits for operations in flight, so that none acquires a lock
+ * after the release, and its map entry goes final too (ABORTED unless the request names the state), so that it is
+ * vacuumed after the retention rather than kept PENDING for good. A partition that holds an intent of the tx is not
+ * cleaned by an unlock-only request (left out of `cleaned`, map untouched): only a cleanup with the tx's real
+ * outcome may end it.
  *
  * The commit partition's cleanup driver sends these requests after the finish was answered, so a request on this
  * primary may meet a finished tx's locks first: `cleanupPartition` then runs in line, as this request would
@@ -19,6 +22,7 @@
 import { BasaltError, invalidArgument } from '../../core/errors.js';
 import type { PartitionId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
+import { UNLOCK_ONLY_OUTCOME } from '../../tx/coordinator-cleanup.js';
 import type { TxCleanupRequest, TxCleanupResponse } from '../../tx/messages.js';
 import { assertHosted, type HostedPartition, type PartitionRegistry } from './hosted-partition.js';
 
@@ -49,7 +53,11 @@ async function cleanupOn(registry: PartitionRegistry, partitionId: PartitionId, 
 
 /** One partition's cleanup on its primary (see the module header). */
 export async function cleanupPartition(p: HostedPartition, request: TxCleanupRequest): Promise<void> {
-  const { txId, outcome } = request;
+  const { txId } = request;
+  if (request.unlockOnly && p.mv.rowsWrittenBy(txId).length > 0) {
+    throw invalidArgument(`an unlock-only cleanup of ${txId} met its intents`, { txId, partitionId: p.partitionId });
+  }
+  const outcome = request.outcome ?? (request.unlockOnly ? UNLOCK_ONLY_OUTCOME : undefined);
   const commitTs = outcome?.state === 'COMMITTED' ? outcome.commitTs : undefined;
   const absorbed = commitTs === undefined ? p.clock.now() : p.clock.update(commitTs);
   const now = await p.untilLeaseStart(absorbed);

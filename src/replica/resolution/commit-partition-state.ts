@@ -5,11 +5,11 @@
  * TxStateCommitPartitionRequest, in order: act as primary (else PRIMARY_MISS with the holder hint); a local FINISHING
  * is waited for (bounded); a local final entry, or else the durable record (what the compare-and-set stored: rule 14),
  * is the answer. A tx at or below the vacuum horizon with no record takes the primary-replica path (rule 16). Else,
- * with a coordinator known and not gone (rule 17: unknown is not gone), a coordinator request is forwarded from here
+ * with the coordinator (from the map, the request, else the tx id, which always names it) not gone (rule 17: unknown
+ * is not gone), a coordinator request is forwarded from here
  * (on this very node the coordinator rule runs locally): a final or PENDING answer is the answer; a failed forward
  * never becomes PENDING (rule 12): it fails retryably unless the coordinator is gone by now, and a null forward (the
- * coordinator disowns the tx, so it will never commit it) leads to recovery. Else (coordinator gone, or none known
- * and no state) → recovery.
+ * coordinator disowns the tx, so it will never commit it) leads to recovery. Else (coordinator gone) → recovery.
  *
  * Recovery aborts through the durable compare-and-set: FinishTx{commit: false} is proposed and the answer is what was
  * *stored*, possibly COMMITTED when the coordinator's commit won the race (rule 11). Abort cleanup (or, if the commit
@@ -34,7 +34,7 @@ import type {
   TxStateCommitPartitionRequest,
   TxStateResponse,
 } from '../../tx/messages.js';
-import { isTxId } from '../../tx/tx-id.js';
+import { isTxId, nodeIdOf } from '../../tx/tx-id.js';
 import { isFinal } from '../../tx/tx-state.js';
 import type { CleanupDriver } from '../cleanup-driver.js';
 import { assertHosted, type HostedPartition, type PartitionRegistry } from '../handlers/hosted-partition.js';
@@ -113,7 +113,10 @@ export class CommitPartitionStates {
     const known = await this.known(p, request.txId);
     if (known.kind === 'final') return stateResponse(known.outcome);
     if (known.kind === 'vacuumed') return this.belowHorizon(request);
-    const coordinatorId = p.txStateMap.entry(request.txId)?.coordinatorId ?? request.coordinatorId;
+    // Rule 17: the tx id names its coordinator, so a request without one (and no entry here) is no reason to take
+    // the tx for coordinator-less and recover it.
+    const coordinatorId =
+      p.txStateMap.entry(request.txId)?.coordinatorId ?? request.coordinatorId ?? nodeIdOf(request.txId);
     if (coordinatorId !== undefined && !this.o.peers.isGone(coordinatorId)) {
       const forward = await this.forward(p, request, coordinatorId);
       if (forward.kind === 'answer') return stateResponse(forward.answer);

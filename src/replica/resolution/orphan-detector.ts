@@ -5,13 +5,16 @@
  * liveness timeout; an id never seen is not gone). For an orphan:
  *
  * 1. the map entry moves to ABANDONED (reason `coordinator-gone`; the transition table keeps a final state final);
- * 2. one TxRecoveryRequest goes to the commit partition's primary, and not again for that tx within
- *    `intervalMs` (a named limit; the remembered txs are bounded, oldest forgotten first); the commit partition
+ * 2. one TxRecoveryRequest goes to the commit partition's primary, and not again for that tx and partition within
+ *    `intervalMs` (a named limit; the remembered pairs are bounded, oldest forgotten first); the commit partition
  *    aborts the tx through its compare-and-set and cleans up this partition, which releases the orphan's locks;
  * 3. the requester fails retryably: once its request is queued (deferred to a microtask, because the conflict is
  *    reported before the lock manager queues it), its waiting lock requests here are denied with TX_ABORTED
  *    (retryable), so the client retries in a new tx instead of waiting out the lock timeout. A requester that
  *    wait-die already denied is left alone.
+ *
+ * The node's tx sweep (tx-sweep.ts) sends its recovery requests through `requestRecovery`, so both share one rate
+ * limit per tx.
  *
  * A holder the map has ABORTED yet still holding a lock here missed its cleanup of this partition (a recovery's abort
  * knows only the commit partition and its reporter as enlisted): the same request (rate-limited alike, counted as an
@@ -57,8 +60,11 @@ export class OrphanDetector {
   private readonly trackedMax: number;
   private readonly requestTimeoutMs: number;
   private readonly defer: (fn: () => void) => void;
-  /** txId → monotonic ms of its last recovery request, oldest first. */
-  private readonly sentAtMs = new Map<TxId, number>();
+  /**
+   * (txId, reporter partition) → monotonic ms of the last recovery request, oldest first. Per reporter partition,
+   * because a request makes the commit partition clean up only the partition it names.
+   */
+  private readonly sentAtMs = new Map<string, number>();
 
   constructor(options: OrphanDetectorOptions) {
     this.o = options;
@@ -95,7 +101,7 @@ export class OrphanDetector {
     const coordinatorId = entry?.coordinatorId ?? nodeIdOf(txId);
     if (!this.o.peers.isGone(coordinatorId)) return false;
     if (entry !== undefined) this.o.txStates.update(txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
-    this.sendRecovery(txId, commitPartitionId, partition.partitionId);
+    this.requestRecovery(txId, commitPartitionId, partition.partitionId);
     return true;
   }
 
@@ -114,7 +120,7 @@ export class OrphanDetector {
       // Only ABORTED: a recovery's abort can never contradict it, while a COMMITTED entry may have no record at the
       // commit partition (a one-phase tx) that recovery would then abort. Missed cleanups are of recovered aborts.
       if (entry.state === 'ABORTED' && entry.commitPartitionId !== undefined) {
-        this.sendRecovery(holder, entry.commitPartitionId, partition.partitionId);
+        this.requestRecovery(holder, entry.commitPartitionId, partition.partitionId);
       }
       return false;
     }
@@ -122,21 +128,26 @@ export class OrphanDetector {
     if (coordinatorId === undefined || !this.o.peers.isGone(coordinatorId)) return false;
     this.o.txStates.update(holder, { state: 'ABANDONED', reason: 'coordinator-gone' });
     if (entry.commitPartitionId !== undefined)
-      this.sendRecovery(holder, entry.commitPartitionId, partition.partitionId);
+      this.requestRecovery(holder, entry.commitPartitionId, partition.partitionId);
     this.defer(() => partition.locks.failWaiters(requester));
     return true;
   }
 
-  private sendRecovery(txId: TxId, commitPartitionId: PartitionId, reporterPartitionId: PartitionId): void {
+  /**
+   * Sends one TxRecoveryRequest for `txId` naming `reporterPartitionId` to its commit partition's primary unless one
+   * was sent for the pair within `intervalMs` (the bookkeeping the node's tx sweep shares); true if sent.
+   */
+  requestRecovery(txId: TxId, commitPartitionId: PartitionId, reporterPartitionId: PartitionId): boolean {
     const nowMs = this.o.physicalClock.monotonicMs();
-    const last = this.sentAtMs.get(txId);
-    if (last !== undefined && nowMs - last < this.intervalMs) return;
-    this.sentAtMs.delete(txId);
+    const key = `${txId}\u0000${reporterPartitionId}`;
+    const last = this.sentAtMs.get(key);
+    if (last !== undefined && nowMs - last < this.intervalMs) return false;
+    this.sentAtMs.delete(key);
     if (this.sentAtMs.size >= this.trackedMax) {
       const oldest = this.sentAtMs.keys().next().value;
       if (oldest !== undefined) this.sentAtMs.delete(oldest);
     }
-    this.sentAtMs.set(txId, nowMs);
+    this.sentAtMs.set(key, nowMs);
     this.counters.add(RESOLUTION_COUNTERS.orphans);
     requestPrimary(
       this.o,
@@ -144,5 +155,6 @@ export class OrphanDetector {
       { kind: 'TxRecoveryRequest', txId, commitPartitionId, reporterPartitionId },
       { timeoutMs: this.requestTimeoutMs },
     ).catch(this.onError);
+    return true;
   }
 }

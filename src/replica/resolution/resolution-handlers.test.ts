@@ -298,6 +298,20 @@ describe('resolution through the commit partition and recovery', () => {
     assert.equal(h.hosted(p0, P0).txState.get(tx)?.state, 'ABORTED');
   });
 
+  it('rule 17: a request naming no coordinator, at a primary with no entry, asks the coordinator the tx id names instead of recovering', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    await intentOverOld(h, tx);
+    const p0 = h.primary(P0);
+    p0.map.remove(tx, 'one-phase'); // as on a new primary that never applied a command of the tx
+    h.coordinator = () => Promise.resolve({ kind: 'TxStateResponse', answer: { state: 'PENDING' } });
+    const { coordinatorId: _named, ...anonymous } = stateRequest(tx, addMs(h.coord.now(), 1));
+    const answered = await h.send<TxStateResponse>(p0, anonymous);
+    assert.deepEqual(answered.answer, { state: 'PENDING' });
+    assert.equal(h.count('TxStateCoordinatorRequest'), 1, 'the coordinator was asked');
+    assert.equal(h.hosted(p0, P0).txState.get(tx), undefined, 'a live coordinator is not recovered against');
+  });
+
   it('a FINISHING entry on the commit partition primary is waited for, and its outcome answers', async () => {
     const h = await Cluster.start(SEED);
     const tx = h.newTx();

@@ -297,6 +297,62 @@ describe('TxStateResolver: coordinator and commit partition paths', () => {
   });
 });
 
+describe('TxStateResolver: storms of readers of one orphaned tx', () => {
+  it('once the coordinator is gone, readers at any readTs share one commit partition request, and its final answer answers them all', async () => {
+    const f = new Fixture();
+    const tx = f.tx();
+    f.pending(tx);
+    f.gone.add(COORD);
+    const h = held();
+    f.reply = h.reply;
+    const r = f.clock.now();
+    const readers = [0, 50, 100, 150].map((ms, i) => f.resolver.resolve(f.request(tx, addMs(r, ms), `k${i}`)));
+    await f.scheduler.run({ forMs: 10 });
+    assert.deepEqual(f.kinds(), ['TxStateCommitPartitionRequest'], 'one request, whatever the readTs');
+    h.release({ state: 'ABORTED' });
+    const answers = await f.settle(Promise.all(readers));
+    assert.deepEqual(
+      answers,
+      [0, 1, 2, 3].map(() => ({ state: 'ABORTED' })),
+    );
+    assert.equal(f.sent.length, 1);
+  });
+
+  it('readers retrying while the commit partition has no primary share each failure: one request in flight per tx, spaced by the backoff', async () => {
+    const f = new Fixture();
+    const tx = f.tx();
+    f.pending(tx);
+    let inFlight = 0;
+    let inFlightMax = 0;
+    f.reply = (_to, body) => {
+      if (body.kind === 'TxStateCoordinatorRequest') return Promise.reject(new BasaltError('TIMEOUT', 'unreachable'));
+      inFlight += 1;
+      inFlightMax = Math.max(inFlightMax, inFlight);
+      return new Promise((_resolve, reject) => {
+        f.scheduler.schedule(5, () => {
+          inFlight -= 1;
+          reject(new BasaltError('NODE_UNAVAILABLE', 'the primary is down'));
+        });
+      });
+    };
+    const r = f.clock.now();
+    const readers = Array.from({ length: 8 }, (_, i) => f.resolver.resolve(f.request(tx, addMs(r, 10 * i), `k${i}`)));
+    await f.scheduler.run({ forMs: 1_000 });
+    const toCommitPartition = () => f.kinds().filter((k) => k === 'TxStateCommitPartitionRequest').length;
+    assert.equal(inFlightMax, 1, 'one commit partition request in flight at a time');
+    assert.ok(toCommitPartition() <= 10, `${toCommitPartition()} requests in 1 s for 8 readers`);
+    // The coordinator goes gone and the commit partition recovers: the final answer reaches every reader.
+    f.gone.add(COORD);
+    f.reply = (_to, body) =>
+      body.kind === 'TxStateCommitPartitionRequest' ? answer({ state: 'ABORTED' }) : answer(null);
+    const answers = await f.settle(Promise.all(readers));
+    assert.deepEqual(
+      answers,
+      readers.map(() => ({ state: 'ABORTED' })),
+    );
+  });
+});
+
 describe('TxStateResolver: caching and the local switch', () => {
   it('rule 16: UNKNOWN is answered but never cached and never switches the row', async () => {
     const f = new Fixture();

@@ -9,12 +9,23 @@
  * 2. **coordinator**: the coordinator id is known, not this node and not gone (rule 17: unknown is not gone) →
  *    TxStateCoordinatorRequest{txId, readTs}. A final or PENDING answer is the answer; null, UNKNOWN, an error or a
  *    timeout falls through.
- * 3. **commit partition**: TxStateCommitPartitionRequest to the commit partition's primary, following PRIMARY_MISS
- *    hints and retrying retryable failures with backoff until the resolution timeout (a named limit), then TIMEOUT.
+ * 3. **commit partition**: TxStateCommitPartitionRequest to the commit partition's primary, naming the coordinator
+ *    (from the map, else from the tx id; also when this node is the coordinator and its FINISHING wait timed out),
+ *    following PRIMARY_MISS hints and retrying retryable failures with backoff until the resolution timeout (a named
+ *    limit), then TIMEOUT.
  *
  * Sharing (rule 12): concurrent resolutions of one tx share one request when the request's readTs covers theirs. A
  * PENDING answer obtained at readTs r says "any commit is above r", so it serves readers with readTs ≤ r only; a
  * reader with a larger readTs sends its own request. UNKNOWN ("not committed at or below r") likewise.
+ * Once the tx's coordinator is gone (rule 17), the commit partition recovers the tx, so its answer is final and
+ * serves every reader: then one *recovering* flight per tx runs on this node whatever the readers' readTs (readers
+ * whose readTs it does not cover still go their own way if it ends with a non-final answer, which only the
+ * primary-replica path below the vacuum horizon gives). A flight already retrying (the commit partition has no
+ * primary, or cannot reach the coordinator) checks before every retry whether the local map became final (another
+ * flight's answer is cached there) or the coordinator went gone (it then joins the recovering flight). And all flights
+ * of a tx on this node pass one gate to the commit partition: one request in flight at a time, a failure shared (the
+ * others back off instead of repeating it), a final answer shared. So a storm of readers settles on one request in
+ * flight per node and tx, retried with backoff, whose final outcome answers them all.
  *
  * A final answer is cached in the local map (reason `resolution`; transition rules apply; UNKNOWN and PENDING never
  * are) and, when a switcher is given, schedules a local write intent switch of the row (storage only, never Raft;
@@ -88,6 +99,19 @@ interface Flight {
   readonly answer: Promise<TxStateAnswer>;
 }
 
+/**
+ * Per tx, the readers on the commit partition path of this node: at most one request of theirs is in flight; a
+ * failure is shared (the others back off rather than repeat it), and so is a final answer (rule 12); a PENDING or
+ * UNKNOWN answer serves only the reader that asked. At most one gate per flight in flight, so bounded alike.
+ */
+interface CommitPartitionGate {
+  busy: Promise<void> | undefined;
+  failures: number;
+  lastError: unknown;
+  final: TxStateAnswer | undefined;
+  users: number;
+}
+
 export class TxStateResolver implements IntentResolver {
   private readonly o: TxStateResolverOptions;
   private readonly counters: CounterSink;
@@ -99,6 +123,9 @@ export class TxStateResolver implements IntentResolver {
   private readonly backoffMsMax: number;
   /** Remote resolutions in flight, by tx; each serves readers with readTs ≤ its own. */
   private readonly flights = new Map<TxId, Flight[]>();
+  /** The one flight per tx whose coordinator is gone: its answer is final, so it serves readers at any readTs. */
+  private readonly recovering = new Map<TxId, Flight>();
+  private readonly gates = new Map<TxId, CommitPartitionGate>();
   private flightCount = 0;
 
   constructor(options: TxStateResolverOptions) {
@@ -160,7 +187,9 @@ export class TxStateResolver implements IntentResolver {
     if (coordinatorId === this.o.self.id) {
       // Rule 12: on the coordinator's own node the coordinator rule applies (absorb readTs, then read).
       const own = await this.coordinatorRule(txId, readTs);
-      return own === undefined ? { kind: 'remote', coordinatorId: undefined } : { kind: 'answer', answer: own };
+      // The commit partition still learns who the coordinator is: without it, a primary there with no entry of the
+      // tx would take it for coordinator-less and recover (abort) a tx this very node is committing (rule 17).
+      return own === undefined ? { kind: 'remote', coordinatorId } : { kind: 'answer', answer: own };
     }
     if (entry?.state === 'FINISHING') {
       const final = await waitForFinal(this.o.txStates, this.o.timers, txId, this.stateWaitMs);
@@ -188,6 +217,9 @@ export class TxStateResolver implements IntentResolver {
   // ---------------------------------------------------------------------------------------- sharing
 
   private shared(request: IntentResolutionRequest, coordinatorId: NodeId | undefined): Promise<TxStateAnswer> {
+    if (coordinatorId !== undefined && coordinatorId !== this.o.self.id && this.o.peers.isGone(coordinatorId)) {
+      return this.joinRecovering(request, coordinatorId);
+    }
     const { txId, readTs } = request;
     const flights = this.flights.get(txId) ?? [];
     const covering = flights.find((f) => f.readTs >= readTs);
@@ -210,6 +242,40 @@ export class TxStateResolver implements IntentResolver {
     return answer;
   }
 
+  /**
+   * The recovering flight of a tx whose coordinator is gone (started by the first reader): shared by every reader, at
+   * any readTs, when it ends final; a reader it does not cover resolves on its own after a non-final answer.
+   */
+  private async joinRecovering(request: IntentResolutionRequest, coordinatorId: NodeId): Promise<TxStateAnswer> {
+    const { txId, readTs } = request;
+    let flight = this.recovering.get(txId);
+    if (flight !== undefined) {
+      this.counters.add(RESOLUTION_COUNTERS.shared);
+    } else {
+      if (this.flightCount >= this.inFlightMax) {
+        throw new BasaltError('OVERLOADED', 'too many write intent resolutions in flight', { txId });
+      }
+      const answer = this.remote(request, coordinatorId, true).then((r) => {
+        this.counters.add(RESOLUTION_COUNTERS[r.path]);
+        return r.answer;
+      });
+      const started: Flight = { readTs, answer };
+      flight = started;
+      this.recovering.set(txId, started);
+      this.flightCount += 1;
+      const done = (): void => {
+        if (this.recovering.get(txId) === started) this.recovering.delete(txId);
+        this.flightCount -= 1;
+      };
+      answer.then(done, done);
+    }
+    const answer = await flight.answer;
+    if (isFinalAnswer(answer) || readTs <= flight.readTs) return answer;
+    // Rule 12: a non-final answer at r serves readers at or below r only. This reader's own resolution does not join
+    // a recovering flight again, so a reader waits for at most one flight besides its own.
+    return this.remote(request, coordinatorId, true).then((r) => r.answer);
+  }
+
   private land(txId: TxId, flight: Flight): void {
     const rest = (this.flights.get(txId) ?? []).filter((f) => f !== flight);
     if (rest.length === 0) this.flights.delete(txId);
@@ -219,10 +285,18 @@ export class TxStateResolver implements IntentResolver {
 
   // ---------------------------------------------------------------------------------------- remote paths
 
-  private async remote(request: IntentResolutionRequest, coordinatorId: NodeId | undefined): Promise<Resolved> {
+  /**
+   * `recovering`: this is the tx's recovering flight, or a reader's own resolution after one (neither joins a
+   * recovering flight, see settledMeanwhile: the first would wait for itself, the second would wait twice).
+   */
+  private async remote(
+    request: IntentResolutionRequest,
+    coordinatorId: NodeId | undefined,
+    recovering = false,
+  ): Promise<Resolved> {
     const viaCoordinator = await this.coordinatorPath(request, coordinatorId);
     if (viaCoordinator !== undefined) return { answer: viaCoordinator, path: 'coordinator' };
-    return { answer: await this.commitPartitionPath(request, coordinatorId), path: 'commitPartition' };
+    return { answer: await this.commitPartitionPath(request, coordinatorId, recovering), path: 'commitPartition' };
   }
 
   /** A final or PENDING answer of the live coordinator; undefined when the path cannot answer. */
@@ -257,28 +331,126 @@ export class TxStateResolver implements IntentResolver {
   private async commitPartitionPath(
     request: IntentResolutionRequest,
     coordinatorId: NodeId | undefined,
+    recovering = false,
+  ): Promise<TxStateAnswer> {
+    const gate = this.enterGate(request.txId);
+    try {
+      return await this.commitPartitionAttempts(request, coordinatorId, recovering, gate);
+    } finally {
+      this.leaveGate(request.txId, gate);
+    }
+  }
+
+  private async commitPartitionAttempts(
+    request: IntentResolutionRequest,
+    coordinatorId: NodeId | undefined,
+    recovering: boolean,
+    gate: CommitPartitionGate,
   ): Promise<TxStateAnswer> {
     const body = commitPartitionRequest(request, coordinatorId);
     const deadlineMs = this.o.physicalClock.monotonicMs() + this.timeoutMs;
     let backoffMs = this.backoffMsMin;
     let lastError: unknown;
-    for (;;) {
+    for (let attempt = 0; ; attempt++) {
+      if (deadlineMs - this.o.physicalClock.monotonicMs() <= 0) {
+        throw timeoutError(request.txId, 'write intent resolution', lastError);
+      }
+      if (attempt > 0) {
+        const settled = this.settledMeanwhile(request, coordinatorId, recovering);
+        if (settled !== undefined) return settled;
+      }
+      const failuresSeen = gate.failures;
+      // Each turn waits for one request (≤ requestTimeoutMs); the resolution timeout bounds the whole wait.
+      while (gate.busy !== undefined) {
+        if (deadlineMs - this.o.physicalClock.monotonicMs() <= 0) {
+          throw timeoutError(request.txId, 'write intent resolution', lastError ?? gate.lastError);
+        }
+        await gate.busy;
+      }
+      if (gate.final !== undefined) return gate.final;
       const remainingMs = deadlineMs - this.o.physicalClock.monotonicMs();
-      if (remainingMs <= 0) throw timeoutError(request.txId, 'write intent resolution', lastError);
-      try {
-        const response = await requestPrimary(this.o, request.commitPartitionId, body, {
-          timeoutMs: Math.max(1, Math.min(this.requestTimeoutMs, remainingMs)),
-        });
-        const answer = answerOf(response);
-        if (answer !== null) return answer;
-        lastError = new BasaltError('INTERNAL', 'the commit partition answered no state');
-      } catch (error) {
-        if (!isBasaltError(error) || !error.retryable) throw error;
-        lastError = error;
+      if (gate.failures > failuresSeen || remainingMs <= 0) {
+        // Another reader's request failed while this one waited (no primary, coordinator unreachable): this one
+        // would fail alike, so it backs off instead of sending.
+        lastError = gate.lastError;
+      } else {
+        const outcome = await this.sendThroughGate(gate, request, body, remainingMs);
+        if (outcome.kind === 'answer') return outcome.answer;
+        lastError = outcome.error;
       }
       await sleep(this.o.timers, Math.min(backoffMs, Math.max(1, deadlineMs - this.o.physicalClock.monotonicMs())));
       backoffMs = Math.min(backoffMs * 2, this.backoffMsMax);
     }
+  }
+
+  /** The one commit partition request in flight for the tx from this node; a final answer is kept for every reader. */
+  private async sendThroughGate(
+    gate: CommitPartitionGate,
+    request: IntentResolutionRequest,
+    body: TxStateCommitPartitionRequest,
+    remainingMs: number,
+  ): Promise<
+    { readonly kind: 'answer'; readonly answer: TxStateAnswer } | { readonly kind: 'failed'; readonly error: unknown }
+  > {
+    let release = (): void => {};
+    gate.busy = new Promise((resolve) => {
+      release = resolve;
+    });
+    try {
+      const response = await requestPrimary(this.o, request.commitPartitionId, body, {
+        timeoutMs: Math.max(1, Math.min(this.requestTimeoutMs, remainingMs)),
+      });
+      const answer = answerOf(response);
+      if (answer !== null) {
+        if (isFinalAnswer(answer)) gate.final = answer;
+        return { kind: 'answer', answer };
+      }
+      return this.gateFailed(gate, new BasaltError('INTERNAL', 'the commit partition answered no state'));
+    } catch (error) {
+      if (!isBasaltError(error) || !error.retryable) throw error;
+      return this.gateFailed(gate, error);
+    } finally {
+      gate.busy = undefined;
+      release();
+    }
+  }
+
+  private gateFailed(gate: CommitPartitionGate, error: unknown): { readonly kind: 'failed'; readonly error: unknown } {
+    gate.failures += 1;
+    gate.lastError = error;
+    return { kind: 'failed', error };
+  }
+
+  private enterGate(txId: TxId): CommitPartitionGate {
+    let gate = this.gates.get(txId);
+    if (gate === undefined) {
+      gate = { busy: undefined, failures: 0, lastError: undefined, final: undefined, users: 0 };
+      this.gates.set(txId, gate);
+    }
+    gate.users += 1;
+    return gate;
+  }
+
+  private leaveGate(txId: TxId, gate: CommitPartitionGate): void {
+    gate.users -= 1;
+    if (gate.users === 0 && this.gates.get(txId) === gate) this.gates.delete(txId);
+  }
+
+  /**
+   * Before a retry: a final outcome cached here meanwhile (another flight's answer) is the answer; a coordinator that
+   * went gone meanwhile hands this reader to the tx's recovering flight (one request in flight per node and tx).
+   */
+  private settledMeanwhile(
+    request: IntentResolutionRequest,
+    coordinatorId: NodeId | undefined,
+    recovering: boolean,
+  ): Promise<TxStateAnswer> | undefined {
+    const entry = this.o.txStates.entry(request.txId);
+    if (entry !== undefined && isFinal(entry.state)) return Promise.resolve(outcomeOfEntry(entry));
+    // The recovering flight itself keeps retrying.
+    if (recovering || coordinatorId === undefined || coordinatorId === this.o.self.id) return undefined;
+    if (!this.o.peers.isGone(coordinatorId)) return undefined;
+    return this.joinRecovering(request, coordinatorId);
   }
 
   // ---------------------------------------------------------------------------------------- final outcomes
