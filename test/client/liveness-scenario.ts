@@ -39,6 +39,8 @@ type Told = 'committed' | 'aborted' | 'unknown';
 
 interface Attempt {
   readonly txId: TxId;
+  /** What the attempt was: a transfer writes, a read-only RW tx and a rollback leave no committed write. */
+  readonly kind: 'transfer' | 'read-only' | 'rollback';
   /** What the client was told about this attempt (an attempt that was retried was told it aborted). */
   told: Told;
 }
@@ -65,9 +67,10 @@ async function oneTransaction(client: Client, random: SeededRandom, ledger: Ledg
   const to = random.pick(ACCOUNTS.filter((a) => a !== from));
   const roll = random.int(10);
   const mine: Attempt[] = [];
+  const kind = roll < 7 ? 'transfer' : roll < 9 ? 'read-only' : 'rollback';
   const begin = (id: TxId) => {
     for (const a of mine) a.told = 'aborted';
-    const attempt: Attempt = { txId: id, told: 'aborted' };
+    const attempt: Attempt = { txId: id, kind, told: 'aborted' };
     mine.push(attempt);
     ledger.attempts.push(attempt);
   };
@@ -205,14 +208,19 @@ async function faults(
 /** Outcomes the clients were told, held against the durable records still stored; returns how many were checked. */
 function checkOutcomes(cluster: TestCluster, ledger: Ledger): number {
   let checked = 0;
-  for (const { txId, told } of ledger.attempts) {
+  for (const { txId, told, kind } of ledger.attempts) {
     const record = durableRecord(cluster, txId);
     if (record === undefined) {
       continue;
     }
     checked++;
-    if (told === 'committed') assert.equal(record.state, 'COMMITTED', `${txId} was acknowledged committed`);
-    if (told === 'aborted') assert.notEqual(record.state, 'COMMITTED', `${txId} was reported not committed`);
+    // A read-only RW tx sends no finish: its commit is acknowledged once its read locks are released. A primary that
+    // missed that release has its locks recovered later, which stores ABORTED: the same effect as its commit, since
+    // it wrote nothing. Every tx that wrote must find its acknowledged outcome in the record.
+    if (told === 'committed' && kind !== 'read-only') {
+      assert.equal(record.state, 'COMMITTED', `${txId} (${kind}) was acknowledged committed`);
+    }
+    if (told === 'aborted') assert.notEqual(record.state, 'COMMITTED', `${txId} (${kind}) was reported not committed`);
   }
   return checked;
 }
