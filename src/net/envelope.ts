@@ -11,7 +11,7 @@
  * `parseEnvelope` checks every field and rejects unknown ones, so nothing half-valid reaches a handler.
  */
 import type { ErrorData } from '../core/errors.js';
-import type { HybridTimestamp } from '../core/ids.js';
+import type { HybridTimestamp, NodeId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { PeerIdentity } from '../env/transport.js';
 import { MAX_TIMESTAMP } from '../hlc/timestamp.js';
@@ -42,6 +42,8 @@ export interface RequestEnvelope<B extends MessageBody = MessageBody> extends En
 
 export interface SuccessResponseEnvelope<B extends MessageBody = MessageBody> extends EnvelopeHeader {
   readonly type: 'response';
+  /** The requester's ephemeral id: a response reaching a later incarnation of the same name is not for it. */
+  readonly to?: NodeId;
   readonly requestId: RequestId;
   readonly body: B;
   readonly error?: undefined;
@@ -49,6 +51,7 @@ export interface SuccessResponseEnvelope<B extends MessageBody = MessageBody> ex
 
 export interface ErrorResponseEnvelope extends EnvelopeHeader {
   readonly type: 'response';
+  readonly to?: NodeId;
   readonly requestId: RequestId;
   readonly error: ErrorData;
   readonly body?: undefined;
@@ -72,7 +75,7 @@ type Fields = Readonly<Record<string, unknown>>;
 const ALLOWED_KEYS: Readonly<Record<EnvelopeType, ReadonlySet<string>>> = {
   oneway: new Set(['type', 'from', 'ts', 'body']),
   request: new Set(['type', 'from', 'ts', 'requestId', 'body']),
-  response: new Set(['type', 'from', 'ts', 'requestId', 'body', 'error']),
+  response: new Set(['type', 'from', 'to', 'ts', 'requestId', 'body', 'error']),
 };
 
 /** Checks a decoded value field by field. Never throws: a bad value yields `{ ok: false, reason }`. */
@@ -93,6 +96,7 @@ function envelopeProblem(value: unknown): string | undefined {
     identityProblem(value['from']) ??
     timestampProblem(value['ts']) ??
     (type === 'oneway' ? undefined : requestIdProblem(value['requestId'])) ??
+    (type === 'response' && value['to'] !== undefined ? nameProblem(value['to'], 'to') : undefined) ??
     (type === 'response' ? responseProblem(value) : bodyProblem(value['body']))
   );
 }

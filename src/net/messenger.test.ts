@@ -55,8 +55,9 @@ class LoopbackNetwork {
   private readonly endpoints = new Map<NodeName, LoopbackTransport>();
   private readonly links = new Set<string>();
 
-  endpoint(name: string): LoopbackTransport {
-    const transport = new LoopbackTransport(this, { name: nodeName(name), id: nodeId(`${name}-id`) });
+  /** A node's endpoint; a new `id` under a known name is a restarted incarnation taking the name over. */
+  endpoint(name: string, id = `${name}-id`): LoopbackTransport {
+    const transport = new LoopbackTransport(this, { name: nodeName(name), id: nodeId(id) });
     this.endpoints.set(transport.self.name, transport);
     return transport;
   }
@@ -152,6 +153,37 @@ async function rejectsWith(promise: Promise<unknown>, code: string): Promise<Bas
 }
 
 describe('Messenger', () => {
+  it("a response meant for a requester's earlier incarnation never settles the restarted one's request", async () => {
+    const network = new LoopbackNetwork();
+    const timers = new ManualTimers();
+    const clock = () => new HybridClock(new ManualClock(1_000), { maxClockSkewMs: WIDE_SKEW_BOUND_MS });
+    const ta = network.endpoint('a');
+    const tb = network.endpoint('b');
+    const a = new Messenger<Body>({ transport: ta, clock: clock(), timers });
+    const b = new Messenger<Body>({ transport: tb, clock: clock(), timers });
+    network.connect(ta, tb);
+    const answers: ((text: string) => void)[] = [];
+    b.handle(
+      'Echo',
+      () => new Promise<Body>((resolve) => answers.push((text) => resolve({ kind: 'EchoReply', text }))),
+    );
+    // The first incarnation of a asks (its request 1) and dies before the answer.
+    void a.request('b' as NodeName, { kind: 'Echo', text: 'old' }).catch(() => {});
+    await settle();
+    network.disconnect(ta, tb);
+    const ta2 = network.endpoint('a', 'a-id-2');
+    const a2 = new Messenger<Body>({ transport: ta2, clock: clock(), timers });
+    network.connect(ta2, tb);
+    // Its successor numbers from 1 again.
+    const fresh = a2.request('b' as NodeName, { kind: 'Echo', text: 'new' });
+    await settle();
+    assert.equal(answers.length, 2);
+    answers[0]!('for the old incarnation');
+    await settle();
+    answers[1]!('for the new one');
+    assert.deepEqual(await fresh, { kind: 'EchoReply', text: 'for the new one' });
+  });
+
   it('answers a request with the handler result, naming the sender', async () => {
     const { a, b } = setup();
     let seen: PeerIdentity | undefined;

@@ -354,7 +354,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
       case 'oneway':
         return;
       case 'request':
-        this.respond(from.name, envelope.requestId, {
+        this.respond(from, envelope.requestId, {
           error: { code: 'CLOCK_SKEW', message: `${envelope.body.kind} refused: ${message}`, details, executed: 'no' },
         });
         return;
@@ -401,7 +401,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
     const { type, requestId } = payload as { type?: unknown; requestId?: unknown };
     if (type !== 'request' || typeof requestId !== 'number' || !Number.isSafeInteger(requestId) || requestId < 1)
       return;
-    this.respond(from.name, requestId, { error: { code: 'MALFORMED_FRAME', message: reason } });
+    this.respond(from, requestId, { error: { code: 'MALFORMED_FRAME', message: reason } });
   }
 
   private dispatchOneWay(body: MessageBody, from: PeerIdentity): void {
@@ -426,27 +426,27 @@ export class Messenger<B extends MessageBody = MessageBody> {
         code: 'UNKNOWN_MESSAGE',
         message: `${this.self.name} has no handler for ${body.kind}`,
       };
-      this.respond(from.name, requestId, { error });
+      this.respond(from, requestId, { error });
       return;
     }
     let result: ReturnType<AnyHandler>;
     try {
       result = handler(body, from);
     } catch (error) {
-      this.respond(from.name, requestId, { error: this.handlerErrorData(body, from, error) });
+      this.respond(from, requestId, { error: this.handlerErrorData(body, from, error) });
       return;
     }
     if (isPromiseLike(result)) {
       result.then(
-        (answer) => this.answer(from.name, requestId, body.kind, answer),
-        (error: unknown) => this.respond(from.name, requestId, { error: this.handlerErrorData(body, from, error) }),
+        (answer) => this.answer(from, requestId, body.kind, answer),
+        (error: unknown) => this.respond(from, requestId, { error: this.handlerErrorData(body, from, error) }),
       );
     } else {
-      this.answer(from.name, requestId, body.kind, result);
+      this.answer(from, requestId, body.kind, result);
     }
   }
 
-  private answer(to: NodeName, requestId: RequestId, kind: string, answer: MessageBody | undefined): void {
+  private answer(to: PeerIdentity, requestId: RequestId, kind: string, answer: MessageBody | undefined): void {
     if (answer === undefined || typeof answer.kind !== 'string') {
       this.respond(to, requestId, {
         error: { code: 'INTERNAL', message: `the handler of ${kind} gave no response body` },
@@ -456,13 +456,20 @@ export class Messenger<B extends MessageBody = MessageBody> {
     this.respond(to, requestId, { body: answer });
   }
 
-  private respond(to: NodeName, requestId: RequestId, result: { body: MessageBody } | { error: ErrorData }): void {
+  /**
+   * Answers the incarnation that asked: the response names it (`to`), and is not sent at all once the peer's name
+   * belongs to a newer incarnation. A restarted requester numbers its requests from 1 again, so an answer meant for
+   * its predecessor must never settle one of its own requests.
+   */
+  private respond(to: PeerIdentity, requestId: RequestId, result: { body: MessageBody } | { error: ErrorData }): void {
     if (this.closed) return;
-    const header = { type: 'response', from: this.self, ts: this.clock.now(), requestId } as const;
+    const live = this.live.get(to.name);
+    if (live !== undefined && live !== to.id) return;
+    const header = { type: 'response', from: this.self, to: to.id, ts: this.clock.now(), requestId } as const;
     const envelope: ResponseEnvelope =
       'body' in result ? { ...header, body: result.body } : { ...header, error: result.error };
     try {
-      this.emit(to, envelope);
+      this.emit(to.name, envelope);
     } catch (error) {
       // The answer could not be encoded (not plain data, too large): answer that instead, then without details.
       if ('body' in result) {
@@ -470,14 +477,14 @@ export class Messenger<B extends MessageBody = MessageBody> {
       } else if (result.error.details !== undefined) {
         this.respond(to, requestId, { error: { code: result.error.code, message: result.error.message } });
       } else {
-        this.report({ kind: 'handler-failed', message: `cannot answer ${requestId}: ${String(error)}`, peer: to });
+        this.report({ kind: 'handler-failed', message: `cannot answer ${requestId}: ${String(error)}`, peer: to.name });
       }
     }
   }
 
   private settle(envelope: ResponseEnvelope, from: PeerIdentity): void {
     const entry = this.pending.get(envelope.requestId);
-    if (entry === undefined || entry.to !== from.name) {
+    if (entry === undefined || entry.to !== from.name || (envelope.to !== undefined && envelope.to !== this.self.id)) {
       const message = `response ${envelope.requestId} from ${from.name} matches no pending request`;
       this.report({ kind: 'unexpected-response', message, peer: from.name });
       return;
