@@ -11,6 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { connect } from '../client/remote.js';
+import type { BasaltError } from '../core/errors.js';
 import { freePorts } from './test-support.js';
 
 const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
@@ -123,5 +125,41 @@ test('basalt start: a node started with a wrong peer set is refused by the runni
   } finally {
     n1.kill('SIGKILL');
     wrong?.kill('SIGKILL');
+  }
+});
+
+test('basalt start: before a node knows the cluster metadata, a client call is refused as retryable and unexecuted, not UNKNOWN_TABLE', async () => {
+  const [p1, p2, p3, client] = await freePorts(4);
+  const at = (p: number | undefined) => `127.0.0.1:${p}`;
+  // Its peers never start: without a metastorage quorum the node never learns any state.
+  const alone = new NodeProcess([
+    '--name',
+    'n1',
+    '--port',
+    String(p1),
+    '--peers',
+    `n2=${at(p2)},n3=${at(p3)}`,
+    '--memory',
+    '--client-port',
+    String(client),
+  ]);
+  try {
+    await alone.waitFor(/connect\('127\.0\.0\.1:\d+'\)/, 15_000);
+    const remote = await connect(at(client), { timeoutMs: 2_000 });
+    try {
+      const error = await remote.get('accounts', 'alice').then(
+        () => undefined,
+        (e: unknown) => e as BasaltError,
+      );
+      // The node keeps refusing while it waits for its peers (the client's own retries end in its timeout), but never
+      // with a final answer that the table does not exist.
+      assert.ok(error !== undefined, 'the call fails while the node knows no metadata');
+      assert.notEqual(error.code, 'UNKNOWN_TABLE', String(error));
+      assert.equal(error.retryable, true, String(error));
+    } finally {
+      await remote.close();
+    }
+  } finally {
+    alone.kill('SIGKILL');
   }
 });

@@ -117,7 +117,20 @@ export class MetaPlacement implements TxPlacement {
   }
 
   private table(name: string): TableDescriptor {
-    const table = this.view().tables.find((t) => t.name === name);
+    const view = this.view();
+    const table = view.tables.find((t) => t.name === name);
+    // A node that has not learned the metastorage state yet (just started) cannot tell a missing table from one it
+    // has not heard of: that is a transient refusal, retryable and certainly not executed, not UNKNOWN_TABLE.
+    if (table === undefined && view.revision === 0) {
+      throw new BasaltError(
+        'NODE_UNAVAILABLE',
+        'this node does not know the cluster metadata yet',
+        { table: name },
+        {
+          executed: 'no',
+        },
+      );
+    }
     if (table === undefined) throw new BasaltError('UNKNOWN_TABLE', `no table named ${name}`, { table: name });
     return table;
   }
