@@ -263,9 +263,9 @@ export function formatResolution(doc: BenchDocument, floors: FloorInputs): strin
     'RO reads meeting write intents, by resolution path (resolutions: counter deltas of every node over the cell, ' +
       'warm-up included; forced share: resolutions on the path the cell forces / all):',
     '',
-    '| cell | path forced | clients | reads/s | p50 | p99 | p999 | failed | resolutions local / coordinator / ' +
+    '| cell | path forced | clients | reads | reads/s | p50 | p99 | p999 | failed or aborted | resolutions local / coordinator / ' +
       'commit partition | forced share | floor | p50 / floor | etcd |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const c of cells) {
     const r = c.resolution!;
@@ -273,7 +273,7 @@ export function formatResolution(doc: BenchDocument, floors: FloorInputs): strin
     const floor = workloadFloorUs(c.workload, floors, doc.parameters.fsync);
     const measured = c.ops > 0;
     lines.push(
-      `| ${c.workload} | ${PATH_NAMES[spec.resolutionPath!]} | ${c.clients} | ${rate(c.opsPerSec)} | ` +
+      `| ${c.workload} | ${PATH_NAMES[spec.resolutionPath!]} | ${c.clients} | ${c.ops} | ${rate(c.opsPerSec)} | ` +
         `${measured ? [ms(c.latency.p50Us), ms(c.latency.p99Us), ms(c.latency.p999Us)].join(' | ') : '– | – | –'} | ` +
         `${c.failures + c.aborts} | ${r.total.local} / ${r.total.coordinator} / ${r.total.commitPartition} | ` +
         `${r.forcedShare === undefined ? 'none resolved' : pct(r.forcedShare)} | ${ms(floor)} | ` +
