@@ -22,7 +22,11 @@ export interface ResolutionCounts {
   readonly local: number;
   readonly coordinator: number;
   readonly commitPartition: number;
+  /** `basalt_recoveries_total`: txs this node decided by recovery (the commit partition path aborts a stopped node's). */
+  readonly recoveries: number;
 }
+
+type Path = Exclude<keyof ResolutionCounts, 'recoveries'>;
 
 export interface ResolutionDeltas {
   readonly nodes: readonly ({ readonly node: string } & ResolutionCounts)[];
@@ -31,7 +35,7 @@ export interface ResolutionDeltas {
   readonly forcedShare: number | undefined;
 }
 
-const PATH_LABELS: Readonly<Record<string, keyof ResolutionCounts>> = {
+const PATH_LABELS: Readonly<Record<string, Path>> = {
   local: 'local',
   coordinator: 'coordinator',
   commit_partition: 'commitPartition',
@@ -39,8 +43,10 @@ const PATH_LABELS: Readonly<Record<string, keyof ResolutionCounts>> = {
 
 /** The resolution counters of one node's Prometheus text (`basalt_resolution_total{...,path="..."} n`). */
 export function parseResolutionCounts(text: string): ResolutionCounts {
-  const counts = { local: 0, coordinator: 0, commitPartition: 0 };
+  const counts = { local: 0, coordinator: 0, commitPartition: 0, recoveries: 0 };
   for (const line of text.split('\n')) {
+    const recoveries = /^basalt_recoveries_total(?:\{[^}]*\})?\s+(\S+)/.exec(line);
+    if (recoveries !== null) counts.recoveries += Number(recoveries[1]);
     const m = /^basalt_resolution_total\{([^}]*)\}\s+(\S+)/.exec(line);
     if (m === null) continue;
     const path = /(?:^|,)path="([^"]*)"/.exec(m[1]!)?.[1];
@@ -67,7 +73,7 @@ export function resolutionDeltas(
   nodes: readonly string[],
   before: readonly ResolutionCounts[],
   after: readonly ResolutionCounts[],
-  forced: keyof ResolutionCounts,
+  forced: Path,
 ): ResolutionDeltas {
   const per = nodes.map((node, i) => {
     const b = before[i]!;
@@ -77,12 +83,14 @@ export function resolutionDeltas(
       local: a.local - b.local,
       coordinator: a.coordinator - b.coordinator,
       commitPartition: a.commitPartition - b.commitPartition,
+      recoveries: a.recoveries - b.recoveries,
     };
   });
   const total = {
     local: per.reduce((s, n) => s + n.local, 0),
     coordinator: per.reduce((s, n) => s + n.coordinator, 0),
     commitPartition: per.reduce((s, n) => s + n.commitPartition, 0),
+    recoveries: per.reduce((s, n) => s + n.recoveries, 0),
   };
   const all = total.local + total.coordinator + total.commitPartition;
   return { nodes: per, total, forcedShare: all === 0 ? undefined : total[forced] / all };
@@ -98,10 +106,12 @@ const SCRAPE_TIMEOUT_MS = 5_000;
 /** Open writer txs must outlive the cell (the default tx timeout would abort them midway). */
 const HELD_TX_TIMEOUT_MS = 300_000;
 const KEYS_PER_CELL = 48;
+/** The commit partition path resolves each tx once per node and caches the outcome: more txs, more resolutions. */
+const STOPPED_CELL_KEYS = 128;
+/** Writer txs opened concurrently (each put waits for a Raft write and its fsync). */
+const OPENERS = 16;
 const COORDINATOR_KEYS_PER_TX = 4;
 const LOCAL_WRITERS = 8;
-/** After SIGSTOP: the other nodes see n3 gone after the peer liveness timeout and its leases move; reads then settle. */
-export const STOPPED_WARMUP_MS = 4_000;
 
 /** What the cell runs with: the keys its readers read, and how to undo what it set up. */
 export interface IntentCell {
@@ -127,10 +137,10 @@ const LOCAL_NODE = 0;
 /** Sets up the intents (and the stopped node) of one cell; `finish()` commits or rolls back and resumes. */
 export async function prepareIntentCell(workload: IntentWorkload, control: IntentControl): Promise<IntentCell> {
   const primaries = parsePrimaries(await scrape(control.metricsUrls[0]!));
-  const keysWhere = (ok: (primary: string | undefined) => boolean): string[] =>
+  const keysWhere = (ok: (primary: string | undefined) => boolean, count = KEYS_PER_CELL): string[] =>
     Array.from({ length: INTENT_KEYS }, (_, i) => intentKey(i))
       .filter((k) => ok(primaries.get(partitionIndexOf(k, control.partitions))))
-      .slice(0, KEYS_PER_CELL);
+      .slice(0, count);
   switch (workload) {
     case 'ro-intent-local':
       return localCell(
@@ -146,7 +156,7 @@ export async function prepareIntentCell(workload: IntentWorkload, control: Inten
     case 'ro-intent-commit-partition':
       return heldCell(
         control,
-        keysWhere(() => true),
+        keysWhere(() => true, STOPPED_CELL_KEYS),
         true,
       );
   }
@@ -207,18 +217,24 @@ async function heldCell(control: IntentControl, keys: string[], stopWriterNode: 
     // Coordinator path: a few keys per tx; commit partition path: one tx per key, so that more txs have to be
     // resolved before every intent's tx is final on the readers' primaries.
     const perTx = stopWriterNode ? 1 : COORDINATOR_KEYS_PER_TX;
-    for (let i = 0; i < keys.length; i += perTx) {
-      const tx = await client.begin({ timeoutMs: HELD_TX_TIMEOUT_MS });
-      txs.push(tx);
-      try {
-        await tx.putAll(
-          BENCH_TABLE,
-          keys.slice(i, i + perTx).map((key) => ({ key, value: `held-${i}` })),
-        );
-      } catch {
-        failures++;
+    const starts = Array.from({ length: Math.ceil(keys.length / perTx) }, (_, t) => t * perTx);
+    let next = 0;
+    const opener = async (): Promise<void> => {
+      while (next < starts.length) {
+        const i = starts[next++]!;
+        const tx = await client.begin({ timeoutMs: HELD_TX_TIMEOUT_MS });
+        txs.push(tx);
+        try {
+          await tx.putAll(
+            BENCH_TABLE,
+            keys.slice(i, i + perTx).map((key) => ({ key, value: `held-${i}` })),
+          );
+        } catch {
+          failures++;
+        }
       }
-    }
+    };
+    await Promise.all(Array.from({ length: OPENERS }, opener));
     if (stopWriterNode) {
       control.pause(WRITER_NODE);
       paused = true;

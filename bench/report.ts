@@ -264,8 +264,8 @@ export function formatResolution(doc: BenchDocument, floors: FloorInputs): strin
       'warm-up included; forced share: resolutions on the path the cell forces / all):',
     '',
     '| cell | path forced | clients | reads | reads/s | p50 | p99 | p999 | failed or aborted | resolutions local / coordinator / ' +
-      'commit partition | forced share | floor | p50 / floor | etcd |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+      'commit partition | forced share | recoveries | floor | p50 / floor | etcd |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const c of cells) {
     const r = c.resolution!;
@@ -276,7 +276,7 @@ export function formatResolution(doc: BenchDocument, floors: FloorInputs): strin
       `| ${c.workload} | ${PATH_NAMES[spec.resolutionPath!]} | ${c.clients} | ${c.ops} | ${rate(c.opsPerSec)} | ` +
         `${measured ? [ms(c.latency.p50Us), ms(c.latency.p99Us), ms(c.latency.p999Us)].join(' | ') : '– | – | –'} | ` +
         `${c.failures + c.aborts} | ${r.total.local} / ${r.total.coordinator} / ${r.total.commitPartition} | ` +
-        `${r.forcedShare === undefined ? 'none resolved' : pct(r.forcedShare)} | ${ms(floor)} | ` +
+        `${r.forcedShare === undefined ? 'none resolved' : pct(r.forcedShare)} | ${r.total.recoveries} | ${ms(floor)} | ` +
         `${measured && floor > 0 ? `${(c.latency.p50Us / floor).toFixed(1)}×` : ''} | – |`,
     );
   }
@@ -286,6 +286,12 @@ export function formatResolution(doc: BenchDocument, floors: FloorInputs): strin
     if (share === undefined || share < 0.5)
       out.push(
         `${c.workload} ×${c.clients}: only ${share === undefined ? 'no' : pct(share)} resolutions went the forced path`,
+      );
+    const resolved = c.resolution!.total.local + c.resolution!.total.coordinator + c.resolution!.total.commitPartition;
+    // The deltas cover the warm-up too, so this compares with the measured reads only roughly.
+    if (resolved < c.ops / 2)
+      out.push(
+        `${c.workload} ×${c.clients}: ${resolved} resolutions for ${c.ops} measured reads: most reads met no intent`,
       );
     if ((c.writerFailures ?? 0) > 0) out.push(`${c.workload} ×${c.clients}: ${c.writerFailures} writer txs failed`);
     return out;

@@ -153,7 +153,8 @@ export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadSpec>> = {
     title: 'RO get meeting intents, commit partition path',
     basalt:
       'implicit get of keys holding intents of open RW txs coordinated by n3, with n3 stopped (SIGSTOP) for the ' +
-      'cell: the primaries ask the commit partition, which recovers the txs (resumed with SIGCONT after)',
+      'cell: once n3 is seen gone the reads in flight ask the commit partition, which recovers (aborts) the txs; ' +
+      'later reads meet no intent. Resumed with SIGCONT after',
     etcd: '–',
     parts: [
       {

@@ -17,11 +17,12 @@ const METRICS = [
 
 describe('intent cells: resolution counters from /metrics', () => {
   it('reads the three paths of basalt_resolution_total and nothing else', () => {
-    assert.deepEqual(parseResolutionCounts(METRICS), { local: 7, coordinator: 120, commitPartition: 3 });
+    assert.deepEqual(parseResolutionCounts(METRICS), { local: 7, coordinator: 120, commitPartition: 3, recoveries: 3 });
     assert.deepEqual(parseResolutionCounts('basalt_up{node="n1"} 0\n'), {
       local: 0,
       coordinator: 0,
       commitPartition: 0,
+      recoveries: 0,
     });
   });
 
@@ -34,19 +35,19 @@ describe('intent cells: resolution counters from /metrics', () => {
 
   it('subtracts per node, sums over the nodes and gives the share of the forced path', () => {
     const before = [
-      { local: 1, coordinator: 10, commitPartition: 0 },
-      { local: 0, coordinator: 5, commitPartition: 2 },
+      { local: 1, coordinator: 10, commitPartition: 0, recoveries: 0 },
+      { local: 0, coordinator: 5, commitPartition: 2, recoveries: 1 },
     ];
     const after = [
-      { local: 3, coordinator: 40, commitPartition: 0 },
-      { local: 0, coordinator: 35, commitPartition: 2 },
+      { local: 3, coordinator: 40, commitPartition: 0, recoveries: 0 },
+      { local: 0, coordinator: 35, commitPartition: 2, recoveries: 4 },
     ];
     const d = resolutionDeltas(['n1', 'n2'], before, after, 'coordinator');
     assert.deepEqual(d.nodes, [
-      { node: 'n1', local: 2, coordinator: 30, commitPartition: 0 },
-      { node: 'n2', local: 0, coordinator: 30, commitPartition: 0 },
+      { node: 'n1', local: 2, coordinator: 30, commitPartition: 0, recoveries: 0 },
+      { node: 'n2', local: 0, coordinator: 30, commitPartition: 0, recoveries: 3 },
     ]);
-    assert.deepEqual(d.total, { local: 2, coordinator: 60, commitPartition: 0 });
+    assert.deepEqual(d.total, { local: 2, coordinator: 60, commitPartition: 0, recoveries: 3 });
     assert.equal(d.forcedShare, 60 / 62);
     assert.equal(resolutionDeltas(['n1'], [before[0]!], [before[0]!], 'local').forcedShare, undefined);
   });
