@@ -24,9 +24,26 @@ export interface ResolutionCounts {
   readonly commitPartition: number;
   /** `basalt_recoveries_total`: txs this node decided by recovery (the commit partition path aborts a stopped node's). */
   readonly recoveries: number;
+  /** Resolutions whose answer was PENDING (the tx still open), and COMMITTED or ABORTED: what the intents were. */
+  readonly pending: number;
+  readonly final: number;
 }
 
-type Path = Exclude<keyof ResolutionCounts, 'recoveries'>;
+type Path = 'local' | 'coordinator' | 'commitPartition';
+const COUNTS: readonly (keyof ResolutionCounts)[] = [
+  'local',
+  'coordinator',
+  'commitPartition',
+  'recoveries',
+  'pending',
+  'final',
+];
+/** The node's generic counters (`basalt_counter_total{name=...}`) that say what the resolutions answered. */
+const OUTCOME_COUNTERS: Readonly<Record<string, 'pending' | 'final'>> = {
+  'resolution.outcome.PENDING': 'pending',
+  'resolution.outcome.COMMITTED': 'final',
+  'resolution.outcome.ABORTED': 'final',
+};
 
 export interface ResolutionDeltas {
   readonly nodes: readonly ({ readonly node: string } & ResolutionCounts)[];
@@ -43,8 +60,11 @@ const PATH_LABELS: Readonly<Record<string, Path>> = {
 
 /** The resolution counters of one node's Prometheus text (`basalt_resolution_total{...,path="..."} n`). */
 export function parseResolutionCounts(text: string): ResolutionCounts {
-  const counts = { local: 0, coordinator: 0, commitPartition: 0, recoveries: 0 };
+  const counts = { local: 0, coordinator: 0, commitPartition: 0, recoveries: 0, pending: 0, final: 0 };
   for (const line of text.split('\n')) {
+    const counter = /^basalt_counter_total\{[^}]*\bname="([^"]*)"[^}]*\}\s+(\S+)/.exec(line);
+    const outcome = counter === null ? undefined : OUTCOME_COUNTERS[counter[1]!];
+    if (outcome !== undefined) counts[outcome] += Number(counter![2]);
     const recoveries = /^basalt_recoveries_total(?:\{[^}]*\})?\s+(\S+)/.exec(line);
     if (recoveries !== null) counts.recoveries += Number(recoveries[1]);
     const m = /^basalt_resolution_total\{([^}]*)\}\s+(\S+)/.exec(line);
@@ -76,21 +96,18 @@ export function resolutionDeltas(
   forced: Path,
 ): ResolutionDeltas {
   const per = nodes.map((node, i) => {
-    const b = before[i]!;
-    const a = after[i]!;
-    return {
-      node,
-      local: a.local - b.local,
-      coordinator: a.coordinator - b.coordinator,
-      commitPartition: a.commitPartition - b.commitPartition,
-      recoveries: a.recoveries - b.recoveries,
-    };
+    const d = { node } as { node: string } & Record<keyof ResolutionCounts, number>;
+    for (const k of COUNTS) d[k] = after[i]![k] - before[i]![k];
+    return d;
   });
-  const total = {
-    local: per.reduce((s, n) => s + n.local, 0),
-    coordinator: per.reduce((s, n) => s + n.coordinator, 0),
-    commitPartition: per.reduce((s, n) => s + n.commitPartition, 0),
-    recoveries: per.reduce((s, n) => s + n.recoveries, 0),
+  const sum = (k: keyof ResolutionCounts): number => per.reduce((s, n) => s + n[k], 0);
+  const total: ResolutionCounts = {
+    local: sum('local'),
+    coordinator: sum('coordinator'),
+    commitPartition: sum('commitPartition'),
+    recoveries: sum('recoveries'),
+    pending: sum('pending'),
+    final: sum('final'),
   };
   const all = total.local + total.coordinator + total.commitPartition;
   return { nodes: per, total, forcedShare: all === 0 ? undefined : total[forced] / all };

@@ -264,8 +264,8 @@ export function formatResolution(doc: BenchDocument, floors: FloorInputs): strin
       'warm-up included; forced share: resolutions on the path the cell forces / all):',
     '',
     '| cell | path forced | clients | reads | reads/s | p50 | p99 | p999 | failed or aborted | resolutions local / coordinator / ' +
-      'commit partition | forced share | recoveries | floor | p50 / floor | etcd |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+      'commit partition | forced share | answers PENDING / final | recoveries | floor | p50 / floor | etcd |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const c of cells) {
     const r = c.resolution!;
@@ -276,7 +276,7 @@ export function formatResolution(doc: BenchDocument, floors: FloorInputs): strin
       `| ${c.workload} | ${PATH_NAMES[spec.resolutionPath!]} | ${c.clients} | ${c.ops} | ${rate(c.opsPerSec)} | ` +
         `${measured ? [ms(c.latency.p50Us), ms(c.latency.p99Us), ms(c.latency.p999Us)].join(' | ') : '– | – | –'} | ` +
         `${c.failures + c.aborts} | ${r.total.local} / ${r.total.coordinator} / ${r.total.commitPartition} | ` +
-        `${r.forcedShare === undefined ? 'none resolved' : pct(r.forcedShare)} | ${r.total.recoveries} | ${ms(floor)} | ` +
+        `${r.forcedShare === undefined ? 'none resolved' : pct(r.forcedShare)} | ${r.total.pending} / ${r.total.final} | ${r.total.recoveries} | ${ms(floor)} | ` +
         `${measured && floor > 0 ? `${(c.latency.p50Us / floor).toFixed(1)}×` : ''} | – |`,
     );
   }

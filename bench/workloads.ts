@@ -126,7 +126,8 @@ export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadSpec>> = {
     title: 'RO get meeting intents, local path',
     basalt:
       'implicit get of keys whose primary is n1, while writers on n1 commit 2-key RW txs on them continuously ' +
-      '(an intent whose tx is already final in the primary’s map)',
+      '(an intent whose tx is final in the primary’s map, or PENDING, which n1 answers itself as the coordinator: ' +
+      'the answers column tells them apart)',
     etcd: '–',
     parts: [{ share: 1, path: GET }],
     transactional: false,

@@ -13,16 +13,29 @@ const METRICS = [
   'basalt_partition_primary{node="n2",group="t1p5",primary="n3"} 1',
   'basalt_partition_primary{node="n2",group="meta",primary="n2"} 1',
   'basalt_counter_total{node="n2",name="resolution.local"} 999',
+  'basalt_counter_total{node="n2",name="resolution.outcome.PENDING"} 100',
+  'basalt_counter_total{node="n2",name="resolution.outcome.COMMITTED"} 20',
+  'basalt_counter_total{node="n2",name="resolution.outcome.ABORTED"} 10',
+  'basalt_counter_total{node="n2",name="resolution.outcome.UNKNOWN"} 1',
 ].join('\n');
 
 describe('intent cells: resolution counters from /metrics', () => {
   it('reads the three paths of basalt_resolution_total and nothing else', () => {
-    assert.deepEqual(parseResolutionCounts(METRICS), { local: 7, coordinator: 120, commitPartition: 3, recoveries: 3 });
+    assert.deepEqual(parseResolutionCounts(METRICS), {
+      local: 7,
+      coordinator: 120,
+      commitPartition: 3,
+      recoveries: 3,
+      pending: 100,
+      final: 30,
+    });
     assert.deepEqual(parseResolutionCounts('basalt_up{node="n1"} 0\n'), {
       local: 0,
       coordinator: 0,
       commitPartition: 0,
       recoveries: 0,
+      pending: 0,
+      final: 0,
     });
   });
 
@@ -35,19 +48,19 @@ describe('intent cells: resolution counters from /metrics', () => {
 
   it('subtracts per node, sums over the nodes and gives the share of the forced path', () => {
     const before = [
-      { local: 1, coordinator: 10, commitPartition: 0, recoveries: 0 },
-      { local: 0, coordinator: 5, commitPartition: 2, recoveries: 1 },
+      { local: 1, coordinator: 10, commitPartition: 0, recoveries: 0, pending: 0, final: 0 },
+      { local: 0, coordinator: 5, commitPartition: 2, recoveries: 1, pending: 0, final: 1 },
     ];
     const after = [
-      { local: 3, coordinator: 40, commitPartition: 0, recoveries: 0 },
-      { local: 0, coordinator: 35, commitPartition: 2, recoveries: 4 },
+      { local: 3, coordinator: 40, commitPartition: 0, recoveries: 0, pending: 0, final: 0 },
+      { local: 0, coordinator: 35, commitPartition: 2, recoveries: 4, pending: 0, final: 3 },
     ];
     const d = resolutionDeltas(['n1', 'n2'], before, after, 'coordinator');
     assert.deepEqual(d.nodes, [
-      { node: 'n1', local: 2, coordinator: 30, commitPartition: 0, recoveries: 0 },
-      { node: 'n2', local: 0, coordinator: 30, commitPartition: 0, recoveries: 3 },
+      { node: 'n1', local: 2, coordinator: 30, commitPartition: 0, recoveries: 0, pending: 0, final: 0 },
+      { node: 'n2', local: 0, coordinator: 30, commitPartition: 0, recoveries: 3, pending: 0, final: 2 },
     ]);
-    assert.deepEqual(d.total, { local: 2, coordinator: 60, commitPartition: 0, recoveries: 3 });
+    assert.deepEqual(d.total, { local: 2, coordinator: 60, commitPartition: 0, recoveries: 3, pending: 0, final: 2 });
     assert.equal(d.forcedShare, 60 / 62);
     assert.equal(resolutionDeltas(['n1'], [before[0]!], [before[0]!], 'local').forcedShare, undefined);
   });

@@ -96,8 +96,8 @@ describe('bench report', () => {
         ...c,
         workload,
         resolution: {
-          nodes: [{ node: 'n1', local, coordinator, commitPartition: 0, recoveries: 0 }],
-          total: { local, coordinator, commitPartition: 0, recoveries: 0 },
+          nodes: [{ node: 'n1', local, coordinator, commitPartition: 0, recoveries: 0, pending: 5, final: 2 }],
+          total: { local, coordinator, commitPartition: 0, recoveries: 0, pending: 5, final: 2 },
           forcedShare:
             workload === 'ro-intent-coordinator' ? coordinator / (local + coordinator) : local / (local + coordinator),
         },
@@ -113,7 +113,7 @@ describe('bench report', () => {
     );
     assert.match(
       text,
-      /\| ro-intent-coordinator \| coordinator \| 16 \| 200 \| 100 \| 2\.00 \| 6\.00 \| 10\.00 \| 0 \| 1 \/ 99 \/ 0 \| 99\.0% \| 0 \| 0\.15 \| 13\.3× \| – \|/,
+      /\| ro-intent-coordinator \| coordinator \| 16 \| 200 \| 100 \| 2\.00 \| 6\.00 \| 10\.00 \| 0 \| 1 \/ 99 \/ 0 \| 99\.0% \| 5 \/ 2 \| 0 \| 0\.15 \| 13\.3× \| – \|/,
     );
     assert.match(text, /ro-intent-local ×16: only 25\.0% resolutions went the forced path/);
     assert.doesNotMatch(text, /ro-intent-coordinator ×16: only/);
