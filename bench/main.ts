@@ -5,7 +5,9 @@
  * concurrency, each cell after a warm-up for a fixed time. The floors (loopback RTT, fsync on the data directories'
  * disk) are measured first. Output: a Markdown table on stdout, progress on stderr, every figure in
  * `bench-results/<date>.json`. Everything started is stopped and every directory created is removed, also on errors
- * and Ctrl-C. `npm run bench -- components` runs the older component benchmarks (net, storage, Raft) instead.
+ * and Ctrl-C (a node an intent cell stopped with SIGSTOP is resumed first). The intent cells (bench/intents.ts) run on
+ * Basalt only and are left out of `--quick` unless named. `npm run bench -- components` runs the older component
+ * benchmarks (net, storage, Raft) instead.
  */
 import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';

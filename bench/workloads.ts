@@ -10,6 +10,11 @@
  *   transfer  begin (1); getAll forUpdate (2); two puts, each client (1) + primary (1) + Raft (1) + F;
  *             commit: client (1) + commit partition (1) + Raft write of the tx state (1) + F
  *   ycsb-a    half get, half put
+ *   ro-intent-local              as get: the primary finds the intent's tx state in its own map
+ *   ro-intent-coordinator        get + the primary's state request to the coordinator (1)
+ *   ro-intent-commit-partition   get + the primary's state request to the commit partition (1); the wait until the
+ *                                stopped coordinator is seen gone is not part of the floor
+ * Intent keys (256) are loaded only for the intent cells.
  */
 import type { CriticalPath } from './floors.js';
 
