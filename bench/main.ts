@@ -91,6 +91,8 @@ function workloadList(value: string, previous: WorkloadName[] | undefined): Work
 
 function oneWorkload(value: string): WorkloadName {
   if (!isWorkloadName(value)) throw new InvalidArgumentError(`unknown workload (known: ${WORKLOAD_NAMES.join(', ')})`);
+  // A profile runs a plain cell: an intent cell needs the set-up of runIntentCell.
+  if (isIntentWorkload(value)) throw new InvalidArgumentError('the intent cells cannot be profiled');
   return value;
 }
 
@@ -405,7 +407,11 @@ program
     '--quick',
     `smoke run: clients ${QUICK.clients.join(',')}, ${QUICK.warmupS} s + ${QUICK.durationS} s per cell`,
   )
-  .option('--workload <names>', `workloads to run, comma separated (${WORKLOAD_NAMES.join(', ')})`, workloadList)
+  .option(
+    '--workload <names>',
+    `workloads to run, comma separated (${WORKLOAD_NAMES.join(', ')}; ${INTENT_ALIAS}: the three intent cells)`,
+    workloadList,
+  )
   .option(
     '--clients <list>',
     `concurrent clients per cell, comma separated (default ${FULL.clients.join(',')})`,
