@@ -16,6 +16,7 @@ import {
   type DriverJobMessage,
   type DriverResult,
 } from './driver.js';
+import type { ResolutionDeltas } from './intents.js';
 import { cpuSecondsOf } from './proc.js';
 import { type LatencySummary, summarize } from './stats.js';
 import {
@@ -24,6 +25,9 @@ import {
   HOT_ACCOUNTS,
   hotKey,
   INITIAL_BALANCE,
+  INTENT_KEYS,
+  intentKey,
+  isIntentWorkload,
   userKey,
   VALUE_BYTES,
   WORKLOADS,
@@ -41,6 +45,10 @@ export interface CellSpec {
   readonly durationMs: number;
   /** The server processes whose CPU time is charged to the cell. */
   readonly pids: readonly number[];
+  /** The keys an intent cell reads. */
+  readonly keys?: readonly string[];
+  /** Use only the first this many client threads (an intent cell keeps its readers off the node it stops). */
+  readonly threadsMax?: number;
 }
 
 export interface CellResult {
@@ -68,6 +76,9 @@ export interface CellResult {
   readonly clientCores: number;
   /** The measured window on CLOCK_MONOTONIC, in microseconds (the clock of `.cpuprofile` sample times). */
   readonly monotonicWindowUs: { readonly fromUs: number; readonly toUs: number };
+  /** Intent cells: every node's resolution counter deltas over the cell (warm-up included), and writer failures. */
+  readonly resolution?: ResolutionDeltas;
+  readonly writerFailures?: number;
 }
 
 /** Splits `clients` callers over at most `threads` threads, as evenly as possible; no thread gets none. */
@@ -109,11 +120,17 @@ export class ClientPool {
   }
 
   async runCell(spec: CellSpec): Promise<CellResult> {
-    const split = splitCallers(spec.clients, this.workers.length);
+    const split = splitCallers(spec.clients, Math.min(this.workers.length, spec.threadsMax ?? Infinity));
     const workers = this.workers.slice(0, split.length);
     const ready = workers.map((w) => nextMessage(w, 'ready'));
     for (const [thread, w] of workers.entries()) {
-      const job: DriverJob = { workload: spec.workload, callers: split[thread]!, thread, seed: thread + 1 };
+      const job: DriverJob = {
+        workload: spec.workload,
+        callers: split[thread]!,
+        thread,
+        seed: thread + 1,
+        ...(spec.keys !== undefined && { keys: spec.keys }),
+      };
       w.postMessage({ kind: 'job', job } satisfies DriverJobMessage);
     }
     await Promise.all(ready);
@@ -225,6 +242,10 @@ export function loadEntries(workloads: readonly WorkloadName[]): { key: string; 
       ? Array.from({ length: HOT_ACCOUNTS }, (_, i) => ({ key: hotKey(i), value: INITIAL_BALANCE }))
       : []),
     ...(needs('ycsb-a') ? Array.from({ length: YCSB_RECORDS }, (_, i) => ({ key: userKey(i), value })) : []),
+    // An intent cell's reads find an older committed version under every intent.
+    ...(workloads.some(isIntentWorkload)
+      ? Array.from({ length: INTENT_KEYS }, (_, i) => ({ key: intentKey(i), value }))
+      : []),
   ];
 }
 

@@ -2,7 +2,9 @@
  * The Basalt side of the end-to-end benchmark: three `basalt start` processes on loopback (LMDB with fsync unless
  * `fsync: false`), each serving `connect()` clients on an ephemeral port, with the table `bench:8:3`. With a
  * `profileDir`, each node runs under `node --cpu-prof` and writes its `.cpuprofile` there when it stops.
- * `stop()` ends every child (SIGINT, then SIGKILL after `STOP_WAIT_MS`) and removes the data directory; both are
+ * Each node serves /metrics on an ephemeral port (`metricsUrls`), which the intent cells read their resolution counters
+ * from. `pause(i)` stops node i with SIGSTOP and `resume(i)` continues it; `stop()` resumes a paused node before it
+ * ends every child (SIGINT, then SIGKILL after `STOP_WAIT_MS`) and removes the data directory; both are
  * also registered with the bench's `Cleanup`, so an error or Ctrl-C leaves nothing behind.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,6 +15,8 @@ import type { Cleanup } from './cleanup.js';
 import { BENCH_TABLE } from './driver.js';
 
 export const NODE_NAMES = ['n1', 'n2', 'n3'] as const;
+/** Partitions of the bench table (3 replicas each, one on every node). */
+export const BENCH_PARTITIONS = 8;
 const READY_WAIT_MS = 60_000;
 export const STOP_WAIT_MS = 10_000;
 const OUTPUT_TAIL_LINES = 12;
@@ -29,8 +33,11 @@ export class BasaltCluster {
   private readonly children: ChildNode[] = [];
   readonly dir: string;
   private stopped: Promise<void> | undefined;
+  private readonly paused = new Set<number>();
   /** Client addresses of n1, n2, n3 once started. */
   addresses: string[] = [];
+  /** The /metrics URLs of n1, n2, n3 once started. */
+  metricsUrls: string[] = [];
 
   constructor(private readonly options: BasaltClusterOptions) {
     // Registered before the directory exists: after a Ctrl-C `add` throws, and nothing is created.
@@ -38,6 +45,7 @@ export class BasaltCluster {
       `basalt cluster under ${options.parent}`,
       () => this.stop(),
       () => {
+        // SIGKILL ends a stopped process too.
         for (const c of this.children) c.signal('SIGKILL');
         rmSync(this.dir, { recursive: true, force: true });
       },
@@ -61,7 +69,17 @@ export class BasaltCluster {
           [
             'start',
             ...['--name', name, '--data', join(this.dir, name), '--port', String(ports[i])],
-            ...['--peers', peers, '--client-port', '0', '--table', `${BENCH_TABLE}:8:3`, '--log-level', 'warn'],
+            ...[
+              '--peers',
+              peers,
+              '--client-port',
+              '0',
+              '--table',
+              `${BENCH_TABLE}:${BENCH_PARTITIONS}:3`,
+              '--log-level',
+              'warn',
+            ],
+            ...['--metrics-port', '0'],
             ...(this.options.fsync ? [] : ['--no-fsync']),
           ],
           { nodeArgs },
@@ -74,11 +92,29 @@ export class BasaltCluster {
         async (c, i) => (await c.waitFor(new RegExp(`client port of ${NODE_NAMES[i]} on (\\S+):`)))[1]!,
       ),
     );
+    this.metricsUrls = await Promise.all(
+      this.children.map(
+        async (c, i) => (await c.waitFor(new RegExp(`metrics of ${NODE_NAMES[i]}: (\\S+/metrics)`)))[1]!,
+      ),
+    );
+  }
+
+  /** Stops node i (SIGSTOP): it keeps its sockets but answers nothing until `resume(i)`. */
+  pause(i: number): void {
+    this.children[i]!.signal('SIGSTOP');
+    this.paused.add(i);
+  }
+
+  resume(i: number): void {
+    this.children[i]!.signal('SIGCONT');
+    this.paused.delete(i);
   }
 
   /** Stops every child and removes the data; idempotent. */
   stop(): Promise<void> {
     this.stopped ??= (async () => {
+      // A stopped process would hold SIGINT pending until the SIGKILL: let it shut down as the others do.
+      for (const i of [...this.paused]) this.resume(i);
       for (const c of this.children) c.signal('SIGINT');
       await Promise.all(this.children.map((c) => stopChild(c.exited, () => c.signal('SIGKILL'))));
       rmSync(this.dir, { recursive: true, force: true });

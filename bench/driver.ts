@@ -37,6 +37,8 @@ export interface DriverJob {
   readonly callers: number;
   readonly thread: number;
   readonly seed: number;
+  /** The keys an intent cell reads (chosen by the main thread, which knows where the intents are). */
+  readonly keys?: readonly string[];
 }
 
 export interface DriverGo {
@@ -149,6 +151,16 @@ function basaltOp(client: RemoteClient, job: DriverJob, caller: number): Op {
         return 1;
       };
     }
+    case 'ro-intent-local':
+    case 'ro-intent-coordinator':
+    case 'ro-intent-commit-partition': {
+      const keys = job.keys ?? [];
+      if (keys.length === 0) throw new Error(`${job.workload}: the cell names no keys`);
+      return async () => {
+        await client.get(table, keys[random.int(keys.length)]!);
+        return 1;
+      };
+    }
   }
 }
 
@@ -213,6 +225,10 @@ export function etcdOps(client: Etcd3, job: DriverJob, caller: number, tally: Ta
         return 1;
       };
     }
+    case 'ro-intent-local':
+    case 'ro-intent-coordinator':
+    case 'ro-intent-commit-partition':
+      throw new Error(`${job.workload}: etcd has no write intents`);
   }
 }
 

@@ -5,18 +5,28 @@
  * concurrency, each cell after a warm-up for a fixed time. The floors (loopback RTT, fsync on the data directories'
  * disk) are measured first. Output: a Markdown table on stdout, progress on stderr, every figure in
  * `bench-results/<date>.json`. Everything started is stopped and every directory created is removed, also on errors
- * and Ctrl-C. `npm run bench -- components` runs the older component benchmarks (net, storage, Raft) instead.
+ * and Ctrl-C (a node an intent cell stopped with SIGSTOP is resumed first). The intent cells (bench/intents.ts) run on
+ * Basalt only and are left out of `--quick` unless named. `npm run bench -- components` runs the older component
+ * benchmarks (net, storage, Raft) instead.
  */
 import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { type CellResult, ClientPool, loadBasalt, loadEtcd, type System } from './cells.js';
+import { type CellResult, type CellSpec, ClientPool, loadBasalt, loadEtcd, type System } from './cells.js';
 import { Cleanup } from './cleanup.js';
-import { BasaltCluster, NODE_NAMES } from './cluster.js';
+import { BasaltCluster, BENCH_PARTITIONS, NODE_NAMES } from './cluster.js';
 import { runComponentSections } from './components.js';
 import { ETCD_INSTALL_HINT, EtcdCluster, findEtcd } from './etcd.js';
 import { measureFsync } from './floors.js';
+import {
+  type IntentControl,
+  parseResolutionCounts,
+  prepareIntentCell,
+  type ResolutionCounts,
+  resolutionDeltas,
+  scrape,
+} from './intents.js';
 import { measureLoopbackRoundTrip } from './net.js';
 import { readCpuProfile, topSelfTime } from './profile.js';
 import {
@@ -31,11 +41,21 @@ import {
   resultFileName,
   workloadFloorUs,
 } from './report.js';
-import { isWorkloadName, WORKLOAD_NAMES, WORKLOADS, type WorkloadName } from './workloads.js';
+import {
+  INTENT_ALIAS,
+  INTENT_WORKLOADS,
+  isIntentWorkload,
+  isWorkloadName,
+  WORKLOAD_NAMES,
+  WORKLOADS,
+  type WorkloadName,
+} from './workloads.js';
 
 /** Setting this (to anything but empty or 0) skips etcd even when it is installed, as `--no-etcd` does. */
 export const SKIP_ETCD_ENV = 'BASALT_BENCH_NO_ETCD';
 const PROFILE_TOP_FUNCTIONS = 15;
+/** Intent cells read through the client threads of n1 and n2 (thread i is on node i mod 3): n3 holds the writers. */
+const INTENT_READER_THREADS = 2;
 
 const FULL = { clients: [1, 16, 64], warmupS: 1, durationS: 6, rttCount: 20_000, fsyncCount: 1_000 };
 const QUICK = { clients: [1, 16], warmupS: 0.2, durationS: 1, rttCount: 2_000, fsyncCount: 200 };
@@ -58,7 +78,10 @@ const progress = (line: string): void =>
   void process.stderr.write(`bench ${((Date.now() - benchStartMs) / 1000).toFixed(1).padStart(5)} s: ${line}\n`);
 
 function workloadList(value: string, previous: WorkloadName[] | undefined): WorkloadName[] {
-  const names = value.split(',').map((s) => s.trim());
+  const names = value
+    .split(',')
+    .map((s) => s.trim())
+    .flatMap((n) => (n === INTENT_ALIAS ? [...INTENT_WORKLOADS] : [n]));
   for (const n of names) {
     if (!isWorkloadName(n))
       throw new InvalidArgumentError(`unknown workload ${n} (known: ${WORKLOAD_NAMES.join(', ')})`);
@@ -68,6 +91,8 @@ function workloadList(value: string, previous: WorkloadName[] | undefined): Work
 
 function oneWorkload(value: string): WorkloadName {
   if (!isWorkloadName(value)) throw new InvalidArgumentError(`unknown workload (known: ${WORKLOAD_NAMES.join(', ')})`);
+  // A profile runs a plain cell: an intent cell needs the set-up of runIntentCell.
+  if (isIntentWorkload(value)) throw new InvalidArgumentError('the intent cells cannot be profiled');
   return value;
 }
 
@@ -88,7 +113,8 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
   const startedAt = new Date();
   const loadAtStart = loadavg()[0] ?? 0;
   const mode = flags.quick ? QUICK : FULL;
-  const workloads = flags.workload ?? [...WORKLOAD_NAMES];
+  // A quick run leaves the intent cells out unless named: their set-up and the stopped node's warm-up are long.
+  const workloads = flags.workload ?? WORKLOAD_NAMES.filter((w) => !(flags.quick === true && isIntentWorkload(w)));
   const clients = flags.clients ?? mode.clients;
   const warmupS = flags.warmup ?? mode.warmupS;
   const durationS = flags.duration ?? mode.durationS;
@@ -120,7 +146,15 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
         progress('basalt: loading keys...');
         await loadBasalt(cluster.addresses[0]!, workloads);
         processes['basalt'] = cluster.pids;
-        return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
+        const intents: IntentControl = {
+          addresses: cluster.addresses,
+          metricsUrls: cluster.metricsUrls,
+          nodeNames: NODE_NAMES,
+          partitions: BENCH_PARTITIONS,
+          pause: (i) => cluster.pause(i),
+          resume: (i) => cluster.resume(i),
+        };
+        return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop(), intents };
       },
       cleanup,
     );
@@ -145,7 +179,10 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
           version = cluster.version;
           progress(`etcd ${version}: loading keys...`);
           processes['etcd'] = cluster.pids;
-          await loadEtcd(cluster.addresses[0]!, workloads);
+          await loadEtcd(
+            cluster.addresses[0]!,
+            workloads.filter((w) => !isIntentWorkload(w)),
+          );
           return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop() };
         },
         cleanup,
@@ -227,6 +264,8 @@ interface Running {
   readonly addresses: readonly string[];
   readonly pids: readonly number[];
   readonly stop: () => Promise<void>;
+  /** Basalt only: what the intent cells need to force their resolution path. */
+  readonly intents?: IntentControl;
 }
 
 /** Starts one system, runs every cell on it, stops it; a failing cell is recorded and the next one runs. */
@@ -246,16 +285,22 @@ async function runSystem(
     for (const workload of grid.workloads) {
       for (const clients of grid.clients) {
         if (cleanup.interrupted) return;
+        // etcd has no write intents: its intent rows print –.
+        if (isIntentWorkload(workload) && running.intents === undefined) continue;
         progress(`${system}: ${workload} with ${clients} clients...`);
         try {
-          const cell = await pool.runCell({
+          const spec = {
             system,
             workload,
             clients,
             warmupMs: grid.warmupMs,
             durationMs: grid.durationMs,
             pids: running.pids,
-          });
+          };
+          const cell =
+            isIntentWorkload(workload) && running.intents !== undefined
+              ? await runIntentCell(pool, spec, running.intents)
+              : await pool.runCell(spec);
           cells.push(cell);
           progress(
             `${system}: ${workload} ×${clients}: ${cell.opsPerSec.toFixed(0)} ops/s, ` +
@@ -274,6 +319,31 @@ async function runSystem(
     await pool?.close();
     await running?.stop();
   }
+}
+
+/**
+ * An intent cell: the resolution counters of every node are read, the intents set up (and a node stopped), the
+ * readers run on the client threads of n1 and n2 only, then the writers are finished (the node resumed) and the
+ * counters read again.
+ */
+async function runIntentCell(pool: ClientPool, spec: CellSpec, control: IntentControl): Promise<CellResult> {
+  const workload = spec.workload;
+  if (!isIntentWorkload(workload)) throw new Error(`${workload} is not an intent cell`);
+  const counts = (): Promise<ResolutionCounts[]> =>
+    Promise.all(control.metricsUrls.map(async (url) => parseResolutionCounts(await scrape(url))));
+  const before = await counts();
+  const setup = await prepareIntentCell(workload, control);
+  let cell: CellResult;
+  try {
+    // The commit partition cell's warm-up starts at the stop, as short as any other: the commit partition answers once
+    // n3 is seen gone (the peer liveness timeout), a few seconds in, and a longer warm-up would leave only reads of
+    // txs already recovered in the window.
+    cell = await pool.runCell({ ...spec, keys: setup.keys, threadsMax: INTENT_READER_THREADS });
+  } finally {
+    await setup.finish();
+  }
+  const resolution = resolutionDeltas(control.nodeNames, before, await counts(), WORKLOADS[workload].resolutionPath!);
+  return { ...cell, resolution, writerFailures: setup.writerFailures() };
 }
 
 /** A fresh Basalt cluster under `--cpu-prof` for one workload; the profiles are kept next to the JSON. */
@@ -337,7 +407,11 @@ program
     '--quick',
     `smoke run: clients ${QUICK.clients.join(',')}, ${QUICK.warmupS} s + ${QUICK.durationS} s per cell`,
   )
-  .option('--workload <names>', `workloads to run, comma separated (${WORKLOAD_NAMES.join(', ')})`, workloadList)
+  .option(
+    '--workload <names>',
+    `workloads to run, comma separated (${WORKLOAD_NAMES.join(', ')}; ${INTENT_ALIAS}: the three intent cells)`,
+    workloadList,
+  )
   .option(
     '--clients <list>',
     `concurrent clients per cell, comma separated (default ${FULL.clients.join(',')})`,

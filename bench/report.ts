@@ -220,10 +220,17 @@ export function formatTable(doc: BenchDocument): string {
       row.basaltP50OverFloor === undefined ? '' : `${row.basaltP50OverFloor.toFixed(1)}×`,
     ];
     if (etcdRan) {
-      cells.push(...systemCells(find('etcd'), spec.transactional), row.ratio === undefined ? '' : row.ratio.toFixed(2));
+      // etcd has no write intents: nothing to compare an intent cell with.
+      if (spec.resolutionPath !== undefined) cells.push(...Array.from({ length: 8 }, () => '–'));
+      else
+        cells.push(
+          ...systemCells(find('etcd'), spec.transactional),
+          row.ratio === undefined ? '' : row.ratio.toFixed(2),
+        );
     }
     lines.push(`| ${cells.join(' | ')} |`);
   }
+  lines.push(...formatResolution(doc, floors));
   lines.push('', 'Workloads (Basalt | etcd) and the critical path of the floor:');
   for (const w of doc.workloads) {
     const paths = w.paths.map((x) => `${x.share < 1 ? `${x.share} × ` : ''}${x.path.why}`).join(' + ');
@@ -240,6 +247,57 @@ export function formatTable(doc: BenchDocument): string {
   if (notes.length > 0) lines.push('', 'Failures:', ...notes.map((n) => `  ${n}`));
   if (doc.profile !== undefined) lines.push('', ...formatProfile(doc.profile));
   return lines.join('\n');
+}
+
+const PATH_NAMES = { local: 'local', coordinator: 'coordinator', commitPartition: 'commit partition' } as const;
+
+/**
+ * The intent cells: reads, their latencies and floor, and how many intents each path resolved (summed over the
+ * nodes; per node in the JSON), so that the split is the measured one. etcd has none: –.
+ */
+export function formatResolution(doc: BenchDocument, floors: FloorInputs): string[] {
+  const cells = doc.cells.filter((c) => c.resolution !== undefined);
+  if (cells.length === 0) return [];
+  const lines = [
+    '',
+    'RO reads meeting write intents, by resolution path (resolutions: counter deltas of every node over the cell, ' +
+      'warm-up included; forced share: resolutions on the path the cell forces / all):',
+    '',
+    '| cell | path forced | clients | reads | reads/s | p50 | p99 | p999 | failed or aborted | resolutions local / coordinator / ' +
+      'commit partition | forced share | answers PENDING / final | recoveries | floor | p50 / floor | etcd |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const c of cells) {
+    const r = c.resolution!;
+    const spec = WORKLOADS[c.workload];
+    const floor = workloadFloorUs(c.workload, floors, doc.parameters.fsync);
+    const measured = c.ops > 0;
+    lines.push(
+      `| ${c.workload} | ${PATH_NAMES[spec.resolutionPath!]} | ${c.clients} | ${c.ops} | ${rate(c.opsPerSec)} | ` +
+        `${measured ? [ms(c.latency.p50Us), ms(c.latency.p99Us), ms(c.latency.p999Us)].join(' | ') : '– | – | –'} | ` +
+        `${c.failures + c.aborts} | ${r.total.local} / ${r.total.coordinator} / ${r.total.commitPartition} | ` +
+        `${r.forcedShare === undefined ? 'none resolved' : pct(r.forcedShare)} | ${r.total.pending} / ${r.total.final} | ${r.total.recoveries} | ${ms(floor)} | ` +
+        `${measured && floor > 0 ? `${(c.latency.p50Us / floor).toFixed(1)}×` : ''} | – |`,
+    );
+  }
+  const notes = cells.flatMap((c) => {
+    const out: string[] = [];
+    const share = c.resolution!.forcedShare;
+    if (share === undefined || share < 0.5)
+      out.push(
+        `${c.workload} ×${c.clients}: only ${share === undefined ? 'no' : pct(share)} resolutions went the forced path`,
+      );
+    const resolved = c.resolution!.total.local + c.resolution!.total.coordinator + c.resolution!.total.commitPartition;
+    // The deltas cover the warm-up too, so this compares with the measured reads only roughly.
+    if (resolved < c.ops / 2)
+      out.push(
+        `${c.workload} ×${c.clients}: ${resolved} resolutions for ${c.ops} measured reads: most reads met no intent`,
+      );
+    if ((c.writerFailures ?? 0) > 0) out.push(`${c.workload} ×${c.clients}: ${c.writerFailures} writer txs failed`);
+    return out;
+  });
+  if (notes.length > 0) lines.push('', ...notes.map((n) => `  ${n}`));
+  return lines;
 }
 
 export function formatProfile(profile: ProfileResult): string[] {

@@ -10,11 +10,39 @@
  *   transfer  begin (1); getAll forUpdate (2); two puts, each client (1) + primary (1) + Raft (1) + F;
  *             commit: client (1) + commit partition (1) + Raft write of the tx state (1) + F
  *   ycsb-a    half get, half put
+ *   ro-intent-local              as get: the primary finds the intent's tx state in its own map
+ *   ro-intent-coordinator        get + the primary's state request to the coordinator (1)
+ *   ro-intent-commit-partition   get + the primary's state request to the commit partition (1); the wait until the
+ *                                stopped coordinator is seen gone is not part of the floor
+ * Intent keys (256) are loaded only for the intent cells.
  */
 import type { CriticalPath } from './floors.js';
 
-export const WORKLOAD_NAMES = ['put', 'transfer', 'transfer-hot', 'get', 'ro-tx', 'ycsb-a'] as const;
+export const WORKLOAD_NAMES = [
+  'put',
+  'transfer',
+  'transfer-hot',
+  'get',
+  'ro-tx',
+  'ycsb-a',
+  'ro-intent-local',
+  'ro-intent-coordinator',
+  'ro-intent-commit-partition',
+] as const;
 export type WorkloadName = (typeof WORKLOAD_NAMES)[number];
+
+/**
+ * RO reads that meet write intents, one cell per resolution path, forced from outside (bench/intents.ts). They run
+ * last (one stops a node), only on Basalt, and `--workload ro-intent` names all three.
+ */
+export const INTENT_WORKLOADS = ['ro-intent-local', 'ro-intent-coordinator', 'ro-intent-commit-partition'] as const;
+export type IntentWorkload = (typeof INTENT_WORKLOADS)[number];
+export const INTENT_ALIAS = 'ro-intent';
+export const isIntentWorkload = (name: WorkloadName): name is IntentWorkload =>
+  (INTENT_WORKLOADS as readonly string[]).includes(name);
+/** Keys the intent cells write and read; each cell picks those of the partitions its path needs. */
+export const INTENT_KEYS = 256;
+export const intentKey = (i: number): string => `intent/${i}`;
 
 export const VALUE_BYTES = 100;
 export const ACCOUNTS = 1_000;
@@ -42,6 +70,8 @@ export interface WorkloadSpec {
   readonly parts: readonly { readonly share: number; readonly path: CriticalPath }[];
   /** Transactions that may abort and be retried: abort and retry rates are reported. */
   readonly transactional: boolean;
+  /** The resolution path the cell forces (intent cells only); etcd has no equivalent and runs none. */
+  readonly resolutionPath?: 'local' | 'coordinator' | 'commitPartition';
 }
 
 export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadSpec>> = {
@@ -95,6 +125,51 @@ export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadSpec>> = {
       { share: 0.5, path: PUT },
     ],
     transactional: false,
+  },
+  'ro-intent-local': {
+    name: 'ro-intent-local',
+    title: 'RO get meeting intents, local path',
+    basalt:
+      'implicit get of keys whose primary is n1, while writers on n1 commit 2-key RW txs on them continuously ' +
+      '(an intent whose tx is final in the primary’s map, or PENDING, which n1 answers itself as the coordinator: ' +
+      'the answers column tells them apart)',
+    etcd: '–',
+    parts: [{ share: 1, path: GET }],
+    transactional: false,
+    resolutionPath: 'local',
+  },
+  'ro-intent-coordinator': {
+    name: 'ro-intent-coordinator',
+    title: 'RO get meeting intents, coordinator path',
+    basalt:
+      'implicit get of keys whose primary is not n3, each holding the intent of an open RW tx coordinated by n3 ' +
+      '(PENDING: the primary asks n3); rolled back after the cell',
+    etcd: '–',
+    parts: [
+      {
+        share: 1,
+        path: { roundTrips: 3, fsyncs: 0, why: 'client, primary read, primary→coordinator state request' },
+      },
+    ],
+    transactional: false,
+    resolutionPath: 'coordinator',
+  },
+  'ro-intent-commit-partition': {
+    name: 'ro-intent-commit-partition',
+    title: 'RO get meeting intents, commit partition path',
+    basalt:
+      'implicit get of keys holding intents of open RW txs coordinated by n3, with n3 stopped (SIGSTOP) for the ' +
+      'cell: once n3 is seen gone the reads in flight ask the commit partition, which recovers (aborts) the txs; ' +
+      'later reads meet no intent. Resumed with SIGCONT after',
+    etcd: '–',
+    parts: [
+      {
+        share: 1,
+        path: { roundTrips: 3, fsyncs: 0, why: 'client, primary read, primary→commit partition state request' },
+      },
+    ],
+    transactional: false,
+    resolutionPath: 'commitPartition',
   },
 };
 

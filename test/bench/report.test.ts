@@ -89,6 +89,37 @@ describe('bench report', () => {
     assert.doesNotMatch(alone, /Basalt \/ etcd/);
   });
 
+  it('prints the intent cells with their counter deltas, a note when the forced path is not most of them, – for etcd', () => {
+    const intent = (workload: CellResult['workload'], local: number, coordinator: number): CellResult => {
+      const c = cell('basalt', 100, 2000);
+      return {
+        ...c,
+        workload,
+        resolution: {
+          nodes: [{ node: 'n1', local, coordinator, commitPartition: 0, recoveries: 0, pending: 5, final: 2 }],
+          total: { local, coordinator, commitPartition: 0, recoveries: 0, pending: 5, final: 2 },
+          forcedShare:
+            workload === 'ro-intent-coordinator' ? coordinator / (local + coordinator) : local / (local + coordinator),
+        },
+        writerFailures: 0,
+      };
+    };
+    const text = formatTable(
+      doc(
+        [intent('ro-intent-coordinator', 1, 99), intent('ro-intent-local', 10, 30), cell('etcd', 600, 1000)],
+        true,
+        true,
+      ),
+    );
+    assert.match(
+      text,
+      /\| ro-intent-coordinator \| coordinator \| 16 \| 200 \| 100 \| 2\.00 \| 6\.00 \| 10\.00 \| 0 \| 1 \/ 99 \/ 0 \| 99\.0% \| 5 \/ 2 \| 0 \| 0\.15 \| 13\.3× \| – \|/,
+    );
+    assert.match(text, /ro-intent-local ×16: only 25\.0% resolutions went the forced path/);
+    assert.doesNotMatch(text, /ro-intent-coordinator ×16: only/);
+    assert.match(text, /\| ro-intent-coordinator: RO get meeting intents, coordinator path \| 16 \|.*\| – \| – \|$/m);
+  });
+
   it('names the JSON file after the start time, sortable and without colons', () => {
     assert.equal(resultFileName(new Date('2026-01-02T03:04:05.678Z')), '2026-01-02T03-04-05Z.json');
   });
