@@ -1,6 +1,6 @@
 /**
  * The list-append workload on simulated 3-node clusters under seeded faults (see src/sim/workload/list-append.ts): every seed's history
- * passes the checker, and the cluster makes progress after the heal: the fixed seeds, then the seed budget (40 by
+ * passes the checker, and the cluster makes progress after the heal: the fixed seeds, then the seed budget (15 by
  * default, `SIM_SEEDS`; see support.ts). `npm run soak` runs many more seeds.
  */
 import { describe, it } from 'node:test';
