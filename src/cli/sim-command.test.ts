@@ -97,6 +97,7 @@ describe('basalt sim', () => {
         { index: 1, process: 0, type: 'fail', f: 'read', value: null, time: 1_300_000_000, error: 'TIMEOUT' },
       ],
       check: { valid: false, summary: 'bank: 1 reads', anomalies: ['wrong-total: read sums to 590'] },
+      marks: {},
       faultLog: ['t=0.200s drop n1>n2 rate=0.10', 't=1.150s crash n2 for 500 ms'],
       trace: [
         { timeMs: 1000, label: 'timer:n1#1' },

@@ -7,6 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { InvalidArgumentError } from 'commander';
 import { formatHistory, type Operation, parseHistory } from '../sim/check/history.js';
 import { parseFaults, type SimFault } from '../sim/workload/faults.js';
+import { formatMarks, MarkTally } from '../sim/workload/marks.js';
 import { EXIT_CODES, type FailureClass, type SimRunResult, simRun, workloadNamed } from '../sim/workload/run.js';
 import { WORKLOADS, type WorkloadName } from '../sim/workload/workload.js';
 
@@ -123,6 +124,7 @@ export async function runSim(options: SimCommandOptions): Promise<number> {
   const tty = process.stderr.isTTY === true;
   const startedMs = Date.now();
   let done = 0;
+  const marks = new MarkTally();
   for (const workload of options.workloads) {
     for (const seed of options.seeds) {
       const seedStartMs = Date.now();
@@ -136,6 +138,7 @@ export async function runSim(options: SimCommandOptions): Promise<number> {
         workers: options.workers,
       });
       done++;
+      marks.add(result.marks);
       if (options.history !== undefined) {
         writeFileSync(historyPath(options.history, total > 1, seed, workload), formatHistory(result.history));
       }
@@ -151,21 +154,28 @@ export async function runSim(options: SimCommandOptions): Promise<number> {
             `trace ${result.traceHash}\n`,
         );
       }
+      if (total === 1) process.stdout.write(`${formatMarks(result.marks)}\n`);
       const elapsedS = (Date.now() - startedMs) / 1000;
       const line =
         `[${done}/${total}] ${workload} seed ${seed} ${result.failure === undefined ? 'ok' : 'FAIL'} ` +
         `(${result.history.length} events, ${(result.virtualMs / 1000).toFixed(1)} s virtual in ` +
         `${((Date.now() - seedStartMs) / 1000).toFixed(1)} s); ${(elapsedS / done).toFixed(1)} s/seed; ` +
-        `${failures.length} failed${byClass(failures)}`;
+        `${failures.length} failed${byClass(failures)}; ${marksHit(result.marks)}`;
       if (tty) process.stderr.write(line);
       else if (total > 1) process.stderr.write(`${line}\n`);
     }
   }
   if (tty) process.stderr.write('\n');
   if (total > 1 || failures.length > 0) process.stdout.write(`${summary(total, failures)}\n`);
+  if (total > 1) process.stdout.write(`${marks.report()}\n`);
   let code = 0;
   for (const f of failures) code = Math.max(code, EXIT_CODES[f.class]);
   return code;
+}
+
+function marksHit(hits: Readonly<Record<string, number>>): string {
+  const names = Object.keys(hits);
+  return `${names.filter((n) => (hits[n] ?? 0) > 0).length}/${names.length} marks`;
 }
 
 function byClass(failures: ReadonlyArray<{ class: FailureClass }>): string {

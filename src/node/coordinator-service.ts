@@ -61,6 +61,7 @@ export class CoordinatorService implements NodeService {
       placement,
       options,
       clockWithinBound: () => node.clockWithinBound(),
+      counters: node.counters,
       // Expected under faults (background finish retries, cleanups that gave up): counted; anything else is a bug.
       onError: (error) => {
         if (isExpectedFailure(error)) node.counters.add('coordinator.backgroundFailures');

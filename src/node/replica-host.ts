@@ -50,6 +50,7 @@ import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
 import type { TxRequestFn } from '../tx/coordinator-ports.js';
 import { LowWatermark } from '../tx/low-watermark.js';
 import type { TxRequest } from '../tx/messages.js';
+import type { GroupStateMachine } from './group-state-machines.js';
 import type { MetaView } from './metastorage-state.js';
 import type {
   PartitionHost,
@@ -182,6 +183,7 @@ export class ReplicaPartitionHost implements PartitionHost {
       onError: (error) => this.background(error),
     });
     this.router = new ReplicaRequestRouter({
+      finish: { counters: context.counters },
       sender: this.hintingSender(messengerCleanupSender(context.messenger as never)),
       locator: this.locator(),
       timers: context.timers,
@@ -215,6 +217,7 @@ export class ReplicaPartitionHost implements PartitionHost {
       peers: membershipPeers(context.membership, context.identity),
       partitions: () => [...this.hosted.values()].map((e) => e.partition),
       orphans: this.resolution.orphans,
+      counters: context.counters,
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       onError: (error) => this.background(error),
     });
@@ -252,9 +255,12 @@ export class ReplicaPartitionHost implements PartitionHost {
       timers: context.timers,
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       ...(options.lockWaitTimeoutMs !== undefined && { lockWaitTimeoutMs: options.lockWaitTimeoutMs }),
+      counters: context.counters,
     });
     const entry: Hosted = { replica, partition, replicas, undo: [], holding: false };
-    entry.undo.push(context.stateMachines.register(partitionId, replica.stateMachine));
+    entry.undo.push(
+      context.stateMachines.register(partitionId, countingRestores(replica.stateMachine, context.counters)),
+    );
     entry.undo.push(this.router.register(partition));
     entry.undo.push(this.resolution.watch(partition));
     entry.undo.push(this.inline.watch(partition));
@@ -491,4 +497,26 @@ function replicasFromView(view: MetaView | undefined, partitionId: PartitionId):
 /** A PartitionHostFactory running real replicas. */
 export function replicaPartitionHost(options: ReplicaHostOptions = {}): PartitionHostFactory {
   return (context) => new ReplicaPartitionHost(context, options);
+}
+
+/** Names of the node counters bumped here. */
+export const REPLICA_HOST_COUNTERS = {
+  /** Partition replicas restored from a Raft snapshot (one sent by the leader, or the stored one at a restart). */
+  snapshotInstalls: 'snapshot.installs',
+} as const;
+
+/** `machine` as the multiplexer sees it, counting its snapshot restores on the node's counters. */
+function countingRestores(
+  machine: GroupStateMachine,
+  counters: { add(name: string, n?: number): void },
+): GroupStateMachine {
+  return {
+    appliedIndex: () => machine.appliedIndex(),
+    apply: (entries) => machine.apply(entries),
+    snapshot: () => machine.snapshot(),
+    restore: (snapshot) => {
+      counters.add(REPLICA_HOST_COUNTERS.snapshotInstalls);
+      return machine.restore(snapshot);
+    },
+  };
 }

@@ -25,6 +25,13 @@ import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import type { StoredTxMeta } from '../storage/tx-state-storage.js';
 import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../tx/messages.js';
 import { assertHosted, type HostedPartition, type PartitionRegistry } from './handlers/hosted-partition.js';
+import { type CounterSink, NO_COUNTERS } from './resolution/ports.js';
+
+/** Names of the node counters bumped here. */
+export const CLEANUP_COUNTERS = {
+  /** Cleanup runs the rescan started again for finished txs whose cleanup had not completed. */
+  rescanRuns: 'cleanup.rescanRuns',
+} as const;
 
 /** Sends one TxCleanupRequest to a node (the messenger's `request`, with a timeout). */
 export interface CleanupSender {
@@ -81,6 +88,7 @@ export interface CleanupDriverOptions {
   readonly finishesInFlightMax?: number;
   readonly rescanIntervalMs?: number;
   readonly rescanBatchMax?: number;
+  readonly counters?: CounterSink;
 }
 
 interface CleanupTarget {
@@ -98,6 +106,7 @@ export class CleanupDriver {
   private readonly inFlightMax: number;
   private readonly rescanIntervalMs: number;
   private readonly rescanBatchMax: number;
+  private readonly counters: CounterSink;
   /** Runs in progress, by tx: finishes, recoveries and rescans of one tx share one. */
   private readonly runs = new Map<TxId, Promise<boolean>>();
   /** Per commit partition: the last tx a rescan pass started from (the next pass resumes after it). */
@@ -114,6 +123,7 @@ export class CleanupDriver {
     this.inFlightMax = options.finishesInFlightMax ?? LIMITS.finishesInFlightMax;
     this.rescanIntervalMs = options.rescanIntervalMs ?? LIMITS.cleanupRescanIntervalMs;
     this.rescanBatchMax = options.rescanBatchMax ?? LIMITS.cleanupRescanBatchMax;
+    this.counters = options.counters ?? NO_COUNTERS;
   }
 
   get runsInFlight(): number {
@@ -197,6 +207,7 @@ export class CleanupDriver {
       void this.runFor(p, record);
       started++;
     }
+    if (started > 0) this.counters.add(CLEANUP_COUNTERS.rescanRuns, started);
     return started;
   }
 

@@ -32,7 +32,15 @@ export interface CoordinatorStateDeps {
   readonly clock: HybridClock;
   readonly timers: Timers;
   readonly txStates: TxStateMap;
+  /** The node's counters (structurally; the node layer sits above this one). */
+  readonly counters?: { add(name: string, n?: number): void };
 }
+
+/** Names of the node counters bumped here. */
+export const COORDINATOR_STATE_COUNTERS = {
+  /** State requests that found their tx FINISHING here and waited for its outcome. */
+  finishingWaits: 'coordinator.finishingWaits',
+} as const;
 
 export async function answerCoordinatorStateRequest(
   deps: CoordinatorStateDeps,
@@ -58,6 +66,7 @@ export async function answerCoordinatorStateRequest(
       if (request.readWrite !== undefined && commitTs === undefined) return respond({ state: 'ABORTED' });
       const needsOutcome = request.readWrite !== undefined;
       if (!needsOutcome && (commitTs === undefined || commitTs > readTs)) return respond({ state: 'PENDING' });
+      deps.counters?.add(COORDINATOR_STATE_COUNTERS.finishingWaits);
       const final = await waitForFinal(deps.txStates, deps.timers, txId, waitMs);
       if (final === undefined) {
         throw new BasaltError('TIMEOUT', `tx ${txId} is still finishing; its outcome is not known yet`, { txId });

@@ -88,6 +88,8 @@ export interface CoordinatorContext {
   readonly settings: CoordinatorSettings;
   readonly signal: AbortSignal;
   readonly onError: (error: unknown) => void;
+  /** The node's counters (structurally; the node layer sits above this one). */
+  readonly counters?: { add(name: string, n?: number): void };
 }
 
 /** Attempt 1 waits `minMs`; each later attempt doubles it, up to `maxMs`. */

@@ -92,6 +92,8 @@ export interface TxCoordinatorDeps {
   readonly onError?: (error: unknown) => void;
   /** Rule 19: false while this node's clock is beyond the bound from the majority; `begin` then refuses (CLOCK_SKEW). */
   readonly clockWithinBound?: () => boolean;
+  /** The node's counters (structurally; the node layer sits above this one). */
+  readonly counters?: { add(name: string, n?: number): void };
 }
 
 export interface CoordinatorScanOptions extends ScanOptions {
@@ -138,6 +140,7 @@ export class TxCoordinator {
       settings: resolveSettings(deps.options),
       signal: this.stopper.signal,
       onError: deps.onError ?? (() => {}),
+      ...(deps.counters !== undefined && { counters: deps.counters }),
     };
     this.finisher = new FinishDriver(this.ctx, (tx) => this.forget(tx));
     this.clockWithinBound = deps.clockWithinBound ?? (() => true);

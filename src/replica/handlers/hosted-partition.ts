@@ -21,7 +21,7 @@ import { formatTimestamp, physicalMs } from '../../hlc/timestamp.js';
 import type { MvPartitionStorage } from '../../storage/mv-partition-storage.js';
 import type { StorageEngine } from '../../storage/storage-engine.js';
 import type { TxStateStorage } from '../../storage/tx-state-storage.js';
-import { LockManager, type LockWaitHandle, lockDenialError } from '../../tx/lock-manager.js';
+import { type LockDenial, LockManager, type LockWaitHandle, lockDenialError } from '../../tx/lock-manager.js';
 import type { LockStep } from '../../tx/lock-modes.js';
 import type { LeaseInfo, ReadWriteResponse } from '../../tx/messages.js';
 import { txDeadline } from '../../tx/tx-id.js';
@@ -29,6 +29,7 @@ import type { TxStateMap } from '../../tx/tx-state-map.js';
 import { type Lease, type LeaseToken, sameToken, tokenOf } from '../lease.js';
 import type { PartitionReplica } from '../partition-replica.js';
 import type { PrimaryCheck } from '../primary.js';
+import { type CounterSink, NO_COUNTERS } from '../resolution/ports.js';
 import { TxOperations } from './tx-operations.js';
 
 export interface HostedPartitionOptions {
@@ -44,7 +45,16 @@ export interface HostedPartitionOptions {
   readonly readWaitersMax?: number;
   readonly leaseStartWaitMs?: number;
   readonly locks?: LockManager;
+  readonly counters?: CounterSink;
 }
+
+/** Names of the node counters bumped here. */
+export const HOSTED_PARTITION_COUNTERS = {
+  /** Lock requests that died under wait-die (blocked by an older tx). */
+  waitDieDeaths: 'locks.waitDieDeaths',
+  /** Txs that held or awaited locks here when the lease changed under them (their locks were dropped). */
+  leaseChangeTxs: 'lease.txsLosingLocks',
+} as const;
 
 export type UnprotectedIntentListener = (txId: TxId, commitPartitionId: PartitionId) => void;
 
@@ -78,12 +88,14 @@ export class HostedPartition {
   private readonly intentListeners = new Set<UnprotectedIntentListener>();
   private readonly heldIntentListeners = new Set<(txId: TxId) => void>();
   private readonly unsubscribe: () => void;
+  private readonly counters: CounterSink;
   private stopped = false;
 
   constructor(options: HostedPartitionOptions) {
     this.replica = options.replica;
     this.partitionId = options.replica.partitionId;
     this.locks = options.locks ?? new LockManager();
+    this.counters = options.counters ?? NO_COUNTERS;
     this.mv = options.engine.mvPartition(this.partitionId);
     this.txState = options.engine.txStatePartition(this.partitionId);
     this.txStateMap = options.txStateMap;
@@ -171,10 +183,10 @@ export class HostedPartition {
       };
       const result = this.locks.acquire(txId, step.key, step.mode, {
         onGranted: () => settle(),
-        onDenied: (denial) => settle(lockDenialError(denial)),
+        onDenied: (denial) => settle(this.denied(denial)),
       });
       if (result.kind === 'granted') return resolve();
-      if (result.kind === 'denied') return reject(lockDenialError(result.denial));
+      if (result.kind === 'denied') return reject(this.denied(result.denial));
       const handle: LockWaitHandle = result.handle;
       timer = this.timers.setTimer(() => {
         if (!handle.cancel()) return;
@@ -188,6 +200,11 @@ export class HostedPartition {
         );
       }, this.lockWaitTimeoutMs);
     });
+  }
+
+  private denied(denial: LockDenial): BasaltError {
+    if (denial.reason === 'wait-die') this.counters.add(HOSTED_PARTITION_COUNTERS.waitDieDeaths);
+    return lockDenialError(denial);
   }
 
   /**
@@ -204,6 +221,11 @@ export class HostedPartition {
         : sameToken(token, this.lockTableLease);
     if (same) return;
     this.lockTableLease = token;
+    let losing = 0;
+    for (const txId of this.lockingTxs) {
+      if (this.locks.locksOf(txId).length > 0 || this.locks.waitsOf(txId).length > 0) losing++;
+    }
+    if (losing > 0) this.counters.add(HOSTED_PARTITION_COUNTERS.leaseChangeTxs, losing);
     // Waiters first: a release would grant them a lock of the dropped table.
     for (const txId of this.lockingTxs) this.locks.failWaiters(txId);
     for (const txId of this.lockingTxs) this.locks.releaseAll(txId);

@@ -79,6 +79,7 @@ export interface ReplicaRequestRouterOptions {
       | 'finishesInFlightMax'
       | 'rescanIntervalMs'
       | 'rescanBatchMax'
+      | 'counters'
     >
   >;
 }

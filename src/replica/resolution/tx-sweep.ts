@@ -38,7 +38,13 @@ import { nodeIdOf, txDeadline } from '../../tx/tx-id.js';
 import type { TxStateEntry, TxStateMap, TxStateUpdateReason } from '../../tx/tx-state-map.js';
 import type { HostedPartition } from '../handlers/hosted-partition.js';
 import type { OrphanDetector } from './orphan-detector.js';
-import type { PeerDirectory, SelfIdentity } from './ports.js';
+import { type CounterSink, NO_COUNTERS, type PeerDirectory, type SelfIdentity } from './ports.js';
+
+/** Names of the node counters bumped here. */
+export const TX_SWEEP_COUNTERS = {
+  /** Recovery requests the sweep sent to commit partitions for txs past their deadline or of a gone coordinator. */
+  recoveries: 'txSweep.recoveries',
+} as const;
 
 export interface TxSweepOptions {
   readonly self: SelfIdentity;
@@ -58,6 +64,7 @@ export interface TxSweepOptions {
   readonly recoveriesPerPassMax?: number;
   readonly intentTxsPerPartitionMax?: number;
   readonly onError?: (error: unknown) => void;
+  readonly counters?: CounterSink;
 }
 
 export interface SweepPass {
@@ -128,6 +135,7 @@ export class TxSweep {
       recoveries += this.recover(txId, entry, holding, now, gone);
     }
     recoveries += this.recoverUnknownIntents(partitions, now, this.recoveriesPerPassMax - recoveries);
+    if (recoveries > 0) (this.o.counters ?? NO_COUNTERS).add(TX_SWEEP_COUNTERS.recoveries, recoveries);
     return { examined: batch.length, removed, recoveries };
   }
 

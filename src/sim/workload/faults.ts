@@ -66,6 +66,8 @@ export class FaultSchedule {
     private readonly world: SimWorld,
     private readonly random: SeededRandom,
     private readonly kinds: readonly SimFault[],
+    /** Called with a node just before it is crashed or stopped (the run reads its incarnation's counters). */
+    private readonly beforeTakeDown: (victim: string) => void = () => {},
   ) {
     this.net = world.network;
   }
@@ -176,6 +178,7 @@ export class FaultSchedule {
     this.undo.add(up);
     return (async () => {
       this.note(`${kind === 'crash' ? 'crash' : 'graceful stop'} ${victim} for ${forMs} ms`);
+      this.beforeTakeDown(victim);
       if (kind === 'crash') await this.cluster.stopNode(victim);
       else await this.cluster.shutdownNode(victim);
       await this.cluster.runFor(forMs);

@@ -16,6 +16,7 @@
 import { createHash } from 'node:crypto';
 import { type Client, embeddedClient } from '../../client/client.js';
 import { BasaltError } from '../../core/errors.js';
+import type { BasaltNode } from '../../node/basalt-node.js';
 import { Cluster, defaultNodeNames } from '../../node/cluster.js';
 import { coordinatorService } from '../../node/coordinator-service.js';
 import { replicaPartitionHost } from '../../node/replica-host.js';
@@ -27,6 +28,7 @@ import type { TraceEntry } from '../scheduler.js';
 import { bankWorkload } from './bank.js';
 import { FaultSchedule, type SimFault } from './faults.js';
 import { listAppendWorkload } from './list-append.js';
+import { type MarkHits, markHits } from './marks.js';
 import { registerWorkload } from './register.js';
 import type { CheckOutcome, Worker, Workload, WorkloadContext, WorkloadName } from './workload.js';
 
@@ -68,6 +70,8 @@ export interface SimRunResult {
     /** Operations invoked after the heal and acknowledged. */
     readonly okAfterHeal: number;
   };
+  /** Coverage marks (see marks.ts) over every node incarnation of the run. */
+  readonly marks: MarkHits;
 }
 
 const TABLE = 'sim';
@@ -113,13 +117,19 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
   let okAfterHeal = 0;
   const workersAcked = new Set<Worker>();
   let cluster: Cluster<Client> | undefined;
+  // Every node incarnation the run saw: a restart brings fresh counters, and the marks sum them all.
+  const incarnations = new Set<BasaltNode>();
+  const seen = (name: string): void => {
+    const node = cluster?.basaltNode(name);
+    if (node !== undefined) incarnations.add(node);
+  };
   try {
     cluster = await Cluster.start(env, names, embeddedClient);
     const c = cluster;
     await c.createTable(TABLE, { partitions: PARTITIONS, replicas: Math.min(3, names.length) });
     const ctx: WorkloadContext = { recorder, table: TABLE, setupClient: c.client(), sleep: (ms) => c.runFor(ms) };
     await workload.setup(ctx);
-    faults = new FaultSchedule(c, world, random.fork('faults'), options.faults);
+    faults = new FaultSchedule(c, world, random.fork('faults'), options.faults, seen);
     const workers: Worker[] = Array.from({ length: options.workers ?? WORKERS_DEFAULT }, (_, i) => ({
       client: c.client(names[i % names.length]),
       random: random.fork(`worker/${i}`),
@@ -171,6 +181,7 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
   } catch (error) {
     failure = { class: classify(error), message: error instanceof Error ? error.message : String(error) };
   } finally {
+    for (const name of names) seen(name);
     await cluster?.stop().catch(() => {});
   }
   const history = [...recorder.ops];
@@ -196,6 +207,7 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
     historyHash: createHash('sha256').update(formatHistory(history)).digest('hex').slice(0, 16),
     virtualMs: world.nowMs() - startMs,
     counts: { ok: count('ok'), fail: count('fail'), info: count('info'), okAfterHeal },
+    marks: markHits([...incarnations].map((node) => node.counters.snapshot())),
   };
 }
 
