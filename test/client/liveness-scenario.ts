@@ -13,7 +13,7 @@ import type { Client } from '../../src/index.js';
 import { isBasaltError } from '../../src/index.js';
 import { SeededRandom } from '../../src/sim/random.js';
 import { clusterNowMs, describeLeftovers, durableRecord, leftovers } from './leftovers.js';
-import { type TestCluster, withSimCluster } from './support.js';
+import { splitFor, type TestCluster, withSimCluster } from './support.js';
 
 const T = 'accounts';
 const ACCOUNTS = Array.from({ length: 8 }, (_, i) => `acct-${i}`);
@@ -193,11 +193,7 @@ async function faults(
         const b = random.pick(nodes.filter((n) => n !== a));
         const forMs = 200 + random.int(2_000);
         log.push(`drop ${a}<->${b} for ${forMs} ms`);
-        const d1 = cluster.network.drop({ from: a, to: b });
-        const d2 = cluster.network.drop({ from: b, to: a });
-        await pass(cluster, forMs);
-        d1.undo();
-        d2.undo();
+        await splitFor(cluster, [a, b], [a], forMs);
         break;
       }
     }
