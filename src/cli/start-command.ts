@@ -87,6 +87,9 @@ export async function runStart(options: StartSettings): Promise<void> {
     options.memory || dataDir === undefined
       ? { engine: new MemoryStorageEngine(), log: new MemoryLogStorage() }
       : openLmdbNodeStorage(dataDir, options.fsync);
+  if ('stateOpening' in storage && storage.stateOpening === 'rebuilt') {
+    log(`basalt: node ${name}: the state was not synced before a reboot; it is rebuilt from the Raft logs`);
+  }
   const node = await BasaltNode.start({
     transport,
     clock: new RealClock(),

@@ -10,6 +10,7 @@
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import type { RootDatabase } from 'lmdb';
 import { BasaltError } from '../core/errors.js';
 import { type NodeName, nodeId } from '../core/ids.js';
 import { RealClock } from '../env/real-clock.js';
@@ -20,6 +21,7 @@ import { TcpTransport } from '../net/tcp-transport.js';
 import { LmdbLogStorage } from '../raft/lmdb-log-storage.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { openLmdbEnvironment } from '../storage/lmdb-environment.js';
+import { beginStateSession, type StateOpening } from '../storage/state-session.js';
 import { LmdbStorageEngine, MemoryStorageEngine } from '../storage/storage-engine.js';
 import {
   BasaltNode,
@@ -191,13 +193,14 @@ export class RealClusterEnvironment implements ClusterEnvironment {
 
 /**
  * A node's storage under `path` (created if missing): two LMDB environments, `log` for the Raft logs of every group
- * and `state` for MVCC rows and tx state. The log fsyncs every commit fully; the state fsyncs its data but not its
- * meta page (it may lose its last commit to a power loss, never its integrity: the log replays it). Apart, a state machine's apply and a log append
- * of another group never queue behind each other's fsync (one environment has one writer at a time), and the driver
- * applies committed entries while it appends new ones. The state only ever holds entries the log already holds
- * durably, so after a crash the log replays what the state lacks.
+ * and `state` for MVCC rows and tx state. The log fsyncs every commit (data and meta page); the state never does
+ * (state-session.ts): it is derived from the logs, survives a process crash in the page cache, and is rebuilt from
+ * the logs when an OS crash may have cost it pages. Apart, a state machine's apply and a log append of another group
+ * never queue behind each other (one environment has one writer at a time), and the driver applies committed entries
+ * while it appends new ones. The state only ever holds entries the log already holds durably. `bootId` is for tests
+ * that play a reboot.
  */
-export function openLmdbNodeStorage(path: string, sync = true): NodeStorage {
+export function openLmdbNodeStorage(path: string, sync = true, bootId?: string | null): LmdbNodeStorage {
   if (existsSync(join(path, 'data.mdb'))) {
     throw new BasaltError(
       'INVALID_ARGUMENT',
@@ -206,17 +209,35 @@ export function openLmdbNodeStorage(path: string, sync = true): NodeStorage {
       { path },
     );
   }
+  const statePath = join(path, 'state');
   mkdirSync(join(path, 'log'), { recursive: true });
-  mkdirSync(join(path, 'state'), { recursive: true });
+  mkdirSync(statePath, { recursive: true });
   const log = openLmdbEnvironment(join(path, 'log'), { sync });
-  // The state is rebuilt from the log after a crash, so it needs integrity, not the durability of its last commit.
-  const state = openLmdbEnvironment(join(path, 'state'), { sync, integrityOnly: true });
+  const session = bootId === undefined ? beginStateSession(statePath) : beginStateSession(statePath, bootId);
+  const state = openLmdbEnvironment(statePath, { sync: false });
   return {
     engine: new LmdbStorageEngine(state),
     log: new LmdbLogStorage(log),
+    stateOpening: session.opening,
     close: async () => {
       await log.close();
+      await syncEnvironment(state);
       await state.close();
+      session.markClean();
     },
   };
+}
+
+export interface LmdbNodeStorage extends NodeStorage {
+  /** How the state environment was found: `rebuilt` when it was removed, to be rebuilt from the Raft logs. */
+  readonly stateOpening: StateOpening;
+}
+
+/** Forces the environment's pages to disk (off the event loop). */
+function syncEnvironment(root: RootDatabase): Promise<void> {
+  // lmdb-js has `sync(callback)` (an mdb_env_sync(force) on a worker thread) but leaves it out of its typings.
+  const env = root as RootDatabase & { sync(callback: (error?: unknown) => void): void };
+  return new Promise((resolve, reject) => {
+    env.sync((error) => (error ? reject(error) : resolve()));
+  });
 }

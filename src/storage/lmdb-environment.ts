@@ -4,7 +4,9 @@
  * writes queued in one event turn commit together.
  *
  * `sync: true` makes every commit durable when `transactionSync` returns (`root.flushed` then resolves at once);
- * `sync: false` skips fsync entirely (benchmarks and tests that do not test durability; say so when quoting numbers).
+ * `sync: false` skips fsync entirely: for a node's state environment, which is derived from the Raft logs and
+ * rebuilt from them when an OS crash may have cost it pages (state-session.ts), and for benchmarks and tests that do
+ * not test durability (say so when quoting numbers).
  *
  * `overlappingSync` is off on purpose. With it on (lmdb's default), a commit returns before its fsync, but the next
  * `transactionSync` blocks until that fsync ends, so back-to-back synchronous commits, which is how a Raft apply
@@ -15,13 +17,6 @@ import { open, type RootDatabase } from 'lmdb';
 
 export interface LmdbEnvironmentOptions {
   readonly sync: boolean;
-  /**
-   * With `sync`, a commit fsyncs its data pages and then its meta page (two fsyncs). `integrityOnly` skips the second:
-   * the database stays consistent after a power loss but may come back without the last commit (LMDB's
-   * MDB_NOMETASYNC). Only for data that can be rebuilt from a durable source, such as a state machine replaying its
-   * Raft log; measured here 0.32 ms per small commit against 0.51 ms with both fsyncs.
-   */
-  readonly integrityOnly?: boolean;
 }
 
 /** Named sub-databases one environment may hold: storage uses 8, Raft a few, the rest is headroom. */
@@ -32,7 +27,6 @@ export function openLmdbEnvironment(path: string, options: LmdbEnvironmentOption
     path,
     maxDbs: SUB_DATABASES_MAX,
     noSync: !options.sync,
-    noMetaSync: options.integrityOnly === true,
     overlappingSync: false,
   });
 }
