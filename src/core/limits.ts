@@ -139,6 +139,8 @@ export const LIMITS = {
   replicaOpResultsPerTxMax: 8,
   /** Replica handlers: tx records (open, and closed ones kept until their deadline) per hosted partition. */
   replicaTxRecordsMax: 100_000,
+  /** Replica: txs whose writes a primary answered before they applied, awaiting confirmation; past it it answers after. */
+  replicaPipelinedTxsMax: 10_000,
   /** Replica handlers: an RO read waits at most this long for safe time to cover its readTs, then fails TIMEOUT. */
   replicaReadWaitMsDefault: 5_000,
   /**

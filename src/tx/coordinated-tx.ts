@@ -25,6 +25,8 @@ export interface Enlistment {
   expiration: HybridTimestamp;
   /** A write request was sent to this partition. */
   wrote: boolean;
+  /** A write here was answered before it applied: commit confirms its apply result first. */
+  unconfirmed: boolean;
 }
 
 export type FinishKind = 'commit' | 'rollback';
@@ -146,6 +148,7 @@ export class CoordinatedTx {
       token: lease.token,
       expiration: lease.expiration,
       wrote,
+      unconfirmed: false,
     };
     this.enlistments.set(partitionId, e);
     this.uncertainPrimaries.delete(partitionId);

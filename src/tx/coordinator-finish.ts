@@ -69,6 +69,11 @@ export class FinishDriver {
     await tx.idle();
     if (tx.abortCause !== undefined) return this.rollBackAndThrow(tx);
     assert(tx.uncertain.length === 0, 'a partition with an unknown outcome makes the tx abort-only');
+    const unconfirmed = await this.confirmWrites(tx);
+    if (unconfirmed !== undefined) {
+      tx.makeAbortOnly(unconfirmed);
+      return this.rollBackAndThrow(tx);
+    }
     // One synchronous step: commitTs, the deadline check and FINISHING (rules 13, 15).
     const commitTs = this.ctx.clock.now();
     if (commitTs >= tx.deadline) {
@@ -112,6 +117,45 @@ export class FinishDriver {
     }
     if (!tx.mayHaveWritten) return this.finishLocally(tx, { state: 'ABORTED' });
     return this.finishDurably(tx, undefined);
+  }
+
+  // ------------------------------------------------------------------------------------------ pipelined writes
+
+  /**
+   * Rules 4 and 6: every write answered before it applied is confirmed applied, and its effective timestamp absorbed,
+   * before commitTs is taken. Undefined once all are; else the error to abort with (a write that applied as a no-op,
+   * failed, or whose confirmation got no answer: rule 7).
+   */
+  private async confirmWrites(tx: CoordinatedTx): Promise<BasaltError | undefined> {
+    const pending = tx.enlistedPartitions.filter((e) => e.unconfirmed);
+    if (pending.length === 0) return undefined;
+    const failures = await Promise.all(pending.map((e) => this.confirmWrite(tx, e)));
+    const failure = failures.find((f) => f !== undefined);
+    if (failure === undefined) return undefined;
+    return new BasaltError('TX_ABORTED', `a write of tx ${tx.id} did not apply: ${failure.error.toData().message}`, {
+      txId: tx.id,
+      reason: 'write-unconfirmed',
+      partitionId: failure.partitionId,
+      code: failure.error.code,
+    });
+  }
+
+  private async confirmWrite(
+    tx: CoordinatedTx,
+    e: Enlistment,
+  ): Promise<{ readonly partitionId: PartitionId; readonly error: BasaltError } | undefined> {
+    try {
+      const response = await this.ctx.request(
+        e.primaryName,
+        { kind: 'WriteConfirmRequest', partitionId: e.partitionId, txId: tx.id },
+        { timeoutMs: this.ctx.settings.opRequestTimeoutMs, signal: this.ctx.signal },
+      );
+      this.ctx.clock.update(expectKind(response, 'WriteConfirmResponse').writeTs);
+      e.unconfirmed = false;
+      return undefined;
+    } catch (error) {
+      return { partitionId: e.partitionId, error: asBasaltError(error) };
+    }
   }
 
   // ------------------------------------------------------------------------------------------ lease check (rule 6)

@@ -41,6 +41,11 @@ export interface TxCoordinatorOptions {
   readonly backgroundBackoffMsMax?: number;
   /** How long a state request for a FINISHING tx (commitTs ≤ readTs) waits for the outcome. */
   readonly stateWaitMs?: number;
+  /**
+   * Writes of a tx are sent `pipelined` (default true): a primary answers once the write is proposed, and commit
+   * confirms every such write's apply result before it takes commitTs (WriteConfirmRequest).
+   */
+  readonly pipelinedWrites?: boolean;
 }
 
 export type CoordinatorSettings = Required<TxCoordinatorOptions>;
@@ -62,8 +67,13 @@ export function resolveSettings(options: TxCoordinatorOptions = {}): Coordinator
     retryBackoffMsMax: options.retryBackoffMsMax ?? LIMITS.txRetryBackoffMsMax,
     backgroundBackoffMsMax: options.backgroundBackoffMsMax ?? LIMITS.txBackgroundBackoffMsMax,
     stateWaitMs: options.stateWaitMs ?? LIMITS.txStateWaitMsDefault,
+    pipelinedWrites: options.pipelinedWrites ?? true,
   };
-  for (const [name, value] of Object.entries(settings)) {
+  const { pipelinedWrites, ...counts } = settings;
+  if (typeof pipelinedWrites !== 'boolean') {
+    throw new BasaltError('INVALID_ARGUMENT', 'coordinator option pipelinedWrites must be a boolean');
+  }
+  for (const [name, value] of Object.entries(counts)) {
     if (!Number.isInteger(value) || value < 1) {
       throw new BasaltError('INVALID_ARGUMENT', `coordinator option ${name} must be a positive integer`, { value });
     }

@@ -359,9 +359,9 @@ export class TxCoordinator {
       if (write) tx.mayHaveWritten = true;
       try {
         const response = await this.send(tx, partitionId, target, operation, undefined);
-        tx.enlist(partitionId, response.lease, write);
+        const e = tx.enlist(partitionId, response.lease, write);
         placement.notePrimary(partitionId, response.lease.holderName);
-        this.absorb(response);
+        this.absorb(e, response);
         return response.result;
       } catch (error) {
         const e = asBasaltError(error);
@@ -413,7 +413,7 @@ export class TxCoordinator {
       throw this.abortOnly(tx, primaryChangedError(tx, e.partitionId, 'a response named another lease'));
     }
     e.expiration = maxTimestamp(e.expiration, response.lease.expiration);
-    this.absorb(response);
+    this.absorb(e, response);
     return response.result;
   }
 
@@ -434,6 +434,7 @@ export class TxCoordinator {
       commitPartitionId,
       opSeq: tx.nextOpSeq(),
       full: false,
+      ...(this.ctx.settings.pipelinedWrites && isWrite(operation) && { pipelined: true }),
       operation,
     } as const;
     const body: ReadWriteRequest = token === undefined ? base : { ...base, token };
@@ -476,8 +477,10 @@ export class TxCoordinator {
     return cause;
   }
 
-  private absorb(response: ReadWriteResponse): void {
+  /** A write's effective timestamp goes into the clock now, or, answered before it applied, at its confirmation. */
+  private absorb(e: Enlistment, response: ReadWriteResponse): void {
     if (response.writeTs !== undefined) this.clock.update(response.writeTs);
+    else if (response.pipelined === true) e.unconfirmed = true;
   }
 
   // ------------------------------------------------------------------------------------------ commit / rollback

@@ -66,6 +66,11 @@ export interface ReadWriteRequest {
   readonly opSeq: number;
   /** One-phase commit: an implicit single-partition write, committed by one replicated command, no intent. */
   readonly full: boolean;
+  /**
+   * A write (not one-phase) the primary may answer once its locks are held and its command is proposed, before it
+   * applies; the coordinator then asks for the apply result with a WriteConfirmRequest before it takes commitTs.
+   */
+  readonly pipelined?: boolean;
   readonly operation: RwOperation;
 }
 
@@ -75,6 +80,8 @@ export interface ReadWriteResponse {
   readonly result: RwResult;
   /** Effective timestamp of the applied write (writes only): the coordinator's clock absorbs it before commitTs. */
   readonly writeTs?: HybridTimestamp;
+  /** Set on a pipelined write answered before its apply (no writeTs): its result is confirmed before commit. */
+  readonly pipelined?: true;
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -167,6 +174,22 @@ export interface LeaseConfirmResponse {
   readonly confirmed: boolean;
 }
 
+/**
+ * Rules 4 and 6: before taking commitTs, the coordinator asks each primary that answered a write of the tx before
+ * applying it for the apply results of every write of the tx there. The primary answers once they all applied.
+ */
+export interface WriteConfirmRequest {
+  readonly kind: 'WriteConfirmRequest';
+  readonly partitionId: PartitionId;
+  readonly txId: TxId;
+}
+
+export interface WriteConfirmResponse {
+  readonly kind: 'WriteConfirmResponse';
+  /** The largest effective timestamp among the confirmed writes: the coordinator's clock absorbs it. */
+  readonly writeTs: HybridTimestamp;
+}
+
 // ---------------------------------------------------------------------------------------------------------------------
 // Write intent resolution and recovery
 
@@ -245,6 +268,7 @@ export type TxRequest =
   | TxFinishRequest
   | TxCleanupRequest
   | LeaseConfirmRequest
+  | WriteConfirmRequest
   | TxStateCoordinatorRequest
   | TxStateCommitPartitionRequest
   | TxStatePrimaryReplicaRequest
@@ -256,6 +280,7 @@ export type TxResponse =
   | TxFinishResponse
   | TxCleanupResponse
   | LeaseConfirmResponse
+  | WriteConfirmResponse
   | TxStateResponse;
 
 export type TxRequestKind = TxRequest['kind'];
@@ -267,6 +292,7 @@ export interface TxResponseOf {
   TxFinishRequest: TxFinishResponse;
   TxCleanupRequest: TxCleanupResponse;
   LeaseConfirmRequest: LeaseConfirmResponse;
+  WriteConfirmRequest: WriteConfirmResponse;
   TxStateCoordinatorRequest: TxStateResponse;
   TxStateCommitPartitionRequest: TxStateResponse;
   TxStatePrimaryReplicaRequest: TxStateResponse;
@@ -279,6 +305,7 @@ export const TX_REQUEST_KINDS: readonly TxRequestKind[] = [
   'TxFinishRequest',
   'TxCleanupRequest',
   'LeaseConfirmRequest',
+  'WriteConfirmRequest',
   'TxStateCoordinatorRequest',
   'TxStateCommitPartitionRequest',
   'TxStatePrimaryReplicaRequest',

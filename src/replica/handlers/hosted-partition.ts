@@ -30,6 +30,7 @@ import { type Lease, type LeaseToken, sameToken, tokenOf } from '../lease.js';
 import type { PartitionReplica } from '../partition-replica.js';
 import type { PrimaryCheck } from '../primary.js';
 import { type CounterSink, NO_COUNTERS } from '../resolution/ports.js';
+import { PipelinedWrites } from './pipelined-writes.js';
 import { TxOperations } from './tx-operations.js';
 
 export interface HostedPartitionOptions {
@@ -70,6 +71,8 @@ export class HostedPartition {
   readonly replica: PartitionReplica;
   readonly locks: LockManager;
   readonly operations = new TxOperations<ReadWriteResponse>();
+  /** Writes answered before they applied, until the coordinator confirms them (pipelined-writes.ts). */
+  readonly pipeline: PipelinedWrites;
   readonly mv: MvPartitionStorage;
   readonly txState: TxStateStorage;
   readonly txStateMap: TxStateMap;
@@ -94,6 +97,7 @@ export class HostedPartition {
   constructor(options: HostedPartitionOptions) {
     this.replica = options.replica;
     this.partitionId = options.replica.partitionId;
+    this.pipeline = new PipelinedWrites(this.partitionId);
     this.locks = options.locks ?? new LockManager();
     this.counters = options.counters ?? NO_COUNTERS;
     this.mv = options.engine.mvPartition(this.partitionId);
@@ -328,6 +332,7 @@ export class HostedPartition {
     if (this.stopped) return;
     this.stopped = true;
     this.unsubscribe();
+    this.pipeline.clear();
     for (const waiter of [...this.readWaiters]) {
       this.readWaiters.delete(waiter);
       if (waiter.timer !== undefined) this.timers.clearTimer(waiter.timer);

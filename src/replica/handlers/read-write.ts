@@ -67,12 +67,53 @@ export async function handleReadWrite(
   }
   checkForUpdate(request.operation);
   const deadline = p.deadlineOf(request.txId);
+  if (request.pipelined === true && !request.full && isWrite(request.operation) && p.pipeline.admits(request.txId)) {
+    return pipelined(p, request, deadline, lease, resolver, inline);
+  }
   const response = p.operations.execute(request.txId, request.opSeq, deadline, () =>
     runOperation(p, request, lease, resolver, inline),
   );
   if (!request.full) return response;
   // A one-phase tx is over after its one operation: close its record (a duplicate still gets the kept response).
   return response.finally(() => p.operations.close(request.txId, deadline, p.clock.current()));
+}
+
+/**
+ * A pipelined write (pipelined-writes.ts): answered once its command is proposed, or with its error if it fails
+ * before that; from the proposal on, its apply result is kept for the coordinator's WriteConfirmRequest. The tx's
+ * operation chain here still ends with the apply, so its next operation here sees the write.
+ */
+function pipelined(
+  p: HostedPartition,
+  request: ReadWriteRequest,
+  deadline: HybridTimestamp,
+  lease: Lease,
+  resolver: IntentResolver | undefined,
+  inline: InlineCleanup | undefined,
+): Promise<ReadWriteResponse> {
+  let answerEarly: (response: ReadWriteResponse) => void = () => {};
+  const early = new Promise<ReadWriteResponse>((resolve) => {
+    answerEarly = resolve;
+  });
+  let proposed = false;
+  const onProposed = (response: ReadWriteResponse): void => {
+    if (proposed) return;
+    proposed = true;
+    p.pipeline.track(
+      request.txId,
+      applied.then((done) => writeTsOf(done)),
+    );
+    answerEarly(response);
+  };
+  const applied = p.operations.execute(request.txId, request.opSeq, deadline, () =>
+    runOperation(p, request, lease, resolver, inline, onProposed),
+  );
+  return Promise.race([early, applied]);
+}
+
+function writeTsOf(response: ReadWriteResponse): HybridTimestamp {
+  assert(response.writeTs !== undefined, 'an applied write has its effective timestamp');
+  return response.writeTs;
 }
 
 function checkDeadline(p: HostedPartition, txId: TxId, now: HybridTimestamp): void {
@@ -92,12 +133,16 @@ function checkTxState(p: HostedPartition, txId: TxId): void {
   if (state === 'ABANDONED') throw new BasaltError('TX_ABORTED', `tx ${txId} was abandoned`, { txId });
 }
 
+/** Called once a pipelined write's command is proposed, with the answer that may go out before it applies. */
+type OnProposed = (response: ReadWriteResponse) => void;
+
 async function runOperation(
   p: HostedPartition,
   request: ReadWriteRequest,
   lease: Lease,
   resolver: IntentResolver | undefined,
   inline: InlineCleanup | undefined,
+  onProposed?: OnProposed,
 ): Promise<ReadWriteResponse> {
   const { txId, operation } = request;
   // Cleanup may have run while this operation waited for the tx's earlier ones.
@@ -108,7 +153,12 @@ async function runOperation(
     // Locks may have taken a while: act only if still primary under the very lease the request was served under.
     const token = tokenOf(lease);
     p.lockingLease(p.clock.now(), token);
-    const done = await perform(p, request, lease, resolver);
+    const info = p.leaseInfo(token, lease);
+    const proposed =
+      onProposed === undefined
+        ? undefined
+        : () => onProposed({ kind: 'ReadWriteResponse', lease: info, result: { op: 'written' }, pipelined: true });
+    const done = await perform(p, request, lease, resolver, proposed);
     return { kind: 'ReadWriteResponse', lease: p.leaseInfo(token, lease), ...done };
   } finally {
     if (request.full) p.locks.releaseAll(txId);
@@ -265,11 +315,12 @@ async function perform(
   request: ReadWriteRequest,
   lease: Lease,
   resolver: IntentResolver | undefined,
+  onProposed: (() => void) | undefined,
 ): Promise<Done> {
   const { txId, operation } = request;
   for (let resolved = 0; ; resolved++) {
     try {
-      return isWrite(operation) ? await write(p, request, lease) : read(p, txId, operation);
+      return isWrite(operation) ? await write(p, request, lease, onProposed) : read(p, txId, operation);
     } catch (error) {
       const key = lostLockKey(error);
       if (key === undefined) throw error;
@@ -395,13 +446,18 @@ function writesOf(operation: RwOperation): readonly RowWrite[] {
   }
 }
 
-async function write(p: HostedPartition, request: ReadWriteRequest, lease: Lease): Promise<Done> {
+async function write(
+  p: HostedPartition,
+  request: ReadWriteRequest,
+  lease: Lease,
+  onProposed: (() => void) | undefined,
+): Promise<Done> {
   const writes = writesOf(request.operation);
   if (writes.length === 0) return { result: { op: 'written' } };
   if (writes.length > LIMITS.updateAllWritesMax) {
     throw invalidArgument(`at most ${LIMITS.updateAllWritesMax} writes per request`, { writes: writes.length });
   }
-  const applied = await p.replica.proposeData({
+  const applied = p.replica.proposeData({
     token: tokenOf(lease),
     txId: request.txId,
     coordinatorId: request.coordinatorId,
@@ -409,7 +465,8 @@ async function write(p: HostedPartition, request: ReadWriteRequest, lease: Lease
     full: request.full,
     writes,
   });
-  return { result: { op: 'written' }, writeTs: writeTimestamp(p, applied) };
+  onProposed?.();
+  return { result: { op: 'written' }, writeTs: writeTimestamp(p, await applied) };
 }
 
 /** Rule 4: the answer comes from the apply result. */

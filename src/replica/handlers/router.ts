@@ -18,6 +18,7 @@ import type {
   TxCleanupRequest,
   TxFinishRequest,
   TxResponseOf,
+  WriteConfirmRequest,
 } from '../../tx/messages.js';
 import {
   CleanupDriver,
@@ -34,13 +35,15 @@ import { handleReadOnly } from './read-only.js';
 import { handleReadWrite } from './read-write.js';
 import { handleTxCleanup } from './tx-cleanup.js';
 import { TxFinishHandler } from './tx-finish.js';
+import { handleWriteConfirm } from './write-confirm.js';
 
 export type ReplicaRequest =
   | ReadWriteRequest
   | ReadOnlyRequest
   | TxFinishRequest
   | TxCleanupRequest
-  | LeaseConfirmRequest;
+  | LeaseConfirmRequest
+  | WriteConfirmRequest;
 
 export type ReplicaRequestKind = ReplicaRequest['kind'];
 
@@ -50,6 +53,7 @@ export const REPLICA_REQUEST_KINDS: readonly ReplicaRequestKind[] = [
   'TxFinishRequest',
   'TxCleanupRequest',
   'LeaseConfirmRequest',
+  'WriteConfirmRequest',
 ];
 
 export type ReplicaResponse = TxResponseOf[ReplicaRequestKind];
@@ -155,6 +159,8 @@ export class ReplicaRequestRouter implements HostedPartitions {
         return handleTxCleanup(this, request);
       case 'LeaseConfirmRequest':
         return handleLeaseConfirm(this.partition(request.partitionId), request);
+      case 'WriteConfirmRequest':
+        return handleWriteConfirm(this.partition(request.partitionId), request);
     }
   }
 

@@ -63,6 +63,7 @@ export async function cleanupPartition(p: HostedPartition, request: TxCleanupReq
   const now = await p.untilLeaseStart(absorbed);
   p.actingLease(now);
   p.operations.close(txId, p.deadlineOf(txId), now);
+  p.pipeline.forget(txId);
   if (outcome !== undefined) {
     p.txStateMap.update(txId, { state: outcome.state, commitTimestamp: commitTs, reason: 'cleanup-request' });
   }
