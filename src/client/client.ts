@@ -18,19 +18,17 @@
  */
 import { BasaltError } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, TxId } from '../core/ids.js';
-import { LIMITS } from '../core/limits.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import type { Cluster } from '../node/cluster.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import type { TxCoordinator } from '../tx/coordinator.js';
-import { backoffMs } from '../tx/coordinator-support.js';
 import { beginReadOnly, type ReadOnlyCoordinator, runReadOnlyTransaction } from '../tx/read-only.js';
+import { retryPolicy, withRetries } from '../tx/retry.js';
 import {
   beginTransaction,
   type Transaction as CoordinatedTransaction,
-  isRetryable,
   type RunTransactionOptions,
   runTransaction,
 } from '../tx/transaction.js';
@@ -155,18 +153,23 @@ class EmbeddedClient implements Client {
     );
   }
 
+  /** An implicit one-phase write; a failure that proves it did not apply (retryable) is retried as a new one. */
   put(table: string, key: string, value: Value): Promise<void> {
-    return this.run(async () => {
-      const { node, coordinator } = this.current();
-      await whileAlive(node, coordinator.putImplicit(table, key, value), () => outcomeUnknown(node.name));
-    });
+    return this.run(() =>
+      this.retrying(async () => {
+        const { node, coordinator } = this.current();
+        await whileAlive(node, coordinator.putImplicit(table, key, value), () => outcomeUnknown(node.name));
+      }, {}),
+    );
   }
 
   remove(table: string, key: string): Promise<void> {
-    return this.run(async () => {
-      const { node, coordinator } = this.current();
-      await whileAlive(node, coordinator.removeImplicit(table, key), () => outcomeUnknown(node.name));
-    });
+    return this.run(() =>
+      this.retrying(async () => {
+        const { node, coordinator } = this.current();
+        await whileAlive(node, coordinator.removeImplicit(table, key), () => outcomeUnknown(node.name));
+      }, {}),
+    );
   }
 
   /** Creates the table and waits until its partitions have primaries and this client's node knows it. */
@@ -203,18 +206,11 @@ class EmbeddedClient implements Client {
   }
 
   /** Runs `attempt` again after a retryable failure, with backoff in the cluster's time, at most `retries` times. */
-  private async retrying<T>(attempt: () => Promise<T>, options: RunTransactionOptions): Promise<T> {
-    const retries = options.retries ?? LIMITS.txRunRetriesDefault;
-    const minMs = options.backoffMsMin ?? LIMITS.txRetryBackoffMsMin;
-    const maxMs = options.backoffMsMax ?? LIMITS.txRetryBackoffMsMax;
-    for (let n = 1; ; n++) {
-      try {
-        return await attempt();
-      } catch (error) {
-        if (!isRetryable(error) || n > retries) throw error;
-      }
-      await this.cluster.runFor(backoffMs(n, minMs, maxMs));
-    }
+  private retrying<T>(attempt: () => Promise<T>, options: RunTransactionOptions): Promise<T> {
+    // One stream per coordinator, drawn at each retry: concurrent clients of a node pause differently.
+    const jitter =
+      this.cluster.basaltNode(this.node) === undefined ? undefined : this.current().coordinator.retryJitter;
+    return withRetries(retryPolicy(options, jitter), (delayMs) => this.cluster.runFor(delayMs), attempt);
   }
 
   private run<T>(fn: () => Promise<T>): Promise<T> {

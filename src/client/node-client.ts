@@ -13,9 +13,9 @@ import { sleep } from '../env/timers.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
-import { backoffMs } from '../tx/coordinator-support.js';
 import { beginReadOnly } from '../tx/read-only.js';
-import { beginTransaction, isRetryable, runTransaction } from '../tx/transaction.js';
+import { retryPolicy, withRetries } from '../tx/retry.js';
+import { beginTransaction, runTransaction } from '../tx/transaction.js';
 import type { Value } from './client.js';
 import type { BackendTransaction, ClientBackend, RemoteBeginOptions } from './server.js';
 
@@ -58,23 +58,22 @@ class NodeClient implements ClientBackend {
   }
 
   /** One lock-free read on the key's primary at the primary's `now` (as the embedded client), retried when retryable. */
-  async get(table: string, key: string): Promise<Value | undefined> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.service().readOnly.getImplicit(table, key);
-      } catch (error) {
-        if (!isRetryable(error) || attempt > LIMITS.txRunRetriesDefault) throw error;
-      }
-      await sleep(this.basalt.timers, backoffMs(attempt, LIMITS.txRetryBackoffMsMin, LIMITS.txRetryBackoffMsMax));
-    }
+  get(table: string, key: string): Promise<Value | undefined> {
+    return this.retrying(() => this.service().readOnly.getImplicit(table, key));
   }
 
+  /** An implicit one-phase write; a failure that proves it did not apply (retryable) is retried as a new one. */
   async put(table: string, key: string, value: Value): Promise<void> {
-    await this.service().coordinator.putImplicit(table, key, value);
+    await this.retrying(() => this.service().coordinator.putImplicit(table, key, value));
   }
 
   async remove(table: string, key: string): Promise<void> {
-    await this.service().coordinator.removeImplicit(table, key);
+    await this.retrying(() => this.service().coordinator.removeImplicit(table, key));
+  }
+
+  private retrying<T>(attempt: () => Promise<T>): Promise<T> {
+    const policy = retryPolicy({}, this.service().coordinator.retryJitter);
+    return withRetries(policy, (delayMs) => sleep(this.basalt.timers, delayMs), attempt);
   }
 
   async createTable(name: string, options: TableOptions): Promise<TableDescriptor> {

@@ -24,8 +24,8 @@ import { decode } from '../net/codec.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import { parseHostPort } from '../net/tcp-transport.js';
 import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
-import { backoffMs } from '../tx/coordinator-support.js';
-import { isRetryable, type RunTransactionOptions } from '../tx/transaction.js';
+import { retryPolicy, withRetries } from '../tx/retry.js';
+import type { RunTransactionOptions } from '../tx/transaction.js';
 import { checkReadOptions } from '../tx/user-input.js';
 import type { KeyValue, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
 import {
@@ -355,24 +355,14 @@ class TcpClient implements RemoteClient {
     );
   }
 
-  async transaction<T>(fn: (tx: RemoteTransaction) => Promise<T>, options: RemoteTransactionOptions = {}): Promise<T> {
-    const retries = options.retries ?? LIMITS.txRunRetriesDefault;
-    const minMs = options.backoffMsMin ?? LIMITS.txRetryBackoffMsMin;
-    const maxMs = options.backoffMsMax ?? LIMITS.txRetryBackoffMsMax;
-    if (!Number.isInteger(retries) || retries < 0) {
-      throw new BasaltError('INVALID_ARGUMENT', 'retries must be an integer >= 0', { retries });
-    }
-    if (!(minMs > 0 && maxMs >= minMs))
-      throw new BasaltError('INVALID_ARGUMENT', 'backoff bounds must satisfy 0 < min <= max');
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.attempt(fn, options);
-      } catch (error) {
-        // A lost connection does not come back: retrying on it could only fail the same way.
-        if (!isRetryable(error) || attempt > retries || this.connection.isClosed) throw error;
-      }
-      await sleep(this.timers, backoffMs(attempt, minMs, maxMs));
-    }
+  transaction<T>(fn: (tx: RemoteTransaction) => Promise<T>, options: RemoteTransactionOptions = {}): Promise<T> {
+    return withRetries(
+      retryPolicy(options),
+      (delayMs) => sleep(this.timers, delayMs),
+      () => this.attempt(fn, options),
+      // A lost connection does not come back: retrying on it could only fail the same way.
+      () => !this.connection.isClosed,
+    );
   }
 
   private async attempt<T>(fn: (tx: RemoteTransaction) => Promise<T>, options: RemoteBeginOptions): Promise<T> {

@@ -62,6 +62,7 @@ export class CoordinatorService implements NodeService {
       options,
       clockWithinBound: () => node.clockWithinBound(),
       counters: node.counters,
+      random: node.random.fork('coordinator-retries'),
       // Expected under faults (background finish retries, cleanups that gave up): counted; anything else is a bug.
       onError: (error) => {
         if (isExpectedFailure(error)) node.counters.add('coordinator.backgroundFailures');

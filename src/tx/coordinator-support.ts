@@ -103,10 +103,7 @@ export interface CoordinatorContext {
 }
 
 /** Attempt 1 waits `minMs`; each later attempt doubles it, up to `maxMs`. */
-export function backoffMs(attempt: number, minMs: number, maxMs: number): number {
-  const exponent = Math.min(Math.max(attempt - 1, 0), 30);
-  return Math.min(maxMs, minMs * 2 ** exponent);
-}
+export { backoffMs } from './retry.js';
 
 /** Sleeps on the injected timers; rejects with CANCELLED once the coordinator stops. */
 export async function pause(ctx: CoordinatorContext, delayMs: number): Promise<void> {

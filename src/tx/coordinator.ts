@@ -31,6 +31,7 @@ import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
+import type { Random } from '../env/random.js';
 import type { Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { maxTimestamp } from '../hlc/timestamp.js';
@@ -94,6 +95,8 @@ export interface TxCoordinatorDeps {
   readonly clockWithinBound?: () => boolean;
   /** The node's counters (structurally; the node layer sits above this one). */
   readonly counters?: { add(name: string, n?: number): void };
+  /** Spreads the retries of clients on this coordinator (retry.ts); without it they back off in lockstep. */
+  readonly random?: Random;
 }
 
 export interface CoordinatorScanOptions extends ScanOptions {
@@ -115,6 +118,8 @@ export class TxCoordinator {
   readonly clock: HybridClock;
   readonly timers: Timers;
   readonly txStates: TxStateMap;
+  /** Spreads the retry pauses of the transactions and implicit writes run on this coordinator. */
+  readonly retryJitter: Random | undefined;
   private readonly ctx: CoordinatorContext;
   private readonly ids: TxIdGenerator;
   private readonly finisher: FinishDriver;
@@ -127,6 +132,7 @@ export class TxCoordinator {
     this.clock = deps.clock;
     this.timers = deps.timers;
     this.txStates = deps.txStates;
+    this.retryJitter = deps.random;
     this.ids = new TxIdGenerator(deps.self.id);
     // Every pending request and pause listens to the stop signal: as many as requests may be pending.
     setMaxListeners(LIMITS.pendingRequestsMax, this.stopper.signal);

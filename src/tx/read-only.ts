@@ -42,6 +42,7 @@ import {
 } from './coordinator-support.js';
 import { type LowWatermark, readOnlyTooOld, type WatermarkHold } from './low-watermark.js';
 import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from './messages.js';
+import { retryPolicy, withRetries } from './retry.js';
 import { TxIdGenerator } from './tx-id.js';
 import {
   checkKey,
@@ -504,26 +505,29 @@ export interface RunReadOnlyOptions extends BeginReadOnlyOptions {
  * Runs `fn` in an RO transaction and closes it; on a retryable failure (a read that timed out, a tx closed by its
  * timeout, ...) runs `fn` again in a new RO tx with a new readTs, at most `retries` times. Resolves with `fn`'s result.
  */
-export async function runReadOnlyTransaction<T>(
+export function runReadOnlyTransaction<T>(
   coordinator: ReadOnlyCoordinator,
   fn: (tx: ReadOnlyTransaction) => Promise<T>,
   options: RunReadOnlyOptions = {},
 ): Promise<T> {
-  const { retries = LIMITS.txRunRetriesDefault, ...begin } = options;
-  if (!Number.isInteger(retries) || retries < 0) throw invalid('retries must be an integer >= 0', { retries });
-  const { retryBackoffMsMin, retryBackoffMsMax } = coordinator.settings;
-  for (let attempt = 1; ; attempt++) {
-    const tx = beginReadOnly(coordinator, begin);
-    try {
-      const result = await fn(tx);
-      await tx.commit();
-      return result;
-    } catch (error) {
-      await tx.rollback();
-      if (!(error instanceof BasaltError && error.retryable) || attempt > retries) throw error;
-    }
-    await sleep(coordinator.timers, backoffMs(attempt, retryBackoffMsMin, retryBackoffMsMax));
-  }
+  const { retries, ...begin } = options;
+  const { retryBackoffMsMin: backoffMsMin, retryBackoffMsMax: backoffMsMax } = coordinator.settings;
+  const policy = retryPolicy({ ...(retries !== undefined && { retries }), backoffMsMin, backoffMsMax });
+  return withRetries(
+    policy,
+    (delayMs) => sleep(coordinator.timers, delayMs),
+    async () => {
+      const tx = beginReadOnly(coordinator, begin);
+      try {
+        const result = await fn(tx);
+        await tx.commit();
+        return result;
+      } catch (error) {
+        await tx.rollback();
+        throw error;
+      }
+    },
+  );
 }
 
 export function resolveReadOnlySettings(options: ReadOnlyCoordinatorOptions = {}): Settings {

@@ -6,8 +6,9 @@ import { SimClock } from '../sim/clock.js';
 import { Scheduler } from '../sim/scheduler.js';
 import type { TxCoordinatorOptions } from './coordinator-support.js';
 import type { TxResponse } from './messages.js';
+import { isRetryable } from './retry.js';
 import { coordinatorOver, FakeCluster, rejectsWith, settleWithin, TABLE } from './test-support.js';
-import { beginTransaction, isRetryable, runTransaction } from './transaction.js';
+import { beginTransaction, runTransaction } from './transaction.js';
 import { TxStateMap } from './tx-state-map.js';
 
 function setup(options?: TxCoordinatorOptions) {

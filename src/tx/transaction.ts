@@ -8,14 +8,12 @@
  * Arguments are checked before anything is sent: misuse throws INVALID_ARGUMENT (keys, values, limits in
  * src/core/limits.ts).
  */
-import { BasaltError, invalidArgument } from '../core/errors.js';
 import type { TxId } from '../core/ids.js';
-import { LIMITS } from '../core/limits.js';
 import { sleep } from '../env/timers.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import type { CoordinatedTx } from './coordinated-tx.js';
 import type { BeginTxOptions, CoordinatorScanOptions, TxCoordinator } from './coordinator.js';
-import { backoffMs } from './coordinator-support.js';
+import { type RetryOptions, retryPolicy, withRetries } from './retry.js';
 import type { KeyValue, ReadOptions, ScanRange } from './user-input.js';
 
 export class Transaction {
@@ -70,48 +68,33 @@ export function beginTransaction(coordinator: TxCoordinator, options: BeginTxOpt
   return new Transaction(coordinator, coordinator.begin(options));
 }
 
-export interface RunTransactionOptions extends BeginTxOptions {
-  /** Retries after the first attempt (default LIMITS.txRunRetriesDefault). */
-  readonly retries?: number;
-  /** Backoff before a retry: doubling from min to max (defaults: the coordinator's retry backoff limits). */
-  readonly backoffMsMin?: number;
-  readonly backoffMsMax?: number;
-}
+export interface RunTransactionOptions extends BeginTxOptions, RetryOptions {}
 
 /**
  * Runs `fn` in a transaction and commits it; on a retryable failure (of `fn` or of the commit) rolls the attempt back
- * and runs `fn` again in a new transaction, at most `retries` times. Resolves with `fn`'s result.
+ * and runs `fn` again in a new transaction (retry.ts). Resolves with `fn`'s result.
  */
-export async function runTransaction<T>(
+export function runTransaction<T>(
   coordinator: TxCoordinator,
   fn: (tx: Transaction) => Promise<T>,
   options: RunTransactionOptions = {},
 ): Promise<T> {
-  const retries = options.retries ?? LIMITS.txRunRetriesDefault;
-  const minMs = options.backoffMsMin ?? LIMITS.txRetryBackoffMsMin;
-  const maxMs = options.backoffMsMax ?? LIMITS.txRetryBackoffMsMax;
-  if (!Number.isInteger(retries) || retries < 0) throw invalidArgument('retries must be an integer >= 0', { retries });
-  if (!(minMs > 0 && maxMs >= minMs)) throw invalidArgument('backoff bounds must satisfy 0 < min <= max');
-  for (let attempt = 1; ; attempt++) {
-    const tx = beginTransaction(coordinator, timeoutOption(options));
-    try {
-      const result = await fn(tx);
-      await tx.commit();
-      return result;
-    } catch (error) {
-      // After a commit that failed or could not tell, rollback is a no-op; otherwise it releases the attempt's locks.
-      await tx.rollback().catch(() => {});
-      if (!isRetryable(error) || attempt > retries) throw error;
-    }
-    await sleep(coordinator.timers, backoffMs(attempt, minMs, maxMs));
-  }
-}
-
-/** Retryable coded errors only; never an outcome that may have been a commit. */
-export function isRetryable(error: unknown): boolean {
-  if (!(error instanceof BasaltError)) return false;
-  if (error.code === 'TX_OUTCOME_UNKNOWN' || error.code === 'TX_MISMATCHING_OUTCOME') return false;
-  return error.retryable;
+  return withRetries(
+    retryPolicy(options, coordinator.retryJitter),
+    (delayMs) => sleep(coordinator.timers, delayMs),
+    async () => {
+      const tx = beginTransaction(coordinator, timeoutOption(options));
+      try {
+        const result = await fn(tx);
+        await tx.commit();
+        return result;
+      } catch (error) {
+        // After a commit that failed or could not tell, rollback is a no-op; otherwise it releases the attempt's locks.
+        await tx.rollback().catch(() => {});
+        throw error;
+      }
+    },
+  );
 }
 
 /** The begin options of a run: only the timeout (the retry options are the run's own). */
