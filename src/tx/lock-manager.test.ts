@@ -421,6 +421,7 @@ describe('lock manager: invariants under random schedules', () => {
     | { kind: 'acquire'; tx: number; key: number; mode: LockMode }
     | { kind: 'release'; tx: number }
     | { kind: 'fail'; tx: number }
+    | { kind: 'finish'; tx: number }
     | { kind: 'cancel'; pick: number };
 
   const ALL_KEYS = ['r:p:a', 'p:p', 'r:p:b'] as LockKey[];
@@ -438,6 +439,7 @@ describe('lock manager: invariants under random schedules', () => {
       },
       { weight: 2, arbitrary: fc.record({ kind: fc.constant('release' as const), tx: fc.nat(txs - 1) }) },
       { weight: 1, arbitrary: fc.record({ kind: fc.constant('fail' as const), tx: fc.nat(txs - 1) }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('finish' as const), tx: fc.nat(txs - 1) }) },
       { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), pick: fc.nat(100) }) },
     );
   }
@@ -460,7 +462,9 @@ describe('lock manager: invariants under random schedules', () => {
       lm.waiters(key).forEach((w, i) => {
         const blockers = blockersOf(lm, key, w.txId, w.target, i);
         assert.ok(blockers.length > 0, `waiter ${w.txId} on ${key} is not blocked by anyone`);
-        for (const b of blockers) assert.ok(isOlder(w.txId, b), `waiter ${w.txId} waits for an older tx ${b}`);
+        for (const b of blockers) {
+          assert.ok(isOlder(w.txId, b) || lm.isFinishing(b), `waiter ${w.txId} waits for an older tx ${b}`);
+        }
       });
     }
   }
@@ -488,6 +492,15 @@ describe('lock manager: invariants under random schedules', () => {
                 const t = ids[op.tx]!;
                 const key = KEYS[op.key]!;
                 if (lm.waitsOf(t).includes(key)) continue;
+                if (lm.isFinishing(t)) {
+                  const r = lm.acquire(t, key, op.mode, { onGranted: () => {}, onDenied: () => {} });
+                  const refused = r.kind === 'denied' && r.denial.reason === 'finishing';
+                  assert.ok(
+                    refused || (r.kind === 'granted' && lm.heldMode(t, key) !== undefined),
+                    'finishing: no wait',
+                  );
+                  continue;
+                }
                 const held = lm.heldMode(t, key);
                 const target = held === undefined ? op.mode : joinModes(held, op.mode);
                 const holderBlockers = blockersOf(lm, key, t, target, 0);
@@ -506,13 +519,14 @@ describe('lock manager: invariants under random schedules', () => {
                   handle = r.handle;
                   pending.push(handle);
                   assert.ok(
-                    queueBlockers.length > 0 && queueBlockers.every((b) => isOlder(t, b)),
+                    queueBlockers.length > 0 && queueBlockers.every((b) => isOlder(t, b) || lm.isFinishing(b)),
                     'waits although it should die or be granted',
                   );
                 } else if (r.denial.reason === 'wait-die') {
                   assert.ok(
                     r.denial.blocker !== undefined &&
                       isOlder(r.denial.blocker, t) &&
+                      !lm.isFinishing(r.denial.blocker) &&
                       queueBlockers.includes(r.denial.blocker),
                   );
                 } else {
@@ -522,6 +536,10 @@ describe('lock manager: invariants under random schedules', () => {
                 lm.releaseAll(ids[op.tx]!);
               } else if (op.kind === 'fail') {
                 lm.failWaiters(ids[op.tx]!);
+              } else if (op.kind === 'finish') {
+                const t = ids[op.tx]!;
+                const marked = lm.markFinishing(t);
+                assert.equal(marked, lm.locksOf(t).length > 0 && lm.waitsOf(t).length === 0, 'who may be marked');
               } else if (pending.length > 0) {
                 const h = pending[op.pick % pending.length]!;
                 if (h.cancel()) cancelled.add(h);

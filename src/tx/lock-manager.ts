@@ -14,6 +14,10 @@
  *    (`denied`, TX_LOCK_CONFLICT, retryable).
  * 3. No waiter waits needlessly: every queued waiter is blocked by someone. Hence once every holder has released, every
  *    waiter has been granted or denied.
+ * One exception to "dies at once": a holder marked *finishing* (`markFinishing`: its commit or rollback has begun, so
+ * it will never request a lock again, here or anywhere) is waited for even by younger txs. A tx that never waits has
+ * no outgoing wait-for edge, so an edge into it closes no cycle and the wait-die argument still holds for every other
+ * edge. A finishing tx asking for a lock anyway is refused (TX_ALREADY_FINISHED), never queued.
  *
  * Re-entrancy and upgrades: a tx asking for a mode its held mode covers is granted at once. Otherwise it asks for
  * join(held, requested) (S + X → X, IX + S → SIX, ...) against the *other* holders under wait-die. An upgrade is queued
@@ -42,7 +46,9 @@ export type LockDenialReason =
   /** failWaiters(txId): the tx is being aborted. */
   | 'failed'
   /** releaseAll(txId) while the tx still had a request waiting. */
-  | 'released';
+  | 'released'
+  /** The tx was marked finishing: it takes no new locks. */
+  | 'finishing';
 
 export interface LockDenial {
   readonly txId: TxId;
@@ -125,6 +131,8 @@ export class LockManager {
   /** Keys each tx holds, in acquisition order (release order is deterministic). */
   private readonly heldByTx = new Map<TxId, Set<LockKey>>();
   private readonly waitingByTx = new Map<TxId, Map<LockKey, Waiter>>();
+  /** Holders that take no new locks (see the header); a subset of heldByTx's keys. */
+  private readonly finishing = new Set<TxId>();
   private readonly conflictListeners = new Set<ConflictListener>();
 
   constructor(options: LockManagerOptions = {}) {
@@ -146,6 +154,9 @@ export class LockManager {
     if (this.waitingByTx.get(txId)?.has(key)) {
       throw invalidArgument('tx already waits for this lock', { txId, key });
     }
+    if (this.finishing.has(txId)) {
+      return { kind: 'denied', denial: { txId, key, mode, code: 'TX_ALREADY_FINISHED', reason: 'finishing' } };
+    }
     if (locks === undefined && this.keys.size >= this.keysMax) {
       return { kind: 'denied', denial: { txId, key, mode, code: 'TX_LOCK_CONFLICT', reason: 'table-full' } };
     }
@@ -156,8 +167,24 @@ export class LockManager {
     return result;
   }
 
+  /**
+   * `txId` requests no more locks: its commit or rollback has begun. From now on younger requests wait for its locks
+   * instead of dying (see the header). Only a tx that holds locks and waits for none is marked; the mark goes with
+   * `releaseAll`. Returns whether it was marked.
+   */
+  markFinishing(txId: TxId): boolean {
+    if (!this.heldByTx.has(txId) || this.waitingByTx.has(txId)) return false;
+    this.finishing.add(txId);
+    return true;
+  }
+
+  isFinishing(txId: TxId): boolean {
+    return this.finishing.has(txId);
+  }
+
   /** Releases every lock of `txId` (cleanup) and grants waiters in queue order; a still-waiting request is denied. */
   releaseAll(txId: TxId): { readonly released: readonly LockKey[]; readonly granted: readonly LockGrant[] } {
+    this.finishing.delete(txId);
     const effects: Effect[] = [];
     const touched = this.removeWaiters(txId, 'released', effects);
     const released = [...(this.heldByTx.get(txId) ?? [])];
@@ -236,7 +263,7 @@ export class LockManager {
       return { kind: 'granted', mode: w.target };
     }
     this.reportConflicts(k, w);
-    const older = blockers.find((b) => isOlder(b, w.txId));
+    const older = blockers.find((b) => isOlder(b, w.txId) && !this.finishing.has(b));
     if (older !== undefined) return { kind: 'denied', denial: denial(w, 'TX_LOCK_CONFLICT', 'wait-die', older) };
     if (k.queue.length >= this.waitersPerKeyMax)
       return { kind: 'denied', denial: denial(w, 'TX_LOCK_CONFLICT', 'queue-full') };
@@ -247,7 +274,7 @@ export class LockManager {
   private requestUpgrade(k: KeyLocks, w: Waiter): AcquireResult {
     const blockers = this.blockingHolders(k, w);
     if (blockers.length > 0) this.reportConflicts(k, w);
-    const older = blockers.find((b) => isOlder(b, w.txId));
+    const older = blockers.find((b) => isOlder(b, w.txId) && !this.finishing.has(b));
     if (older !== undefined) return { kind: 'denied', denial: denial(w, 'TX_LOCK_CONFLICT', 'wait-die', older) };
     if (blockers.length > 0 && k.queue.length >= this.waitersPerKeyMax) {
       return { kind: 'denied', denial: denial(w, 'TX_LOCK_CONFLICT', 'queue-full') };

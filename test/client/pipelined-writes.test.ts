@@ -59,6 +59,40 @@ describe('pipelined writes (simulated)', () => {
       assert.equal(await client.get(T, key), 'new');
     }));
 
+  it('a younger write waits for an older holder that is committing instead of dying under wait-die', () =>
+    withSimCluster('pipelined-finishing-holder', {}, async (cluster, client) => {
+      const key = await remoteKey(cluster, 'f');
+      await client.put(T, key, 0);
+      const older = await client.begin();
+      await older.put(T, key, 1);
+      // The older tx's commit confirms its write, then its finish is held: it holds the lock while committing.
+      const finishes = cluster.network.hold({ kind: 'TxFinishRequest' });
+      const commit = older.commit();
+      await cluster.waitFor(() => cluster.network.count({ kind: 'WriteConfirmRequest' }) > 0, {
+        what: 'the older tx confirmed its write',
+      });
+      await cluster.runFor(50);
+      const younger = await cluster.client('n2').begin();
+      let outcome: unknown = 'pending';
+      const put = younger.put(T, key, 2).then(
+        () => {
+          outcome = 'written';
+        },
+        (error: unknown) => {
+          outcome = error;
+        },
+      );
+      // Longer than a request waits for an in-line settle of an older holder (inlineSettleWaitMsMax) before it dies.
+      await cluster.runFor(1_500);
+      assert.equal(outcome, 'pending', `the younger write waits: ${String(outcome)}`);
+      finishes.release();
+      await cluster.drive(commit);
+      await cluster.drive(put);
+      assert.equal(outcome, 'written');
+      await younger.commit();
+      assert.equal(await client.get(T, key), 2);
+    }));
+
   it('a put answered before it applied whose apply cannot be confirmed aborts the commit: nothing of it is visible', () =>
     withSimCluster('pipelined-unconfirmed', {}, async (cluster, client) => {
       const key = await remoteKey(cluster, 'u');
