@@ -147,7 +147,14 @@ export class SimCluster {
     transfers: 0,
     elections: 0,
     confProposals: 0,
+    /** Configuration changes applied, counted on every node that applied one. */
     confApplied: 0,
+    /** Configuration changes committed, by type, and removals a leader proposed of itself. */
+    committedAddLearner: 0,
+    committedAddVoter: 0,
+    committedPromote: 0,
+    committedRemove: 0,
+    selfRemovals: 0,
   };
 
   constructor(options: SimClusterOptions) {
@@ -205,7 +212,10 @@ export class SimCluster {
   /** Proposes a configuration change on `name` (which must be up). */
   proposeConf(name: NodeName | string, change: ConfChange): ConfChangeResult {
     const r = this.raft(name).proposeConfChange(change);
-    if (r.status === 'OK') this.stats.confProposals++;
+    if (r.status === 'OK') {
+      this.stats.confProposals++;
+      if (change.type === 'remove' && change.node === name) this.stats.selfRemovals++;
+    }
     this.checkConfInFlight(this.raft(name));
     return r;
   }
@@ -540,6 +550,13 @@ export class SimCluster {
     const next = applyConfChange(before, change);
     assert(!(next instanceof Error), `committed change '${key}' at ${index} does not apply to the one before it`);
     const after = next as ConfState;
+    const counters = {
+      'add-learner': 'committedAddLearner',
+      'add-voter': 'committedAddVoter',
+      promote: 'committedPromote',
+      remove: 'committedRemove',
+    } as const;
+    this.stats[counters[change.type]]++;
     // Single-step: the voters before and after differ in at most one node.
     const added = after.voters.filter((v) => !before.voters.includes(v)).length;
     const removed = before.voters.filter((v) => !after.voters.includes(v)).length;
