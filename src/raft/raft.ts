@@ -353,9 +353,9 @@ export class Raft {
    * Adopts the configuration just applied. A leader tracks the new members (from its last index, as recently active
    * so that it may ship them a snapshot at once), forgets removed ones, and steps down when it removed itself.
    */
-  /** `s`, with its configuration made explicit (see SnapshotMeta.conf). */
+  /** `s`, with its configuration made explicit (see SnapshotMeta.conf) and in canonical order. */
   private withConf(s: Snapshot): Snapshot {
-    return s.conf === undefined ? { ...s, conf: this.initialConf } : s;
+    return { ...s, conf: s.conf === undefined ? this.initialConf : confState(s.conf.voters, s.conf.learners) };
   }
 
   private switchConf(next: ConfState): void {
