@@ -739,13 +739,15 @@ export function runRaftSimulation(random: Random, options: SimRunOptions): SimRu
   const tickDriftUnitsMax = params.int(3);
   // Drawn last, so that a run without membership changes is the same as before they existed.
   const confChangeRate = options.membership === true ? 0.002 + params.next() * 0.02 : 0;
+  // Applying a few entries per Ready leaves committed changes unapplied for longer (rule 3 of raft.ts).
+  const applyEntriesMax = options.membership === true ? [1, 2, 1024][params.int(3)]! : undefined;
   const cluster = new SimCluster({
     size: options.size,
     spares: options.membership === true ? 2 : 0,
     random: random.fork('cluster'),
     faults,
     compactEvery,
-    raft,
+    raft: applyEntriesMax === undefined ? raft : { ...raft, applyEntriesMax },
     tickDriftUnitsMax,
   });
   const faultUnits = options.faultUnits ?? 3000;
