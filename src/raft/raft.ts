@@ -23,13 +23,15 @@
  *      with it any change a former leader left in its log. So at most one change is in flight, and every change was
  *      checked against the configuration it will be applied on top of.
  *   3. A node does not campaign while a committed change is not yet applied on it, nor with a snapshot pending.
- * Together: a node that holds change k+1 in its log learnt, from the very Append that carried it, that change k is
- * committed (the leader applied k before proposing k+1), so by rule 3 it campaigns only under configuration k or
- * later; and a node that lacks change k+1 cannot gather votes from the quorum that committed it (its log is behind
- * theirs). Hence at any time the configurations in use for elections and commits are at most two consecutive ones,
- * C and C' differing in one voter, and every majority of C meets every majority of C' — the overlap single-server
- * changes rely on (Raft thesis §4.1). Rule 2's wait for the leader's own noop closes the known hole of that
- * approach (a change from an older term left uncommitted in some logs, see Ongaro's raft-dev errata of 2015).
+ * Together: a node that holds change k+1 in its log learnt, from the very Append that carried it (and durably, in
+ * the same write), that change k is committed, since the leader applied k before proposing k+1; so by rule 3 it
+ * campaigns only under configuration k or later. A node that lacks a committed change j+1 while it uses
+ * configuration j cannot gather a majority of j, because a majority of j committed j+1 and holds a longer log.
+ * Hence an election can be won, and an entry committed, only under the latest committed configuration or the one
+ * just before it, C and C' differing in one voter, and every majority of C meets every majority of C' — the overlap
+ * single-server changes rely on (Raft thesis §4.1). Rule 2's wait for a new leader's own noop closes the known hole
+ * of single-server changes (a change of an older term left uncommitted in some logs, Ongaro's raft-dev errata of
+ * 2015). The simulation loses committed entries when rule 2's wait or rule 3 is left out (raft-sim.test.ts).
  * Learners receive the log and snapshots but count in no quorum and never campaign. A node outside the
  * configuration (removed, or not yet added) still answers votes, but never campaigns. A leader that applies its own
  * removal steps down; a leader stops replicating to a node once its removal is applied.
@@ -349,15 +351,15 @@ export class Raft {
     return this.progress.get(peer);
   }
 
-  /**
-   * Adopts the configuration just applied. A leader tracks the new members (from its last index, as recently active
-   * so that it may ship them a snapshot at once), forgets removed ones, and steps down when it removed itself.
-   */
   /** `s`, with its configuration made explicit (see SnapshotMeta.conf) and in canonical order. */
   private withConf(s: Snapshot): Snapshot {
     return { ...s, conf: s.conf === undefined ? this.initialConf : confState(s.conf.voters, s.conf.learners) };
   }
 
+  /**
+   * Adopts the configuration just applied. A leader tracks the new members (from its last index, as recently active
+   * so that it may ship them a snapshot at once), forgets removed ones, and steps down when it removed itself.
+   */
   private switchConf(next: ConfState): void {
     this.conf = next;
     if (this.role !== 'leader') {
