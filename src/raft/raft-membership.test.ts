@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { ErrorCode } from '../core/errors.js';
 import { logIndex, type NodeName, nodeName, term } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
 import { SeededRandom } from '../sim/random.js';
 import { type ConfChange, confState, encodeConfChange } from './conf-change.js';
 import { Raft, type RaftConfig } from './raft.js';
@@ -218,6 +219,24 @@ describe('one change at a time', () => {
     for (let i = 0; i < 30 && single.status().role !== 'leader'; i++) single.tick();
     drain(single);
     refused(single.proposeConfChange({ type: 'remove', node: n1 }), 'INVALID_ARGUMENT');
+  });
+
+  test('a change that would take the group past raftMembersMax members is refused', () => {
+    const voters = Array.from({ length: LIMITS.raftMembersMax }, (_, i) => nodeName(`v${i + 1}`));
+    const r = new Raft({ ...base(voters[0]!), voters });
+    assert.equal(r.status().voters.length, LIMITS.raftMembersMax);
+    // A single-voter view is enough to lead: the others are stepped by hand.
+    for (let i = 0; i < 30 && r.status().role === 'follower'; i++) r.tick();
+    const t = r.status().term + 1;
+    for (const v of voters.slice(1)) r.step({ kind: 'PreVoteResp', from: v, to: r.self, term: term(t), reject: false });
+    for (const v of voters.slice(1)) r.step({ kind: 'VoteResp', from: v, to: r.self, term: term(t), reject: false });
+    assert.equal(r.status().role, 'leader');
+    drain(r);
+    for (const v of voters.slice(1)) r.step(appendAck(v, r.self, t, 1));
+    drain(r);
+    assert.equal(r.status().applied, 1);
+    refused(r.proposeConfChange({ type: 'add-learner', node: nodeName('extra') }), 'INVALID_ARGUMENT');
+    ok(r.proposeConfChange({ type: 'remove', node: voters[1]! }));
   });
 
   test('a change overwritten by a new leader before it committed never takes effect', () => {

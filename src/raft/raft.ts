@@ -242,6 +242,12 @@ export class Raft {
     }
     const next = applyConfChange(this.conf, change);
     if (next instanceof BasaltError) return { status: 'REFUSED', error: next };
+    if (next.voters.length + next.learners.length > LIMITS.raftMembersMax) {
+      const error = new BasaltError('INVALID_ARGUMENT', 'the group has as many members as it may', {
+        membersMax: LIMITS.raftMembersMax,
+      });
+      return { status: 'REFUSED', error };
+    }
     const uncommitted = this.log.lastIndex() - this.log.committed;
     if (uncommitted + 1 > this.uncommittedEntriesMax) return { status: 'OVERLOADED', uncommitted };
     const index = this.log.lastIndex() + 1;
