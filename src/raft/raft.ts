@@ -32,9 +32,11 @@
  * single-server changes rely on (Raft thesis §4.1). Rule 2's wait for a new leader's own noop closes the known hole
  * of single-server changes (a change of an older term left uncommitted in some logs, Ongaro's raft-dev errata of
  * 2015). The simulation loses committed entries when rule 2's wait or rule 3 is left out (raft-sim.test.ts).
- * Learners receive the log and snapshots but count in no quorum and never campaign. A node outside the
- * configuration (removed, or not yet added) still answers votes, but never campaigns. A leader that applies its own
- * removal steps down; a leader stops replicating to a node once its removal is applied.
+ * Learners receive the log and snapshots but count in no quorum and never campaign. A learner, or a node outside
+ * the configuration (removed, or not yet added), still answers a vote request, as in etcd: it may have been promoted
+ * or added without having applied that yet. A candidate asks only the voters of its configuration and counts only
+ * their answers. A leader that applies its own removal steps down; a leader stops replicating to a node once its
+ * removal is applied.
  */
 import { assert, unreachable } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
