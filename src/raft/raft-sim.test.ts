@@ -85,6 +85,16 @@ test('fixed seeds that lost committed entries without the membership rules stay 
   }
 });
 
+/**
+ * Seed 2077 (3 voters): a learner added just before healing must fetch a log of over a thousand entries one entry per
+ * round trip (appendEntriesMax 1, no compaction); it did not fit the convergence budget of runs without membership.
+ */
+test('a learner added late catches up the whole log within the convergence budget (seed 2077)', () => {
+  const r = runRaftSimulation(new SeededRandom(2077), { size: 3, membership: true });
+  assert.ok(r.acked > 1000, `acked ${r.acked}`);
+  assert.ok(r.unitsToConverge > 6000, `converged in ${r.unitsToConverge} units`);
+});
+
 test('one seed replays identically', () => {
   const a = runRaftSimulation(new SeededRandom(4242), { size: 5 });
   const b = runRaftSimulation(new SeededRandom(4242), { size: 5 });

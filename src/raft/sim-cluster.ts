@@ -756,8 +756,9 @@ export function runRaftSimulation(random: Random, options: SimRunOptions): SimRu
     if (u % 100 === 0) cluster.checkLogMatching();
   }
   cluster.healAll();
-  // Generous: a backlog of hundreds of entries may have to travel one entry per round trip (appendEntriesMax 1).
-  const convergeUnitsMax = options.convergeUnitsMax ?? 6000;
+  // Generous: a backlog of hundreds of entries may have to travel one entry per round trip (appendEntriesMax 1), and
+  // with membership changes a learner added late may need the whole uncompacted log that way.
+  const convergeUnitsMax = options.convergeUnitsMax ?? (options.membership === true ? 15_000 : 6000);
   let units = 0;
   while (!(cluster.converged() && cluster.leader() !== null)) {
     assert(
