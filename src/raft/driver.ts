@@ -58,7 +58,7 @@ export interface LeaderChange {
   readonly role: Role;
 }
 
-export type RaftCoreOptions = Partial<Omit<RaftConfig, 'self' | 'voters' | 'random' | 'restore'>>;
+export type RaftCoreOptions = Partial<Omit<RaftConfig, 'self' | 'voters' | 'learners' | 'random' | 'restore'>>;
 
 export interface RaftDriverOptions {
   readonly self: NodeName;

@@ -72,7 +72,7 @@ export interface SimClusterOptions {
   readonly tickDriftUnitsMax?: number;
   /** Applied entries kept before a node compacts its log into a snapshot. */
   readonly compactEvery?: number;
-  readonly raft?: Partial<Omit<RaftConfig, 'self' | 'voters' | 'random' | 'restore'>>;
+  readonly raft?: Partial<Omit<RaftConfig, 'self' | 'voters' | 'learners' | 'random' | 'restore'>>;
 }
 
 /** What survives a crash. */
