@@ -418,7 +418,10 @@ export class SimCluster {
     }
   }
 
-  /** At most a minority is down at once, so that the cluster can always make progress once healed. */
+  /**
+   * At most a minority of all nodes is down at once, so that the cluster can always make progress once healed. With
+   * spares that may still be a majority of the current voters for a while, which stalls commits but never safety.
+   */
   private mayCrash(): boolean {
     return this.downUntil.size < Math.floor((this.names.length - 1) / 2);
   }
