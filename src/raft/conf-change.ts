@@ -2,7 +2,8 @@
  * A Raft group's configuration (its voters and learners) and the single-step changes to it (etcd-raft's simple
  * `ConfChange`, not joint consensus).
  *
- * Invariants: voters and learners are disjoint, sorted and without duplicates; a configuration has at least one
+ * Invariants: voters and learners are disjoint and without duplicates, in the order given (a node added goes last,
+ * so that a static configuration keeps the order its replicas were configured with); a configuration has at least one
  * voter; a change adds or removes at most one voter, so that every majority of the configuration before it overlaps
  * every majority of the configuration after it. That overlap is what makes a single-step change safe while nodes
  * switch from one configuration to the next at different times; two steps at once would lose it, which is why the
@@ -36,8 +37,8 @@ const TYPES: ReadonlySet<string> = new Set<ConfChangeType>(['add-learner', 'add-
 
 /** Builds a configuration, checking its invariants (misuse throws INVALID_ARGUMENT). */
 export function confState(voters: readonly NodeName[], learners: readonly NodeName[] = []): ConfState {
-  const v = [...new Set(voters)].sort();
-  const l = [...new Set(learners)].sort();
+  const v = [...new Set(voters)];
+  const l = [...new Set(learners)];
   if (v.length === 0) throw new BasaltError('INVALID_ARGUMENT', 'a Raft configuration needs at least one voter');
   const both = l.filter((n) => v.includes(n));
   if (both.length > 0) {

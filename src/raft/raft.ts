@@ -359,7 +359,7 @@ export class Raft {
     return this.progress.get(peer);
   }
 
-  /** `s`, with its configuration made explicit (see SnapshotMeta.conf) and in canonical order. */
+  /** `s`, with its configuration made explicit (see SnapshotMeta.conf) and checked. */
   private withConf(s: Snapshot): Snapshot {
     return { ...s, conf: s.conf === undefined ? this.initialConf : confState(s.conf.voters, s.conf.learners) };
   }

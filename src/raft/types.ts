@@ -145,7 +145,7 @@ export interface Status {
   readonly snapshotIndex: LogIndex;
   /** The peer a leadership transfer is under way to, or null. */
   readonly transferee: NodeName | null;
-  /** The configuration as of the applied index (sorted). */
+  /** The configuration as of the applied index. */
   readonly voters: readonly NodeName[];
   readonly learners: readonly NodeName[];
   /** Leader: the index of the latest configuration change it may not have applied yet (0 when none). */
