@@ -74,12 +74,12 @@ test(`every seed keeps Raft safe while configurations change under faults (${mem
 
 /**
  * Seeds on which the simulation lost a committed entry (leader completeness failed) when a rule of raft.ts's
- * membership comment was left out of the core: 290 without rule 3 (a node campaigned, and won, with a committed
+ * membership comment was left out of the core: 558 without rule 3 (a node campaigned, and won, with a committed
  * change not yet applied on it), 984 without rule 2's wait for a new leader's own noop (each with the simulation's
  * in-flight check off; with it on, that check fails them first). Both run 5 voters and 2 spares.
  */
 test('fixed seeds that lost committed entries without the membership rules stay safe', () => {
-  for (const seed of [290, 984]) {
+  for (const seed of [558, 984]) {
     const r = runRaftSimulation(new SeededRandom(seed), { size: 5, membership: true });
     assert.ok(r.stats.confProposals > 0 && r.acked > 0);
   }
