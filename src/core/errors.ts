@@ -27,6 +27,8 @@ export const ERROR_CODES = {
   OVERLOADED: { retryable: true },
   PRIMARY_MISS: { retryable: true },
   NOT_LEADER: { retryable: true },
+  /** A Raft group refuses a configuration change while an earlier one is not yet applied on its leader. */
+  CONF_CHANGE_IN_FLIGHT: { retryable: true },
   UNKNOWN_TABLE: { retryable: false },
   TX_ABORTED: { retryable: true },
   TX_LOCK_CONFLICT: { retryable: true },

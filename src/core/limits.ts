@@ -77,6 +77,8 @@ export const LIMITS = {
   raftApplyEntriesMax: 1024,
   /** Raft: entries a leader holds beyond its commit index; proposals past this are refused as OVERLOADED. */
   raftUncommittedEntriesMax: 10_000,
+  /** Raft: voters and learners of one group (its leader tracks each); a change adding one more is refused. */
+  raftMembersMax: 64,
   /** Raft driver: proposals of one node awaiting their apply; more are refused as OVERLOADED. */
   raftPendingProposalsMax: 100_000,
   /** Raft driver: applied entries kept in the log before the state machine is asked for a snapshot to compact it. */

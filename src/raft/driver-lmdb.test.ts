@@ -66,10 +66,10 @@ interface Node {
   sm: ListStateMachine;
 }
 
-async function startCluster(transportFor: (self: NodeName) => RaftTransport, run: number): Promise<Node[]> {
+async function startCluster(transportFor: (self: NodeName) => RaftTransport, run: number, base = dir): Promise<Node[]> {
   const nodes: Node[] = [];
   for (const name of names) {
-    const root = open({ path: join(dir, name), maxDbs: 16, overlappingSync: false });
+    const root = open({ path: join(base, name), maxDbs: 16, overlappingSync: false });
     const sm = new ListStateMachine();
     const driver = new RaftDriver({
       self: name,
@@ -135,5 +135,38 @@ test('two groups on LMDB replicate independently, compact, and recover everythin
     const before = g === groups[0] ? [...expected(g), 'last'] : expected(g);
     assert.deepEqual(leader.sm.data(g), [...before, `${g}:after`]);
   }
+  await stopCluster(second);
+});
+
+test('a configuration change survives a full restart on LMDB, through the snapshot that covers it', async () => {
+  const base = join(dir, 'membership');
+  const g = groups[0]!;
+  const first = await startCluster(network(), 1, base);
+  await propose(first, g, 'before');
+  let changed: Node | null = null;
+  for (let attempt = 0; attempt < 20 && changed === null; attempt++) {
+    const leader = await leaderOf(first, g);
+    try {
+      await leader.driver.proposeConfChange(g, { type: 'remove', node: names[2]! });
+      changed = leader;
+    } catch (error) {
+      if (!isBasaltError(error, 'NOT_LEADER')) throw error;
+    }
+  }
+  assert.ok(changed !== null, 'the change was never accepted');
+  const changeIndex = changed.driver.status(g)!.applied;
+  for (let i = 0; i < 10; i++) await propose(first, g, `after:${i}`);
+  const survivors = first.filter((_, i) => i < 2);
+  // Wait until both remaining voters compacted past the change, so that only their snapshots record it.
+  for (let i = 0; i < 500 && survivors.some((n) => n.driver.status(g)!.snapshotIndex < changeIndex); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  for (const n of survivors) assert.ok(n.driver.status(g)!.snapshotIndex >= changeIndex);
+  await stopCluster(first);
+
+  const second = await startCluster(network(), 2, base);
+  for (const n of second.slice(0, 2)) assert.deepEqual(n.driver.status(g)?.voters, [names[0], names[1]]);
+  const leader = await propose(second, g, 'restarted');
+  assert.notEqual(leader, second[2]);
   await stopCluster(second);
 });

@@ -416,3 +416,33 @@ test('committed entries already durable apply while the next append is written; 
   assert.deepEqual(machine.applied.get(G), ['e1', 'e2', 'e3']);
   await driver.stop();
 });
+
+test('a configuration change through the driver resolves once applied, refuses a second in flight, and the learner catches up', async () => {
+  const c = new Cluster();
+  await c.startAll();
+  const leader = await c.waitLeader();
+  const n4 = nodeName('n4');
+  await c.start(n4);
+  const d = c.member(leader).driver;
+  await c.settle(d.propose(G, enc('a')));
+  const adding = d.proposeConfChange(G, { type: 'add-learner', node: n4 });
+  await assert.rejects(d.proposeConfChange(G, { type: 'promote', node: n4 }), (e) =>
+    isBasaltError(e, 'CONF_CHANGE_IN_FLIGHT'),
+  );
+  const added = await c.settle(adding);
+  assert.deepEqual(d.status(G)?.learners, [n4]);
+  assert.ok(added.index > 0);
+  await c.run(200);
+  assert.deepEqual(c.member(n4).sm.data(G), c.member(leader).sm.data(G));
+  assert.deepEqual(c.member(n4).driver.status(G)?.learners, [n4]);
+  await c.settle(d.proposeConfChange(G, { type: 'promote', node: n4 }));
+  await c.run(200);
+  for (const n of [...c.names, n4]) assert.deepEqual(c.member(n).driver.status(G)?.voters, [...c.names, n4].sort());
+  const follower = c.names.find((n) => n !== leader)!;
+  await assert.rejects(c.member(follower).driver.proposeConfChange(G, { type: 'remove', node: n4 }), (e) =>
+    isBasaltError(e, 'NOT_LEADER'),
+  );
+  await assert.rejects(d.proposeConfChange(G, { type: 'add-learner', node: n4 }), (e) =>
+    isBasaltError(e, 'ALREADY_EXISTS'),
+  );
+});

@@ -22,6 +22,7 @@ import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
+import type { ConfChange } from './conf-change.js';
 import type { LogStorage } from './log-storage.js';
 import { Raft, type RaftConfig } from './raft.js';
 import type { Entry, HardState, Ready, Role, Snapshot, Status } from './types.js';
@@ -39,7 +40,10 @@ export interface RaftTransport {
 export interface RaftStateMachine {
   /** The index of the last entry applied to `group` (0 for a new group); read once when the group starts. */
   appliedIndex(group: PartitionId): number;
-  /** Applies committed entries in log order; noop entries are included so the applied index is always known. */
+  /**
+   * Applies committed entries in log order; noop and conf (configuration change) entries are included so the applied
+   * index is always known. Raft itself acts on a conf entry once it is applied.
+   */
   apply(group: PartitionId, entries: readonly Entry[]): void | Promise<void>;
   /** The state of `group` after every entry applied so far, to compact the log. */
   snapshot(group: PartitionId): Uint8Array | Promise<Uint8Array>;
@@ -54,7 +58,7 @@ export interface LeaderChange {
   readonly role: Role;
 }
 
-export type RaftCoreOptions = Partial<Omit<RaftConfig, 'self' | 'voters' | 'random' | 'restore'>>;
+export type RaftCoreOptions = Partial<Omit<RaftConfig, 'self' | 'voters' | 'learners' | 'random' | 'restore'>>;
 
 export interface RaftDriverOptions {
   readonly self: NodeName;
@@ -150,8 +154,9 @@ export class RaftDriver {
   }
 
   /**
-   * Starts (or restarts, from what LogStorage holds) the group `id` with static membership `voters`. When the state
-   * machine is behind the stored snapshot it is restored from it first.
+   * Starts (or restarts, from what LogStorage holds) the group `id`, whose initial configuration is `voters` (the
+   * same on every replica, one added later included; the current configuration comes from the stored snapshot and
+   * log, see `status`). When the state machine is behind the stored snapshot it is restored from it first.
    */
   async addGroup(id: PartitionId, voters: readonly NodeName[]): Promise<void> {
     if (this.groups.has(id)) throw new BasaltError('ALREADY_EXISTS', `raft group ${id} already runs here`);
@@ -214,6 +219,38 @@ export class RaftDriver {
     const proposedAtMs = this.clock?.monotonicMs() ?? 0;
     return new Promise((resolve, reject) => {
       g.queued.push({ data, proposedAtMs, resolve, reject });
+      this.schedule(g);
+    });
+  }
+
+  /**
+   * Proposes a configuration change of `group`, which this node must lead; resolves once the change is committed and
+   * applied here (then it is in effect on this node). Rejects at once with the core's refusal (CONF_CHANGE_IN_FLIGHT,
+   * ALREADY_EXISTS, NOT_FOUND, INVALID_ARGUMENT), NOT_LEADER or OVERLOADED; later as `propose` does.
+   */
+  proposeConfChange(group: PartitionId, change: ConfChange): Promise<Committed> {
+    const g = this.groups.get(group);
+    if (g === undefined || g.failed || this.stopped) {
+      return Promise.reject(new BasaltError('NOT_FOUND', `raft group ${group} does not run here`, { group }));
+    }
+    if (this.pendingCount >= LIMITS.raftPendingProposalsMax) {
+      return Promise.reject(new BasaltError('OVERLOADED', 'too many Raft proposals in flight', { group }));
+    }
+    const r = g.raft.proposeConfChange(change);
+    if (r.status === 'NOT_LEADER') return Promise.reject(notLeader(group, g.raft.status(), r.leader));
+    if (r.status === 'OVERLOADED') {
+      return Promise.reject(new BasaltError('OVERLOADED', 'too many uncommitted Raft entries', { group }));
+    }
+    if (r.status === 'REFUSED') return Promise.reject(r.error);
+    const proposedAtMs = this.clock?.monotonicMs() ?? 0;
+    return new Promise((resolve, reject) => {
+      const stale = g.pending.get(r.index);
+      if (stale !== undefined) {
+        this.pendingCount--;
+        stale.reject(new BasaltError('TIMEOUT', 'outcome unknown: the entry left this log', leaderDetails(g)));
+      }
+      g.pending.set(r.index, { term: r.term, proposedAtMs, resolve, reject });
+      this.pendingCount++;
       this.schedule(g);
     });
   }

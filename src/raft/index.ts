@@ -1,3 +1,4 @@
+export * from './conf-change.js';
 export * from './driver.js';
 export * from './lmdb-log-storage.js';
 export * from './log-storage.js';

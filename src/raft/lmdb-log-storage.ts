@@ -3,7 +3,10 @@
  * named sub-databases, all keyed by group first so that many groups share one environment and one group commit:
  *   raft:entries   [group, index] → { term, kind, data }
  *   raft:hard      group → { term, vote, commit }
- *   raft:snapshot  group → { index, term, data }
+ *   raft:snapshot  group → { index, term, data, voters?, learners? }
+ *
+ * Entry kinds are stored as their names, so a `conf` entry needs nothing new. A snapshot's configuration is stored
+ * beside its index; a record written before configurations were recorded has none and loads without `conf`.
  *
  * Each save or compaction is one asynchronous LMDB transaction: writes queued in the same event turn, by any group,
  * commit together with one fsync. The promise resolves after the commit and `flushed`, so never before the data is
@@ -34,6 +37,8 @@ interface StoredSnapshot {
   readonly index: number;
   readonly term: number;
   readonly data: Uint8Array;
+  readonly voters?: readonly string[];
+  readonly learners?: readonly string[];
 }
 
 /** Above every log index (2^53 - 1), for open-ended ranges. */
@@ -89,8 +94,7 @@ export class LmdbLogStorage implements LogStorage {
   load(group: PartitionId): StoredRaftState {
     const hs = this.hard.get(group);
     const s = this.snapshots.get(group);
-    const snapshot: Snapshot | null =
-      s === undefined ? null : { index: logIndex(s.index), term: s.term as Term, data: new Uint8Array(s.data) };
+    const snapshot: Snapshot | null = s === undefined ? null : loadSnapshot(s);
     const entries: Entry[] = [];
     let expected = (snapshot?.index ?? 0) + 1;
     for (const { key, value } of this.entries.getRange({ start: [group, 0], end: [group, INDEX_END] })) {
@@ -169,5 +173,13 @@ export class LmdbLogStorage implements LogStorage {
 }
 
 function snapshotValue(s: Snapshot): StoredSnapshot {
-  return { index: s.index, term: s.term, data: s.data };
+  const base = { index: s.index, term: s.term, data: s.data };
+  return s.conf === undefined ? base : { ...base, voters: s.conf.voters, learners: s.conf.learners };
+}
+
+function loadSnapshot(s: StoredSnapshot): Snapshot {
+  const base = { index: logIndex(s.index), term: s.term as Term, data: new Uint8Array(s.data) };
+  if (s.voters === undefined) return base;
+  const conf = { voters: s.voters as NodeName[], learners: (s.learners ?? []) as NodeName[] };
+  return { ...base, conf };
 }

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { open, type RootDatabase } from 'lmdb';
 import { logIndex, nodeName, partitionId, term } from '../core/ids.js';
+import { confState, decodeConfChange, encodeConfChange } from './conf-change.js';
 import { LmdbLogStorage } from './lmdb-log-storage.js';
 import type { LogStorage } from './log-storage.js';
 import { MemoryLogStorage } from './memory-log-storage.js';
@@ -105,6 +106,24 @@ function contract(name: string, make: () => Harness): void {
       await h.close();
     });
 
+    test('configuration change entries and a snapshot with its configuration load back, across a restart', async () => {
+      const h = make();
+      const change = makeEntry(2, 1, 'conf', encodeConfChange({ type: 'add-learner', node: nodeName('n4') }));
+      await h.storage.save(g1, { hardState: null, snapshot: null, entries: [...entries(1, 1, 1), change] });
+      let loaded = (await h.reopen()).load(g1);
+      assert.equal(loaded.entries[1]?.kind, 'conf');
+      assert.deepEqual(decodeConfChange(loaded.entries[1]!.data), { type: 'add-learner', node: 'n4' });
+      const conf = confState([nodeName('n1'), nodeName('n2')], [nodeName('n4')]);
+      await h.storage.compact(g1, { index: logIndex(2), term: term(1), data: bytes('state@2'), conf });
+      loaded = (await h.reopen()).load(g1);
+      assert.deepEqual(loaded.snapshot?.conf, conf);
+      const received = { index: logIndex(9), term: term(2), data: bytes('state@9'), conf: confState([nodeName('n4')]) };
+      await h.storage.save(g1, { hardState: null, snapshot: received, entries: [] });
+      loaded = (await h.reopen()).load(g1);
+      assert.deepEqual(loaded.snapshot?.conf, { voters: ['n4'], learners: [] });
+      await h.close();
+    });
+
     test('a write that would leave a hole in the log is refused as a bug', async () => {
       const h = make();
       await h.storage.save(g1, { hardState: null, snapshot: null, entries: entries(1, 2, 1) });
@@ -129,12 +148,13 @@ function openRoot(path: string): RootDatabase {
   return open({ path, maxDbs: 16, overlappingSync: false });
 }
 
-contract('lmdb', () => {
+function lmdbHarness(): Harness & { root(): RootDatabase } {
   const dir = mkdtempSync(join(tmpdir(), 'basalt-raft-log-'));
   dirs.push(dir);
   let root = openRoot(dir);
-  const h: Harness = {
-    storage: new LmdbLogStorage(root),
+  const h = {
+    storage: new LmdbLogStorage(root) as LogStorage,
+    root: () => root,
     reopen: async () => {
       await root.close();
       root = openRoot(dir);
@@ -146,4 +166,19 @@ contract('lmdb', () => {
     },
   };
   return h;
+}
+
+test('LMDB: a snapshot record written before configurations were recorded loads without one', async () => {
+  const h = lmdbHarness();
+  h.root()
+    .openDB({ name: 'raft:snapshot' })
+    .putSync(g1, { index: 4, term: 2, data: bytes('old') });
+  const loaded = h.storage.load(g1);
+  assert.equal(loaded.snapshot?.index, 4);
+  assert.equal(text(loaded.snapshot!.data), 'old');
+  assert.equal(loaded.snapshot?.conf, undefined);
+  assert.ok(!('conf' in loaded.snapshot!), 'no configuration is made up');
+  await h.close();
 });
+
+contract('lmdb', lmdbHarness);

@@ -4,9 +4,11 @@
  * A change in behaviour shows up as a reviewable diff; after reviewing it, regenerate with RAFT_REWRITE=1.
  *
  * Commands:
- *   cluster size=3 [compact=N] [appendMax=N]   a new cluster of cores (seeded, no random faults)
+ *   cluster size=3 [spares=N] [compact=N] [appendMax=N]   a new cluster of cores (seeded, no random faults);
+ *                                               spares start outside the configuration
  *   campaign n1 | tick n1 [count] | stabilize | propose n1 key | transfer n1 n2
- *   isolate n1 | heal | crash n1 | restart n1 | status | log n1
+ *   conf n1 add-learner|add-voter|promote|remove n4   propose a configuration change on n1
+ *   isolate n1 | heal | crash n1 | restart n1 | status | config | log n1
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -14,6 +16,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { nodeName } from '../core/ids.js';
 import { SeededRandom } from '../sim/random.js';
+import { type ConfChangeType, decodeConfChange } from './conf-change.js';
 import { SimCluster } from './sim-cluster.js';
 import type { Entry, Message } from './types.js';
 
@@ -22,6 +25,10 @@ const rewrite = process.env['RAFT_REWRITE'] === '1';
 const dec = (b: Uint8Array): string => new TextDecoder().decode(b);
 
 function entry(e: Entry): string {
+  if (e.kind === 'conf') {
+    const c = decodeConfChange(e.data);
+    return `${e.index}/${e.term}:conf(${c?.type} ${c?.node})`;
+  }
   return `${e.index}/${e.term}${e.kind === 'noop' ? '' : `:${dec(e.data)}`}`;
 }
 
@@ -61,6 +68,7 @@ class Interpreter {
       const raft = { raft: { electionTicks: 10, heartbeatTicks: 1, ...appendMax } };
       this.c = new SimCluster({
         size: Number(kv['size'] ?? 3),
+        spares: Number(kv['spares'] ?? 0),
         random: new SeededRandom('interaction'),
         ...compact,
         ...raft,
@@ -86,6 +94,13 @@ class Interpreter {
           const index = c.propose(a!, b);
           return index === null ? 'refused' : `index ${index}`;
         }
+        case 'conf': {
+          const r = c.proposeConf(a!, { type: b as ConfChangeType, node: nodeName(args[2]!) });
+          if (r.status === 'OK') return `index ${r.index}`;
+          return r.status === 'REFUSED' ? `refused ${r.error.code}` : r.status;
+        }
+        case 'config':
+          return c.names.map((n) => this.config(c, n)).join('\n');
         case 'transfer':
           return c.raft(a!).transferLeader(nodeName(b!)) ? 'transferring' : 'refused';
         case 'isolate':
@@ -117,6 +132,12 @@ class Interpreter {
     if (!c.live.has(nodeName(n))) return `${n}: down`;
     const s = c.raft(n).status();
     return `${n}: ${s.role} term=${s.term} leader=${s.leader ?? '-'} commit=${s.commit} applied=${s.applied} last=${s.lastIndex}`;
+  }
+
+  private config(c: SimCluster, n: string): string {
+    if (!c.live.has(nodeName(n))) return `${n}: down`;
+    const s = c.raft(n).status();
+    return `${n}: voters=${s.voters.join(',')} learners=${s.learners.join(',') || '-'}`;
   }
 
   /** Runs `fn`, then prints what it returned followed by every message delivered meanwhile. */

@@ -2,10 +2,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { nodeName } from '../core/ids.js';
+import { applyConfChange, type ConfChange, type ConfState, confState, encodeConfChange } from './conf-change.js';
 import { majorityIndex, quorumSize, tally } from './progress.js';
 import { makeEntry, RaftLog } from './raft-log.js';
+import type { Entry } from './types.js';
 
 const EMPTY = new Uint8Array(0);
+const CONF = confState([nodeName('n1'), nodeName('n2'), nodeName('n3')]);
 
 test('majorityIndex is the largest index held by a quorum', () => {
   fc.assert(
@@ -35,7 +39,7 @@ test('appending with conflicts behaves like truncate-then-append on an array, an
   const step = fc.record({ at: fc.nat(30), count: fc.integer({ min: 1, max: 5 }), termBump: fc.nat(2) });
   fc.assert(
     fc.property(fc.array(step, { maxLength: 25 }), fc.nat(10), (steps, commitAt) => {
-      const log = new RaftLog(null, [], 0, 0);
+      const log = new RaftLog(null, [], 0, 0, CONF);
       let model: number[] = []; // model[i] = term of index i + 1
       let term = 1;
       for (const s of steps) {
@@ -58,7 +62,7 @@ test('compaction keeps terms above the snapshot and makes the prefix unknown', (
   fc.assert(
     fc.property(fc.integer({ min: 1, max: 20 }), fc.nat(20), (length, cut) => {
       const entries = Array.from({ length }, (_, i) => makeEntry(i + 1, 1 + Math.floor(i / 3), 'data', EMPTY));
-      const log = new RaftLog(null, entries, length, length);
+      const log = new RaftLog(null, entries, length, length, CONF);
       const at = Math.min(cut, length);
       const snap = log.compact(at, EMPTY);
       if (at === 0) {
@@ -69,6 +73,40 @@ test('compaction keeps terms above the snapshot and makes the prefix unknown', (
       assert.equal(log.term(at), entries[at - 1]!.term);
       if (at > 1) assert.equal(log.term(at - 1), undefined);
       for (let i = at + 1; i <= length; i++) assert.equal(log.term(i), entries[i - 1]!.term);
+    }),
+  );
+});
+
+test('the configuration at an index is the initial one with every conf entry up to it applied, across compaction', () => {
+  const nodes = ['n1', 'n2', 'n3', 'n4', 'n5'].map(nodeName);
+  const change = fc.record({
+    type: fc.constantFrom<ConfChange['type']>('add-learner', 'add-voter', 'promote', 'remove'),
+    node: fc.constantFrom(...nodes),
+  });
+  const item = fc.oneof(fc.constant(null), change);
+  fc.assert(
+    fc.property(fc.array(item, { minLength: 1, maxLength: 30 }), fc.nat(30), (items, cut) => {
+      // The model: configurations after each index, skipping changes that do not apply (a leader refuses them).
+      const entries: Entry[] = [];
+      const model: ConfState[] = [CONF];
+      for (const it of items) {
+        const before = model[model.length - 1]!;
+        const next = it === null ? null : applyConfChange(before, it);
+        const index = entries.length + 1;
+        if (it === null || next instanceof Error || next === null) {
+          entries.push(makeEntry(index, 1, 'data', EMPTY));
+          model.push(before);
+        } else {
+          entries.push(makeEntry(index, 1, 'conf', encodeConfChange(it)));
+          model.push(next);
+        }
+      }
+      const log = new RaftLog(null, entries, entries.length, entries.length, CONF);
+      for (let i = 0; i <= entries.length; i++) assert.deepEqual(log.confAt(i), model[i]);
+      const at = Math.min(cut, entries.length);
+      const snap = log.compact(at, EMPTY);
+      if (at > 0) assert.deepEqual(snap?.conf, model[at], 'the snapshot carries the configuration at its index');
+      for (let i = at; i <= entries.length; i++) assert.deepEqual(log.confAt(i), model[i]);
     }),
   );
 });

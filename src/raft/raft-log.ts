@@ -9,12 +9,13 @@
  */
 import { assert } from '../core/assert.js';
 import { type LogIndex, logIndex, type Term, term as toTerm } from '../core/ids.js';
+import { applyConfChange, type ConfState, decodeConfChange } from './conf-change.js';
 import type { Entry, Snapshot } from './types.js';
 
 const EMPTY = new Uint8Array(0);
 
 export class RaftLog {
-  /** Latest snapshot; an empty one at (0, 0) before the first compaction. */
+  /** Latest snapshot; an empty one at (0, 0), holding the group's initial configuration, before the first compaction. */
   private snap: Snapshot;
   /** entries[i].index === snap.index + 1 + i. */
   private entries: Entry[];
@@ -25,8 +26,14 @@ export class RaftLog {
   /** A snapshot received from a leader that the driver has not yet persisted and restored. */
   pendingSnapshot: Snapshot | null = null;
 
-  constructor(snapshot: Snapshot | null, entries: readonly Entry[], committed: number, applied: number) {
-    this.snap = snapshot ?? { index: logIndex(0), term: toTerm(0), data: EMPTY };
+  constructor(
+    snapshot: Snapshot | null,
+    entries: readonly Entry[],
+    committed: number,
+    applied: number,
+    initialConf: ConfState,
+  ) {
+    this.snap = snapshot ?? { index: logIndex(0), term: toTerm(0), data: EMPTY, conf: initialConf };
     this.entries = [...entries];
     for (let i = 0; i < this.entries.length; i++) {
       assert(this.entries[i]!.index === this.snap.index + 1 + i, 'restored entries must follow the snapshot');
@@ -170,6 +177,26 @@ export class RaftLog {
     if (this.applied < snapshot.index) this.applied = snapshot.index;
   }
 
+  /** The configuration after every entry up to `index`: the snapshot's, then each `conf` entry in order. */
+  confAt(index: number): ConfState {
+    assert(index >= this.snap.index && index <= this.lastIndex(), `no configuration known at ${index}`);
+    let conf = this.snap.conf;
+    assert(conf !== undefined, 'the log holds a snapshot without its configuration');
+    for (let i = this.snap.index + 1; i <= index; i++) {
+      const e = this.entry(i);
+      if (e.kind === 'conf') conf = applyConf(conf, e);
+    }
+    return conf;
+  }
+
+  /** Whether an entry in [lo, hi] (clamped to the log) is a configuration change. */
+  hasConfIn(lo: number, hi: number): boolean {
+    for (let i = Math.max(lo, this.snap.index + 1); i <= Math.min(hi, this.lastIndex()); i++) {
+      if (this.entry(i).kind === 'conf') return true;
+    }
+    return false;
+  }
+
   /** Drops the entries up to `index`, which the state machine has captured in `data`. */
   compact(index: number, data: Uint8Array): Snapshot | null {
     if (index <= this.snap.index) return null;
@@ -177,10 +204,20 @@ export class RaftLog {
     assert(index <= this.stable, `compact at ${index} beyond the durable log ${this.stable}`);
     const term = this.term(index);
     assert(term !== undefined, 'compact index must be in the log');
+    const conf = this.confAt(index);
     this.entries = this.entries.slice(index - this.snap.index);
-    this.snap = { index: logIndex(index), term: toTerm(term), data };
+    this.snap = { index: logIndex(index), term: toTerm(term), data, conf };
     return this.snap;
   }
+}
+
+/** Applies the change `e` carries; a committed change that does not apply is a bug (the leader checked it). */
+export function applyConf(conf: ConfState, e: Entry): ConfState {
+  const change = decodeConfChange(e.data);
+  assert(change !== null, `entry ${e.index} carries no configuration change`);
+  const next = applyConfChange(conf, change);
+  assert(!(next instanceof Error), `configuration change at ${e.index} does not apply: ${String(next)}`);
+  return next as ConfState;
 }
 
 export function makeEntry(index: number, term: number, kind: Entry['kind'], data: Uint8Array): Entry {

@@ -202,10 +202,27 @@ describe('raft paper §5.2: leader election', () => {
     );
   });
 
-  test('a Raft node must be one of its voters', () => {
+  test('a configuration needs a voter, and no node may be both voter and learner', () => {
     assert.throws(
-      () => new Raft({ self: nodeName('n9'), voters, random: new SeededRandom(1) }),
+      () => new Raft({ self: n1, voters: [], random: new SeededRandom(1) }),
       (e) => isBasaltError(e, 'INVALID_ARGUMENT'),
+    );
+    assert.throws(
+      () => new Raft({ self: n1, voters, learners: [n2], random: new SeededRandom(1) }),
+      (e) => isBasaltError(e, 'INVALID_ARGUMENT'),
+    );
+  });
+
+  test('a node outside its configuration never campaigns, yet answers a vote request', () => {
+    const r = new Raft({ self: nodeName('n9'), voters, random: new SeededRandom(1), electionTicks: 10 });
+    for (let i = 0; i < 100; i++) r.tick();
+    assert.equal(r.status().role, 'follower');
+    assert.equal(r.status().term, 0);
+    r.step(voteRequest(n1, r.self, 1, 0, 0));
+    const sent = drain(r).messages;
+    assert.deepEqual(
+      sent.map((m) => [m.kind, m.to, m.kind === 'VoteResp' && m.reject]),
+      [['VoteResp', n1, false]],
     );
   });
 });

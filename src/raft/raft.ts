@@ -12,17 +12,52 @@
  * Safety rests on: a vote and a term are durable before any message that depends on them is sent (Ready order);
  * a leader counts its own log only once it is durable (`advance`); a leader commits only an entry of its own term
  * counted on a quorum, earlier entries ride along (it appends a noop on election so that this happens promptly).
+ *
+ * Membership (etcd-raft's single-step `ConfChange`, no joint consensus). A change is a `conf` entry that adds or
+ * removes at most one voter (conf-change.ts). The rule implemented, and why it is safe:
+ *   1. A node's configuration is the one as of its *applied* index: the snapshot's, then every `conf` entry up to
+ *      `applied`, in order (`advance` switches it when the entry is applied, as etcd's ApplyConfChange does). It only
+ *      moves forward, since applied entries are never truncated, and an uncommitted change has no effect anywhere.
+ *   2. A leader refuses a change while an earlier one may be unapplied on it (`pendingConfIndex > applied`); on
+ *      election `pendingConfIndex` is its last index, so a new leader first commits and applies its own noop, and
+ *      with it any change a former leader left in its log. So at most one change is in flight, and every change was
+ *      checked against the configuration it will be applied on top of.
+ *   3. A node does not campaign while a committed change is not yet applied on it, nor with a snapshot pending.
+ * Together: a node that holds change k+1 in its log learnt, from the very Append that carried it (and durably, in
+ * the same write), that change k is committed, since the leader applied k before proposing k+1; so by rule 3 it
+ * campaigns only under configuration k or later. A node that lacks a committed change j+1 while it uses
+ * configuration j cannot gather a majority of j, because a majority of j committed j+1 and holds a longer log.
+ * Hence an election can be won, and an entry committed, only under the latest committed configuration or the one
+ * just before it, C and C' differing in one voter, and every majority of C meets every majority of C' — the overlap
+ * single-server changes rely on (Raft thesis §4.1). Rule 2's wait for a new leader's own noop closes the known hole
+ * of single-server changes (a change of an older term left uncommitted in some logs, Ongaro's raft-dev errata of
+ * 2015). The simulation loses committed entries when rule 2's wait or rule 3 is left out (raft-sim.test.ts).
+ * Learners receive the log and snapshots but count in no quorum and never campaign. A learner, or a node outside
+ * the configuration (removed, or not yet added), still answers a vote request, as in etcd: it may have been promoted
+ * or added without having applied that yet. A candidate asks only the voters of its configuration and counts only
+ * their answers. A leader that applies its own removal steps down; a leader stops replicating to a node once its
+ * removal is applied.
  */
 import { assert, unreachable } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
 import { type LogIndex, logIndex, type NodeName, type Term, term as toTerm } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Random } from '../env/random.js';
+import {
+  applyConfChange,
+  type ConfChange,
+  type ConfState,
+  confState,
+  encodeConfChange,
+  isMember,
+  isVoter,
+} from './conf-change.js';
 import { majorityIndex, Progress, tally } from './progress.js';
-import { makeEntry, RaftLog } from './raft-log.js';
+import { applyConf, makeEntry, RaftLog } from './raft-log.js';
 import type {
   AppendMessage,
   AppendRespMessage,
+  ConfChangeResult,
   Entry,
   HardState,
   HeartbeatMessage,
@@ -37,8 +72,12 @@ import type {
 
 export interface RaftConfig {
   readonly self: NodeName;
-  /** Every voter of the group, this node included. Static membership. */
+  /**
+   * The group's initial configuration (the one at log index 0), the same on every replica, including one added
+   * later: changes after it come from the log or from a snapshot. This node need not be in it.
+   */
   readonly voters: readonly NodeName[];
+  readonly learners?: readonly NodeName[];
   readonly random: Random;
   /** A follower campaigns after a random number of ticks in [electionTicks, 2·electionTicks) without a leader. */
   readonly electionTicks?: number;
@@ -70,7 +109,9 @@ type StepFn = (m: Message) => void;
 
 export class Raft {
   readonly self: NodeName;
-  private readonly voters: readonly NodeName[];
+  /** The configuration as of the applied index (rule 1 above). */
+  private conf: ConfState;
+  private readonly initialConf: ConfState;
   private readonly random: Random;
   private readonly electionTicks: number;
   private readonly heartbeatTicks: number;
@@ -99,6 +140,8 @@ export class Raft {
   private transferee: NodeName | null = null;
   /** Leader: the commit index advanced and followers have not been told yet (done once per Ready). */
   private commitToBroadcast = false;
+  /** Leader: no configuration change is proposed while this is above the applied index (rule 2 above). */
+  private pendingConfIndex = 0;
 
   private outbox: Message[] = [];
   /** A leader's replication messages, which may leave before the Ready that holds them is durable. */
@@ -108,10 +151,7 @@ export class Raft {
 
   constructor(config: RaftConfig) {
     this.self = config.self;
-    this.voters = [...new Set(config.voters)];
-    if (!this.voters.includes(config.self)) {
-      throw new BasaltError('INVALID_ARGUMENT', 'a Raft node must be one of its voters', { self: config.self });
-    }
+    const initialConf = confState(config.voters, config.learners ?? []);
     this.random = config.random;
     this.electionTicks = config.electionTicks ?? LIMITS.raftElectionTicks;
     this.heartbeatTicks = config.heartbeatTicks ?? LIMITS.raftHeartbeatTicks;
@@ -127,7 +167,11 @@ export class Raft {
     this.uncommittedEntriesMax = config.uncommittedEntriesMax ?? LIMITS.raftUncommittedEntriesMax;
     this.snapshotTicksMax = config.snapshotTicksMax ?? 2 * this.electionTicks;
     const r = config.restore;
-    this.log = new RaftLog(r?.snapshot ?? null, r?.entries ?? [], r?.hardState.commit ?? 0, r?.applied ?? 0);
+    const snap = r?.snapshot ?? null;
+    this.initialConf = initialConf;
+    const snapshot = snap === null ? null : this.withConf(snap);
+    this.log = new RaftLog(snapshot, r?.entries ?? [], r?.hardState.commit ?? 0, r?.applied ?? 0, initialConf);
+    this.conf = this.log.confAt(this.log.applied);
     if (r !== undefined) {
       this.term = r.hardState.term;
       this.vote = r.hardState.vote;
@@ -145,7 +189,7 @@ export class Raft {
 
   step(m: Message): void {
     assert(m.to === this.self, `message for ${m.to} stepped into ${this.self}`);
-    if (!this.voters.includes(m.from)) return;
+    // Messages from outside this node's configuration count too: nodes switch configurations at different times.
     if (m.term > this.term) {
       if (m.kind === 'PreVote' || m.kind === 'Vote') {
         const force = m.kind === 'Vote' && m.transfer;
@@ -185,9 +229,39 @@ export class Raft {
     return { status: 'OK', index: logIndex(first), term: toTerm(this.term) };
   }
 
+  /**
+   * Proposes one configuration change, checked against this leader's configuration; it takes effect on each node as
+   * that node applies it. Refused with CONF_CHANGE_IN_FLIGHT while an earlier change is not applied here.
+   */
+  proposeConfChange(change: ConfChange): ConfChangeResult {
+    if (this.role !== 'leader' || this.transferee !== null) {
+      return { status: 'NOT_LEADER', leader: this.role === 'leader' ? this.transferee : this.lead };
+    }
+    if (this.pendingConfIndex > this.log.applied) {
+      const details = { pendingIndex: this.pendingConfIndex, applied: this.log.applied };
+      const error = new BasaltError('CONF_CHANGE_IN_FLIGHT', 'an earlier configuration change is not applied', details);
+      return { status: 'REFUSED', error };
+    }
+    const next = applyConfChange(this.conf, change);
+    if (next instanceof BasaltError) return { status: 'REFUSED', error: next };
+    if (next.voters.length + next.learners.length > LIMITS.raftMembersMax) {
+      const error = new BasaltError('INVALID_ARGUMENT', 'the group has as many members as it may', {
+        membersMax: LIMITS.raftMembersMax,
+      });
+      return { status: 'REFUSED', error };
+    }
+    const uncommitted = this.log.lastIndex() - this.log.committed;
+    if (uncommitted + 1 > this.uncommittedEntriesMax) return { status: 'OVERLOADED', uncommitted };
+    const index = this.log.lastIndex() + 1;
+    this.appendEntries([makeEntry(index, this.term, 'conf', encodeConfChange(change))]);
+    this.pendingConfIndex = index;
+    this.broadcastAppend();
+    return { status: 'OK', index: logIndex(index), term: toTerm(this.term) };
+  }
+
   /** Starts handing leadership to `to`; returns false when this node is not the leader or `to` is no other voter. */
   transferLeader(to: NodeName): boolean {
-    if (this.role !== 'leader' || to === this.self || !this.voters.includes(to)) return false;
+    if (this.role !== 'leader' || to === this.self || !isVoter(this.conf, to)) return false;
     if (this.transferee === to) return true;
     this.transferee = to;
     // The transfer must finish within one election timeout or it is abandoned (tickLeader).
@@ -244,11 +318,16 @@ export class Raft {
     assert(rd === this.outstanding, 'advance() with a Ready that is not the outstanding one');
     this.outstanding = null;
     if (rd.hardState !== null) this.persistedHardState = rd.hardState;
-    if (rd.snapshot !== null) this.log.snapshotApplied(rd.snapshot);
+    if (rd.snapshot !== null) {
+      const before = this.log.applied;
+      this.log.snapshotApplied(rd.snapshot);
+      if (this.log.applied > before) this.switchConf(rd.snapshot.conf ?? this.initialConf);
+    }
     const last = rd.entries[rd.entries.length - 1];
     if (last !== undefined) this.log.stableTo(last.index, last.term);
     const lastApplied = rd.committedEntries[rd.committedEntries.length - 1];
     if (lastApplied !== undefined) this.log.appliedTo(lastApplied.index);
+    for (const e of rd.committedEntries) if (e.kind === 'conf') this.switchConf(applyConf(this.conf, e));
     if (this.role === 'leader') {
       // The leader's own copy counts towards a quorum only once it is durable.
       if (this.progress.get(this.self)!.maybeUpdate(this.log.stableIndex()) && this.maybeCommit()) {
@@ -269,12 +348,56 @@ export class Raft {
       lastIndex: logIndex(this.log.lastIndex()),
       snapshotIndex: logIndex(this.log.snapshotIndex()),
       transferee: this.transferee,
+      voters: this.conf.voters,
+      learners: this.conf.learners,
+      pendingConfIndex: logIndex(this.pendingConfIndex),
     };
   }
 
-  /** Leader only: each voter's (match, next, state), for tests and metrics. */
+  /** Leader only: each member's (match, next, state), for tests and metrics. */
   progressOf(peer: NodeName): Readonly<Progress> | undefined {
     return this.progress.get(peer);
+  }
+
+  /** `s`, with its configuration made explicit (see SnapshotMeta.conf) and checked. */
+  private withConf(s: Snapshot): Snapshot {
+    return { ...s, conf: s.conf === undefined ? this.initialConf : confState(s.conf.voters, s.conf.learners) };
+  }
+
+  /**
+   * Adopts the configuration just applied. A leader tracks the new members (from its last index, as recently active
+   * so that it may ship them a snapshot at once), forgets removed ones, and steps down when it removed itself.
+   */
+  private switchConf(next: ConfState): void {
+    this.conf = next;
+    if (this.role !== 'leader') {
+      if (this.role !== 'follower' && !isVoter(next, this.self)) this.becomeFollower(this.term, null);
+      return;
+    }
+    if (!isVoter(next, this.self)) {
+      this.becomeFollower(this.term, null);
+      return;
+    }
+    for (const peer of [...this.progress.keys()]) if (!isMember(next, peer)) this.progress.delete(peer);
+    if (this.transferee !== null && !isVoter(next, this.transferee)) this.transferee = null;
+    for (const peer of [...next.voters, ...next.learners]) {
+      if (this.progress.has(peer)) continue;
+      const pr = new Progress(this.log.lastIndex() + 1, this.inflightMax);
+      pr.recentActive = true;
+      this.progress.set(peer, pr);
+      this.sendAppend(peer, true);
+    }
+    // A smaller quorum may already hold more.
+    if (this.maybeCommit()) this.commitToBroadcast = true;
+  }
+
+  /** Whether this node may campaign: a voter with no snapshot or committed configuration change left to apply. */
+  private promotable(): boolean {
+    return (
+      isVoter(this.conf, this.self) &&
+      this.log.pendingSnapshot === null &&
+      !this.log.hasConfIn(this.log.applied + 1, this.log.committed)
+    );
   }
 
   private hardState(): HardState {
@@ -296,6 +419,7 @@ export class Raft {
     this.progress.clear();
     this.transferee = null;
     this.commitToBroadcast = false;
+    this.pendingConfIndex = 0;
   }
 
   private becomeFollower(term: number, lead: NodeName | null): void {
@@ -328,7 +452,11 @@ export class Raft {
     this.lead = this.self;
     this.role = 'leader';
     this.stepRole = (m) => this.stepLeader(m);
-    for (const v of this.voters) this.progress.set(v, new Progress(this.log.lastIndex() + 1, this.inflightMax));
+    for (const v of [...this.conf.voters, ...this.conf.learners]) {
+      this.progress.set(v, new Progress(this.log.lastIndex() + 1, this.inflightMax));
+    }
+    // Any change in the log may be unapplied: none is proposed before this term's noop is applied (rule 2).
+    this.pendingConfIndex = this.log.lastIndex();
     const own = this.progress.get(this.self)!;
     own.maybeUpdate(this.log.stableIndex());
     own.becomeReplicate();
@@ -348,7 +476,7 @@ export class Raft {
       voteTerm = this.term;
     }
     if (this.poll(this.self, true) === 'won') return;
-    for (const to of this.voters) {
+    for (const to of this.conf.voters) {
       if (to === this.self) continue;
       const lastIndex = logIndex(this.log.lastIndex());
       const lastTerm = toTerm(this.log.lastTerm());
@@ -361,8 +489,14 @@ export class Raft {
   private poll(from: NodeName, granted: boolean): 'won' | 'lost' | 'pending' {
     if (!this.votes.has(from)) this.votes.set(from, granted);
     let yes = 0;
-    for (const g of this.votes.values()) if (g) yes++;
-    const result = tally(yes, this.votes.size - yes, this.voters.length);
+    let no = 0;
+    for (const [voter, g] of this.votes) {
+      // Only voters of this node's configuration count (a learner's or a removed node's answer does not).
+      if (!isVoter(this.conf, voter)) continue;
+      if (g) yes++;
+      else no++;
+    }
+    const result = tally(yes, no, this.conf.voters.length);
     if (result === 'won') {
       if (this.role === 'precandidate') this.campaign('election');
       else this.becomeLeader();
@@ -378,7 +512,7 @@ export class Raft {
     this.electionElapsed++;
     if (this.electionElapsed >= this.randomizedElectionTicks) {
       this.electionElapsed = 0;
-      this.campaign(this.preVote ? 'preVote' : 'election');
+      if (this.promotable()) this.campaign(this.preVote ? 'preVote' : 'election');
     }
   }
 
@@ -410,10 +544,10 @@ export class Raft {
   private quorumActive(): boolean {
     let active = 0;
     for (const [peer, pr] of this.progress) {
-      if (peer === this.self || pr.recentActive) active++;
+      if (isVoter(this.conf, peer) && (peer === this.self || pr.recentActive)) active++;
       if (peer !== this.self) pr.recentActive = false;
     }
-    return tally(active, 0, this.voters.length) === 'won';
+    return tally(active, 0, this.conf.voters.length) === 'won';
   }
 
   // ---------------------------------------------------------------- steps
@@ -473,7 +607,7 @@ export class Raft {
         this.handleSnapshot(m);
         return;
       case 'TimeoutNow':
-        this.campaign('transfer');
+        if (this.promotable()) this.campaign('transfer');
         return;
       case 'PreVoteResp':
       case 'VoteResp':
@@ -591,7 +725,7 @@ export class Raft {
       this.log.commitTo(s.index);
       this.sendAppendResp(m.from, false, this.log.lastIndex());
     } else {
-      this.log.restore(s);
+      this.log.restore(this.withConf(s));
       this.sendAppendResp(m.from, false, s.index);
     }
   }
@@ -633,7 +767,7 @@ export class Raft {
   /** Advances the commit index to what a quorum holds, if that entry is of the current term. */
   private maybeCommit(): boolean {
     const matches: number[] = [];
-    for (const pr of this.progress.values()) matches.push(pr.match);
+    for (const [peer, pr] of this.progress) if (isVoter(this.conf, peer)) matches.push(pr.match);
     const index = majorityIndex(matches);
     if (index <= this.log.committed || this.log.term(index) !== this.term) return false;
     this.log.commitTo(index);
@@ -641,7 +775,7 @@ export class Raft {
   }
 
   private broadcastAppend(): void {
-    for (const peer of this.voters) if (peer !== this.self) this.sendAppend(peer, true);
+    for (const peer of this.progress.keys()) if (peer !== this.self) this.sendAppend(peer, true);
   }
 
   private broadcastHeartbeat(): void {

@@ -12,13 +12,28 @@
  * entries at one index; a node that becomes leader holds every entry any node applied (leader completeness), which
  * together with the former means an acknowledged proposal is never lost. `runRaftSimulation` also checks log
  * matching across all live logs every 100 units and at the end.
+ *
+ * Membership: `spares` nodes start outside the initial configuration, and with `confChangeRate` the leader proposes
+ * random configuration changes (add a learner or a voter, promote, remove, itself included). Also checked after every
+ * input: a leader's log never holds more than one configuration change above its applied index (one in flight), and
+ * every node's configuration is the one its log implies at its applied index, which is the one the applied history
+ * implies there (so no node acts on a configuration other nodes did not commit).
  */
 import { assert } from '../core/assert.js';
 import { logIndex, type NodeName, nodeName, term as toTerm } from '../core/ids.js';
 import type { Random } from '../env/random.js';
+import {
+  applyConfChange,
+  type ConfChange,
+  type ConfState,
+  confState,
+  decodeConfChange,
+  isMember,
+  sameConf,
+} from './conf-change.js';
 import { Raft, type RaftConfig } from './raft.js';
 import { makeEntry } from './raft-log.js';
-import type { Entry, HardState, Message, Ready, Snapshot } from './types.js';
+import type { ConfChangeResult, Entry, HardState, Message, Ready, Snapshot } from './types.js';
 
 export interface SimFaults {
   dropRate: number;
@@ -46,7 +61,10 @@ export const NO_FAULTS: SimFaults = {
 };
 
 export interface SimClusterOptions {
+  /** Voters of the initial configuration, n1..n<size>. */
   readonly size: number;
+  /** Further nodes, n<size+1>..., that start outside the configuration (to be added by configuration changes). */
+  readonly spares?: number;
   readonly random: Random;
   readonly faults?: SimFaults;
   readonly unitsPerTick?: number;
@@ -54,7 +72,7 @@ export interface SimClusterOptions {
   readonly tickDriftUnitsMax?: number;
   /** Applied entries kept before a node compacts its log into a snapshot. */
   readonly compactEvery?: number;
-  readonly raft?: Partial<Omit<RaftConfig, 'self' | 'voters' | 'random' | 'restore'>>;
+  readonly raft?: Partial<Omit<RaftConfig, 'self' | 'voters' | 'learners' | 'random' | 'restore'>>;
 }
 
 /** What survives a crash. */
@@ -89,6 +107,7 @@ const encoder = new TextEncoder();
 
 export class SimCluster {
   readonly names: readonly NodeName[];
+  readonly initialConf: ConfState;
   readonly disks = new Map<NodeName, Disk>();
   readonly live = new Map<NodeName, Live>();
   private readonly downUntil = new Map<NodeName, number>();
@@ -114,11 +133,29 @@ export class SimCluster {
 
   /** The key applied at each index by whoever applied it first. */
   readonly canonical: string[] = [];
+  /** confAfter[i]: the configuration the applied history implies after index i (confAfter[0] the initial one). */
+  private readonly confAfter: ConfState[];
   readonly leaders = new Map<number, NodeName>();
   /** Proposals whose apply the proposing leader saw: acknowledged to a client. key → index. */
   readonly acked = new Map<string, number>();
   private nextKey = 1;
-  readonly stats = { proposals: 0, crashes: 0, partitions: 0, snapshotsSent: 0, transfers: 0, elections: 0 };
+  readonly stats = {
+    proposals: 0,
+    crashes: 0,
+    partitions: 0,
+    snapshotsSent: 0,
+    transfers: 0,
+    elections: 0,
+    confProposals: 0,
+    /** Configuration changes applied, counted on every node that applied one. */
+    confApplied: 0,
+    /** Configuration changes committed, by type, and removals a leader proposed of itself. */
+    committedAddLearner: 0,
+    committedAddVoter: 0,
+    committedPromote: 0,
+    committedRemove: 0,
+    selfRemovals: 0,
+  };
 
   constructor(options: SimClusterOptions) {
     this.random = options.random;
@@ -126,7 +163,9 @@ export class SimCluster {
     this.unitsPerTick = options.unitsPerTick ?? 10;
     this.compactEvery = options.compactEvery ?? Number.POSITIVE_INFINITY;
     this.raftOptions = options.raft;
-    this.names = Array.from({ length: options.size }, (_, i) => nodeName(`n${i + 1}`));
+    this.names = Array.from({ length: options.size + (options.spares ?? 0) }, (_, i) => nodeName(`n${i + 1}`));
+    this.initialConf = confState(this.names.slice(0, options.size));
+    this.confAfter = [this.initialConf];
     const drift = options.tickDriftUnitsMax ?? 0;
     this.tickPeriods = new Map(
       this.names.map((n) => [n, Math.max(1, this.unitsPerTick - drift + this.random.int(2 * drift + 1))]),
@@ -156,7 +195,30 @@ export class SimCluster {
     return best?.self ?? null;
   }
 
+  /** The configuration the applied history implies at `index` (known up to the highest index applied anywhere). */
+  confAt(index: number): ConfState {
+    const c = this.confAfter[index];
+    assert(c !== undefined, `no configuration known at ${index}`);
+    return c;
+  }
+
+  /** The configuration of the latest commit anyone applied. */
+  latestConf(): ConfState {
+    return this.confAfter[this.confAfter.length - 1]!;
+  }
+
   // ---------------------------------------------------------------- scripted control
+
+  /** Proposes a configuration change on `name` (which must be up). */
+  proposeConf(name: NodeName | string, change: ConfChange): ConfChangeResult {
+    const r = this.raft(name).proposeConfChange(change);
+    if (r.status === 'OK') {
+      this.stats.confProposals++;
+      if (change.type === 'remove' && change.node === name) this.stats.selfRemovals++;
+    }
+    this.checkConfInFlight(this.raft(name));
+    return r;
+  }
 
   /** Ticks one node `count` times and handles its Readies (no delivery). */
   tick(name: NodeName | string, count = 1): void {
@@ -261,7 +323,7 @@ export class SimCluster {
   // ---------------------------------------------------------------- the seeded run
 
   /** One unit of virtual time with faults: deliver what is due, tick, handle one Ready per node, inject faults. */
-  stepUnit(proposeRate: number): void {
+  stepUnit(proposeRate: number, confChangeRate = 0): void {
     this.now++;
     this.injectFaults();
     const due: InFlight[] = [];
@@ -284,6 +346,7 @@ export class SimCluster {
       if (leader !== null) this.propose(leader);
     }
     if (this.random.next() < proposeRate / 50) this.randomTransfer();
+    if (confChangeRate > 0 && this.random.next() < confChangeRate) this.randomConfChange();
     for (const n of this.names) this.handleReady(n);
     this.check();
   }
@@ -297,12 +360,35 @@ export class SimCluster {
     this.downUntil.clear();
   }
 
-  /** True when every live node applied every acknowledged proposal. */
+  /**
+   * True when every live member of the leader's configuration applied every acknowledged proposal (a removed node
+   * is told nothing more, so it is not waited for).
+   */
   converged(): boolean {
-    for (const l of this.live.values()) {
+    const leader = this.leader();
+    const conf = leader === null ? null : this.raft(leader).status();
+    for (const [name, l] of this.live) {
+      if (conf !== null && !isMember(conf, name)) continue;
       for (const [key, index] of this.acked) if (l.sm.keys[index - 1] !== key) return false;
     }
     return true;
+  }
+
+  /**
+   * The leader proposes one change drawn from those that apply to its configuration, keeping 3 to all nodes voters
+   * (so that a healed cluster always has a quorum among nodes that restart); the change may remove the leader.
+   */
+  private randomConfChange(): void {
+    const leader = this.leader();
+    if (leader === null) return;
+    const s = this.raft(leader).status();
+    const outside = this.names.filter((n) => !isMember(s, n));
+    const options: ConfChange[] = [];
+    for (const node of outside) options.push({ type: 'add-learner', node }, { type: 'add-voter', node });
+    for (const node of s.learners) options.push({ type: 'promote', node }, { type: 'remove', node });
+    if (s.voters.length > 3) for (const node of s.voters) options.push({ type: 'remove', node });
+    if (options.length === 0) return;
+    this.proposeConf(leader, options[this.random.int(options.length)]!);
   }
 
   private randomTransfer(): void {
@@ -332,7 +418,10 @@ export class SimCluster {
     }
   }
 
-  /** At most a minority is down at once, so that the cluster can always make progress once healed. */
+  /**
+   * At most a minority of all nodes is down at once, so that the cluster can always make progress once healed. With
+   * spares that may still be a majority of the current voters for a while, which stalls commits but never safety.
+   */
   private mayCrash(): boolean {
     return this.downUntil.size < Math.floor((this.names.length - 1) / 2);
   }
@@ -354,11 +443,12 @@ export class SimCluster {
     const raft = new Raft({
       ...this.raftOptions,
       self: name,
-      voters: this.names,
+      voters: this.initialConf.voters,
       random: this.random.fork(`raft/${name}/${this.now}`),
       ...(restore === undefined ? {} : { restore }),
     });
     this.live.set(name, { raft, sm, pending: new Map(), writing: null });
+    this.checkConf(raft);
   }
 
   /**
@@ -391,6 +481,8 @@ export class SimCluster {
     }
     for (const e of rd.committedEntries) this.apply(name, l, e);
     l.raft.advance(rd);
+    this.checkConf(l.raft);
+    this.checkConfInFlight(l.raft);
     const s = l.raft.status();
     if (s.applied - s.snapshotIndex >= this.compactEvery && s.applied <= l.raft.log.stableIndex()) {
       this.compact(name, l);
@@ -427,9 +519,8 @@ export class SimCluster {
     assert(e.index === l.sm.keys.length + 1, `${name} applies ${e.index} after ${l.sm.keys.length}`);
     const key = e.kind === 'noop' ? '' : decoder.decode(e.data);
     l.sm.keys.push(key);
-    const known = this.canonical[e.index - 1];
-    if (known === undefined) this.canonical[e.index - 1] = key;
-    else assert(known === key, `${name} applied '${key}' at ${e.index} where another node applied '${known}'`);
+    this.learnCanonical(e.index, key, `${name} applied`);
+    if (e.kind === 'conf') this.stats.confApplied++;
     const p = l.pending.get(e.index);
     if (p !== undefined) {
       l.pending.delete(e.index);
@@ -441,11 +532,39 @@ export class SimCluster {
   }
 
   private checkPrefix(name: NodeName, keys: readonly string[]): void {
-    for (let i = 0; i < keys.length; i++) {
-      const known = this.canonical[i];
-      if (known === undefined) this.canonical[i] = keys[i]!;
-      else assert(known === keys[i], `${name} restored '${keys[i]}' at ${i + 1} where another node applied '${known}'`);
+    for (let i = 0; i < keys.length; i++) this.learnCanonical(i + 1, keys[i]!, `${name} restored`);
+  }
+
+  /** Records (or checks against the record) the key applied at `index`, and the configuration after it. */
+  private learnCanonical(index: number, key: string, who: string): void {
+    const known = this.canonical[index - 1];
+    if (known !== undefined) {
+      assert(known === key, `${who} '${key}' at ${index} where another node applied '${known}'`);
+      return;
     }
+    assert(this.canonical.length === index - 1, `${who} ${index} before anything was applied at ${index - 1}`);
+    this.canonical.push(key);
+    const before = this.confAfter[index - 1]!;
+    const change = key.startsWith('{') ? decodeConfChange(encoder.encode(key)) : null;
+    if (change === null) {
+      this.confAfter.push(before);
+      return;
+    }
+    const next = applyConfChange(before, change);
+    assert(!(next instanceof Error), `committed change '${key}' at ${index} does not apply to the one before it`);
+    const after = next as ConfState;
+    const counters = {
+      'add-learner': 'committedAddLearner',
+      'add-voter': 'committedAddVoter',
+      promote: 'committedPromote',
+      remove: 'committedRemove',
+    } as const;
+    this.stats[counters[change.type]]++;
+    // Single-step: the voters before and after differ in at most one node.
+    const added = after.voters.filter((v) => !before.voters.includes(v)).length;
+    const removed = before.voters.filter((v) => !after.voters.includes(v)).length;
+    assert(added + removed <= 1, `committed change '${key}' at ${index} moves ${added + removed} voters`);
+    this.confAfter.push(after);
   }
 
   // ---------------------------------------------------------------- network
@@ -478,8 +597,43 @@ export class SimCluster {
     for (const l of this.live.values()) this.checkLeader(l.raft);
   }
 
+  /**
+   * A node's configuration is the one its own log implies at its applied index, and the one the applied history
+   * implies there (rule 1 of raft.ts).
+   */
+  private checkConf(raft: Raft): void {
+    const s = raft.status();
+    const log = raft.log;
+    if (log.pendingSnapshot === null && s.applied >= log.snapshotIndex()) {
+      assert(sameConf(s, log.confAt(s.applied)), `${s.self}: configuration disagrees with its log at ${s.applied}`);
+    }
+    if (s.applied < this.confAfter.length) {
+      const want = this.confAt(s.applied);
+      assert(
+        sameConf(s, want),
+        `${s.self}: configuration ${JSON.stringify([s.voters, s.learners])} at ${s.applied}, the history says ` +
+          JSON.stringify([want.voters, want.learners]),
+      );
+    }
+  }
+
+  /** A leader holds at most one configuration change it has not applied (rule 2 of raft.ts). */
+  private checkConfInFlight(raft: Raft): void {
+    const s = raft.status();
+    if (s.role !== 'leader') return;
+    const log = raft.log;
+    let inFlight = 0;
+    for (let i = Math.max(s.applied, log.snapshotIndex()) + 1; i <= log.lastIndex(); i++) {
+      if (log.entry(i).kind !== 'conf') continue;
+      inFlight++;
+      assert(i <= s.pendingConfIndex, `leader ${s.self} has a change at ${i} above its pending ${s.pendingConfIndex}`);
+    }
+    assert(inFlight <= 1, `leader ${s.self} has ${inFlight} configuration changes in flight`);
+  }
+
   /** Called after every input to a node, so that even a leadership lasting one message is seen. */
   private checkLeader(raft: Raft): void {
+    this.checkConfInFlight(raft);
     const s = raft.status();
     if (s.role !== 'leader') return;
     const known = this.leaders.get(s.term);
@@ -550,6 +704,8 @@ export interface SimRunResult {
 
 export interface SimRunOptions {
   readonly size: number;
+  /** Adds two spare nodes and random configuration changes to the faults. */
+  readonly membership?: boolean;
   /** Units of the safety phase, with faults and proposals. */
   readonly faultUnits?: number;
   /** Units the healed cluster gets to apply every acknowledged proposal everywhere. */
@@ -584,22 +740,28 @@ export function runRaftSimulation(random: Random, options: SimRunOptions): SimRu
     checkQuorum: params.next() < 0.8,
   };
   const tickDriftUnitsMax = params.int(3);
+  // Drawn last, so that a run without membership changes is the same as before they existed.
+  const confChangeRate = options.membership === true ? 0.002 + params.next() * 0.02 : 0;
+  // Applying a few entries per Ready leaves committed changes unapplied for longer (rule 3 of raft.ts).
+  const applyEntriesMax = options.membership === true ? [1, 2, 1024][params.int(3)]! : undefined;
   const cluster = new SimCluster({
     size: options.size,
+    spares: options.membership === true ? 2 : 0,
     random: random.fork('cluster'),
     faults,
     compactEvery,
-    raft,
+    raft: applyEntriesMax === undefined ? raft : { ...raft, applyEntriesMax },
     tickDriftUnitsMax,
   });
   const faultUnits = options.faultUnits ?? 3000;
   for (let u = 0; u < faultUnits; u++) {
-    cluster.stepUnit(proposeRate);
+    cluster.stepUnit(proposeRate, confChangeRate);
     if (u % 100 === 0) cluster.checkLogMatching();
   }
   cluster.healAll();
-  // Generous: a backlog of hundreds of entries may have to travel one entry per round trip (appendEntriesMax 1).
-  const convergeUnitsMax = options.convergeUnitsMax ?? 6000;
+  // Generous: a backlog of hundreds of entries may have to travel one entry per round trip (appendEntriesMax 1), and
+  // with membership changes a learner added late may need the whole uncompacted log that way.
+  const convergeUnitsMax = options.convergeUnitsMax ?? (options.membership === true ? 15_000 : 6000);
   let units = 0;
   while (!(cluster.converged() && cluster.leader() !== null)) {
     assert(

@@ -7,10 +7,15 @@
  *   - two logs holding an entry with the same (index, term) are identical up to that index (log matching);
  *   - a snapshot at (index, term) stands for every entry up to and including index.
  */
+import type { BasaltError } from '../core/errors.js';
 import type { LogIndex, NodeName, Term } from '../core/ids.js';
+import type { ConfState } from './conf-change.js';
 
-/** `noop` is the empty entry a new leader appends so that it can commit entries of earlier terms. */
-export type EntryKind = 'data' | 'noop';
+/**
+ * `noop` is the empty entry a new leader appends so that it can commit entries of earlier terms; `conf` carries a
+ * configuration change (its data is `encodeConfChange`), which takes effect on each node when it is applied there.
+ */
+export type EntryKind = 'data' | 'noop' | 'conf';
 
 export interface Entry {
   readonly term: Term;
@@ -29,6 +34,12 @@ export interface HardState {
 export interface SnapshotMeta {
   readonly index: LogIndex;
   readonly term: Term;
+  /**
+   * The configuration after every entry up to `index`; every snapshot the core makes carries it. Absent from one
+   * stored or sent before configurations were recorded: that one stands for the group's initial configuration
+   * (membership was static until then).
+   */
+  readonly conf?: ConfState;
 }
 
 /** The state machine's state after applying every entry up to `index`, opaque to Raft. */
@@ -134,6 +145,11 @@ export interface Status {
   readonly snapshotIndex: LogIndex;
   /** The peer a leadership transfer is under way to, or null. */
   readonly transferee: NodeName | null;
+  /** The configuration as of the applied index. */
+  readonly voters: readonly NodeName[];
+  readonly learners: readonly NodeName[];
+  /** Leader: the index of the latest configuration change it may not have applied yet (0 when none). */
+  readonly pendingConfIndex: LogIndex;
 }
 
 /** A proposal is an expected outcome, never an exception: only a leader not transferring away accepts one. */
@@ -141,3 +157,9 @@ export type ProposeResult =
   | { readonly status: 'OK'; readonly index: LogIndex; readonly term: Term }
   | { readonly status: 'NOT_LEADER'; readonly leader: NodeName | null }
   | { readonly status: 'OVERLOADED'; readonly uncommitted: number };
+
+/**
+ * A configuration change proposal: accepted like a proposal, or refused with a coded error (CONF_CHANGE_IN_FLIGHT,
+ * ALREADY_EXISTS, NOT_FOUND, INVALID_ARGUMENT); the caller decides whether to throw it.
+ */
+export type ConfChangeResult = ProposeResult | { readonly status: 'REFUSED'; readonly error: BasaltError };

@@ -3,6 +3,7 @@
  * sees it, because the core treats a malformed message as a bug (assertions) and must never be crashed by a peer.
  */
 import type { PartitionId } from '../core/ids.js';
+import { decodeConfChange, isConfState } from './conf-change.js';
 import type { Message, MessageKind } from './types.js';
 
 export interface RaftEnvelope {
@@ -31,13 +32,10 @@ const isBytes = (v: unknown): boolean => v instanceof Uint8Array;
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 
 function isEntry(v: unknown): boolean {
-  return (
-    isObject(v) &&
-    isIndex(v['index']) &&
-    isIndex(v['term']) &&
-    (v['kind'] === 'data' || v['kind'] === 'noop') &&
-    isBytes(v['data'])
-  );
+  if (!isObject(v) || !isIndex(v['index']) || !isIndex(v['term']) || !isBytes(v['data'])) return false;
+  if (v['kind'] === 'data' || v['kind'] === 'noop') return true;
+  // A configuration change is applied by every core that commits it, so it must be one.
+  return v['kind'] === 'conf' && decodeConfChange(v['data'] as Uint8Array) !== null;
 }
 
 function isEntries(v: unknown): boolean {
@@ -64,7 +62,13 @@ function checkField(type: FieldType, v: unknown): boolean {
     case 'entries':
       return isEntries(v);
     case 'snapshot':
-      return isObject(v) && isIndex(v['index']) && isIndex(v['term']) && isBytes(v['data']);
+      return (
+        isObject(v) &&
+        isIndex(v['index']) &&
+        isIndex(v['term']) &&
+        isBytes(v['data']) &&
+        (v['conf'] === undefined || isConfState(v['conf']))
+      );
   }
 }
 

@@ -6,9 +6,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../core/errors.js';
-import type { HybridTimestamp, LogIndex, Term } from '../core/ids.js';
+import type { HybridTimestamp, LogIndex, NodeName, Term } from '../core/ids.js';
 import { addMs } from '../hlc/timestamp.js';
 import { encode } from '../net/codec.js';
+import { encodeConfChange } from '../raft/conf-change.js';
 import { TOMBSTONE } from '../storage/mv-partition-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { txDeadline } from '../tx/tx-id.js';
@@ -580,6 +581,18 @@ describe('safe time and visibility', () => {
     assert.equal(wait.kind, 'waiting');
     applyAll(r, log, [update(L1, 1, put('k', 1), 20, { txId: t })]);
     assert.deepEqual(seen, { row: 'intent', map: 'PENDING', ts: at(20) });
+  });
+});
+
+describe('entries that are not commands', () => {
+  it('a Raft configuration change applies as a no-op that advances the applied index', () => {
+    const r = testReplica();
+    const log = new LogBuilder();
+    const first = log.data(safeTimeSync(30));
+    const data = encodeConfChange({ type: 'add-learner', node: 'n4' as NodeName });
+    const change = { ...log.noop(), kind: 'conf' as const, data };
+    r.sm.apply([first, change]);
+    assert.equal(r.sm.appliedIndex(), 2);
   });
 });
 

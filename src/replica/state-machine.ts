@@ -217,7 +217,8 @@ export class PartitionStateMachine {
       assert(e.index === this.index + 1 + i, `partition ${this.partitionId}: applied entries must be contiguous`);
     });
     // Decode everything first: a malformed entry fails the group before any effect.
-    const commands = fresh.map((e) => (e.kind === 'noop' ? null : decodeCommand(e.data)));
+    // Only data entries are commands: a noop, or a Raft configuration change, only advances the applied index.
+    const commands = fresh.map((e) => (e.kind === 'data' ? decodeCommand(e.data) : null));
     const work: Working = {
       ts: this.ts,
       leaseRecord: this.leaseRecord,
