@@ -8,6 +8,7 @@
  * totals, background failures, ...) are exported generically as `basalt_counter_total{name="..."}` so a new counter
  * needs no change here. Lease changes and the primary partition count have their own series; the Raft commit latency
  * is a Prometheus histogram (cumulative `_bucket{le=...}` series ending in `+Inf`, which equals `_count`, and `_sum`).
+ * The process's resident set and V8 heap in use are exported under the names Prometheus' client libraries use.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -88,6 +89,10 @@ export function renderMetrics(options: Pick<MetricsServerOptions, 'nodeName' | '
     [{}, healthOf(node).ok ? 1 : 0],
   ]);
   if (node !== undefined && running) renderNode(out, node);
+  // The process, as Prometheus' client libraries name it: what a soak watches to see memory stay flat.
+  const memory = process.memoryUsage();
+  out.metric('process_resident_memory_bytes', 'gauge', 'resident set size of the node process', [[{}, memory.rss]]);
+  out.metric('nodejs_heap_size_used_bytes', 'gauge', 'V8 heap in use', [[{}, memory.heapUsed]]);
   for (const [name, value] of Object.entries(options.extra?.() ?? {})) {
     out.metric(`basalt_${name}`, name.endsWith('_total') ? 'counter' : 'gauge', name.replaceAll('_', ' '), [
       [{}, value],
