@@ -3,6 +3,7 @@
  * against the physical floors measured in the same run (fsync of a small append; loopback TCP round trip).
  */
 import { measureFsync } from './floors.js';
+import { measureTxStateMapBytes } from './memory.js';
 import { measureLoopbackRoundTrip, measureMessengerRoundTrip } from './net.js';
 import { formatRaftBench, runRaftBench } from './raft.js';
 import { runStorageBench } from './storage.js';
@@ -36,4 +37,10 @@ export async function runComponentSections(): Promise<void> {
 
   console.log('');
   console.log(formatRaftBench(await runRaftBench({ sync: true })));
+
+  const map = measureTxStateMapBytes();
+  console.log(
+    `\nmemory: tx state map, ${fmt(map.entries)} final entries: ${fmt(map.bytesPerEntry)} bytes per entry ` +
+      `(${fmt(map.bytesPerEntryWithoutIds)} without the tx id strings)`,
+  );
 }

@@ -152,11 +152,6 @@ export interface TxStateMapOptions {
   readonly finalWaitersMax?: number;
 }
 
-interface VacuumItem {
-  readonly txId: TxId;
-  readonly fromMs: number;
-}
-
 const FIELDS: readonly TxStateField[] = ['coordinatorId', 'commitTimestamp', 'commitPartitionId'];
 
 export class TxStateMap {
@@ -169,9 +164,12 @@ export class TxStateMap {
   private readonly observers = new Set<TxStateMapObserver>();
   /**
    * Final entries in order of the moment their retention starts (monotonic stamps, appended in time order). An item
-   * whose entry has since gained a different start (or lost it to retainUntilCleanup) is stale and skipped.
+   * whose entry has since gained a different start (or lost it to retainUntilCleanup) is stale and skipped. Kept as
+   * two parallel arrays (ids, and starts as unboxed doubles) rather than one object per item: a map of a million
+   * entries would otherwise spend some 50 bytes per entry on its queue.
    */
-  private vacuumQueue: VacuumItem[] = [];
+  private vacuumIds: TxId[] = [];
+  private vacuumFromMs: number[] = [];
   /** Where `nonFinal` resumes. */
   private sweepCursor: MapIterator<[TxId, TxStateEntry]> | undefined;
   private vacuumHead = 0;
@@ -343,20 +341,21 @@ export class TxStateMap {
   vacuum(nowMs: number, retentionMs: number = LIMITS.txStateRetentionMsDefault): number {
     assert(retentionMs >= 0, 'retention must be >= 0');
     let removed = 0;
-    while (this.vacuumHead < this.vacuumQueue.length) {
-      const item = this.vacuumQueue[this.vacuumHead];
-      assert(item !== undefined, 'vacuum queue index in range');
-      if (item.fromMs + retentionMs > nowMs) break;
+    while (this.vacuumHead < this.vacuumIds.length) {
+      const txId = this.vacuumIds[this.vacuumHead];
+      const fromMs = this.vacuumFromMs[this.vacuumHead];
+      assert(txId !== undefined && fromMs !== undefined, 'vacuum queue index in range');
+      if (fromMs + retentionMs > nowMs) break;
       this.vacuumHead += 1;
-      const e = this.entries.get(item.txId);
+      const e = this.entries.get(txId);
       const from = e === undefined ? undefined : vacuumFrom(e);
       // A stale item (the entry's retention start moved later, or it now waits for cleanup) is dropped: a newer item
       // was queued when the start changed.
       if (e === undefined || from === undefined || from + retentionMs > nowMs) continue;
       assert(isFinal(e.state), 'only final entries are vacuumed');
-      this.entries.delete(item.txId);
+      this.entries.delete(txId);
       removed += 1;
-      this.emit({ kind: 'vacuum', txId: item.txId, state: e.state });
+      this.emit({ kind: 'vacuum', txId, state: e.state });
     }
     this.compactVacuumQueue();
     return removed;
@@ -417,13 +416,15 @@ export class TxStateMap {
    * later than due, never earlier.
    */
   private enqueueVacuum(txId: TxId, fromMs: number): void {
-    const last = this.vacuumQueue[this.vacuumQueue.length - 1];
-    this.vacuumQueue.push({ txId, fromMs: last === undefined ? fromMs : Math.max(fromMs, last.fromMs) });
+    const last = this.vacuumFromMs[this.vacuumFromMs.length - 1];
+    this.vacuumIds.push(txId);
+    this.vacuumFromMs.push(last === undefined ? fromMs : Math.max(fromMs, last));
   }
 
   private compactVacuumQueue(): void {
-    if (this.vacuumHead > 1024 && this.vacuumHead * 2 > this.vacuumQueue.length) {
-      this.vacuumQueue = this.vacuumQueue.slice(this.vacuumHead);
+    if (this.vacuumHead > 1024 && this.vacuumHead * 2 > this.vacuumIds.length) {
+      this.vacuumIds = this.vacuumIds.slice(this.vacuumHead);
+      this.vacuumFromMs = this.vacuumFromMs.slice(this.vacuumHead);
       this.vacuumHead = 0;
     }
   }
