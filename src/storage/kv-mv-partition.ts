@@ -23,7 +23,7 @@ import { MAX_TIMESTAMP } from '../hlc/timestamp.js';
 import { utf8Bytes, utf8Text } from './codec.js';
 import { prefixEnd, rowIdBytes, timestampBytes, txIdBytes, txIdPrefixBytes, withSuffix } from './keys.js';
 import { type KvPartitionLayout, KvReplicatedPartition } from './kv-replicated.js';
-import type { KvStore, TableName } from './kv-store.js';
+import type { KvEntry, KvStore, TableName } from './kv-store.js';
 import type {
   AbortWriteResult,
   AddWriteCommittedResult,
@@ -252,9 +252,9 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
     let start = after === undefined ? this.prefix : this.pastTx(after);
     // One range step per tx: the index holds one key per (tx, row), and a tx may own many rows.
     while (out.length < limit) {
-      const first = this.store.range('mv:txrows', start, end, 1)[Symbol.iterator]().next();
-      if (first.done === true) break;
-      const rest = first.value.key.subarray(this.prefix.length);
+      const first = firstOf(this.store.range('mv:txrows', start, end, 1));
+      if (first === undefined) break;
+      const rest = first.key.subarray(this.prefix.length);
       const separator = rest.indexOf(0);
       assert(separator > 0, 'a tx row key holds its tx id and a separator');
       const txId = utf8Text(rest.subarray(0, separator)) as TxId;
@@ -340,3 +340,12 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
 
 const EMPTY = new Uint8Array(0);
 const GC_KEY_START = new Uint8Array(0);
+
+/**
+ * The first entry of a range, the iterator closed after it: an iterator left suspended would keep its LMDB read
+ * transaction, and with it every page freed since, alive until a collection happens to reclaim it (the file grows).
+ */
+function firstOf(range: Iterable<KvEntry>): KvEntry | undefined {
+  for (const entry of range) return entry;
+  return undefined;
+}

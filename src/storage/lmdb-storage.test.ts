@@ -36,6 +36,28 @@ async function withDir(body: (dir: string) => Promise<void>): Promise<void> {
   }
 }
 
+describe('LMDB read transactions', () => {
+  it('listing intent txs leaves no read transaction open, so freed pages are reused and the file stays small', () =>
+    withDir(async (dir) => {
+      const root = openLmdbEnvironment(dir, { sync: false });
+      const engine = new LmdbStorageEngine(root);
+      const mv = engine.mvPartition(P);
+      const rows = ['a', 'b', 'c'].map((k) => mv.ensureRowId(k));
+      for (const [i, r] of rows.entries()) mv.addWrite(r, i, tx(`T${i}`), P);
+      const readers = () => (root as unknown as { readerList(): string }).readerList().trim().split('\n').length;
+      const before = readers();
+      for (let i = 0; i < 300; i++) {
+        assert.equal(mv.intentTxIds(undefined, 10).length, 3);
+        // Writes between listings: each one frees pages a pinned reader would keep from reuse.
+        mv.runConsistently(() => mv.addWriteCommitted(mv.ensureRowId(`k${i % 10}`), i, ts(i + 1)));
+        if (i % 20 === 0) await new Promise((resolve) => setTimeout(resolve, 0));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      assert.ok(readers() <= before + 1, `read transactions left open: ${readers() - before}`);
+      await root.close();
+    }));
+});
+
 describe('LMDB storage durability', () => {
   it('data, intents, tx state, applied positions and the vacuum horizon survive close and reopen', () =>
     withDir(async (dir) => {
