@@ -626,18 +626,25 @@ function checkReplayed(state: Map<PartitionId, GroupState>, dir: string): void {
   }
 }
 
-/** Zeroes the last segment from the end of its valid records, unless it is zero there already. */
+/**
+ * Zeroes the last segment after its valid records where it is not zero already (a torn record, garbage), and up to
+ * its full size if it was cut short, so that the next record written there is followed by zeros.
+ */
 async function clearTail(path: string, bytes: Buffer, end: number, options: Required<SegmentedLogOptions>) {
-  const sizeBytes = Math.max(bytes.length, options.segmentBytes);
-  let dirty = bytes.length < sizeBytes;
-  for (let at = end; !dirty && at < bytes.length; at += ZERO_CHUNK_BYTES) {
-    const chunk = bytes.subarray(at, Math.min(bytes.length, at + ZERO_CHUNK_BYTES));
-    dirty = !chunk.equals(ZEROS.subarray(0, chunk.length));
+  let dirtyEnd = bytes.length;
+  while (dirtyEnd > end) {
+    const from = Math.max(end, dirtyEnd - ZERO_CHUNK_BYTES);
+    const chunk = bytes.subarray(from, dirtyEnd);
+    if (!chunk.equals(ZEROS.subarray(0, chunk.length))) break;
+    dirtyEnd = from;
   }
-  if (!dirty) return;
+  while (dirtyEnd > end && bytes[dirtyEnd - 1] === 0) dirtyEnd--;
+  const sizeBytes = Math.max(bytes.length, options.segmentBytes);
+  if (dirtyEnd <= end && bytes.length >= sizeBytes) return;
   const handle = await open(path, 'r+');
   try {
-    await writeZeros(handle, end, sizeBytes);
+    await writeZeros(handle, end, dirtyEnd);
+    await writeZeros(handle, bytes.length, sizeBytes);
     if (options.sync) await handle.sync();
   } finally {
     await handle.close();
