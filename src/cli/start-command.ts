@@ -21,7 +21,7 @@ import type { DiagnosticListener } from '../net/diagnostics.js';
 import { TcpTransport } from '../net/tcp-transport.js';
 import { BasaltNode, type NodeStorage } from '../node/basalt-node.js';
 import { coordinatorService } from '../node/coordinator-service.js';
-import { openLmdbNodeStorage } from '../node/real-cluster.js';
+import { openNodeStorage } from '../node/real-cluster.js';
 import { replicaPartitionHost } from '../node/replica-host.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
@@ -86,7 +86,7 @@ export async function runStart(options: StartSettings): Promise<void> {
   const storage: NodeStorage =
     options.memory || dataDir === undefined
       ? { engine: new MemoryStorageEngine(), log: new MemoryLogStorage() }
-      : openLmdbNodeStorage(dataDir, options.fsync);
+      : await openNodeStorage(dataDir, options.fsync);
   if ('stateOpening' in storage && storage.stateOpening === 'rebuilt') {
     log(`basalt: node ${name}: the state was not synced before a reboot; it is rebuilt from the Raft logs`);
   }
