@@ -83,12 +83,13 @@ export class RealClusterEnvironment implements ClusterEnvironment {
 
   async startNode(name: NodeName): Promise<BasaltNode> {
     const self = { name, id: nodeId(this.random.uuid()) };
-    const transport = await this.openTransport(self);
-    let storage: NodeStorage;
+    // Storage first: once the transport is up, peers reach this node, and it must answer them without a pause.
+    const storage = await this.openStorage(name);
+    let transport: Transport;
     try {
-      storage = await this.openStorage(name);
+      transport = await this.openTransport(self);
     } catch (error) {
-      await transport.close();
+      await storage.close?.();
       throw error;
     }
     try {

@@ -128,6 +128,8 @@ export class SegmentedLogStorage implements LogStorage {
   private offset: number;
   private nextBatch: number;
   private forming: Batch | null = null;
+  /** The batch being written and synced, if any. */
+  private writing: Batch | null = null;
   private flushQueued = false;
   private loop: Promise<void> | null = null;
   private failure: BasaltError | null = null;
@@ -233,8 +235,7 @@ export class SegmentedLogStorage implements LogStorage {
 
   /** Resolves once everything queued so far is durable. */
   private durable(): Promise<void> {
-    if (this.forming !== null) return this.forming.done;
-    return this.loop ?? Promise.resolve();
+    return this.forming?.done ?? this.writing?.done ?? Promise.resolve();
   }
 
   private formingBatch(): Batch {
@@ -270,6 +271,7 @@ export class SegmentedLogStorage implements LogStorage {
     while (this.forming !== null) {
       const batch = this.forming;
       this.forming = null;
+      this.writing = batch;
       // Every live item is written by this batch or an earlier one, so all of them are durable once it is.
       const collectBelow = this.segments.length > 1 ? this.oldestLiveBatch(batch.number + 1) : 0;
       try {
@@ -288,6 +290,7 @@ export class SegmentedLogStorage implements LogStorage {
         );
         batch.reject(this.failure);
       }
+      this.writing = null;
     }
   }
 
