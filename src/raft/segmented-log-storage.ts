@@ -132,6 +132,8 @@ export class SegmentedLogStorage implements LogStorage {
   private writing: Batch | null = null;
   private flushQueued = false;
   private loop: Promise<void> | null = null;
+  /** The next segment being prepared (its temporary path once ready; null if that failed). */
+  private spare: Promise<string | null> | null = null;
   private failure: BasaltError | null = null;
   private closed = false;
   private counts = { batches: 0, datasyncs: 0, rewrites: 0 };
@@ -215,6 +217,8 @@ export class SegmentedLogStorage implements LogStorage {
     if (pending !== undefined) this.queueFlush();
     await pending?.catch(() => {});
     await this.loop;
+    const spare = await this.spare;
+    if (spare !== null) await rm(spare, { force: true });
     await this.handle.close();
   }
 
@@ -311,12 +315,36 @@ export class SegmentedLogStorage implements LogStorage {
     }
     this.offset += recordBytes;
     this.counts.batches++;
+    if (this.offset > this.segments[this.segments.length - 1]!.sizeBytes / 2) this.prepareSpare();
+  }
+
+  /**
+   * Prepares the next segment in the background once the current one is half full, so that a roll-over renames a
+   * ready file instead of making the batch wait for a segment's worth of zeros. It keeps a temporary name until then:
+   * an empty segment after the current one would make a torn tail there look like corruption.
+   */
+  private prepareSpare(): void {
+    if (this.spare !== null || this.closed) return;
+    const path = join(this.dir, `spare${TEMPORARY_SUFFIX}`);
+    // A failed preparation only costs the roll-over its wait: it then creates the segment itself.
+    this.spare = prepareSegmentFile(path, this.segmentBytes, this.sync).then(
+      () => path,
+      () => null,
+    );
   }
 
   private async roll(firstBatch: number, recordBytes: number): Promise<void> {
     const seq = this.segments[this.segments.length - 1]!.seq + 1;
     const sizeBytes = Math.max(this.segmentBytes, SEGMENT_HEADER_BYTES + recordBytes);
-    const segment = await createSegment(this.dir, seq, firstBatch, sizeBytes, this.sync);
+    let spare: string | null = null;
+    if (sizeBytes === this.segmentBytes && this.spare !== null) {
+      spare = await this.spare;
+      this.spare = null;
+    }
+    const segment =
+      spare === null
+        ? await createSegment(this.dir, seq, firstBatch, sizeBytes, this.sync)
+        : await installSegment(spare, this.dir, seq, firstBatch, sizeBytes, this.sync);
     const handle = await open(segment.path, 'r+');
     await this.handle.close();
     this.handle = handle;
@@ -663,8 +691,13 @@ async function createSegment(
   sizeBytes: number,
   sync: boolean,
 ): Promise<Segment> {
-  const path = segmentPath(dir, seq);
-  const temporary = `${path}${TEMPORARY_SUFFIX}`;
+  const temporary = `${segmentPath(dir, seq)}${TEMPORARY_SUFFIX}`;
+  await prepareSegmentFile(temporary, sizeBytes, sync);
+  return installSegment(temporary, dir, seq, firstBatch, sizeBytes, sync);
+}
+
+/** Writes a segment's header and zeros to `temporary` (a name recovery removes), fsynced. */
+async function prepareSegmentFile(temporary: string, sizeBytes: number, sync: boolean): Promise<void> {
   const handle = await open(temporary, 'w');
   try {
     const header = Buffer.alloc(SEGMENT_HEADER_BYTES);
@@ -676,6 +709,18 @@ async function createSegment(
   } finally {
     await handle.close();
   }
+}
+
+/** Gives a prepared file its segment name, durably: only then can recovery see it. */
+async function installSegment(
+  temporary: string,
+  dir: string,
+  seq: number,
+  firstBatch: number,
+  sizeBytes: number,
+  sync: boolean,
+): Promise<Segment> {
+  const path = segmentPath(dir, seq);
   await rename(temporary, path);
   if (sync) await syncDirectory(dir);
   return { seq, path, firstBatch, sizeBytes };
