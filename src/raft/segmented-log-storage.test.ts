@@ -253,6 +253,20 @@ describe('segmented log: segments', () => {
     await log.close();
   });
 
+  test('files a crash left half made (a segment under creation, a spare) are removed at open, never replayed', async () => {
+    const dir = tempDir();
+    const g = partitionId('t1p0');
+    let log = await SegmentedLogStorage.open(dir, SMALL);
+    await log.save(g, { hardState: null, snapshot: null, entries: entries(1, 2, 1) });
+    await log.close();
+    writeFileSync(join(dir, '0000000000000002.seg.tmp'), Buffer.alloc(SMALL.segmentBytes, 7));
+    writeFileSync(join(dir, 'spare.tmp'), Buffer.alloc(100, 7));
+    log = await SegmentedLogStorage.open(dir, SMALL);
+    assert.deepEqual(readdirSync(dir), ['0000000000000001.seg']);
+    assert.deepEqual(log.load(g).entries, entries(1, 2, 1));
+    await log.close();
+  });
+
   test('a batch larger than a segment gets a segment of its own size', async () => {
     const dir = tempDir();
     const g = partitionId('t1p0');
