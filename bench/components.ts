@@ -1,8 +1,9 @@
 /**
- * `npm run bench -- components`: the component benchmarks (Messenger over TCP, MVCC storage, Raft), each quoted
- * against the physical floors measured in the same run (fsync of a small append; loopback TCP round trip).
+ * `npm run bench -- components`: the component benchmarks (Messenger over TCP, MVCC storage, Raft log storage, Raft),
+ * each quoted against the physical floors measured in the same run (fsync of a small append; loopback TCP round trip).
  */
 import { measureFsync } from './floors.js';
+import { formatLogStorageBench, runLogStorageBench } from './log-storage.js';
 import { measureTxStateMapBytes } from './memory.js';
 import { measureLoopbackRoundTrip, measureMessengerRoundTrip } from './net.js';
 import { formatRaftBench, runRaftBench } from './raft.js';
@@ -34,6 +35,9 @@ export async function runComponentSections(): Promise<void> {
     const ratio = durableWrite ? `   ${fmt(perOpUs)} µs/op = ${fmt(perOpUs / fsync.p50Us, 2)}× fsync p50` : '';
     console.log(`  ${result.name.padEnd(72)} ${fmt(result.opsPerSec).padStart(10)} ops/s${ratio}`);
   }
+
+  console.log('');
+  console.log(formatLogStorageBench(await runLogStorageBench({ sync: true })));
 
   console.log('');
   console.log(formatRaftBench(await runRaftBench({ sync: true })));

@@ -1,10 +1,10 @@
 /**
- * Raft benchmark: one 3-node group in 3 OS processes, over real TCP on loopback, each node with its own LMDB
- * environment and fsync on (unless `sync: false`, which the report then says). The proposers run in the leader's
+ * Raft benchmark: one 3-node group in 3 OS processes, over real TCP on loopback, each node with its own Raft log
+ * storage (the segmented log nodes use, or `log: 'lmdb'`) and sync on (unless `sync: false`, which the report says). The proposers run in the leader's
  * process; a commit is timed from `propose()` to its promise resolving, i.e. durable on a quorum, committed and
  * applied on the leader. Reported for 1 and 64 concurrent proposers, next to the physical floors measured in the
  * same run: loopback TCP round trip and fsync latency.
- * Run standalone: `npx tsc -p . && node dist/bench/raft.js`; or call `runRaftBench()` from a runner.
+ * Run standalone: `npx tsc -p . && node dist/bench/raft.js [--no-sync] [--lmdb]`; or call `runRaftBench()`.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -19,6 +19,8 @@ import { RealTimers } from '../src/env/real-timers.js';
 import { TcpTransport } from '../src/net/tcp-transport.js';
 import { RaftDriver, type RaftStateMachine, type RaftTransport } from '../src/raft/driver.js';
 import { LmdbLogStorage } from '../src/raft/lmdb-log-storage.js';
+import type { LogStorage } from '../src/raft/log-storage.js';
+import { SegmentedLogStorage } from '../src/raft/segmented-log-storage.js';
 import type { Entry } from '../src/raft/types.js';
 import { type LatencySummary, measureFsync, summarize } from './floors.js';
 
@@ -29,8 +31,11 @@ export interface RaftBenchCell {
   readonly latency: LatencySummary;
 }
 
+export type RaftBenchLog = 'segmented' | 'lmdb';
+
 export interface RaftBenchResult {
   readonly sync: boolean;
+  readonly log: RaftBenchLog;
   readonly cells: readonly RaftBenchCell[];
   readonly rttFloor: LatencySummary;
   readonly fsyncFloor: LatencySummary;
@@ -38,6 +43,7 @@ export interface RaftBenchResult {
 
 export interface RaftBenchOptions {
   readonly sync?: boolean;
+  readonly log?: RaftBenchLog;
   readonly durationMs?: number;
   readonly proposers?: readonly number[];
   readonly payloadBytes?: number;
@@ -74,11 +80,14 @@ function nextMessage<K extends ChildMessage['kind']>(
 
 export async function runRaftBench(options: RaftBenchOptions = {}): Promise<RaftBenchResult> {
   const sync = options.sync ?? true;
+  const log = options.log ?? 'segmented';
   const durationMs = options.durationMs ?? 3_000;
   const dir = mkdtempSync(join(tmpdir(), 'basalt-raft-bench-'));
   const self = fileURLToPath(import.meta.url);
   const children = NAMES.map((name) =>
-    fork(self, [CHILD_FLAG, name, join(dir, name), String(sync)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }),
+    fork(self, [CHILD_FLAG, name, join(dir, name), String(sync), log], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    }),
   );
   try {
     const ports = await Promise.all(children.map((c) => nextMessage(c, 'listening')));
@@ -100,7 +109,7 @@ export async function runRaftBench(options: RaftBenchOptions = {}): Promise<Raft
     const echo = await nextMessage(leader, 'echo');
     const rttFloor = await measureRtt(echo.port, 5_000);
     const fsyncFloor = measureFsync(1_000);
-    return { sync, cells, rttFloor, fsyncFloor };
+    return { sync, log, cells, rttFloor, fsyncFloor };
   } finally {
     for (const c of children) c.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
@@ -154,7 +163,8 @@ async function measureRtt(port: number, count: number): Promise<LatencySummary> 
 export function formatRaftBench(r: RaftBenchResult): string {
   const us = (n: number): string => `${(n / 1000).toFixed(2)} ms`;
   const lines = [
-    `raft: 3 nodes, 3 processes, TCP loopback, LMDB ${r.sync ? 'with fsync' : 'WITHOUT fsync'}`,
+    `raft: 3 nodes, 3 processes, TCP loopback, ${r.log === 'lmdb' ? 'LMDB log' : 'segmented log'} ` +
+      `${r.sync ? 'with fsync' : 'WITHOUT fsync'}`,
     `  floors: loopback RTT p50 ${r.rttFloor.p50Us.toFixed(0)} us p99 ${r.rttFloor.p99Us.toFixed(0)} us; ` +
       `fsync p50 ${r.fsyncFloor.p50Us.toFixed(0)} us p99 ${r.fsyncFloor.p99Us.toFixed(0)} us`,
   ];
@@ -195,7 +205,13 @@ class CountingStateMachine implements RaftStateMachine {
   }
 }
 
-async function runChild(name: NodeName, path: string, sync: boolean): Promise<void> {
+async function openLog(kind: RaftBenchLog, path: string, sync: boolean): Promise<LogStorage> {
+  if (kind === 'segmented') return SegmentedLogStorage.open(path, { sync });
+  const root: RootDatabase = open({ path, maxDbs: 16, noSync: !sync, overlappingSync: false });
+  return new LmdbLogStorage(root);
+}
+
+async function runChild(name: NodeName, path: string, sync: boolean, log: RaftBenchLog): Promise<void> {
   const send = (m: ChildMessage): void => {
     process.send?.(m);
   };
@@ -208,23 +224,23 @@ async function runChild(name: NodeName, path: string, sync: boolean): Promise<vo
     timers,
     random,
   });
-  let root: RootDatabase | null = null;
   let driver: RaftDriver | null = null;
   send({ kind: 'listening', port: transport.port });
   process.on('message', (m: ParentMessage) => {
     switch (m.kind) {
       case 'peers': {
         for (const [peer, address] of Object.entries(m.peers)) transport.addPeer(nodeName(peer), address);
-        root = open({ path, maxDbs: 16, noSync: !sync, overlappingSync: false });
-        driver = new RaftDriver({
-          self: name,
-          transport: adapt(transport),
-          timers,
-          random,
-          storage: new LmdbLogStorage(root),
-          stateMachine: new CountingStateMachine(),
+        void openLog(log, path, sync).then((storage) => {
+          driver = new RaftDriver({
+            self: name,
+            transport: adapt(transport),
+            timers,
+            random,
+            storage,
+            stateMachine: new CountingStateMachine(),
+          });
+          return driver.addGroup(GROUP, NAMES);
         });
-        void driver.addGroup(GROUP, NAMES);
         return;
       }
       case 'status':
@@ -289,8 +305,15 @@ async function runProposers(
 }
 
 if (process.argv[2] === CHILD_FLAG) {
-  void runChild(nodeName(process.argv[3]!), process.argv[4]!, process.argv[5] === 'true');
+  void runChild(
+    nodeName(process.argv[3]!),
+    process.argv[4]!,
+    process.argv[5] === 'true',
+    process.argv[6] as RaftBenchLog,
+  );
 } else if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const sync = !process.argv.includes('--no-sync');
-  console.log(formatRaftBench(await runRaftBench({ sync })));
+  console.log(
+    formatRaftBench(await runRaftBench({ sync, log: process.argv.includes('--lmdb') ? 'lmdb' : 'segmented' })),
+  );
 }

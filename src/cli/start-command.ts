@@ -21,7 +21,7 @@ import type { DiagnosticListener } from '../net/diagnostics.js';
 import { TcpTransport } from '../net/tcp-transport.js';
 import { BasaltNode, type NodeStorage } from '../node/basalt-node.js';
 import { coordinatorService } from '../node/coordinator-service.js';
-import { openLmdbNodeStorage } from '../node/real-cluster.js';
+import { openNodeStorage } from '../node/real-cluster.js';
 import { replicaPartitionHost } from '../node/replica-host.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
@@ -48,6 +48,15 @@ export async function runStart(options: StartSettings): Promise<void> {
   const random = new RealRandom();
   const timers = new RealTimers();
   const self = { name, id: nodeId(random.uuid()) };
+  // Storage before the transport: once peers can reach this node, it must be able to answer them without a pause.
+  const dataDir = options.data === undefined ? undefined : resolve(options.data);
+  const storage: NodeStorage =
+    options.memory || dataDir === undefined
+      ? { engine: new MemoryStorageEngine(), log: new MemoryLogStorage() }
+      : await openNodeStorage(dataDir, options.fsync);
+  if ('stateOpening' in storage && storage.stateOpening === 'rebuilt') {
+    log(`basalt: node ${name}: the state was not synced before a reboot; it is rebuilt from the Raft logs`);
+  }
   // Listen first: peers started at the same time probe this node while it probes them.
   const transport = await TcpTransport.start({
     self,
@@ -56,6 +65,9 @@ export async function runStart(options: StartSettings): Promise<void> {
     timers,
     random,
     onDiagnostic: transportDiagnostics(name, logger),
+  }).catch(async (error: unknown) => {
+    await storage.close?.();
+    throw error;
   });
   log(`node ${name} listening on ${transport.address} (id ${self.id})`);
   const aborted = new AbortController();
@@ -71,7 +83,10 @@ export async function runStart(options: StartSettings): Promise<void> {
       onWaiting: waitingReporter(name),
     });
   } finally {
-    if (members === undefined) await transport.close();
+    if (members === undefined) {
+      await transport.close();
+      await storage.close?.();
+    }
   }
   if (members === undefined) {
     log(`basalt: node ${name} stopped before its peers answered`);
@@ -82,14 +97,6 @@ export async function runStart(options: StartSettings): Promise<void> {
   transport.setMembers([name, ...members.keys()]);
   for (const [peer, address] of members) transport.addPeer(peer, address);
   log(`basalt: node ${name} members: ${[name, ...members.keys()].join(', ')}`);
-  const dataDir = options.data === undefined ? undefined : resolve(options.data);
-  const storage: NodeStorage =
-    options.memory || dataDir === undefined
-      ? { engine: new MemoryStorageEngine(), log: new MemoryLogStorage() }
-      : openLmdbNodeStorage(dataDir, options.fsync);
-  if ('stateOpening' in storage && storage.stateOpening === 'rebuilt') {
-    log(`basalt: node ${name}: the state was not synced before a reboot; it is rebuilt from the Raft logs`);
-  }
   const node = await BasaltNode.start({
     transport,
     clock: new RealClock(),

@@ -21,7 +21,7 @@ export interface StartSettings {
   /** This node's own data directory (LMDB); absent only with `memory`. */
   readonly data?: string;
   readonly memory: boolean;
-  /** fsync every LMDB commit (default true); off only for benchmarks that say so. */
+  /** Sync every Raft log batch (default true); off only for benchmarks that say so. */
   readonly fsync: boolean;
   /** The other nodes. */
   readonly peers: readonly PeerEntry[];

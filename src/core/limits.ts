@@ -83,6 +83,18 @@ export const LIMITS = {
   raftPendingProposalsMax: 100_000,
   /** Raft driver: applied entries kept in the log before the state machine is asked for a snapshot to compact it. */
   raftCompactEntriesMin: 10_000,
+  /**
+   * Segmented Raft log: size of one segment file, preallocated with zeros when it is created (a batch larger than
+   * this gets a segment of its own size). Old segments are deleted once nothing in them is live.
+   */
+  raftLogSegmentBytes: 64 * 1024 * 1024,
+  /** Segmented Raft log: smallest segment size accepted (tests use small segments to roll over often). */
+  raftLogSegmentBytesMin: 4 * 1024,
+  /**
+   * Segmented Raft log: segments kept before the groups still referring to the oldest ones (idle groups whose hard
+   * state or snapshot sits there) have their live state rewritten into the newest, so the old ones can go.
+   */
+  raftLogSegmentsBeforeRewrite: 2,
   /** Node: a node sends a heartbeat to each connected peer this often. */
   nodeHeartbeatIntervalMs: 200,
   /** Node: a peer whose connection was down, or whose heartbeats went unanswered, this long is gone (rule 17). */

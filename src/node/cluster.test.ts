@@ -60,7 +60,7 @@ test('TCP + LMDB: partitions elect leaders; a crashed node restarts with a new i
     const newId = cluster.node('n3').ephemeralId;
     assert.notEqual(newId, oldId, 'a restart draws a new ephemeral id');
     const n3 = cluster.basaltNode('n3')!;
-    // Durable data: n3 (a metastorage member) replays the table from its own LMDB log.
+    // Durable data: n3 (a metastorage member) replays the table from its own Raft log.
     await cluster.waitFor(() => n3.metastorage.table('t') !== undefined && n3.hostedPartitions().size === 3, {
       what: 'n3 knows its table again and hosts its partitions',
     });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -7,19 +7,19 @@ import { isBasaltError } from '../core/errors.js';
 import { logIndex, term } from '../core/ids.js';
 import { tablePartitionId } from '../core/partitioning.js';
 import { startCluster } from '../index.js';
-import { openLmdbNodeStorage } from './real-cluster.js';
+import { openNodeStorage } from './real-cluster.js';
 
-test('a node keeps its Raft logs and its state in two LMDB environments under its directory, and reopens both', async () => {
+test('a node keeps its Raft logs in a segmented log and its state in an LMDB environment, and reopens both', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'basalt-node-storage-'));
   try {
     const p = tablePartitionId(1, 0);
-    const first = openLmdbNodeStorage(dir);
+    const first = await openNodeStorage(dir);
     const entry = { index: logIndex(1), term: term(1), kind: 'data', data: new Uint8Array([7]) } as const;
     await first.log.save(p, { hardState: null, snapshot: null, entries: [entry] });
     await first.close?.();
-    assert.ok(existsSync(join(dir, 'log', 'data.mdb')));
+    assert.deepEqual(readdirSync(join(dir, 'raftlog')), ['0000000000000001.seg']);
     assert.ok(existsSync(join(dir, 'state', 'data.mdb')));
-    const again = openLmdbNodeStorage(dir);
+    const again = await openNodeStorage(dir);
     assert.equal(again.log.load(p).entries.length, 1, 'the log survives a reopen');
     await again.close?.();
   } finally {
@@ -27,16 +27,32 @@ test('a node keeps its Raft logs and its state in two LMDB environments under it
   }
 });
 
-test('a directory in the earlier one-environment layout is refused with a coded error, not opened empty', () => {
+test('a directory in the earlier one-environment layout is refused with a coded error, not opened empty', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'basalt-node-storage-'));
   try {
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'data.mdb'), 'old');
-    assert.throws(
-      () => openLmdbNodeStorage(dir),
+    await assert.rejects(
+      () => openNodeStorage(dir),
       (e: unknown) => isBasaltError(e, 'INVALID_ARGUMENT') && /earlier data layout/.test(e.message),
     );
-    assert.equal(existsSync(join(dir, 'log')), false, 'nothing was created beside the old files');
+    assert.equal(existsSync(join(dir, 'raftlog')), false, 'nothing was created beside the old files');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a directory whose Raft logs are in an LMDB environment under log/ is refused with a coded error', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'basalt-node-storage-'));
+  try {
+    mkdirSync(join(dir, 'log'), { recursive: true });
+    writeFileSync(join(dir, 'log', 'data.mdb'), 'old');
+    await assert.rejects(
+      () => openNodeStorage(dir),
+      (e: unknown) => isBasaltError(e, 'INVALID_ARGUMENT') && /log\/ \(an earlier data layout\)/.test(e.message),
+    );
+    assert.equal(existsSync(join(dir, 'raftlog')), false, 'nothing was created beside the old files');
+    assert.equal(existsSync(join(dir, 'state')), false);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

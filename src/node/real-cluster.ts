@@ -1,12 +1,13 @@
 /**
  * The real-time cluster environment: nodes in this process on the event loop's timers and the process clock (one
  * RealClock per node, so skew tests can shift one), over an in-memory network or TCP on loopback, with in-memory
- * storage (kept per node name across restarts: the process plays the disk) or LMDB environments per node under
- * `dataDir/<name>`. Every node's transport is wrapped by the cluster's network filters.
+ * storage (kept per node name across restarts: the process plays the disk) or on-disk storage per node under
+ * `dataDir/<name>` (a segmented Raft log and an LMDB state environment, see `openNodeStorage`). Every node's
+ * transport is wrapped by the cluster's network filters.
  *
  * Crash model: `crashNode` kills the incarnation (timers retired, Raft stopped, connections closed) and then closes
- * its LMDB environment; what LMDB committed stays, as after `kill -9`. A TCP node restarts on the port it had, so its
- * peers' reconnect loops find it.
+ * its storage; what the log synced and LMDB committed stays, as after `kill -9`. A TCP node restarts on the port it
+ * had, so its peers' reconnect loops find it.
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,8 +19,8 @@ import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import type { Transport } from '../env/transport.js';
 import { TcpTransport } from '../net/tcp-transport.js';
-import { LmdbLogStorage } from '../raft/lmdb-log-storage.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
+import { SegmentedLogStorage } from '../raft/segmented-log-storage.js';
 import { openLmdbEnvironment } from '../storage/lmdb-environment.js';
 import { beginStateSession, type StateOpening } from '../storage/state-session.js';
 import { LmdbStorageEngine, MemoryStorageEngine } from '../storage/storage-engine.js';
@@ -38,9 +39,9 @@ import type { PartitionHostFactory } from './partition-host.js';
 export interface RealClusterOptions {
   readonly names: readonly NodeName[];
   readonly transport?: 'memory' | 'tcp';
-  /** LMDB under `dataDir/<name>`; in-memory storage when absent. */
+  /** On-disk storage under `dataDir/<name>` (see `openNodeStorage`); in-memory storage when absent. */
   readonly dataDir?: string;
-  /** fsync every LMDB commit (default true). */
+  /** Sync every Raft log batch (default true). */
   readonly sync?: boolean;
   readonly host?: string;
   /** TCP: node i listens on basePort + i (default 0: ephemeral ports). */
@@ -82,8 +83,15 @@ export class RealClusterEnvironment implements ClusterEnvironment {
 
   async startNode(name: NodeName): Promise<BasaltNode> {
     const self = { name, id: nodeId(this.random.uuid()) };
-    const transport = await this.openTransport(self);
-    const storage = this.openStorage(name);
+    // Storage first: once the transport is up, peers reach this node, and it must answer them without a pause.
+    const storage = await this.openStorage(name);
+    let transport: Transport;
+    try {
+      transport = await this.openTransport(self);
+    } catch (error) {
+      await storage.close?.();
+      throw error;
+    }
     try {
       return await BasaltNode.start({
         transport: this.network.wrap(transport),
@@ -177,7 +185,7 @@ export class RealClusterEnvironment implements ClusterEnvironment {
     }
   }
 
-  private openStorage(name: NodeName): NodeStorage {
+  private async openStorage(name: NodeName): Promise<NodeStorage> {
     const dataDir = this.options.dataDir;
     if (dataDir === undefined) {
       let disk = this.disks.get(name);
@@ -187,37 +195,54 @@ export class RealClusterEnvironment implements ClusterEnvironment {
       }
       return disk;
     }
-    return openLmdbNodeStorage(join(dataDir, name), this.options.sync ?? true);
+    return openNodeStorage(join(dataDir, name), this.options.sync ?? true);
   }
 }
 
 /**
- * A node's storage under `path` (created if missing): two LMDB environments, `log` for the Raft logs of every group
- * and `state` for MVCC rows and tx state. The log fsyncs every commit (data and meta page); the state never does
- * (state-session.ts): it is derived from the logs, survives a process crash in the page cache, and is rebuilt from
- * the logs when an OS crash may have cost it pages. Apart, a state machine's apply and a log append of another group
- * never queue behind each other (one environment has one writer at a time), and the driver applies committed entries
- * while it appends new ones. The state only ever holds entries the log already holds durably. `bootId` is for tests
- * that play a reboot.
+ * A node's storage under `path` (created if missing): `raftlog/`, one segmented append-only log for the Raft logs of
+ * every group (segmented-log-storage.ts: group commit, one fdatasync per batch), and `state/`, an LMDB environment for
+ * MVCC rows and tx state. The log syncs every batch; the state never does (state-session.ts): it is derived from the
+ * logs, survives a process crash in the page cache, and is rebuilt from the logs when an OS crash may have cost it
+ * pages. Apart, a state machine's apply and a log append never queue behind each other, and the driver applies
+ * committed entries while it appends new ones. The state only ever holds entries the log already holds durably.
+ * `sync: false` skips the log's syncs (benchmarks that say so). `bootId` is for tests that play a reboot.
+ *
+ * Directories of earlier layouts are refused, never opened as empty: one LMDB environment for everything
+ * (`data.mdb` here), or the Raft logs in an LMDB environment (`log/`).
  */
-export function openLmdbNodeStorage(path: string, sync = true, bootId?: string | null): LmdbNodeStorage {
+export async function openNodeStorage(path: string, sync = true, bootId?: string | null): Promise<DiskNodeStorage> {
   if (existsSync(join(path, 'data.mdb'))) {
     throw new BasaltError(
       'INVALID_ARGUMENT',
-      `${path} holds one LMDB environment (an earlier data layout); this version keeps log/ and state/ under it: ` +
+      `${path} holds one LMDB environment (an earlier data layout); this version keeps raftlog/ and state/ under it: ` +
         'start on an empty directory',
       { path },
     );
   }
+  if (existsSync(join(path, 'log', 'data.mdb'))) {
+    throw new BasaltError(
+      'INVALID_ARGUMENT',
+      `${path} keeps its Raft logs in an LMDB environment under log/ (an earlier data layout); this version keeps ` +
+        'them in a segmented log under raftlog/: start on an empty directory',
+      { path },
+    );
+  }
   const statePath = join(path, 'state');
-  mkdirSync(join(path, 'log'), { recursive: true });
   mkdirSync(statePath, { recursive: true });
-  const log = openLmdbEnvironment(join(path, 'log'), { sync });
-  const session = bootId === undefined ? beginStateSession(statePath) : beginStateSession(statePath, bootId);
-  const state = openLmdbEnvironment(statePath, { sync: false });
+  const log = await SegmentedLogStorage.open(join(path, 'raftlog'), { sync });
+  let state: RootDatabase;
+  let session: ReturnType<typeof beginStateSession>;
+  try {
+    session = bootId === undefined ? beginStateSession(statePath) : beginStateSession(statePath, bootId);
+    state = openLmdbEnvironment(statePath, { sync: false });
+  } catch (error) {
+    await log.close();
+    throw error;
+  }
   return {
     engine: new LmdbStorageEngine(state),
-    log: new LmdbLogStorage(log),
+    log,
     stateOpening: session.opening,
     close: async () => {
       await log.close();
@@ -228,7 +253,7 @@ export function openLmdbNodeStorage(path: string, sync = true, bootId?: string |
   };
 }
 
-export interface LmdbNodeStorage extends NodeStorage {
+export interface DiskNodeStorage extends NodeStorage {
   /** How the state environment was found: `rebuilt` when it was removed, to be rebuilt from the Raft logs. */
   readonly stateOpening: StateOpening;
 }

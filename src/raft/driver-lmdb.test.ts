@@ -1,20 +1,22 @@
 /**
- * The driver on real timers with LMDB log storage: a 3-node group in one process (an in-memory transport between
- * the drivers), stopped and restarted from its LMDB environments. Each environment lives in a temp directory removed
- * afterwards.
+ * The driver on real timers with durable log storage, LMDB and the segmented log: two 3-node groups in one process
+ * (an in-memory transport between the drivers), stopped and restarted from what the storage holds. Each node's
+ * storage lives in a temp directory removed afterwards.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { open, type RootDatabase } from 'lmdb';
+import { open } from 'lmdb';
 import { isBasaltError } from '../core/errors.js';
 import { type NodeName, nodeName, type PartitionId, partitionId } from '../core/ids.js';
 import { RealTimers } from '../env/real-timers.js';
 import { SeededRandom } from '../sim/random.js';
 import { RaftDriver, type RaftStateMachine, type RaftTransport } from './driver.js';
 import { LmdbLogStorage } from './lmdb-log-storage.js';
+import type { LogStorage } from './log-storage.js';
+import { SegmentedLogStorage } from './segmented-log-storage.js';
 import type { Entry, Snapshot } from './types.js';
 
 const names = ['n1', 'n2', 'n3'].map(nodeName);
@@ -61,28 +63,44 @@ function network(): (self: NodeName) => RaftTransport {
 }
 
 interface Node {
-  root: RootDatabase;
   driver: RaftDriver;
   sm: ListStateMachine;
+  close: () => Promise<void>;
 }
 
-async function startCluster(transportFor: (self: NodeName) => RaftTransport, run: number, base = dir): Promise<Node[]> {
+type Kind = 'lmdb' | 'segmented';
+
+async function openStorage(kind: Kind, path: string): Promise<{ storage: LogStorage; close: () => Promise<void> }> {
+  if (kind === 'segmented') {
+    const log = await SegmentedLogStorage.open(path, { segmentBytes: 64 * 1024 });
+    return { storage: log, close: () => log.close() };
+  }
+  const root = open({ path, maxDbs: 16, overlappingSync: false });
+  return { storage: new LmdbLogStorage(root), close: () => root.close() };
+}
+
+async function startCluster(
+  kind: Kind,
+  transportFor: (self: NodeName) => RaftTransport,
+  run: number,
+  base = join(dir, kind),
+) {
   const nodes: Node[] = [];
   for (const name of names) {
-    const root = open({ path: join(base, name), maxDbs: 16, overlappingSync: false });
+    const { storage, close } = await openStorage(kind, join(base, name));
     const sm = new ListStateMachine();
     const driver = new RaftDriver({
       self: name,
       transport: transportFor(name),
       timers: new RealTimers(true),
       random: new SeededRandom(`${name}/${run}`),
-      storage: new LmdbLogStorage(root),
+      storage,
       stateMachine: sm,
       tickIntervalMs: 10,
       compactEntriesMin: 8,
     });
     for (const g of groups) await driver.addGroup(g, names);
-    nodes.push({ root, driver, sm });
+    nodes.push({ driver, sm, close });
   }
   return nodes;
 }
@@ -113,35 +131,37 @@ async function propose(nodes: readonly Node[], group: PartitionId, data: string)
 async function stopCluster(nodes: readonly Node[]): Promise<void> {
   // stop() resolves once no Ready loop is writing any more: only then may the environments close.
   for (const n of nodes) await n.driver.stop();
-  for (const n of nodes) await n.root.close();
+  for (const n of nodes) await n.close();
 }
 
-test('two groups on LMDB replicate independently, compact, and recover everything after a full restart', async () => {
-  const first = await startCluster(network(), 1);
-  for (const g of groups) {
-    for (let i = 0; i < 12; i++) await propose(first, g, `${g}:${i}`);
-  }
-  const expected = (g: PartitionId): string[] => Array.from({ length: 12 }, (_, i) => `${g}:${i}`);
-  const leader0 = await propose(first, groups[0]!, 'last');
-  assert.deepEqual(leader0.sm.data(groups[0]!), [...expected(groups[0]!), 'last']);
-  assert.ok(leader0.driver.status(groups[0]!)!.snapshotIndex > 0, 'the log was compacted');
-  // The group commits only what is durable on a quorum: at least two of the three environments hold it all.
-  await stopCluster(first);
+for (const kind of ['lmdb', 'segmented'] as const) {
+  test(`two groups on ${kind} replicate independently, compact, and recover everything after a full restart`, async () => {
+    const first = await startCluster(kind, network(), 1);
+    for (const g of groups) {
+      for (let i = 0; i < 12; i++) await propose(first, g, `${g}:${i}`);
+    }
+    const expected = (g: PartitionId): string[] => Array.from({ length: 12 }, (_, i) => `${g}:${i}`);
+    const leader0 = await propose(first, groups[0]!, 'last');
+    assert.deepEqual(leader0.sm.data(groups[0]!), [...expected(groups[0]!), 'last']);
+    assert.ok(leader0.driver.status(groups[0]!)!.snapshotIndex > 0, 'the log was compacted');
+    // The group commits only what is durable on a quorum: at least two of the three environments hold it all.
+    await stopCluster(first);
 
-  const second = await startCluster(network(), 2);
-  for (const g of groups) {
-    // The leader restored the snapshot and re-applied the stored suffix, then the new entry.
-    const leader = await propose(second, g, `${g}:after`);
-    const before = g === groups[0] ? [...expected(g), 'last'] : expected(g);
-    assert.deepEqual(leader.sm.data(g), [...before, `${g}:after`]);
-  }
-  await stopCluster(second);
-});
+    const second = await startCluster(kind, network(), 2);
+    for (const g of groups) {
+      // The leader restored the snapshot and re-applied the stored suffix, then the new entry.
+      const leader = await propose(second, g, `${g}:after`);
+      const before = g === groups[0] ? [...expected(g), 'last'] : expected(g);
+      assert.deepEqual(leader.sm.data(g), [...before, `${g}:after`]);
+    }
+    await stopCluster(second);
+  });
+}
 
 test('a configuration change survives a full restart on LMDB, through the snapshot that covers it', async () => {
   const base = join(dir, 'membership');
   const g = groups[0]!;
-  const first = await startCluster(network(), 1, base);
+  const first = await startCluster('lmdb', network(), 1, base);
   await propose(first, g, 'before');
   let changed: Node | null = null;
   for (let attempt = 0; attempt < 20 && changed === null; attempt++) {
@@ -164,7 +184,7 @@ test('a configuration change survives a full restart on LMDB, through the snapsh
   for (const n of survivors) assert.ok(n.driver.status(g)!.snapshotIndex >= changeIndex);
   await stopCluster(first);
 
-  const second = await startCluster(network(), 2, base);
+  const second = await startCluster('lmdb', network(), 2, base);
   for (const n of second.slice(0, 2)) assert.deepEqual(n.driver.status(g)?.voters, [names[0], names[1]]);
   const leader = await propose(second, g, 'restarted');
   assert.notEqual(leader, second[2]);

@@ -6,5 +6,6 @@ export * from './memory-log-storage.js';
 export * from './progress.js';
 export * from './raft.js';
 export * from './raft-log.js';
+export * from './segmented-log-storage.js';
 export * from './types.js';
 export * from './wire.js';

@@ -1,6 +1,6 @@
 /**
- * One contract suite for every LogStorage: memory and LMDB (the latter also across close and reopen of the
- * environment, in a temp directory removed afterwards).
+ * One contract suite for every LogStorage: memory, LMDB and the segmented log (the durable ones also across close
+ * and reopen, in a temp directory removed afterwards; the segmented log with small segments, so that it rolls over).
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,6 +14,7 @@ import { LmdbLogStorage } from './lmdb-log-storage.js';
 import type { LogStorage } from './log-storage.js';
 import { MemoryLogStorage } from './memory-log-storage.js';
 import { makeEntry } from './raft-log.js';
+import { SegmentedLogStorage } from './segmented-log-storage.js';
 import type { Entry, Snapshot } from './types.js';
 
 interface Harness {
@@ -36,17 +37,17 @@ function entries(from: number, to: number, t: number): Entry[] {
 
 const summary = (es: readonly Entry[]): string[] => es.map((e) => `${e.index}/${e.term}/${e.kind}/${text(e.data)}`);
 
-function contract(name: string, make: () => Harness): void {
+function contract(name: string, make: () => Harness | Promise<Harness>): void {
   describe(`LogStorage contract: ${name}`, () => {
     test('a new group loads as empty', async () => {
-      const h = make();
+      const h = await make();
       assert.deepEqual(h.storage.load(g1), { hardState: null, snapshot: null, entries: [] });
       assert.deepEqual(h.storage.groups(), []);
       await h.close();
     });
 
     test('hard state and entries saved together load back, also after a restart', async () => {
-      const h = make();
+      const h = await make();
       const hs = { term: term(3), vote: nodeName('n2'), commit: logIndex(2) };
       await h.storage.save(g1, { hardState: hs, snapshot: null, entries: entries(1, 3, 3) });
       const reopened = await h.reopen();
@@ -59,7 +60,7 @@ function contract(name: string, make: () => Harness): void {
     });
 
     test('entries replace every stored entry from the first one on (conflicting suffix)', async () => {
-      const h = make();
+      const h = await make();
       await h.storage.save(g1, { hardState: null, snapshot: null, entries: entries(1, 6, 1) });
       await h.storage.save(g1, { hardState: null, snapshot: null, entries: entries(3, 4, 2) });
       assert.deepEqual(summary(h.storage.load(g1).entries), summary([...entries(1, 2, 1), ...entries(3, 4, 2)]));
@@ -67,7 +68,7 @@ function contract(name: string, make: () => Harness): void {
     });
 
     test('groups are independent', async () => {
-      const h = make();
+      const h = await make();
       await h.storage.save(g1, { hardState: null, snapshot: null, entries: entries(1, 3, 1) });
       await h.storage.save(g2, { hardState: null, snapshot: null, entries: entries(1, 1, 5) });
       await h.storage.save(g1, { hardState: null, snapshot: null, entries: entries(2, 2, 2) });
@@ -80,7 +81,7 @@ function contract(name: string, make: () => Harness): void {
     });
 
     test('compaction keeps the snapshot and the entries above it, across a restart', async () => {
-      const h = make();
+      const h = await make();
       await h.storage.save(g1, { hardState: null, snapshot: null, entries: entries(1, 10, 1) });
       const snap: Snapshot = { index: logIndex(6), term: term(1), data: bytes('state@6') };
       await h.storage.compact(g1, snap);
@@ -94,7 +95,7 @@ function contract(name: string, make: () => Harness): void {
     });
 
     test('a received snapshot replaces the whole log, and later entries follow it', async () => {
-      const h = make();
+      const h = await make();
       await h.storage.save(g1, { hardState: null, snapshot: null, entries: entries(1, 5, 1) });
       const snap: Snapshot = { index: logIndex(20), term: term(4), data: bytes('state@20') };
       const hs = { term: term(4), vote: null, commit: logIndex(20) };
@@ -107,7 +108,7 @@ function contract(name: string, make: () => Harness): void {
     });
 
     test('configuration change entries and a snapshot with its configuration load back, across a restart', async () => {
-      const h = make();
+      const h = await make();
       const change = makeEntry(2, 1, 'conf', encodeConfChange({ type: 'add-learner', node: nodeName('n4') }));
       await h.storage.save(g1, { hardState: null, snapshot: null, entries: [...entries(1, 1, 1), change] });
       let loaded = (await h.reopen()).load(g1);
@@ -125,7 +126,7 @@ function contract(name: string, make: () => Harness): void {
     });
 
     test('a write that would leave a hole in the log is refused as a bug', async () => {
-      const h = make();
+      const h = await make();
       await h.storage.save(g1, { hardState: null, snapshot: null, entries: entries(1, 2, 1) });
       await assert.rejects(h.storage.save(g1, { hardState: null, snapshot: null, entries: entries(5, 5, 1) }));
       assert.equal(h.storage.load(g1).entries.length, 2, 'the refused write changed nothing');
@@ -182,3 +183,20 @@ test('LMDB: a snapshot record written before configurations were recorded loads 
 });
 
 contract('lmdb', lmdbHarness);
+contract('segmented', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'basalt-segmented-log-'));
+  dirs.push(dir);
+  const options = { segmentBytes: 4096 };
+  let log = await SegmentedLogStorage.open(dir, options);
+  const h: Harness = {
+    storage: log,
+    reopen: async () => {
+      await log.close();
+      log = await SegmentedLogStorage.open(dir, options);
+      h.storage = log;
+      return log;
+    },
+    close: () => log.close(),
+  };
+  return h;
+});

@@ -1,6 +1,7 @@
 /**
- * Opens one LMDB environment. A node opens two (see `openLmdbNodeStorage`): one whose root database the Raft log
- * storage uses, one in which the storage engine opens its `mv:*` and `txstate:*` sub-databases. Within an environment
+ * Opens one LMDB environment. A node opens one for its state (see `openNodeStorage`), in which the storage engine
+ * opens its `mv:*` and `txstate:*` sub-databases; its Raft logs live in a segmented log beside it. LmdbLogStorage
+ * (the other durable Raft log storage) uses the root database of an environment of its own. Within an environment
  * writes queued in one event turn commit together.
  *
  * `sync: true` makes every commit durable when `transactionSync` returns (`root.flushed` then resolves at once);

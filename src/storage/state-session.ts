@@ -2,7 +2,7 @@
  * Whether a node's state environment (MVCC rows and tx state) can be trusted when the node opens it.
  *
  * The state is derived: everything in it was applied from Raft logs that are durable on their own (every log write is
- * fsynced before it counts, and a compaction stores its snapshot in the log environment first). So the state is
+ * fsynced before it counts, and a compaction stores its snapshot in the log first). So the state is
  * written without any fsync: an apply costs a memory copy, not a disk flush on the event loop. What survives what:
  * - a process crash (kill -9, an uncaught error) loses nothing: committed LMDB pages sit in the OS page cache, which
  *   outlives the process, so the next incarnation of the same boot finds the state exactly as the last commit left it;
