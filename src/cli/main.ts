@@ -212,6 +212,7 @@ program
     20,
   )
   .option('--workers <n>', 'concurrent clients, spread over the nodes', positiveInt, 5)
+  .option('--partitions <n>', "partitions of the workload's table", positiveInt, 4)
   .option('--history <file>', 'write the history as JSON Lines (several runs: <file>.<workload>.<seed>.jsonl)')
   .option('--trace-lines <n>', 'scheduler events shown for a failing run', positiveInt, 40)
   .addHelpText(
@@ -243,6 +244,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
       duration: number;
       liveness: number;
       workers: number;
+      partitions: number;
       history?: string;
       traceLines: number;
     }) => {
@@ -256,6 +258,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
         durationS: options.duration,
         livenessS: options.liveness,
         workers: options.workers,
+        partitions: options.partitions,
         traceLines: options.traceLines,
         ...(options.history !== undefined && { history: options.history }),
       });

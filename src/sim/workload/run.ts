@@ -51,6 +51,8 @@ export interface SimRunOptions {
   readonly workers?: number;
   /** Applied entries a Raft log keeps before it is compacted into a snapshot. */
   readonly compactEntriesMin?: number;
+  /** Partitions of the workload's table (each one Raft group); fewer make a cheaper run, still multi-partition. */
+  readonly partitions?: number;
 }
 
 export interface SimRunResult {
@@ -137,7 +139,7 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
   try {
     cluster = await Cluster.start(env, names, embeddedClient);
     const c = cluster;
-    await c.createTable(TABLE, { partitions: PARTITIONS, replicas: Math.min(3, names.length) });
+    await c.createTable(TABLE, { partitions: options.partitions ?? PARTITIONS, replicas: Math.min(3, names.length) });
     const ctx: WorkloadContext = { recorder, table: TABLE, setupClient: c.client(), sleep: (ms) => c.runFor(ms) };
     await workload.setup(ctx);
     faults = new FaultSchedule(c, world, random.fork('faults'), options.faults, seen);
