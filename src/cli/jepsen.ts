@@ -4,8 +4,9 @@
  * nemesis, one fault at a time, kills a node with SIGKILL and restarts it on its data, pauses it with SIGSTOP and
  * resumes it with SIGCONT, or cuts the TCP links between nodes (link-proxy.ts: every node reaches every peer through
  * a proxy per directed link; a cut isolates one node or splits a minority from the majority, both ways). Phases as in
- * the simulator: faults for `timeS`, heal (every node running and resumed, every link forwarding), liveness (10 operations invoked after the heal acknowledged, one for each worker, within LIVENESS_MS), final reads,
- * then the same checker over the same history format. Real time, so a run does not replay; the history is the record.
+ * the simulator: faults for `timeS`, heal (every node running and resumed, every link forwarding), liveness (10
+ * operations invoked after the heal acknowledged, one for each worker, within LIVENESS_MS), final reads, then the
+ * same checker over the same history format. Real time, so a run does not replay; the history is the record.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
