@@ -84,6 +84,8 @@ const DURATION_MS_DEFAULT = 6_000;
 const LIVENESS_MS_DEFAULT = 20_000;
 const WORKERS_DEFAULT = 5;
 const THINK_MS_MAX = 40;
+/** Pause before each operation of a worker that has already shown progress after the heal. */
+const PACE_MS_AFTER_PROGRESS = 250;
 const BACKOFF_MS_AFTER_FAILURE = 50;
 /** Acknowledged operations the liveness phase needs at least, over all workers. */
 const LIVENESS_OK_MIN = 10;
@@ -154,9 +156,14 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
       for (;;) {
         await c.runFor(1 + worker.random.int(THINK_MS_MAX));
         if (world.nowMs() >= phase.endMs || (phase.healed && progressed())) return;
-        // A worker that got its acknowledgement after the heal, once the total is met too, has shown what it can:
-        // it stops, so that a run waiting for a slower worker does not pay for the others' load meanwhile.
-        if (phase.healed && workersAcked.has(worker) && okAfterHeal >= LIVENESS_OK_MIN) return;
+        // A worker that got its acknowledgement after the heal, once the total is met too, has shown what it can: it
+        // goes on at a trickle, so that a run waiting for a slower worker (an operation lost to a fault waits out its
+        // request timeout) does not pay for the others' full load meanwhile, while the cluster still sees traffic
+        // (stopping outright cost the sweeps every cleanup re-driven by the rescan).
+        if (phase.healed && workersAcked.has(worker) && okAfterHeal >= LIVENESS_OK_MIN) {
+          await c.runFor(PACE_MS_AFTER_PROGRESS);
+          if (world.nowMs() >= phase.endMs || progressed()) return;
+        }
         // A client whose node is down would only fail fast (NODE_UNAVAILABLE): wait for the node instead.
         if (!c.node(worker.client.node).up) continue;
         const afterHeal = phase.healed;
