@@ -44,8 +44,9 @@ function assertPassed(outcome: SeedOutcome, replay: string): void {
 /**
  * The seed sweep of `npm test`: seeds 100.. of each workload, SIM_SEEDS of them (default 100; 0 for none), each
  * under one of SWEEP_FAULTS in turn, on top of the fixed seeds above. A sweep seed is cheap: 3 workers, 3 s of safety
- * phase, and a liveness phase in which a worker that got its acknowledgement stops once the total is met; about
- * 0.5 s of real time on an idle core, 3–4 s on a 2-core machine at load 8. A workload's sweep is split over
+ * phase, and a liveness phase in which a worker that got its acknowledgement slows to a trickle once the total is
+ * met: about 0.6 s of CPU on an idle core, about 1.2 s on a 2-core machine at load 7 (other work), and 3–4 s of
+ * real time there. A workload's sweep is split over
  * SWEEP_PARTS test files, 25 seeds each (the runner runs two files at a time; at 50 seeds a file took 200 s of the
  * 300 s timeout at load 8). `npm run soak` runs the long phases over many more seeds.
  */
