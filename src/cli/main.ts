@@ -7,7 +7,7 @@
  * endpoints). `basalt sim` runs the deterministic simulator (workloads under faults, checked histories); `basalt check`
  * checks a history file.
  */
-import { Command } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
 import { EXIT_CODES } from '../sim/workload/run.js';
 import { WORKLOADS, type WorkloadName } from '../sim/workload/workload.js';
@@ -17,7 +17,7 @@ import { runCluster } from './cluster-command.js';
 import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
 import { demo } from './demo.js';
 import { type PeerEntry, peerList } from './discovery.js';
-import { runJepsen } from './jepsen.js';
+import { NEMESIS_FAULTS, type NemesisFault, parseNemesis, runJepsen } from './jepsen.js';
 import { type LocalOptions, local } from './local.js';
 import { LOG_LEVELS, type LogLevel, logLevel } from './logging.js';
 import { faultList, runCheck, runSim, seedList, workloadList } from './sim-command.js';
@@ -212,6 +212,7 @@ program
     20,
   )
   .option('--workers <n>', 'concurrent clients, spread over the nodes', positiveInt, 5)
+  .option('--partitions <n>', "partitions of the workload's table", positiveInt, 4)
   .option('--history <file>', 'write the history as JSON Lines (several runs: <file>.<workload>.<seed>.jsonl)')
   .option('--trace-lines <n>', 'scheduler events shown for a failing run', positiveInt, 40)
   .addHelpText(
@@ -243,6 +244,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
       duration: number;
       liveness: number;
       workers: number;
+      partitions: number;
       history?: string;
       traceLines: number;
     }) => {
@@ -256,6 +258,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
         durationS: options.duration,
         livenessS: options.liveness,
         workers: options.workers,
+        partitions: options.partitions,
         traceLines: options.traceLines,
         ...(options.history !== undefined && { history: options.history }),
       });
@@ -264,7 +267,9 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
 
 program
   .command('jepsen')
-  .description('run a sim workload against real `basalt start` processes under kill -9 and SIGSTOP, then check it')
+  .description(
+    'run a sim workload against real `basalt start` processes under kill -9, SIGSTOP and link cuts, then check it',
+  )
   .option('--workload <name>', WORKLOADS.join(', '), 'list-append')
   .option('--time <s>', 'seconds of the fault phase', positiveInt, 60)
   .option('--nodes <n>', 'number of node processes', positiveInt, 3)
@@ -276,6 +281,15 @@ program
     1,
   )
   .option('--nemesis-interval <s>', 'mean seconds between nemesis actions', positiveInt, 3)
+  .addOption(
+    new Option(
+      '--nemesis <faults>',
+      `nemesis faults, one at a time: ${NEMESIS_FAULTS.join(', ')} (kill -9 and restart, SIGSTOP and SIGCONT, ` +
+        'cut the TCP links that isolate a node or split a minority off), all or none',
+    )
+      .argParser(nemesisList)
+      .default([...NEMESIS_FAULTS], 'all'),
+  )
   .option('--history <file>', 'write the history as JSON Lines')
   .addHelpText(
     'after',
@@ -289,6 +303,7 @@ program
       workers: number;
       seed: number;
       nemesisInterval: number;
+      nemesis: NemesisFault[];
       history?: string;
     }) => {
       const [workload] = workloadList(options.workload);
@@ -299,6 +314,7 @@ program
         workers: options.workers,
         seed: options.seed,
         nemesisIntervalS: options.nemesisInterval,
+        nemesis: options.nemesis,
         ...(options.history !== undefined && { history: options.history }),
       });
     },
@@ -312,6 +328,14 @@ program
     const [workload] = workloadList(options.workload);
     process.exitCode = runCheck(file, workload!);
   });
+
+function nemesisList(value: string): NemesisFault[] {
+  try {
+    return parseNemesis(value);
+  } catch (error) {
+    throw new InvalidArgumentError(error instanceof Error ? error.message : String(error));
+  }
+}
 
 /** Repeated `--table` flags accumulate; none given stays undefined so that a config file's tables apply. */
 function tableSpecs(value: string, previous: TableSpec[] | undefined): TableSpec[] {

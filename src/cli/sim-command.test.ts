@@ -36,6 +36,7 @@ const OPTIONS: SimCommandOptions = {
   durationS: 2,
   livenessS: 20,
   workers: 5,
+  partitions: 4,
   traceLines: 3,
 };
 
@@ -114,7 +115,7 @@ describe('basalt sim', () => {
     assert.match(report, /^FAIL checker: workload bank, seed 9/);
     assert.match(
       report,
-      /replay: basalt sim --seed 9 --workload bank --faults crash --nodes 3 --duration 2 --liveness 20 --workers 5/,
+      /replay: basalt sim --seed 9 --workload bank --faults crash --nodes 3 --duration 2 --liveness 20 --workers 5 --partitions 4/,
     );
     assert.match(report, /wrong-total: read sums to 590/);
     assert.match(report, /crash n2 for 500 ms/);

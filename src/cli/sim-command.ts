@@ -20,6 +20,7 @@ export interface SimCommandOptions {
   readonly durationS: number;
   readonly livenessS: number;
   readonly workers: number;
+  readonly partitions: number;
   readonly history?: string;
   readonly traceLines: number;
 }
@@ -60,7 +61,8 @@ export function faultList(value: string): string {
 function replayCommand(options: SimCommandOptions, seed: string | number, workload: WorkloadName): string {
   return (
     `basalt sim --seed ${seed} --workload ${workload} --faults ${options.faultsSpec} --nodes ${options.nodes} ` +
-    `--duration ${options.durationS} --liveness ${options.livenessS} --workers ${options.workers}`
+    `--duration ${options.durationS} --liveness ${options.livenessS} --workers ${options.workers} ` +
+    `--partitions ${options.partitions}`
   );
 }
 
@@ -136,6 +138,7 @@ export async function runSim(options: SimCommandOptions): Promise<number> {
         durationMs: options.durationS * 1000,
         livenessMs: options.livenessS * 1000,
         workers: options.workers,
+        partitions: options.partitions,
       });
       done++;
       marks.add(result.marks);

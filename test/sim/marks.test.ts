@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { LIMITS } from '../../src/core/limits.js';
 import { parseFaults } from '../../src/sim/workload/faults.js';
 import { COVERAGE_MARKS, formatMarks, MarkTally, markHits } from '../../src/sim/workload/marks.js';
 import { simRun } from '../../src/sim/workload/run.js';
@@ -34,9 +35,26 @@ describe('coverage marks', () => {
     }
     const report = tally.report();
     for (const mark of RELIABLE) assert.match(report, new RegExp(`^  ${mark} +\\d+ hits in 2 runs$`, 'm'));
+    // Sim runs compact Raft logs after a few dozen entries, so a node back from a crash may find its leader's log
+    // compacted past it and install a snapshot: not on every seed, but these two reach it.
+    assert.ok(!tally.missed().includes('snapshot-install'), report);
+    assert.match(report, /^ {2}snapshot-install +\d+ hits in [12] runs$/m);
     // No skew fault: no clock runs beyond the bound, so no peer is refused for its timestamps.
     assert.ok(tally.missed().includes('clock-skew-refusal'), report);
     assert.match(report, /^ {2}missed: .*clock-skew-refusal/m);
+  });
+
+  it('the snapshot installs come from the small compaction threshold of sim runs', async () => {
+    const result = await simRun({
+      seed: 2,
+      workload: 'list-append',
+      faults: parseFaults('crash,restart'),
+      durationMs: 3_000,
+      livenessMs: 20_000,
+      compactEntriesMin: LIMITS.raftCompactEntriesMin,
+    });
+    assert.equal(result.failure, undefined, result.failure?.message);
+    assert.equal(result.marks['snapshot-install'], 0, formatMarks(result.marks));
   });
 
   it('counters of every incarnation add up, and a mark whose counters stay at zero is missed', () => {

@@ -1,7 +1,11 @@
 /** Shared by the simulated workload tests: one seed of a workload, failing with its report if the run failed. */
 import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Worker } from 'node:worker_threads';
 import { parseFaults } from '../../src/sim/workload/faults.js';
 import { type SimRunOptions, type SimRunResult, simRun } from '../../src/sim/workload/run.js';
+import type { WorkloadName } from '../../src/sim/workload/workload.js';
+import type { SeedOutcome, SeedRequest } from './sweep-worker.js';
 
 /** Short phases keep a seed at a few seconds of real time; the soak runs the long ones. */
 export const SHORT = { durationMs: 3_000, livenessMs: 20_000 } as const;
@@ -9,41 +13,122 @@ export const SHORT = { durationMs: 3_000, livenessMs: 20_000 } as const;
 /** Fault sets the fixed seeds cycle through: everything, node faults alone, network and clock faults alone. */
 export const FAULT_SETS = ['all', 'crash,restart', 'drop,dup,delay,partition,skew'] as const;
 
-export async function passes(
-  workload: SimRunOptions['workload'],
-  seed: number,
-  faults: string,
-  workers?: number,
-): Promise<SimRunResult> {
-  const result = await simRun({
-    seed,
-    workload,
-    faults: parseFaults(faults),
-    ...SHORT,
-    ...(workers !== undefined && { workers }),
-  });
-  if (result.failure !== undefined) {
-    const name = typeof workload === 'string' ? workload : workload.name;
-    assert.fail(
-      `${result.failure.class} failure: ${result.failure.message}\n` +
-        `replay: basalt sim --seed ${seed} --workload ${name} --faults ${faults} --duration 3` +
-        `${workers === undefined ? '' : ` --workers ${workers}`}\n` +
-        `anomalies: ${result.check?.anomalies.slice(0, 5).join('\n  ')}\nfaults: ${result.faultLog.join('; ')}`,
-    );
-  }
-  assert.ok(result.counts.okAfterHeal > 0, 'progress after the heal');
+export async function passes(workload: SimRunOptions['workload'], seed: number, faults: string): Promise<SimRunResult> {
+  const result = await simRun({ seed, workload, faults: parseFaults(faults), ...SHORT });
+  const name = typeof workload === 'string' ? workload : workload.name;
+  assertPassed(
+    {
+      seed,
+      failure: result.failure,
+      anomalies: result.check?.anomalies.slice(0, 5) ?? [],
+      faultLog: result.faultLog,
+      okAfterHeal: result.counts.okAfterHeal,
+      marks: result.marks,
+    },
+    `basalt sim --seed ${seed} --workload ${name} --faults ${faults} --duration 3`,
+  );
   return result;
 }
 
+/** Fails with the replay command, the anomalies and the fault log unless the run passed and progressed. */
+function assertPassed(outcome: SeedOutcome, replay: string): void {
+  if (outcome.failure !== undefined) {
+    assert.fail(
+      `${outcome.failure.class} failure: ${outcome.failure.message}\nreplay: ${replay}\n` +
+        `anomalies: ${outcome.anomalies.join('\n  ')}\nfaults: ${outcome.faultLog.join('; ')}`,
+    );
+  }
+  assert.ok(outcome.okAfterHeal > 0, 'progress after the heal');
+}
+
 /**
- * The seed budget: seeds 100.. of each workload under every fault, on top of the fixed ones above. A budget seed
- * takes 2.2–2.9 s of real time on an otherwise idle 2-core machine (3 workers, 3 s of safety phase), but 7–17 s when
- * the machine is shared; 40 per workload then ran a test file past the runner's 300 s per-file timeout. So the
- * default is 15 per workload: 45 seeds, 54 with the fixed ones, about a minute of added wall time at test
- * concurrency 2 when idle and under the timeout when not. A few hundred do not fit in minutes on such a machine.
- * `SIM_SEEDS=<n>` runs n per workload instead (0 for none); `npm run soak` runs thousands.
+ * The seed sweep of `npm test`: seeds 100.. of each workload, SIM_SEEDS of them (default 100; 0 for none), each
+ * under one of SWEEP_FAULTS in turn, on top of the fixed seeds above. A sweep seed is cheap: 3 workers, 3 s of safety
+ * phase, and a liveness phase in which a worker that got its acknowledgement slows to a trickle once the total is
+ * met: about 0.6 s of CPU on an idle core, about 1.2 s on a 2-core machine at load 7 (other work), and 3–4 s of
+ * real time there. A workload's sweep is split over
+ * SWEEP_PARTS test files, 25 seeds each (the runner runs two files at a time; at 50 seeds a file took 200 s of the
+ * 300 s timeout at load 8). `npm run soak` runs the long phases over many more seeds.
  */
-export const EXTRA_SEEDS = Number(process.env['SIM_SEEDS'] ?? 15);
+export const SWEEP_SEEDS = Number(process.env['SIM_SEEDS'] ?? 100);
+export const SWEEP_FIRST_SEED = 100;
+export const SWEEP_PARTS = 4;
+
+/** Half the sweep runs every fault; the rest node faults alone, or network and clock faults alone. */
+export const SWEEP_FAULTS = ['all', 'crash,restart', 'all', 'drop,dup,delay,partition,skew'] as const;
 
 /** Fewer workers than the fixed seeds: as many protocol paths per seed at less real time. */
-export const BUDGET = { workers: 3 } as const;
+export const SWEEP_WORKERS = 3;
+
+/**
+ * Partitions of the table, in turn by blocks of the fault cycle: every fault set runs on 4 partitions (as the fixed
+ * seeds) and on 2 (still multi-partition transactions, with fewer Raft groups to drive: about 15% less real time).
+ */
+export const SWEEP_PARTITIONS = [4, 2] as const;
+
+/** The seeds of part `part` (from 0) of a workload's sweep, with the fault set and table shape of each. */
+export function sweepSeeds(
+  part: number,
+): Array<{ readonly seed: number; readonly faults: string; readonly partitions: number }> {
+  const perPart = Math.ceil(SWEEP_SEEDS / SWEEP_PARTS);
+  const from = part * perPart;
+  const to = Math.min(SWEEP_SEEDS, from + perPart);
+  return Array.from({ length: Math.max(0, to - from) }, (_, i) => ({
+    seed: SWEEP_FIRST_SEED + from + i,
+    faults: SWEEP_FAULTS[(from + i) % SWEEP_FAULTS.length]!,
+    partitions: SWEEP_PARTITIONS[Math.floor((from + i) / SWEEP_FAULTS.length) % SWEEP_PARTITIONS.length]!,
+  }));
+}
+
+/** Registers part `part` of the sweep of `workload`: one test per seed, run on a worker thread (sweep-worker.ts). */
+export function sweep(workload: WorkloadName, part: number): void {
+  describe(`${workload} workload (simulated), sweep part ${part + 1} of ${SWEEP_PARTS}`, () => {
+    let runner: SeedRunner | undefined;
+    before(() => {
+      runner = new SeedRunner();
+    });
+    after(() => runner?.close());
+    for (const { seed, faults, partitions } of sweepSeeds(part)) {
+      it(`history checks out under ${faults} faults, ${partitions} partitions (seed ${seed})`, async () => {
+        const request = { workload, seed, faults, ...SHORT, workers: SWEEP_WORKERS, partitions };
+        const outcome = await runner!.run(request);
+        assertPassed(
+          outcome,
+          `basalt sim --seed ${seed} --workload ${workload} --faults ${faults} --duration 3 ` +
+            `--workers ${SWEEP_WORKERS} --partitions ${partitions}`,
+        );
+      });
+    }
+  });
+}
+
+/** One worker thread running seeds in the order asked; tests run one at a time, so one request is in flight. */
+class SeedRunner {
+  private readonly worker = new Worker(new URL('./sweep-worker.js', import.meta.url));
+  private pending: { resolve: (o: SeedOutcome) => void; reject: (e: unknown) => void } | undefined;
+
+  constructor() {
+    this.worker.on('message', (outcome: SeedOutcome) => {
+      const p = this.pending;
+      this.pending = undefined;
+      p?.resolve(outcome);
+    });
+    this.worker.on('error', (error) => {
+      const p = this.pending;
+      this.pending = undefined;
+      p?.reject(error);
+    });
+  }
+
+  run(request: SeedRequest): Promise<SeedOutcome> {
+    assert.equal(this.pending, undefined, 'one seed at a time');
+    return new Promise((resolve, reject) => {
+      this.pending = { resolve, reject };
+      this.worker.postMessage(request);
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.worker.terminate();
+  }
+}

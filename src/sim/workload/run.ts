@@ -49,6 +49,10 @@ export interface SimRunOptions {
   readonly livenessMs?: number;
   /** Concurrent clients, spread over the nodes. */
   readonly workers?: number;
+  /** Applied entries a Raft log keeps before it is compacted into a snapshot. */
+  readonly compactEntriesMin?: number;
+  /** Partitions of the workload's table (each one Raft group); fewer make a cheaper run, still multi-partition. */
+  readonly partitions?: number;
 }
 
 export interface SimRunResult {
@@ -80,10 +84,18 @@ const DURATION_MS_DEFAULT = 6_000;
 const LIVENESS_MS_DEFAULT = 20_000;
 const WORKERS_DEFAULT = 5;
 const THINK_MS_MAX = 40;
+/** Pause before each operation of a worker that has already shown progress after the heal. */
+const PACE_MS_AFTER_PROGRESS = 250;
 const BACKOFF_MS_AFTER_FAILURE = 50;
 /** Acknowledged operations the liveness phase needs at least, over all workers. */
 const LIVENESS_OK_MIN = 10;
 const TRACE_MAX = 400;
+/**
+ * Raft logs are compacted after this many applied entries (the production default is far larger): within a few
+ * seconds of virtual time a leader compacts past a follower that was down or cut off, which then catches up by
+ * installing a snapshot, so the snapshot paths run under the same faults as everything else.
+ */
+const COMPACT_ENTRIES_MIN_DEFAULT = 40;
 /** Steps of `runFor`: one drive may take at most the drive timeout of virtual time. */
 const RUN_STEP_MS = 10_000;
 
@@ -106,6 +118,9 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
     partitionHost: replicaPartitionHost(),
     services: [coordinatorService()],
     traceMax: TRACE_MAX,
+    // Nothing here counts messages, so the network keeps no log of every payload sent (memory and GC a run pays for).
+    network: { sentLogMax: 0 },
+    tuning: { raftCompactEntriesMin: options.compactEntriesMin ?? COMPACT_ENTRIES_MIN_DEFAULT },
   });
   const world = env.world;
   const startMs = world.nowMs();
@@ -126,7 +141,7 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
   try {
     cluster = await Cluster.start(env, names, embeddedClient);
     const c = cluster;
-    await c.createTable(TABLE, { partitions: PARTITIONS, replicas: Math.min(3, names.length) });
+    await c.createTable(TABLE, { partitions: options.partitions ?? PARTITIONS, replicas: Math.min(3, names.length) });
     const ctx: WorkloadContext = { recorder, table: TABLE, setupClient: c.client(), sleep: (ms) => c.runFor(ms) };
     await workload.setup(ctx);
     faults = new FaultSchedule(c, world, random.fork('faults'), options.faults, seen);
@@ -141,6 +156,14 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
       for (;;) {
         await c.runFor(1 + worker.random.int(THINK_MS_MAX));
         if (world.nowMs() >= phase.endMs || (phase.healed && progressed())) return;
+        // A worker that got its acknowledgement after the heal, once the total is met too, has shown what it can: it
+        // goes on at a trickle, so that a run waiting for a slower worker (an operation lost to a fault waits out its
+        // request timeout) does not pay for the others' full load meanwhile, while the cluster still sees traffic
+        // (stopping outright cost the sweeps every cleanup re-driven by the rescan).
+        if (phase.healed && workersAcked.has(worker) && okAfterHeal >= LIVENESS_OK_MIN) {
+          await c.runFor(PACE_MS_AFTER_PROGRESS);
+          if (world.nowMs() >= phase.endMs || progressed()) return;
+        }
         // A client whose node is down would only fail fast (NODE_UNAVAILABLE): wait for the node instead.
         if (!c.node(worker.client.node).up) continue;
         const afterHeal = phase.healed;
