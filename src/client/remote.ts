@@ -24,7 +24,7 @@ import { decode } from '../net/codec.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import { parseHostPort } from '../net/tcp-transport.js';
 import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
-import { retryPolicy, withRetries } from '../tx/retry.js';
+import { commitOrRollBack, retryPolicy, withRetries } from '../tx/retry.js';
 import type { RunTransactionOptions } from '../tx/transaction.js';
 import { checkReadOptions } from '../tx/user-input.js';
 import type { KeyValue, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
@@ -366,16 +366,7 @@ class TcpClient implements RemoteClient {
   }
 
   private async attempt<T>(fn: (tx: RemoteTransaction) => Promise<T>, options: RemoteBeginOptions): Promise<T> {
-    const tx = await this.begin(beginOptionsOf(options));
-    try {
-      const result = await fn(tx);
-      await tx.commit();
-      return result;
-    } catch (error) {
-      // After a commit that failed or could not tell, rollback is a no-op; otherwise it releases the attempt's locks.
-      await tx.rollback().catch(() => {});
-      throw error;
-    }
+    return commitOrRollBack(await this.begin(beginOptionsOf(options)), fn);
   }
 
   async get(table: string, key: string): Promise<Value | undefined> {

@@ -42,7 +42,7 @@ import {
 } from './coordinator-support.js';
 import { type LowWatermark, readOnlyTooOld, type WatermarkHold } from './low-watermark.js';
 import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from './messages.js';
-import { retryPolicy, withRetries } from './retry.js';
+import { commitOrRollBack, retryPolicy, withRetries } from './retry.js';
 import { TxIdGenerator } from './tx-id.js';
 import {
   checkKey,
@@ -516,17 +516,7 @@ export function runReadOnlyTransaction<T>(
   return withRetries(
     policy,
     (delayMs) => sleep(coordinator.timers, delayMs),
-    async () => {
-      const tx = beginReadOnly(coordinator, begin);
-      try {
-        const result = await fn(tx);
-        await tx.commit();
-        return result;
-      } catch (error) {
-        await tx.rollback();
-        throw error;
-      }
-    },
+    () => commitOrRollBack(beginReadOnly(coordinator, begin), fn),
   );
 }
 

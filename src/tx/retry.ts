@@ -59,6 +59,27 @@ export function backoffMs(attempt: number, minMs: number, maxMs: number): number
   return Math.min(maxMs, minMs * 2 ** exponent);
 }
 
+/** What one attempt of a transaction runs on: any transaction handle, local or remote. */
+export interface Finishable {
+  commit(): Promise<unknown>;
+  rollback(): Promise<unknown>;
+}
+
+/**
+ * One attempt: `fn` on `tx`, then commit; on any failure the attempt is rolled back before the error goes on (after a
+ * commit that failed or could not tell, rollback is a no-op; otherwise it releases the attempt's locks).
+ */
+export async function commitOrRollBack<X extends Finishable, T>(tx: X, fn: (tx: X) => Promise<T>): Promise<T> {
+  try {
+    const result = await fn(tx);
+    await tx.commit();
+    return result;
+  } catch (error) {
+    await tx.rollback().catch(() => {});
+    throw error;
+  }
+}
+
 /**
  * Runs `attempt` (given its number, from 1) until it succeeds, fails with an error that is not retried, or has been
  * retried `policy.retries` times; `pause` waits before each retry.

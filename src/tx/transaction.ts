@@ -13,7 +13,7 @@ import { sleep } from '../env/timers.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import type { CoordinatedTx } from './coordinated-tx.js';
 import type { BeginTxOptions, CoordinatorScanOptions, TxCoordinator } from './coordinator.js';
-import { type RetryOptions, retryPolicy, withRetries } from './retry.js';
+import { commitOrRollBack, type RetryOptions, retryPolicy, withRetries } from './retry.js';
 import type { KeyValue, ReadOptions, ScanRange } from './user-input.js';
 
 export class Transaction {
@@ -82,18 +82,7 @@ export function runTransaction<T>(
   return withRetries(
     retryPolicy(options, coordinator.retryJitter),
     (delayMs) => sleep(coordinator.timers, delayMs),
-    async () => {
-      const tx = beginTransaction(coordinator, timeoutOption(options));
-      try {
-        const result = await fn(tx);
-        await tx.commit();
-        return result;
-      } catch (error) {
-        // After a commit that failed or could not tell, rollback is a no-op; otherwise it releases the attempt's locks.
-        await tx.rollback().catch(() => {});
-        throw error;
-      }
-    },
+    () => commitOrRollBack(beginTransaction(coordinator, timeoutOption(options)), fn),
   );
 }
 
