@@ -85,6 +85,11 @@ export class ProposalTracker {
     return this.settle(id, { kind: 'applied', result });
   }
 
+  /** True while the proposal of `id` may still apply here. */
+  isInFlight(id: ProposalId): boolean {
+    return this.owns(id) && this.inFlight.has(id.counter);
+  }
+
   /** The proposal of `id` can no longer apply here; false if it was not in flight. */
   abandon(id: ProposalId, error: BasaltError): boolean {
     return this.settle(id, { kind: 'abandoned', error });
@@ -142,8 +147,13 @@ export function proposeCommand(
       return;
     }
     submit(bytes).then(
-      // Applied here means settled already by the state machine; still in flight would be a lost result.
-      () => tracker.abandon(id, new BasaltError('INTERNAL', 'the proposal was applied but its result was not seen')),
+      // Applied here means settled already by the state machine; still in flight would be a lost result. The error is
+      // built only then: a BasaltError captures a stack, and every proposal comes this way.
+      () => {
+        if (tracker.isInFlight(id)) {
+          tracker.abandon(id, new BasaltError('INTERNAL', 'the proposal was applied but its result was not seen'));
+        }
+      },
       (error: unknown) => tracker.abandon(id, asBasaltError(error, 'INTERNAL')),
     );
   });
