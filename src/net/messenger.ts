@@ -166,6 +166,15 @@ export class Messenger<B extends MessageBody = MessageBody> {
     });
   }
 
+  /**
+   * This messenger as one layer sees it: only that layer's message kinds, to send and to register. The messenger
+   * checks envelopes, never bodies (each layer validates the bodies of its own kinds), so the view changes what the
+   * compiler lets a layer do, not what the messenger does: it is the one place where a body type is narrowed.
+   */
+  as<C extends MessageBody>(): Messenger<C> {
+    return this as unknown as Messenger<C>;
+  }
+
   /** Registers the handler of one message kind; returns a function that unregisters it. */
   handle<K extends B['kind']>(kind: K, handler: MessageHandler<B, K>): () => void {
     if (this.handlers.has(kind)) throw new BasaltError('ALREADY_EXISTS', `a handler for ${kind} is registered`);

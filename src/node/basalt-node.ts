@@ -275,7 +275,7 @@ export class BasaltNode {
       self: this.self.name,
       members: nodes.slice(0, META_MEMBERS_MAX),
       nodes,
-      messenger: this.messenger as unknown as Messenger<NodeMessage>,
+      messenger: this.messenger.as<NodeMessage>(),
       raft: this.raft,
       stateMachines: this.stateMachines,
       timers: this.timers,
@@ -462,7 +462,7 @@ export class BasaltNode {
 
   /** The messenger typed with the node layer's own message kinds. */
   private typed(): Messenger<NodeMessage> {
-    return this.messenger as unknown as Messenger<NodeMessage>;
+    return this.messenger.as<NodeMessage>();
   }
 
   private raftTransport(): RaftTransport {

@@ -16,7 +16,7 @@ import { TxCoordinator } from '../tx/coordinator.js';
 import type { TxPlacement, TxRequestFn } from '../tx/coordinator-ports.js';
 import type { TxCoordinatorOptions } from '../tx/coordinator-support.js';
 import { LowWatermark } from '../tx/low-watermark.js';
-import type { TxStateCoordinatorRequest } from '../tx/messages.js';
+import type { TxRequest, TxResponse } from '../tx/messages.js';
 import { ReadOnlyCoordinator } from '../tx/read-only.js';
 import type { BasaltNode, NodeService, NodeServiceFactory } from './basalt-node.js';
 import type { MetaView, TableDescriptor } from './metastorage-state.js';
@@ -69,9 +69,9 @@ export class CoordinatorService implements NodeService {
         else node.reportError(error);
       },
     });
-    this.unregister = node.messenger.handle('TxStateCoordinatorRequest', (body) =>
-      this.coordinator.handleTxStateCoordinatorRequest(body as unknown as TxStateCoordinatorRequest),
-    );
+    this.unregister = node.messenger
+      .as<TxRequest | TxResponse>()
+      .handle('TxStateCoordinatorRequest', (body) => this.coordinator.handleTxStateCoordinatorRequest(body));
   }
 
   stop(): void {

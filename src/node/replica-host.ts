@@ -49,7 +49,7 @@ import { TxSweep } from '../replica/resolution/tx-sweep.js';
 import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
 import type { TxRequestFn } from '../tx/coordinator-ports.js';
 import { LowWatermark } from '../tx/low-watermark.js';
-import type { TxRequest } from '../tx/messages.js';
+import type { TxRequest, TxResponse } from '../tx/messages.js';
 import type { GroupStateMachine } from './group-state-machines.js';
 import type { MetaView } from './metastorage-state.js';
 import type {
@@ -182,9 +182,10 @@ export class ReplicaPartitionHost implements PartitionHost {
       counters: context.counters,
       onError: (error) => this.background(error),
     });
+    const txMessenger = context.messenger.as<TxRequest | TxResponse>();
     this.router = new ReplicaRequestRouter({
       finish: { counters: context.counters },
-      sender: this.hintingSender(messengerCleanupSender(context.messenger as never)),
+      sender: this.hintingSender(messengerCleanupSender(txMessenger)),
       locator: this.locator(),
       timers: context.timers,
       resolver: this.resolution.resolver,
@@ -192,8 +193,8 @@ export class ReplicaPartitionHost implements PartitionHost {
       lowWatermark,
       onError: (error) => this.background(error),
     });
-    this.unsubscribe.push(this.router.registerWith(context.messenger as never));
-    this.unsubscribe.push(this.resolution.attach(this.router, context.messenger as never));
+    this.unsubscribe.push(this.router.registerWith(txMessenger));
+    this.unsubscribe.push(this.resolution.attach(this.router, txMessenger));
     this.gc = new StorageGcDriver({
       timers: context.timers,
       partitions: () => [...this.hosted.values()].map((e) => e.partition.mv),

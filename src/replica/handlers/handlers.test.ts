@@ -30,6 +30,8 @@ import type {
   TxCleanupResponse,
   TxFinishRequest,
   TxFinishResponse,
+  TxRequest,
+  TxResponse,
 } from '../../tx/messages.js';
 import { tokenOf } from '../lease.js';
 import { LocalIntentResolver } from './intent-resolver.js';
@@ -722,12 +724,13 @@ describe('ReadOnlyRequest and LeaseConfirmRequest', () => {
     const handlers = new Map<string, (body: never, from: PeerIdentity) => Promise<unknown>>();
     const registry: HandlerRegistry = {
       handle: (kind, handler) => {
-        handlers.set(kind, handler);
+        handlers.set(kind, handler as (body: never, from: PeerIdentity) => Promise<unknown>);
         return () => handlers.delete(kind);
       },
     };
-    // The node's messenger fits the registry type.
-    const fits: (messenger: Messenger<MessageBody>) => HandlerRegistry = (messenger) => messenger;
+    // The node's messenger, seen with the tx protocol's kinds, fits the registry type.
+    const fits: (messenger: Messenger<MessageBody>) => HandlerRegistry = (messenger) =>
+      messenger.as<TxRequest | TxResponse>();
     assert.equal(typeof fits, 'function');
     const undo = m.router.registerWith(registry);
     assert.deepEqual([...handlers.keys()].sort(), [...REPLICA_REQUEST_KINDS].sort());

@@ -60,7 +60,10 @@ export type ReplicaResponse = TxResponseOf[ReplicaRequestKind];
 
 /** The part of the Messenger the router registers with. */
 export interface HandlerRegistry {
-  handle(kind: ReplicaRequestKind, handler: (body: never, from: PeerIdentity) => Promise<ReplicaResponse>): () => void;
+  handle<K extends ReplicaRequestKind>(
+    kind: K,
+    handler: (body: Extract<ReplicaRequest, { readonly kind: K }>, from: PeerIdentity) => Promise<ReplicaResponse>,
+  ): () => void;
 }
 
 export interface ReplicaRequestRouterOptions {
@@ -170,9 +173,7 @@ export class ReplicaRequestRouter implements HostedPartitions {
 
   /** Registers every replica request kind with `registry` (the node's messenger); returns the unregister function. */
   registerWith(registry: HandlerRegistry): () => void {
-    const undo = REPLICA_REQUEST_KINDS.map((kind) =>
-      registry.handle(kind, (body: never) => this.dispatch(body as ReplicaRequest)),
-    );
+    const undo = REPLICA_REQUEST_KINDS.map((kind) => registry.handle(kind, (body) => this.dispatch(body)));
     return () => {
       for (const u of undo) u();
     };

@@ -28,9 +28,9 @@ export const RESOLUTION_REQUEST_KINDS: readonly ResolutionRequestKind[] = [
 
 /** The part of the Messenger the router registers with. */
 export interface ResolutionHandlerRegistry {
-  handle(
-    kind: ResolutionRequestKind,
-    handler: (body: never, from: PeerIdentity) => Promise<TxStateResponse>,
+  handle<K extends ResolutionRequestKind>(
+    kind: K,
+    handler: (body: Extract<ResolutionRequest, { readonly kind: K }>, from: PeerIdentity) => Promise<TxStateResponse>,
   ): () => void;
 }
 
@@ -64,9 +64,7 @@ export class ResolutionRequestRouter {
 
   /** Registers every resolution request kind with `registry` (the node's messenger); returns the unregister function. */
   registerWith(registry: ResolutionHandlerRegistry): () => void {
-    const undo = RESOLUTION_REQUEST_KINDS.map((kind) =>
-      registry.handle(kind, (body: never) => this.handle(body as ResolutionRequest)),
-    );
+    const undo = RESOLUTION_REQUEST_KINDS.map((kind) => registry.handle(kind, (body) => this.handle(body)));
     return () => {
       for (const u of undo) u();
     };
