@@ -30,3 +30,62 @@ export function sleep(timers: Timers, delayMs: number, signal?: AbortSignal): Pr
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/**
+ * Work that runs every `intervalMs` on the injected timers. The next run is armed only once the previous one ended, so
+ * a slow run never overlaps the next; `run` may return the delay before the next run (0 while work is left). A
+ * failure, thrown or rejected, goes to `onError` and the task goes on. `start` is idempotent (the first run comes after
+ * one interval); after `stop` nothing runs until `start` again.
+ */
+export class PeriodicTask {
+  private timer: TimerHandle | undefined;
+  private running = false;
+
+  constructor(
+    private readonly timers: Timers,
+    private readonly intervalMs: number,
+    private readonly run: () => undefined | number | Promise<unknown>,
+    private readonly onError: (error: unknown) => void = () => {},
+  ) {}
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.arm(this.intervalMs);
+  }
+
+  stop(): void {
+    this.running = false;
+    if (this.timer !== undefined) this.timers.clearTimer(this.timer);
+    this.timer = undefined;
+  }
+
+  private arm(delayMs: number): void {
+    this.timer = this.timers.setTimer(() => {
+      this.timer = undefined;
+      if (!this.running) return;
+      let next = this.intervalMs;
+      try {
+        const result = this.run();
+        if (result instanceof Promise) {
+          result.then(
+            () => this.rearm(this.intervalMs),
+            (error: unknown) => {
+              this.onError(error);
+              this.rearm(this.intervalMs);
+            },
+          );
+          return;
+        }
+        if (typeof result === 'number') next = result;
+      } catch (error) {
+        this.onError(error);
+      }
+      this.rearm(next);
+    }, delayMs);
+  }
+
+  private rearm(delayMs: number): void {
+    if (this.running) this.arm(delayMs);
+  }
+}

@@ -14,7 +14,7 @@
 import { invalidArgument } from '../core/errors.js';
 import type { HybridTimestamp, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import type { TimerHandle, Timers } from '../env/timers.js';
+import { PeriodicTask, type Timers } from '../env/timers.js';
 import type { GcResult } from '../storage/mv-partition-storage.js';
 
 /** What GC needs of one hosted partition (a HostedPartition's `mv` fits with its partitionId). */
@@ -49,8 +49,7 @@ export class StorageGcDriver {
   /** Versions removed since the driver was created. */
   versionsRemoved = 0;
   private readonly options: StorageGcDriverOptions;
-  private timer: TimerHandle | undefined;
-  private running = false;
+  private readonly task: PeriodicTask;
 
   constructor(options: StorageGcDriverOptions) {
     this.options = options;
@@ -62,19 +61,25 @@ export class StorageGcDriver {
         rowsPerRound: this.rowsPerRound,
       });
     }
+    // While a partition reports more work, the next round follows at once.
+    this.task = new PeriodicTask(
+      options.timers,
+      this.intervalMs,
+      () => (this.runRound().more ? 0 : this.intervalMs),
+      (error) => {
+        // A partition's failure is reported by the round itself; anything else here is a bug: let it surface.
+        throw error;
+      },
+    );
   }
 
   /** Starts the rounds (the first after intervalMs). */
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.schedule(this.intervalMs);
+    this.task.start();
   }
 
   stop(): void {
-    this.running = false;
-    if (this.timer !== undefined) this.options.timers.clearTimer(this.timer);
-    this.timer = undefined;
+    this.task.stop();
   }
 
   /** One round over every hosted partition at the current watermark (synchronous). */
@@ -97,14 +102,5 @@ export class StorageGcDriver {
     }
     this.versionsRemoved += versionsRemoved;
     return { watermark, partitions, versionsRemoved, rowsRemoved, more };
-  }
-
-  private schedule(delayMs: number): void {
-    this.timer = this.options.timers.setTimer(() => {
-      this.timer = undefined;
-      if (!this.running) return;
-      const round = this.runRound();
-      if (this.running) this.schedule(round.more ? 0 : this.intervalMs);
-    }, delayMs);
   }
 }

@@ -25,7 +25,7 @@ import { invalidArgument } from '../core/errors.js';
 import type { HybridTimestamp, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
-import type { TimerHandle, Timers } from '../env/timers.js';
+import { PeriodicTask, type Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { addMs } from '../hlc/timestamp.js';
 import type { TxStateStorage } from '../storage/tx-state-storage.js';
@@ -92,8 +92,7 @@ export class TxStateVacuumDriver {
   readonly scanMax: number;
   readonly batchMax: number;
   private readonly options: TxStateVacuumOptions;
-  private timer: TimerHandle | undefined;
-  private running = false;
+  private readonly task: PeriodicTask;
   private roundInFlight: Promise<VacuumRound> | undefined;
   /** Where a scan cut short by scanMax resumes, per hosted partition (pruned to the hosted ones every round). */
   private readonly cursors = new Map<PartitionId, TxId>();
@@ -113,18 +112,20 @@ export class TxStateVacuumDriver {
     if (this.batchMax > LIMITS.txStateVacuumBatchMax) {
       throw invalidArgument(`a VacuumTxStates command names at most ${LIMITS.txStateVacuumBatchMax} txs`);
     }
+    this.task = new PeriodicTask(
+      options.timers,
+      this.intervalMs,
+      () => this.runRound(),
+      (error) => options.onError?.(error),
+    );
   }
 
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.schedule();
+    this.task.start();
   }
 
   stop(): void {
-    this.running = false;
-    if (this.timer !== undefined) this.options.timers.clearTimer(this.timer);
-    this.timer = undefined;
+    this.task.stop();
   }
 
   /** One round: the map, then every commit partition this node is primary of. Concurrent calls share one round. */
@@ -198,21 +199,5 @@ export class TxStateVacuumDriver {
       }
     }
     return { mapRemoved, proposed, removed };
-  }
-
-  private schedule(): void {
-    this.timer = this.options.timers.setTimer(() => {
-      this.timer = undefined;
-      if (!this.running) return;
-      this.runRound().then(
-        () => {
-          if (this.running) this.schedule();
-        },
-        (error: unknown) => {
-          this.options.onError?.(error);
-          if (this.running) this.schedule();
-        },
-      );
-    }, this.intervalMs);
   }
 }

@@ -31,7 +31,7 @@
  */
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
-import type { TimerHandle, Timers } from '../../env/timers.js';
+import { PeriodicTask, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs } from '../../hlc/timestamp.js';
 import { nodeIdOf, txDeadline } from '../../tx/tx-id.js';
@@ -75,6 +75,7 @@ export interface SweepPass {
 
 export class TxSweep {
   private readonly o: TxSweepOptions;
+  private readonly task: PeriodicTask;
   private readonly txTimeoutMs: number;
   private readonly intervalMs: number;
   private readonly scanMax: number;
@@ -84,8 +85,6 @@ export class TxSweep {
   private readonly intentTxsPerPartitionMax: number;
   /** Where each hosted partition's intent listing resumes (pruned to the hosted ones every pass). */
   private readonly intentCursors = new Map<PartitionId, TxId>();
-  private timer: TimerHandle | undefined;
-  private running = false;
 
   constructor(options: TxSweepOptions) {
     this.o = options;
@@ -96,18 +95,20 @@ export class TxSweep {
     this.recoveryAfterDeadlineMs = options.recoveryAfterDeadlineMs ?? LIMITS.txSweepRecoveryAfterDeadlineMs;
     this.recoveriesPerPassMax = options.recoveriesPerPassMax ?? LIMITS.txSweepRecoveriesPerPassMax;
     this.intentTxsPerPartitionMax = options.intentTxsPerPartitionMax ?? LIMITS.txSweepIntentTxsPerPartitionMax;
+    this.task = new PeriodicTask(
+      options.timers,
+      this.intervalMs,
+      () => void this.runPass(),
+      (error) => options.onError?.(error),
+    );
   }
 
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.schedule();
+    this.task.start();
   }
 
   stop(): void {
-    this.running = false;
-    if (this.timer !== undefined) this.o.timers.clearTimer(this.timer);
-    this.timer = undefined;
+    this.task.stop();
   }
 
   /** One pass (see the module header). */
@@ -206,19 +207,6 @@ export class TxSweep {
       if (this.o.orphans.requestRecovery(txId, commitPartitionId, p.partitionId)) sent += 1;
     }
     return sent;
-  }
-
-  private schedule(): void {
-    this.timer = this.o.timers.setTimer(() => {
-      this.timer = undefined;
-      if (!this.running) return;
-      try {
-        this.runPass();
-      } catch (error) {
-        this.o.onError?.(error);
-      }
-      if (this.running) this.schedule();
-    }, this.intervalMs);
   }
 }
 
