@@ -25,6 +25,11 @@ export interface ChildNodeOptions {
   readonly env?: NodeJS.ProcessEnv;
   /** Flags for node itself, before the entry point (e.g. `--cpu-prof`, which NODE_OPTIONS refuses). */
   readonly nodeArgs?: readonly string[];
+  /**
+   * A command that runs node for us and then becomes it (e.g. `ip netns exec ns1`, which enters a network namespace
+   * and execs): the handle still signals the node process itself.
+   */
+  readonly launcher?: readonly string[];
 }
 
 export class ChildNode {
@@ -40,7 +45,8 @@ export class ChildNode {
     readonly args: readonly string[],
     options: ChildNodeOptions = {},
   ) {
-    this.child = spawn(process.execPath, [...(options.nodeArgs ?? []), BASALT_MAIN, ...args], {
+    const command = [...(options.launcher ?? []), process.execPath, ...(options.nodeArgs ?? []), BASALT_MAIN, ...args];
+    this.child = spawn(command[0]!, command.slice(1), {
       stdio: ['ignore', 'pipe', 'pipe'],
       ...(options.env !== undefined && { env: options.env }),
     });

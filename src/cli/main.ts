@@ -23,6 +23,8 @@ import { LOG_LEVELS, type LogLevel, logLevel } from './logging.js';
 import { faultList, runCheck, runSim, seedList, workloadList } from './sim-command.js';
 import { runStart } from './start-command.js';
 import {
+  type Advertised,
+  advertised,
   CONFIG_KEYS,
   DEFAULT_HOST,
   DEFAULT_STATUS_INTERVAL_MS,
@@ -39,6 +41,7 @@ interface StartFlags {
   readonly config?: string;
   readonly name?: string;
   readonly host?: string;
+  readonly advertise?: Advertised;
   readonly port?: number;
   readonly data?: string;
   readonly memory?: boolean;
@@ -59,6 +62,12 @@ program
   .option('--name <name>', "this node's name, distinct from every peer's")
   .option('--host <host>', `address to listen on for peers and clients (default: ${DEFAULT_HOST})`)
   .option('--port <port>', 'peer port the other nodes dial (0: an ephemeral port)', port)
+  .option(
+    '--advertise <host[:port]>',
+    'the address others reach this node at, when not --host:--port (e.g. --host 0.0.0.0 in a container; ' +
+      "default: --host, or this machine's host name when --host is a wildcard)",
+    advertiseFlag,
+  )
   .option('--data <path>', "this node's own LMDB data directory")
   .option('--memory', 'keep data in memory instead of LMDB')
   .option('--no-fsync', 'do not fsync LMDB commits (benchmarks only: a crash may lose acknowledged writes)')
@@ -332,6 +341,14 @@ program
 function nemesisList(value: string): NemesisFault[] {
   try {
     return parseNemesis(value);
+  } catch (error) {
+    throw new InvalidArgumentError(error instanceof Error ? error.message : String(error));
+  }
+}
+
+function advertiseFlag(value: string): Advertised {
+  try {
+    return advertised(value);
   } catch (error) {
     throw new InvalidArgumentError(error instanceof Error ? error.message : String(error));
   }

@@ -17,6 +17,8 @@ import type { BasaltNode } from '../node/basalt-node.js';
 
 export interface MetricsServerOptions {
   readonly host: string;
+  /** The host named in `url` when it differs from the one listened on (a wildcard, a container). */
+  readonly advertisedHost?: string;
   /** 0: an ephemeral port. */
   readonly port: number;
   readonly nodeName: string;
@@ -38,7 +40,8 @@ export class MetricsServer {
       server.listen(options.port, options.host, () => resolve());
     });
     const { port } = server.address() as AddressInfo;
-    return new MetricsServer(server, `http://${options.host}:${port}`);
+    const host = options.advertisedHost ?? options.host;
+    return new MetricsServer(server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`);
   }
 
   close(): Promise<void> {

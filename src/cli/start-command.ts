@@ -8,6 +8,7 @@
  * and coordinates their transactions. Once its members are known, its transport refuses peers that run with other
  * members (handshake.ts); such a refusal is printed as a warning and logged (warn) once per peer and member set.
  */
+import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { nodeClient } from '../client/node-client.js';
 import { ClientServer } from '../client/server.js';
@@ -29,7 +30,7 @@ import { log, type TableSpec, untilSignal } from './common.js';
 import { discoverPeers } from './discovery.js';
 import { createNodeLogger, type NodeLogger } from './logging.js';
 import { MetricsServer } from './metrics-http.js';
-import type { StartSettings } from './start-config.js';
+import { advertisedHost, hostPort, type StartSettings } from './start-config.js';
 
 /** How long a starting node waits for every bare peer address to answer (nodes started by hand, one by one). */
 const PEER_DISCOVERY_TIMEOUT_MS = 120_000;
@@ -69,7 +70,11 @@ export async function runStart(options: StartSettings): Promise<void> {
     await storage.close?.();
     throw error;
   });
-  log(`node ${name} listening on ${transport.address} (id ${self.id})`);
+  // What others dial: differs from the bound address behind a wildcard host, a container or a translated network.
+  const reachHost = advertisedHost(options, hostname());
+  const peerAddress = hostPort(reachHost, options.advertise?.port ?? transport.port);
+  const advertisedNote = peerAddress === transport.address ? '' : `, advertised as ${peerAddress}`;
+  log(`node ${name} listening on ${transport.address}${advertisedNote} (id ${self.id})`);
   const aborted = new AbortController();
   void stopRequested.then(() => aborted.abort());
   let members: Map<NodeName, string> | undefined;
@@ -114,7 +119,13 @@ export async function runStart(options: StartSettings): Promise<void> {
   });
   const host = options.host;
   logger.info(
-    { address: transport.address, ephemeralId: self.id, dataDir: dataDir ?? 'memory', fsync: options.fsync },
+    {
+      address: transport.address,
+      advertised: peerAddress,
+      ephemeralId: self.id,
+      dataDir: dataDir ?? 'memory',
+      fsync: options.fsync,
+    },
     'node started',
   );
   if (!options.fsync && !options.memory)
@@ -137,14 +148,16 @@ export async function runStart(options: StartSettings): Promise<void> {
       ? undefined
       : await ClientServer.start({ host, port: options.clientPort, client: nodeClient(node), timers });
   if (clientServer !== undefined) {
-    log(`client port of ${name} on ${clientServer.address}: connect('${clientServer.address}')`);
-    logger.info({ clientAddress: clientServer.address }, 'client port open');
+    const clientAddress = hostPort(reachHost, clientServer.port);
+    log(`client port of ${name} on ${clientServer.address}: connect('${clientAddress}')`);
+    logger.info({ clientAddress }, 'client port open');
   }
   const metricsServer =
     options.metricsPort === undefined
       ? undefined
       : await MetricsServer.start({
           host,
+          advertisedHost: reachHost,
           port: options.metricsPort,
           nodeName: name,
           nodeOf: () => node,

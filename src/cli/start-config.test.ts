@@ -4,7 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
-import { parseStartConfig, readStartConfig, resolveStartSettings } from './start-config.js';
+import {
+  advertised,
+  advertisedHost,
+  hostPort,
+  parseStartConfig,
+  readStartConfig,
+  resolveStartSettings,
+} from './start-config.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'basalt-config-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -23,6 +30,7 @@ describe('basalt start --config', () => {
     const path = configFile({
       name: 'n2',
       host: '10.0.0.2',
+      advertise: 'n2.example:17002',
       port: 7002,
       data: 'data/n2',
       peers: ['n1=10.0.0.1:7001', '10.0.0.3:7003'],
@@ -39,6 +47,7 @@ describe('basalt start --config', () => {
     assert.deepEqual(resolveStartSettings(file, {}), {
       name: 'n2',
       host: '10.0.0.2',
+      advertise: { host: 'n2.example', port: 17002 },
       port: 7002,
       data: join(dir, 'data/n2'),
       peers: [{ name: 'n1', address: '10.0.0.1:7001' }, { address: '10.0.0.3:7003' }],
@@ -99,5 +108,30 @@ describe('basalt start --config', () => {
     assert.throws(() => parseStartConfig([], 'c.json'), refused(/is not a JSON object/));
     assert.throws(() => readStartConfig(configFile('{ "name": ', 'bad.json')), refused(/bad\.json is not JSON/));
     assert.throws(() => readStartConfig(join(dir, 'missing.json')), refused(/missing\.json cannot be read/));
+  });
+});
+
+describe('basalt start --advertise', () => {
+  it('takes a host or host:port, IPv6 in brackets when a port follows', () => {
+    assert.deepEqual(advertised('10.0.0.7'), { host: '10.0.0.7' });
+    assert.deepEqual(advertised('basalt-0.basalt:7000'), { host: 'basalt-0.basalt', port: 7000 });
+    assert.deepEqual(advertised('fd00::7'), { host: 'fd00::7' });
+    assert.deepEqual(advertised('[fd00::7]:7001'), { host: 'fd00::7', port: 7001 });
+    for (const bad of ['', ':7000', 'h:0', 'h:70000', 'h:x', '[fd00::7', '[fd00::7]7001', 'a b']) {
+      assert.throws(() => advertised(bad), refused(/to advertise/), bad);
+    }
+  });
+
+  it('names --advertise, else --host, else the machine for a wildcard host', () => {
+    assert.equal(advertisedHost({ host: '10.0.0.2', advertise: { host: 'n2.example' } }, 'box'), 'n2.example');
+    assert.equal(advertisedHost({ host: '10.0.0.2' }, 'box'), '10.0.0.2');
+    assert.equal(advertisedHost({ host: '0.0.0.0' }, 'box'), 'box');
+    assert.equal(advertisedHost({ host: '::' }, 'box'), 'box');
+    assert.equal(hostPort('fd00::7', 7000), '[fd00::7]:7000');
+    assert.equal(hostPort('box', 7000), 'box:7000');
+  });
+
+  it('refuses a bad advertise key in a config file, naming it', () => {
+    assert.throws(() => parseStartConfig({ advertise: 'h:0' }, 'x.json'), refused(/key "advertise"/));
   });
 });

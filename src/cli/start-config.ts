@@ -18,6 +18,11 @@ export interface StartSettings {
   readonly host: string;
   /** The peer (transport) port; 0 picks an ephemeral one. */
   readonly port: number;
+  /**
+   * Where the other nodes and clients reach this node when that differs from where it listens (`--host 0.0.0.0` in a
+   * container, an address translated by the network): a host, with the peer port as `host:port` if that differs too.
+   */
+  readonly advertise?: Advertised;
   /** This node's own data directory (LMDB); absent only with `memory`. */
   readonly data?: string;
   readonly memory: boolean;
@@ -37,6 +42,56 @@ export interface StartSettings {
 export type PartialStartSettings = { -readonly [K in keyof StartSettings]?: StartSettings[K] };
 
 export const DEFAULT_HOST = '127.0.0.1';
+
+/** `--advertise`: a host, and the peer port when it is not the one listened on. */
+export interface Advertised {
+  readonly host: string;
+  readonly port?: number;
+}
+
+/** Parses `host` or `host:port` (IPv6 hosts in brackets when a port follows). Throws INVALID_ARGUMENT. */
+export function advertised(value: string): Advertised {
+  const bad = (): BasaltError => new BasaltError('INVALID_ARGUMENT', `not a host or host:port to advertise: ${value}`);
+  let host: string;
+  let portText: string | undefined;
+  if (value.startsWith('[')) {
+    const close = value.indexOf(']');
+    if (close < 0) throw bad();
+    host = value.slice(1, close);
+    const rest = value.slice(close + 1);
+    if (rest.length > 0 && !rest.startsWith(':')) throw bad();
+    portText = rest.length > 0 ? rest.slice(1) : undefined;
+  } else if (value.indexOf(':') !== value.lastIndexOf(':')) {
+    host = value; // a bare IPv6 address, no port
+  } else {
+    const colon = value.indexOf(':');
+    host = colon < 0 ? value : value.slice(0, colon);
+    portText = colon < 0 ? undefined : value.slice(colon + 1);
+  }
+  if (host.length === 0 || /\s/.test(host)) throw bad();
+  if (portText === undefined) return { host };
+  const port = Number(portText);
+  if (!/^\d+$/.test(portText) || port < 1 || port > 65_535) throw bad();
+  return { host, port };
+}
+
+const WILDCARD_HOSTS: ReadonlySet<string> = new Set(['0.0.0.0', '::', '[::]', '']);
+
+/**
+ * The host this node names to others: `--advertise`, else `--host` unless that is a wildcard (it listens on every
+ * interface, and "0.0.0.0" reaches nothing from elsewhere), else the machine's host name, which is what a container
+ * or a Kubernetes pod resolves to.
+ */
+export function advertisedHost(settings: Pick<StartSettings, 'host' | 'advertise'>, machineName: string): string {
+  if (settings.advertise !== undefined) return settings.advertise.host;
+  return WILDCARD_HOSTS.has(settings.host) ? machineName : settings.host;
+}
+
+/** `host:port` as peers dial it (IPv6 hosts in brackets). */
+export function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
 export const DEFAULT_STATUS_INTERVAL_MS = 5_000;
 
 type KeyParser = (value: unknown) => Partial<PartialStartSettings>;
@@ -44,6 +99,7 @@ type KeyParser = (value: unknown) => Partial<PartialStartSettings>;
 const FILE_KEYS: Readonly<Record<string, KeyParser>> = {
   name: (v) => ({ name: nonEmptyString(v) }),
   host: (v) => ({ host: nonEmptyString(v) }),
+  advertise: (v) => ({ advertise: advertised(nonEmptyString(v)) }),
   port: (v) => ({ port: port(String(number(v))) }),
   data: (v) => ({ data: nonEmptyString(v) }),
   memory: (v) => ({ memory: boolean(v) }),
