@@ -29,5 +29,11 @@ export function tablePartitionId(tableId: number, index: number): PartitionId {
   return partitionId(`t${tableId}p${index}`);
 }
 
+/** The table id of a table partition id `t<tableId>p<index>`; undefined for any other group (e.g. `meta`). */
+export function tableIdOf(partition: PartitionId): number | undefined {
+  const match = /^t(\d+)p\d+$/.exec(partition);
+  return match === null ? undefined : Number(match[1]);
+}
+
 /** The Raft group of the metastorage. */
 export const META_GROUP: PartitionId = partitionId('meta');

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { describe, it, test } from 'node:test';
 import fc from 'fast-check';
 import { LIMITS } from '../core/limits.js';
 import { tablePartitionId } from '../core/partitioning.js';
@@ -200,4 +200,153 @@ test('commands round-trip through the codec; malformed data decodes as a no-op',
     graceMs: 0,
   });
   assert.equal(decodeMetaCommand(new Uint8Array(0)), undefined);
+});
+
+describe('members', () => {
+  const ts = hybridTimestamp(2_000);
+  const init = (...names: string[]): MetaCommand => ({
+    kind: 'InitMembers',
+    requestId: `r${++seq}`,
+    ts,
+    members: names.map((name) => ({ name, address: `${name}.example:7000` })),
+  });
+  const join = (name: string): MetaCommand => ({
+    kind: 'JoinNode',
+    requestId: `r${++seq}`,
+    ts,
+    name,
+    address: `${name}.example:7000`,
+  });
+  const remove = (name: string, dead = false): MetaCommand => ({
+    kind: 'RemoveNode',
+    requestId: `r${++seq}`,
+    ts,
+    name,
+    dead,
+  });
+  const report = (partition: string, replicas: readonly string[]): MetaCommand => ({
+    kind: 'ReportReplicas',
+    requestId: `r${++seq}`,
+    ts,
+    partition,
+    replicas,
+  });
+
+  /** Applies commands one by one after those already applied; returns the last result. */
+  function run(state: MetaState, ...commands: MetaCommand[]) {
+    let result: ReturnType<MetaState['apply']>;
+    for (const c of commands) result = state.apply(state.revision + 1, c);
+    return result;
+  }
+
+  /** Plays every target as reached: each partition's leader reports its target's replicas. */
+  function completeMoves(state: MetaState): number {
+    const targets = state.view().targets ?? [];
+    for (const [p, replicas] of targets) run(state, report(p, [...replicas].reverse()));
+    return targets.length;
+  }
+
+  const names = (state: MetaState) => state.members().map((m) => `${m.name}:${m.state}`);
+
+  it('InitMembers records the starting members once; later tables are placed on the active members', () => {
+    const state = new MetaState();
+    run(state, init('n1', 'n2', 'n3'));
+    const again = run(state, init('n7', 'n8', 'n9'));
+    assert.ok(again?.status === 'MEMBERS');
+    assert.deepEqual(names(state), ['n1:active', 'n2:active', 'n3:active'], 'the first set stands');
+    run(state, create('t', 6, 3, ['n7', 'n8', 'n9']));
+    for (const [, replicas] of state.view().assignments) assert.deepEqual([...replicas].sort(), ['n1', 'n2', 'n3']);
+  });
+
+  it('two nodes join: targets spread the replicas over five, assignments change only as moves are reported', () => {
+    const state = new MetaState();
+    run(state, init('n1', 'n2', 'n3'), create('t', 8, 3));
+    const before = state.view().assignments;
+    run(state, join('n4'), join('n5'));
+    assert.deepEqual(state.view().assignments, before, 'a plan moves nothing by itself');
+    const targets = state.view().targets ?? [];
+    assert.ok(targets.length > 0);
+    for (const [, replicas] of targets) assert.equal(new Set(replicas).size, 3);
+    // A move in progress reports each configuration it reaches; the target stays until it is reached.
+    const [p, target] = targets[0]!;
+    const midway = [...new Set([...before.find(([q]) => q === p)![1], ...target])];
+    assert.deepEqual(run(state, report(p, midway)), { status: 'ASSIGNED', partition: p, replicas: midway });
+    assert.ok(state.target(p as never) !== undefined, 'not there yet');
+    completeMoves(state);
+    assert.deepEqual(state.view().targets, []);
+    const load = new Map<string, number>();
+    for (const [, replicas] of state.view().assignments) for (const n of replicas) load.set(n, (load.get(n) ?? 0) + 1);
+    assert.deepEqual([...load.values()].sort(), [4, 5, 5, 5, 5], JSON.stringify([...load]));
+    for (const [q, replicas] of state.view().assignments) {
+      const planned = targets.find(([t]) => t === q)?.[1];
+      if (planned !== undefined) assert.deepEqual(replicas, planned, 'the target order (preferred leader) is kept');
+    }
+  });
+
+  it('a dead node is replaced: its replicas are planned elsewhere, then it is forgotten and may not join again', () => {
+    const state = new MetaState();
+    run(state, init('n1', 'n2', 'n3', 'n4'), create('t', 4, 3));
+    const held = state.view().assignments.filter(([, r]) => r.includes('n3')).length;
+    assert.ok(held > 0);
+    run(state, remove('n3', true));
+    assert.deepEqual(names(state), ['n1:active', 'n2:active', 'n3:leaving', 'n4:active']);
+    assert.equal(state.members().find((m) => m.name === 'n3')?.dead, true);
+    const moved = completeMoves(state);
+    assert.equal(moved, held, 'exactly the partitions n3 held move');
+    for (const [, replicas] of state.view().assignments) assert.ok(!replicas.includes('n3'));
+    assert.deepEqual(names(state), ['n1:active', 'n2:active', 'n4:active'], 'forgotten once nothing names it');
+    assert.deepEqual(state.view().removed, ['n3']);
+    const rejoin = run(state, join('n3'));
+    assert.ok(rejoin?.status === 'INVALID' && /new name/.test(rejoin.message), JSON.stringify(rejoin));
+  });
+
+  it('a removal that would leave fewer nodes than a table has replicas is refused; an unknown node is UNKNOWN_NODE', () => {
+    const state = new MetaState();
+    run(state, init('n1', 'n2', 'n3'), create('t', 2, 3));
+    const refused = run(state, remove('n2'));
+    assert.ok(refused?.status === 'INVALID' && /leave 2 nodes/.test(refused.message), JSON.stringify(refused));
+    assert.deepEqual(names(state), ['n1:active', 'n2:active', 'n3:active']);
+    assert.deepEqual(run(state, remove('n9')), { status: 'UNKNOWN_NODE', name: 'n9' });
+  });
+
+  it('a node that joins again (restart, new address) keeps its replicas and plans nothing', () => {
+    const state = new MetaState();
+    run(state, init('n1', 'n2', 'n3'), create('t', 3, 3));
+    run(state, { kind: 'JoinNode', requestId: `r${++seq}`, ts, name: 'n2', address: '10.0.0.9:7000' });
+    assert.equal(state.members().find((m) => m.name === 'n2')?.address, '10.0.0.9:7000');
+    assert.deepEqual(state.view().targets, []);
+  });
+
+  it('members, tombstones and targets survive snapshot and restore; an older view reads as none of them', () => {
+    const state = new MetaState();
+    run(state, init('n1', 'n2', 'n3', 'n4'), create('t', 4, 3), remove('n4'));
+    const view = state.view();
+    assert.deepEqual(decodeMetaView(encodeMetaView(view)), view);
+    assert.deepEqual(MetaState.fromView(view).view(), view);
+    const { members: _m, removed: _r, targets: _t, ...older } = view;
+    const parsed = decodeMetaView(encodeMetaView(older as never));
+    assert.deepEqual([parsed.members, parsed.removed, parsed.targets], [[], [], []]);
+    assert.throws(
+      () => decodeMetaView(encode({ ...view, members: [{ name: 'n1', state: 'gone' }] })),
+      /malformed metastorage snapshot/,
+    );
+  });
+
+  it('the new commands round-trip through the codec; malformed ones decode as no-ops', () => {
+    for (const c of [init('n1', 'n2'), join('n5'), remove('n5', true), report('t1p0', ['n1', 'n2'])]) {
+      assert.deepEqual(decodeMetaCommand(encodeMetaCommand(c)), c);
+    }
+    const bad = [
+      { kind: 'JoinNode', requestId: 'x', ts, name: '', address: 'a:1' },
+      { kind: 'RemoveNode', requestId: 'x', ts, name: 'n1' },
+      { kind: 'ReportReplicas', requestId: 'x', ts, partition: 't1p0', replicas: [1] },
+      { kind: 'InitMembers', requestId: 'x', ts, members: [{ address: 'a:1' }] },
+    ];
+    for (const b of bad)
+      assert.equal(
+        decodeMetaCommand(encode(b)),
+        undefined,
+        JSON.stringify(b, (_, v) => String(v)),
+      );
+  });
 });

@@ -22,6 +22,17 @@
  * `retireAfter`. The state forgets a retired table (entry and assignments) at the first command whose timestamp is a
  * further grace past `retireAfter`, when every node's clock is past it by far more than any skew.
  *
+ * Members: the nodes of the cluster, each `active` (it may hold replicas) or `leaving` (decommissioned or declared
+ * dead: its replicas move to the active members, then it is forgotten). A member set starts with `InitMembers` (the
+ * nodes a cluster was started with; applied once, later ones are answered with the set as it is), grows with
+ * `JoinNode` and shrinks with `RemoveNode`. A removed name is kept as a tombstone and may not join again: a node that
+ * comes back with an old name and old data must not pose as a fresh replica. After every member change the targets are
+ * recomputed (placement.ts: as few moves as possible, loads within one): `targets` lists the partitions whose replicas
+ * are to move, with where to; a partition's Raft leader moves it one configuration change at a time and reports each
+ * configuration it reached with `ReportReplicas`, which becomes the assignment; a target reached (as a set) is
+ * dropped, and a leaving member that no assignment or target names any more is forgotten. Before members exist (a
+ * cluster started before they were recorded), tables are placed on the node list their CreateTable carries.
+ *
  * Invariants: table ids are never reused (nextTableId only grows); every table has exactly `partitions` assignments of
  * `replicas` distinct nodes; a dropped table's assignments stay exactly while it is listed as retiring; a retiring
  * table holds no name in `tables`, so its name can be created again (under a new id).
@@ -29,9 +40,10 @@
 import { BasaltError } from '../core/errors.js';
 import { type HybridTimestamp, type NodeName, nodeName, type PartitionId, partitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import { tablePartitionId } from '../core/partitioning.js';
+import { tableIdOf, tablePartitionId } from '../core/partitioning.js';
 import { addMs, asTimestamp, NULL_TIMESTAMP } from '../hlc/timestamp.js';
 import { decode, encode } from '../net/codec.js';
+import { planPlacement } from './placement.js';
 
 export interface TableDescriptor {
   readonly name: string;
@@ -65,7 +77,52 @@ export type MetaCommand =
       readonly ts: HybridTimestamp;
       /** How long after `ts` the table's partitions keep serving: tx timeout + 2·max clock skew, by the proposer. */
       readonly graceMs: number;
+    }
+  | {
+      readonly kind: 'InitMembers';
+      readonly requestId: string;
+      readonly ts: HybridTimestamp;
+      readonly members: readonly MemberSpec[];
+    }
+  | {
+      readonly kind: 'JoinNode';
+      readonly requestId: string;
+      readonly ts: HybridTimestamp;
+      readonly name: string;
+      readonly address: string;
+    }
+  | {
+      readonly kind: 'RemoveNode';
+      readonly requestId: string;
+      readonly ts: HybridTimestamp;
+      readonly name: string;
+      readonly dead: boolean;
+    }
+  | {
+      /** A partition's leader reached this configuration (its voters) on the way to the partition's target. */
+      readonly kind: 'ReportReplicas';
+      readonly requestId: string;
+      readonly ts: HybridTimestamp;
+      readonly partition: string;
+      readonly replicas: readonly string[];
     };
+
+export type MemberState = 'active' | 'leaving';
+
+export interface MemberRecord {
+  readonly name: string;
+  /** Where its peers dial it (its advertised address), when it told. */
+  readonly address?: string;
+  readonly state: MemberState;
+  /** Declared dead (`RemoveNode` with `dead`): its replicas are removed before they are replaced. */
+  readonly dead?: boolean;
+}
+
+/** A member as a command names it. */
+export interface MemberSpec {
+  readonly name: string;
+  readonly address?: string;
+}
 
 /** A dropped table whose partitions still serve finishes, cleanups and resolutions until `retireAfter`. */
 export interface RetiringTable {
@@ -78,7 +135,10 @@ export type MetaResult =
   | { readonly status: 'OK'; readonly table: TableDescriptor }
   | { readonly status: 'ALREADY_EXISTS'; readonly table: TableDescriptor }
   | { readonly status: 'UNKNOWN_TABLE'; readonly name: string }
-  | { readonly status: 'INVALID'; readonly message: string };
+  | { readonly status: 'INVALID'; readonly message: string }
+  | { readonly status: 'MEMBERS'; readonly members: readonly MemberRecord[] }
+  | { readonly status: 'UNKNOWN_NODE'; readonly name: string }
+  | { readonly status: 'ASSIGNED'; readonly partition: string; readonly replicas: readonly string[] };
 
 /** The whole state as plain data: the snapshot, and what watchers receive. */
 export interface MetaView {
@@ -91,6 +151,12 @@ export interface MetaView {
   readonly retiring: readonly RetiringTable[];
   /** Results of the most recent commands by request id, oldest first. */
   readonly recent: readonly (readonly [string, MetaResult])[];
+  /** The cluster's members by name; empty until recorded (absent in older snapshots). */
+  readonly members?: readonly MemberRecord[];
+  /** Names removed from the cluster, which may not join again (absent in older snapshots). */
+  readonly removed?: readonly string[];
+  /** Partitions whose replicas are moving: partition id → the replicas they move to; sorted by partition id. */
+  readonly targets?: readonly (readonly [string, readonly string[]])[];
 }
 
 export const EMPTY_META_VIEW: MetaView = {
@@ -100,6 +166,9 @@ export const EMPTY_META_VIEW: MetaView = {
   assignments: [],
   retiring: [],
   recent: [],
+  members: [],
+  removed: [],
+  targets: [],
 };
 
 export class MetaState {
@@ -109,6 +178,9 @@ export class MetaState {
   private readonly assignmentsById = new Map<PartitionId, readonly NodeName[]>();
   private readonly retiringById = new Map<number, RetiringTable>();
   private readonly recent = new Map<string, MetaResult>();
+  private readonly membersByName = new Map<NodeName, MemberRecord>();
+  private readonly removedNames = new Set<NodeName>();
+  private readonly targetsById = new Map<PartitionId, readonly NodeName[]>();
 
   get revision(): number {
     return this.revisionValue;
@@ -141,7 +213,30 @@ export class MetaState {
         return this.createTable(command);
       case 'DropTable':
         return this.dropTable(command);
+      case 'InitMembers':
+        return this.initMembers(command);
+      case 'JoinNode':
+        return this.joinNode(command);
+      case 'RemoveNode':
+        return this.removeNode(command);
+      case 'ReportReplicas':
+        return this.reportReplicas(command);
     }
+  }
+
+  members(): MemberRecord[] {
+    return [...this.membersByName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** The members that may hold replicas. */
+  activeMembers(): NodeName[] {
+    return this.members()
+      .filter((m) => m.state === 'active')
+      .map((m) => nodeName(m.name));
+  }
+
+  target(partition: PartitionId): readonly NodeName[] | undefined {
+    return this.targetsById.get(partition);
   }
 
   table(name: string): TableDescriptor | undefined {
@@ -168,6 +263,9 @@ export class MetaState {
       assignments: [...this.assignmentsById].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
       retiring: this.retiring(),
       recent: [...this.recent],
+      members: this.members(),
+      removed: [...this.removedNames].sort(),
+      targets: [...this.targetsById].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
     };
   }
 
@@ -179,13 +277,16 @@ export class MetaState {
     for (const [p, nodes] of view.assignments) state.assignmentsById.set(partitionId(p), nodes.map(nodeName));
     for (const r of view.retiring) state.retiringById.set(r.table.id, r);
     for (const [requestId, result] of view.recent) state.recent.set(requestId, result);
+    for (const m of view.members ?? []) state.membersByName.set(nodeName(m.name), m);
+    for (const name of view.removed ?? []) state.removedNames.add(nodeName(name));
+    for (const [p, nodes] of view.targets ?? []) state.targetsById.set(partitionId(p), nodes.map(nodeName));
     return state;
   }
 
   private createTable(c: Extract<MetaCommand, { kind: 'CreateTable' }>): MetaResult {
     const existing = this.tablesByName.get(c.name);
     if (existing !== undefined) return { status: 'ALREADY_EXISTS', table: existing };
-    const nodes = [...new Set(c.nodes)].sort().map(nodeName);
+    const nodes = this.membersByName.size > 0 ? this.activeMembers() : [...new Set(c.nodes)].sort().map(nodeName);
     const problem = tableProblem(c.name, c, nodes.length) ?? this.capacityProblem();
     if (problem !== undefined) return { status: 'INVALID', message: problem };
     const table: TableDescriptor = {
@@ -209,6 +310,100 @@ export class MetaState {
     this.tablesByName.delete(c.name);
     this.retiringById.set(table.id, { table, dropTs: c.ts, retireAfter: addMs(c.ts, Math.max(0, c.graceMs)) });
     return { status: 'OK', table };
+  }
+
+  private initMembers(c: Extract<MetaCommand, { kind: 'InitMembers' }>): MetaResult {
+    if (this.membersByName.size === 0) {
+      const specs = [...new Map(c.members.map((m) => [m.name, m])).values()];
+      if (specs.length === 0 || specs.length > LIMITS.clusterMembersMax) {
+        return { status: 'INVALID', message: `a cluster has 1 to ${LIMITS.clusterMembersMax} members` };
+      }
+      for (const m of specs) this.membersByName.set(nodeName(m.name), memberRecord(m, 'active'));
+    }
+    return { status: 'MEMBERS', members: this.members() };
+  }
+
+  private joinNode(c: Extract<MetaCommand, { kind: 'JoinNode' }>): MetaResult {
+    const name = nodeName(c.name);
+    if (this.membersByName.size === 0) return { status: 'INVALID', message: 'the cluster has no recorded members yet' };
+    if (this.removedNames.has(name)) {
+      return { status: 'INVALID', message: `${name} was removed from this cluster; a node joins under a new name` };
+    }
+    const existing = this.membersByName.get(name);
+    if (existing?.state === 'leaving') return { status: 'INVALID', message: `${name} is being removed` };
+    if (existing === undefined && this.membersByName.size >= LIMITS.clusterMembersMax) {
+      return { status: 'INVALID', message: `the cluster has ${LIMITS.clusterMembersMax} members` };
+    }
+    // A member that joins again (a restart, maybe on a new address) keeps its replicas.
+    this.membersByName.set(name, memberRecord({ name, address: c.address }, 'active'));
+    if (existing === undefined) this.replan();
+    return { status: 'MEMBERS', members: this.members() };
+  }
+
+  private removeNode(c: Extract<MetaCommand, { kind: 'RemoveNode' }>): MetaResult {
+    const name = nodeName(c.name);
+    const existing = this.membersByName.get(name);
+    if (existing === undefined) return { status: 'UNKNOWN_NODE', name };
+    const remaining = this.activeMembers().filter((n) => n !== name).length;
+    const needed = Math.max(0, ...[...this.tablesByName.values()].map((t) => t.replicas));
+    if (existing.state === 'active' && remaining < needed) {
+      return {
+        status: 'INVALID',
+        message: `removing ${name} would leave ${remaining} nodes for tables of ${needed} replicas`,
+      };
+    }
+    const dead = c.dead || existing.dead === true;
+    this.membersByName.set(name, { ...existing, state: 'leaving', ...(dead && { dead: true }) });
+    this.replan();
+    this.forgetLeft();
+    return { status: 'MEMBERS', members: this.members() };
+  }
+
+  private reportReplicas(c: Extract<MetaCommand, { kind: 'ReportReplicas' }>): MetaResult {
+    const partition = partitionId(c.partition);
+    const current = this.assignmentsById.get(partition);
+    const replicas = [...new Set(c.replicas)].map(nodeName);
+    if (current === undefined) return { status: 'INVALID', message: `no partition ${partition} is assigned` };
+    if (replicas.length === 0) return { status: 'INVALID', message: `a partition keeps at least one replica` };
+    this.assignmentsById.set(partition, replicas);
+    const target = this.targetsById.get(partition);
+    if (target !== undefined && sameSet(target, replicas)) {
+      // The target's order names the preferred leader; the set is what was reached.
+      this.assignmentsById.set(partition, [...target]);
+      this.targetsById.delete(partition);
+    }
+    this.forgetLeft();
+    return { status: 'ASSIGNED', partition, replicas: this.assignmentsById.get(partition)! };
+  }
+
+  /** Recomputes every partition's target from the active members (placement.ts). */
+  private replan(): void {
+    const replicasOf = new Map<number, number>();
+    for (const t of this.tablesByName.values()) replicasOf.set(t.id, t.replicas);
+    for (const r of this.retiringById.values()) replicasOf.set(r.table.id, r.table.replicas);
+    const partitions = [...this.assignmentsById].map(([id, current]) => ({
+      id,
+      replicas: replicasOf.get(tableIdOf(id) ?? -1) ?? current.length,
+      // A partition already moving plans from where it is going.
+      current: this.targetsById.get(id) ?? current,
+    }));
+    const plan = planPlacement({ members: this.activeMembers(), partitions });
+    this.targetsById.clear();
+    for (const [id, target] of plan) {
+      if (target.length > 0 && !sameList(target, this.assignmentsById.get(id)!)) this.targetsById.set(id, target);
+    }
+  }
+
+  /** Leaving members that nothing names any more are forgotten, and their names kept as removed. */
+  private forgetLeft(): void {
+    for (const m of this.membersByName.values()) {
+      if (m.state !== 'leaving') continue;
+      const name = nodeName(m.name);
+      const named = (lists: Iterable<readonly NodeName[]>) => [...lists].some((l) => l.includes(name));
+      if (named(this.assignmentsById.values()) || named(this.targetsById.values())) continue;
+      this.membersByName.delete(name);
+      this.removedNames.add(name);
+    }
   }
 
   /** Forgets retiring tables whose `retireAfter` lies a further grace before `ts` (see the module comment). */
@@ -239,6 +434,18 @@ export class MetaState {
     }
     return load;
   }
+}
+
+function memberRecord(spec: MemberSpec, state: MemberState): MemberRecord {
+  return spec.address === undefined ? { name: spec.name, state } : { name: spec.name, address: spec.address, state };
+}
+
+function sameSet(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((n) => b.includes(n));
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((n, i) => b[i] === n);
 }
 
 /** The `count` least-loaded nodes, ties broken by rotation distance from `start`; bumps their loads. */
@@ -292,6 +499,23 @@ export function decodeMetaCommand(data: Uint8Array): MetaCommand | undefined {
   if (typeof requestId !== 'string') return undefined;
   const ts = commandTs(c['ts']);
   if (ts === undefined) return undefined;
+  if (c['kind'] === 'InitMembers' && Array.isArray(c['members']) && c['members'].every(isMemberSpec)) {
+    return { kind: 'InitMembers', requestId, ts, members: c['members'] };
+  }
+  if (c['kind'] === 'JoinNode' && isName(c['name']) && typeof c['address'] === 'string') {
+    return { kind: 'JoinNode', requestId, ts, name: c['name'], address: c['address'] };
+  }
+  if (c['kind'] === 'RemoveNode' && isName(c['name']) && typeof c['dead'] === 'boolean') {
+    return { kind: 'RemoveNode', requestId, ts, name: c['name'], dead: c['dead'] };
+  }
+  if (
+    c['kind'] === 'ReportReplicas' &&
+    typeof c['partition'] === 'string' &&
+    Array.isArray(c['replicas']) &&
+    c['replicas'].every(isName)
+  ) {
+    return { kind: 'ReportReplicas', requestId, ts, partition: c['partition'], replicas: c['replicas'] };
+  }
   if (c['kind'] === 'DropTable' && typeof c['name'] === 'string') {
     const graceMs = c['graceMs'] ?? 0;
     if (typeof graceMs !== 'number' || !Number.isSafeInteger(graceMs) || graceMs < 0) return undefined;
@@ -316,6 +540,36 @@ export function decodeMetaCommand(data: Uint8Array): MetaCommand | undefined {
     };
   }
   return undefined;
+}
+
+function isName(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0 && value.length <= LIMITS.identityCharsMax;
+}
+
+function isMemberSpec(value: unknown): value is MemberSpec {
+  return (
+    isRecord(value) && isName(value['name']) && (value['address'] === undefined || typeof value['address'] === 'string')
+  );
+}
+
+function isMemberRecord(value: unknown): value is MemberRecord {
+  if (!isMemberSpec(value)) return false;
+  const { state, dead } = value as unknown as Record<string, unknown>;
+  return (state === 'active' || state === 'leaving') && (dead === undefined || typeof dead === 'boolean');
+}
+
+function isAssignmentList(value: unknown): value is readonly (readonly [string, readonly string[]])[] {
+  return (
+    Array.isArray(value) &&
+    value.every(
+      (a) =>
+        Array.isArray(a) &&
+        a.length === 2 &&
+        typeof a[0] === 'string' &&
+        Array.isArray(a[1]) &&
+        (a[1] as unknown[]).every((n) => typeof n === 'string'),
+    )
+  );
 }
 
 /** A command's timestamp: absent in entries written before commands carried one (reads as 0). */
@@ -343,7 +597,13 @@ export function parseMetaView(value: unknown): MetaView | undefined {
   if (!hasViewFields(value)) return undefined;
   const retiring = value['retiring'] ?? [];
   if (!Array.isArray(retiring) || !retiring.every(isRetiringTable)) return undefined;
-  return { ...(value as unknown as MetaView), retiring };
+  const members = value['members'] ?? [];
+  if (!Array.isArray(members) || !members.every(isMemberRecord)) return undefined;
+  const removed = value['removed'] ?? [];
+  if (!Array.isArray(removed) || !removed.every(isName)) return undefined;
+  const targets = value['targets'] ?? [];
+  if (!isAssignmentList(targets)) return undefined;
+  return { ...(value as unknown as MetaView), retiring, members, removed, targets };
 }
 
 function isRetiringTable(value: unknown): value is RetiringTable {
@@ -364,15 +624,7 @@ function hasViewFields(value: unknown): value is Record<string, unknown> {
     typeof v['nextTableId'] === 'number' &&
     Array.isArray(v['tables']) &&
     v['tables'].every(isTableDescriptor) &&
-    Array.isArray(v['assignments']) &&
-    v['assignments'].every(
-      (a) =>
-        Array.isArray(a) &&
-        a.length === 2 &&
-        typeof a[0] === 'string' &&
-        Array.isArray(a[1]) &&
-        (a[1] as unknown[]).every((n) => typeof n === 'string'),
-    ) &&
+    isAssignmentList(v['assignments']) &&
     Array.isArray(v['recent']) &&
     v['recent'].every((r) => Array.isArray(r) && r.length === 2 && typeof r[0] === 'string' && isRecord(r[1]))
   );

@@ -15,7 +15,7 @@
  * same timestamps (a drop's retirement deadline derives from it).
  */
 import { BasaltError, isBasaltError } from '../core/errors.js';
-import type { NodeName } from '../core/ids.js';
+import { type NodeName, nodeName, type PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { META_GROUP } from '../core/partitioning.js';
 import type { Clock } from '../env/clock.js';
@@ -32,6 +32,8 @@ import {
   decodeMetaView,
   encodeMetaCommand,
   encodeMetaView,
+  type MemberRecord,
+  type MemberSpec,
   type MetaCommand,
   type MetaResult,
   MetaState,
@@ -194,6 +196,46 @@ export class Metastorage implements GroupStateMachine {
         graceMs: LIMITS.txTimeoutMsDefault + 2 * hlc.maxClockSkewMs,
       }),
     );
+  }
+
+  /** Records the members a cluster started with; once recorded, answers the members as they are. */
+  async initMembers(members: readonly MemberSpec[]): Promise<readonly MemberRecord[]> {
+    const { hlc, random } = this.options;
+    return membersOf(await this.execute({ kind: 'InitMembers', requestId: random.uuid(), ts: hlc.now(), members }));
+  }
+
+  /** Adds `name` (dialed at `address`) as an active member; its share of replicas is moved onto it. */
+  async joinNode(name: string, address: string): Promise<readonly MemberRecord[]> {
+    const { hlc, random } = this.options;
+    return membersOf(await this.execute({ kind: 'JoinNode', requestId: random.uuid(), ts: hlc.now(), name, address }));
+  }
+
+  /** Starts removing `name`: its replicas move to the other members (a dead one's are rebuilt from the others). */
+  async removeNode(name: string, options: { readonly dead?: boolean } = {}): Promise<readonly MemberRecord[]> {
+    const { hlc, random } = this.options;
+    return membersOf(
+      await this.execute({
+        kind: 'RemoveNode',
+        requestId: random.uuid(),
+        ts: hlc.now(),
+        name,
+        dead: options.dead === true,
+      }),
+    );
+  }
+
+  /** A partition's leader reached the configuration `replicas` on the way to its target. */
+  async reportReplicas(partition: PartitionId, replicas: readonly NodeName[]): Promise<readonly NodeName[]> {
+    const { hlc, random } = this.options;
+    const result = await this.execute({
+      kind: 'ReportReplicas',
+      requestId: random.uuid(),
+      ts: hlc.now(),
+      partition,
+      replicas,
+    });
+    if (result.status === 'ASSIGNED') return result.replicas.map(nodeName);
+    throw unexpected(result);
   }
 
   // ------------------------------------------------------------------ state machine (members)
@@ -385,6 +427,23 @@ export class Metastorage implements GroupStateMachine {
   }
 }
 
+function membersOf(result: MetaResult): readonly MemberRecord[] {
+  switch (result.status) {
+    case 'MEMBERS':
+      return result.members;
+    case 'UNKNOWN_NODE':
+      throw new BasaltError('NOT_FOUND', `no member named ${result.name}`, { node: result.name });
+    default:
+      throw unexpected(result);
+  }
+}
+
+/** A result a command cannot have (INVALID is the one every command may answer). */
+function unexpected(result: MetaResult): BasaltError {
+  if (result.status === 'INVALID') return new BasaltError('INVALID_ARGUMENT', result.message);
+  return new BasaltError('INTERNAL', `unexpected metastorage result ${result.status}`);
+}
+
 function tableOf(result: MetaResult): TableDescriptor {
   switch (result.status) {
     case 'OK':
@@ -395,7 +454,7 @@ function tableOf(result: MetaResult): TableDescriptor {
       });
     case 'UNKNOWN_TABLE':
       throw new BasaltError('UNKNOWN_TABLE', `no table named ${result.name}`, { table: result.name });
-    case 'INVALID':
-      throw new BasaltError('INVALID_ARGUMENT', result.message);
+    default:
+      throw unexpected(result);
   }
 }

@@ -17,6 +17,7 @@
  * is checked on each view and by a timer armed for the earliest pending one (no view need arrive when it passes).
  */
 import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
+import { tableIdOf } from '../core/partitioning.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import { minTimestamp, physicalMs } from '../hlc/timestamp.js';
 import type { MetaView } from './metastorage-state.js';
@@ -183,10 +184,4 @@ export class PartitionReconciler {
 /** Ids of the view's retiring tables whose deadline `now` has passed. */
 function retiredTableIds(view: MetaView, now: HybridTimestamp): Set<number> {
   return new Set(view.retiring.filter((r) => now > r.retireAfter).map((r) => r.table.id));
-}
-
-/** The table id of a table partition id `t<tableId>p<index>`; undefined for any other group (e.g. `meta`). */
-function tableIdOf(partition: PartitionId): number | undefined {
-  const match = /^t(\d+)p\d+$/.exec(partition);
-  return match === null ? undefined : Number(match[1]);
 }
