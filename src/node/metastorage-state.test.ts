@@ -294,6 +294,8 @@ describe('members', () => {
     const moved = completeMoves(state);
     assert.equal(moved, held, 'exactly the partitions n3 held move');
     for (const [, replicas] of state.view().assignments) assert.ok(!replicas.includes('n3'));
+    const origins = new Map(state.view().origins);
+    assert.equal([...origins.values()].filter((r) => r.includes('n3')).length, held, 'origins never change');
     assert.deepEqual(names(state), ['n1:active', 'n2:active', 'n4:active'], 'forgotten once nothing names it');
     assert.deepEqual(state.view().removed, ['n3']);
     const rejoin = run(state, join('n3'));
@@ -323,9 +325,10 @@ describe('members', () => {
     const view = state.view();
     assert.deepEqual(decodeMetaView(encodeMetaView(view)), view);
     assert.deepEqual(MetaState.fromView(view).view(), view);
-    const { members: _m, removed: _r, targets: _t, ...older } = view;
+    const { members: _m, removed: _r, targets: _t, origins: _o, ...older } = view;
     const parsed = decodeMetaView(encodeMetaView(older as never));
     assert.deepEqual([parsed.members, parsed.removed, parsed.targets], [[], [], []]);
+    assert.deepEqual(parsed.origins, view.assignments, 'before any move, the assignments were the origins');
     assert.throws(
       () => decodeMetaView(encode({ ...view, members: [{ name: 'n1', state: 'gone' }] })),
       /malformed metastorage snapshot/,

@@ -157,6 +157,12 @@ export interface MetaView {
   readonly removed?: readonly string[];
   /** Partitions whose replicas are moving: partition id → the replicas they move to; sorted by partition id. */
   readonly targets?: readonly (readonly [string, readonly string[]])[];
+  /**
+   * Partition id → the voters its Raft group started with, never changed by moves (absent in older snapshots: the
+   * assignments, which no move had changed). A replica added later starts its group with them and replays the
+   * configuration changes from the log, as every other replica did.
+   */
+  readonly origins?: readonly (readonly [string, readonly string[]])[];
 }
 
 export const EMPTY_META_VIEW: MetaView = {
@@ -169,6 +175,7 @@ export const EMPTY_META_VIEW: MetaView = {
   members: [],
   removed: [],
   targets: [],
+  origins: [],
 };
 
 export class MetaState {
@@ -181,6 +188,7 @@ export class MetaState {
   private readonly membersByName = new Map<NodeName, MemberRecord>();
   private readonly removedNames = new Set<NodeName>();
   private readonly targetsById = new Map<PartitionId, readonly NodeName[]>();
+  private readonly originsById = new Map<PartitionId, readonly NodeName[]>();
 
   get revision(): number {
     return this.revisionValue;
@@ -239,6 +247,11 @@ export class MetaState {
     return this.targetsById.get(partition);
   }
 
+  /** The voters the partition's Raft group started with. */
+  origin(partition: PartitionId): readonly NodeName[] | undefined {
+    return this.originsById.get(partition) ?? this.assignmentsById.get(partition);
+  }
+
   table(name: string): TableDescriptor | undefined {
     return this.tablesByName.get(name);
   }
@@ -266,6 +279,7 @@ export class MetaState {
       members: this.members(),
       removed: [...this.removedNames].sort(),
       targets: [...this.targetsById].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+      origins: [...this.originsById].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
     };
   }
 
@@ -280,6 +294,10 @@ export class MetaState {
     for (const m of view.members ?? []) state.membersByName.set(nodeName(m.name), m);
     for (const name of view.removed ?? []) state.removedNames.add(nodeName(name));
     for (const [p, nodes] of view.targets ?? []) state.targetsById.set(partitionId(p), nodes.map(nodeName));
+    // A snapshot from before origins were kept: no move had happened, so the assignments are the origins.
+    for (const [p, nodes] of view.origins ?? view.assignments) {
+      state.originsById.set(partitionId(p), nodes.map(nodeName));
+    }
     return state;
   }
 
@@ -300,6 +318,7 @@ export class MetaState {
     for (let index = 0; index < table.partitions; index++) {
       const chosen = pickReplicas(nodes, load, table.replicas, (table.id + index) % nodes.length);
       this.assignmentsById.set(tablePartitionId(table.id, index), chosen);
+      this.originsById.set(tablePartitionId(table.id, index), chosen);
     }
     return { status: 'OK', table };
   }
@@ -411,8 +430,12 @@ export class MetaState {
     for (const [id, r] of this.retiringById) {
       if (ts < r.retireAfter + (r.retireAfter - r.dropTs)) continue;
       this.retiringById.delete(id);
-      for (let index = 0; index < r.table.partitions; index++)
-        this.assignmentsById.delete(tablePartitionId(r.table.id, index));
+      for (let index = 0; index < r.table.partitions; index++) {
+        const partition = tablePartitionId(r.table.id, index);
+        this.assignmentsById.delete(partition);
+        this.targetsById.delete(partition);
+        this.originsById.delete(partition);
+      }
     }
   }
 
@@ -603,7 +626,9 @@ export function parseMetaView(value: unknown): MetaView | undefined {
   if (!Array.isArray(removed) || !removed.every(isName)) return undefined;
   const targets = value['targets'] ?? [];
   if (!isAssignmentList(targets)) return undefined;
-  return { ...(value as unknown as MetaView), retiring, members, removed, targets };
+  const origins = value['origins'] ?? value['assignments'];
+  if (!isAssignmentList(origins)) return undefined;
+  return { ...(value as unknown as MetaView), retiring, members, removed, targets, origins };
 }
 
 function isRetiringTable(value: unknown): value is RetiringTable {

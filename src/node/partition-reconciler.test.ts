@@ -151,3 +151,34 @@ test('a view arriving after the deadline removes a retiring partition at once; h
   other.halt();
   assert.equal(time.armed, 0);
 });
+
+test('a partition moving onto this node runs here from the start of the move, with the voters its group began with', async () => {
+  const calls: string[] = [];
+  const started: [string, readonly NodeName[]][] = [];
+  const host: PartitionHost = {
+    start: async (p, replicas) => void started.push([p, replicas]),
+    stop: async (p, reason) => void calls.push(`stop ${p} ${reason}`),
+  };
+  const time = new ManualTime();
+  const reconciler = new PartitionReconciler(SELF, host, (e) => assert.fail(String(e)), time);
+  const base = view(1, 2, [table(1)]);
+  const elsewhere = [['t1p0', ['n2', 'n3', 'n4']]] as const;
+  const moving: MetaView = {
+    ...base,
+    assignments: elsewhere,
+    targets: [['t1p0', ['n2', 'n3', 'n1']]],
+    origins: [['t1p0', ['n2', 'n3', 'n5']]],
+  };
+  reconciler.update(moving);
+  await reconciler.settled();
+  assert.deepEqual(started, [['t1p0', ['n2', 'n3', 'n5']]]);
+  // The move is over and this node is not among the replicas it reached: the partition leaves.
+  reconciler.update({ ...moving, revision: 2, targets: [], assignments: elsewhere });
+  await reconciler.settled();
+  assert.deepEqual(calls, ['stop t1p0 removed']);
+  // Not assigned, not a target: nothing starts.
+  started.length = 0;
+  reconciler.update({ ...moving, revision: 3, targets: [['t1p0', ['n2', 'n3', 'n6']]] });
+  await reconciler.settled();
+  assert.deepEqual(started, []);
+});

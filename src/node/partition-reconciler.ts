@@ -1,6 +1,7 @@
 /**
  * Brings the partitions a node runs in line with the metastorage: for the latest view it knows, every partition
- * assigned to this node runs, and no other. One reconciliation pass runs at a time and always works toward the newest
+ * assigned to this node, or moving onto it (its target names this node), runs, and no other; a partition starts its
+ * Raft group with the voters the group started with (the view's origins), whatever moves happened since. One reconciliation pass runs at a time and always works toward the newest
  * view (intermediate views seen while a pass runs are skipped). Each partition's start and stop are awaited one at a
  * time, so calls for one partition never overlap. A partition whose start failed is reported and left out until a
  * newer view arrives (no hot retry loop).
@@ -68,9 +69,14 @@ export class PartitionReconciler {
     const retired = retiredTableIds(view, now);
     this.classifyStored(view, retired);
     const desired = new Map<PartitionId, readonly NodeName[]>();
+    const targets = new Map(view.targets ?? []);
+    const origins = new Map(view.origins ?? view.assignments);
     for (const [partition, replicas] of view.assignments) {
       if (retired.has(tableIdOf(partition as PartitionId) ?? -1)) continue;
-      if (replicas.includes(this.self)) desired.set(partition as PartitionId, replicas as NodeName[]);
+      // A partition moving onto this node runs here from the start of its move (as a learner, then a voter), and
+      // one moving off it runs until the move is reported done; its group starts with the voters it started with.
+      if (!replicas.includes(this.self) && !targets.get(partition)?.includes(this.self)) continue;
+      desired.set(partition as PartitionId, (origins.get(partition) ?? replicas) as NodeName[]);
     }
     this.desired = desired;
     this.dirty = true;

@@ -1,0 +1,134 @@
+/**
+ * Moves partitions to their targets (metastorage `targets`), on the node that leads each partition's Raft group. One
+ * step at a time per partition (placement.ts `nextMoveStep`): a learner is added on a target node, promoted once its
+ * log caught up with the leader's, and only then is a replica the target drops removed; a dead voter the target drops
+ * is removed first; a leader the target drops hands its leadership to a target voter before it is removed (its lease
+ * then lapses and the new leader's node takes it under rule 5, as at any leader change). Every configuration the group
+ * reaches is reported to the metastorage (`ReportReplicas`), which makes it the assignment and drops the target once
+ * reached; a leader that finds its group already at the target (its predecessor died before reporting) reports it.
+ *
+ * Nothing here reads a clock or a timer directly: a `PeriodicTask` on the injected timers checks every
+ * `MOVE_CHECK_INTERVAL_MS`, and a partition whose step is in flight is skipped until it settled. A step that fails
+ * (lost leadership, a change refused, a timeout) is counted and tried again on a later check, from the configuration
+ * as it is then: the steps are decided from the group's state, never from memory of earlier steps.
+ */
+import type { NodeName, PartitionId } from '../core/ids.js';
+import { partitionId } from '../core/ids.js';
+import { PeriodicTask, type Timers } from '../env/timers.js';
+import type { ConfChange } from '../raft/conf-change.js';
+import type { Status } from '../raft/types.js';
+import type { MetaView } from './metastorage-state.js';
+import { nextMoveStep } from './placement.js';
+
+export const MOVE_CHECK_INTERVAL_MS = 200;
+/** A learner within this many entries of the leader's last index counts as caught up. */
+export const MOVE_CATCH_UP_LAG_MAX = 16;
+
+export const MOVE_COUNTERS = {
+  steps: 'moves.steps',
+  failures: 'moves.failures',
+  completed: 'moves.completed',
+} as const;
+
+export interface PartitionMoverPorts {
+  readonly self: NodeName;
+  readonly view: () => MetaView | undefined;
+  /** The Raft status of a group this node runs (undefined if it runs none). */
+  readonly status: (group: PartitionId) => Status | undefined;
+  /** Leader only: the highest log index `node` is known to hold (undefined when not leading or not a member). */
+  readonly matchOf: (group: PartitionId, node: NodeName) => number | undefined;
+  readonly proposeConfChange: (group: PartitionId, change: ConfChange) => Promise<unknown>;
+  readonly transferLeader: (group: PartitionId, to: NodeName) => boolean;
+  /** Records the voters a group reached (metastorage ReportReplicas). */
+  readonly report: (group: PartitionId, voters: readonly NodeName[]) => Promise<unknown>;
+  readonly isLive: (node: NodeName) => boolean;
+  readonly timers: Timers;
+  readonly count: (name: string) => void;
+  readonly onError: (error: unknown) => void;
+}
+
+export class PartitionMover {
+  private readonly task: PeriodicTask;
+  private readonly inFlight = new Set<PartitionId>();
+
+  constructor(private readonly ports: PartitionMoverPorts) {
+    this.task = new PeriodicTask(ports.timers, MOVE_CHECK_INTERVAL_MS, () => this.check(), ports.onError);
+  }
+
+  start(): void {
+    this.task.start();
+  }
+
+  stop(): void {
+    this.task.stop();
+  }
+
+  /** Partitions with a step in flight here. */
+  get moving(): number {
+    return this.inFlight.size;
+  }
+
+  /** One check: a step for every moving partition this node leads and has no step in flight for. */
+  check(): undefined {
+    const view = this.ports.view();
+    for (const [id, target] of view?.targets ?? []) {
+      const group = partitionId(id);
+      if (this.inFlight.has(group)) continue;
+      const status = this.ports.status(group);
+      if (status === undefined || status.role !== 'leader' || status.pendingConfIndex > status.applied) continue;
+      this.step(group, status, target as NodeName[]);
+    }
+    return undefined;
+  }
+
+  private step(group: PartitionId, status: Status, target: readonly NodeName[]): void {
+    const { ports } = this;
+    const step = nextMoveStep({
+      conf: { voters: status.voters, learners: status.learners },
+      target,
+      leader: ports.self,
+      caughtUp: (node) => (ports.matchOf(group, node) ?? -1) >= status.lastIndex - MOVE_CATCH_UP_LAG_MAX,
+      live: ports.isLive,
+    });
+    switch (step.kind) {
+      case 'wait':
+        return;
+      case 'transfer-leader':
+        if (ports.transferLeader(group, step.to)) ports.count(MOVE_COUNTERS.steps);
+        return;
+      case 'done':
+        // At the target, and the view still lists it: the report of the last step is missing or not applied yet.
+        this.run(group, () => ports.report(group, status.voters), MOVE_COUNTERS.completed);
+        return;
+      default: {
+        const change: ConfChange = { type: step.kind, node: step.node };
+        this.run(
+          group,
+          async () => {
+            await ports.proposeConfChange(group, change);
+            // Voters changed: the metastorage learns where the partition's replicas are now.
+            if (change.type !== 'add-learner') {
+              const now = ports.status(group);
+              if (now !== undefined) await ports.report(group, now.voters);
+            }
+          },
+          MOVE_COUNTERS.steps,
+        );
+      }
+    }
+  }
+
+  private run(group: PartitionId, work: () => Promise<unknown>, counter: string): void {
+    this.inFlight.add(group);
+    work().then(
+      () => {
+        this.inFlight.delete(group);
+        this.ports.count(counter);
+      },
+      () => {
+        this.inFlight.delete(group);
+        this.ports.count(MOVE_COUNTERS.failures);
+      },
+    );
+  }
+}
