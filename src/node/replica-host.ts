@@ -36,7 +36,7 @@ import { StorageGcDriver } from '../replica/gc.js';
 import { HostedPartition } from '../replica/handlers/hosted-partition.js';
 import { ReplicaRequestRouter } from '../replica/handlers/router.js';
 import { InlineCleanup } from '../replica/inline-cleanup.js';
-import { actingEnd, type Lease, sameHolder } from '../replica/lease.js';
+import { actingEnd, holdsUnexpired, routingHolder, startedHolder } from '../replica/lease.js';
 import { leaseCounting } from '../replica/lease-metrics.js';
 import { PartitionReplica } from '../replica/partition-replica.js';
 import { type LeaseTiming, leaseTiming } from '../replica/primary.js';
@@ -324,10 +324,8 @@ export class ReplicaPartitionHost implements PartitionHost {
 
   /** The leaseholder as this node's applied lease names it, while that lease has started and not expired. */
   primaryOf(partitionId: PartitionId): NodeName | undefined {
-    const lease = this.hosted.get(partitionId)?.replica.stateMachine.currentLease();
-    if (lease === null || lease === undefined) return undefined;
-    const now = this.context.hlc.current();
-    return lease.start <= now && now < lease.expiration ? lease.holderName : undefined;
+    const replica = this.hosted.get(partitionId)?.replica;
+    return replica === undefined ? undefined : startedHolder(replica.leaseView(this.context.hlc.current()));
   }
 
   /** The hosted partition (tests and diagnostics). */
@@ -369,9 +367,8 @@ export class ReplicaPartitionHost implements PartitionHost {
   }
 
   private localHolder(partitionId: PartitionId): NodeName | undefined {
-    const lease = this.hosted.get(partitionId)?.replica.stateMachine.currentLease();
-    if (lease === null || lease === undefined) return undefined;
-    return this.context.hlc.current() < lease.expiration ? lease.holderName : undefined;
+    const replica = this.hosted.get(partitionId)?.replica;
+    return replica === undefined ? undefined : routingHolder(replica.leaseView(this.context.hlc.current()));
   }
 
   private arm(): void {
@@ -412,13 +409,13 @@ export class ReplicaPartitionHost implements PartitionHost {
     if (status === undefined) return true;
     const successor = this.liveSuccessor(entry);
     if (successor === undefined) return true;
-    const lease = entry.replica.stateMachine.currentLease();
     const now = hlc.current();
-    const holds = lease !== null && sameHolder(lease.holder, entry.replica.self) && now < lease.expiration;
+    const view = entry.replica.leaseView(now);
+    const holds = holdsUnexpired(view);
     if (status.role === 'leader') {
       // Keep serving under our own lease while it lets us act, unless it would outlast the bound (a takeover lease
       // can end up to two durations ahead): then hand over now, so the successor's lease is in place when ours ends.
-      const end = holds ? actingEnd(lease, this.timing.maxClockSkewMs) : now;
+      const end = holds && view.lease !== null ? actingEnd(view.lease, this.timing.maxClockSkewMs) : now;
       const serve = now < end && end <= addMs(now, remainingMs - HAND_OVER_MARGIN_MS);
       if (!serve) raft.transferLeader(partitionId, successor);
       return false;
@@ -438,12 +435,7 @@ export class ReplicaPartitionHost implements PartitionHost {
   }
 
   private acting(entry: Hosted): boolean {
-    const lease: Lease | null = entry.replica.stateMachine.currentLease();
-    return (
-      lease !== null &&
-      sameHolder(lease.holder, entry.replica.self) &&
-      entry.replica.checkPrimary(this.context.hlc.current()).kind === 'ok'
-    );
+    return entry.replica.checkPrimary(this.context.hlc.current()).kind === 'ok';
   }
 
   /** Cleanup requests teach the hints: a PRIMARY_MISS names the holder. */

@@ -18,7 +18,7 @@ import type { StorageEngine } from '../storage/storage-engine.js';
 import type { TxStateMap } from '../tx/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
 import type { PartitionCommand, RowWrite } from './commands.js';
-import { type LeaseToken, newReplicaIncarnation, type ReplicaIncarnation } from './lease.js';
+import { type LeaseToken, type LeaseView, leaseView, newReplicaIncarnation, type ReplicaIncarnation } from './lease.js';
 import {
   checkPrimary,
   confirmLease,
@@ -190,6 +190,11 @@ export class PartitionReplica {
   }
 
   // ---------------------------------------------------------------------------------------- acting as primary
+
+  /** The applied lease as this replica sees it at `now` (by default the clock's present reading, without a tick). */
+  leaseView(now: HybridTimestamp = this.clock.current()): LeaseView {
+    return leaseView(this.stateMachine.currentLease(), this.self, now, this.timing.maxClockSkewMs);
+  }
 
   /** Rules 1, 19 for a primary-only request; `now` must be read after absorbing the request's timestamp. */
   checkPrimary(now: HybridTimestamp, token?: LeaseToken): PrimaryCheck {
