@@ -10,7 +10,7 @@
  * with a new incarnation and never inherits the lease.
  */
 import { BasaltError } from '../core/errors.js';
-import type { HybridTimestamp, NodeId, NodeName, PartitionId, Term, TxId } from '../core/ids.js';
+import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
@@ -23,13 +23,16 @@ import {
   checkPrimary,
   confirmLease,
   DataSequence,
-  decideLeaseAction,
-  type LeaseAction,
+  decideUpkeep,
   type LeaseConfirmation,
+  type LeaseProposal,
   type LeaseTiming,
   leaseTiming,
   type PrimaryCheck,
-  shouldProposeSafeTimeSync,
+  type RaftView,
+  type UpkeepAction,
+  type UpkeepDecision,
+  type UpkeepOccasion,
 } from './primary.js';
 import { ProposalTracker, proposeCommand, type SubmitProposal, type TakenProposal } from './proposals.js';
 import { primarySafeTime } from './safe-time.js';
@@ -57,15 +60,11 @@ export interface PartitionReplicaOptions {
   readonly clockWithinBound?: () => boolean;
 }
 
-/** The Raft state of this partition on this node, as the host reads it from the driver. */
-export interface RaftView {
-  readonly isLeader: boolean;
-  readonly term: Term;
-}
-
-export interface MaintainOutcome {
-  readonly lease: LeaseAction;
-  readonly safeTimeSync: boolean;
+/** What the host adds to an upkeep decision: the group's Raft state here, who could lead instead, the occasion. */
+export interface UpkeepFacts {
+  readonly raft: RaftView | undefined;
+  readonly successor: NodeName | undefined;
+  readonly occasion: UpkeepOccasion;
 }
 
 /** What a data proposal needs besides what the replica fills in (timestamp, proposal id, sequence number). */
@@ -93,6 +92,8 @@ export class PartitionReplica {
   private readonly clockWithinBound: () => boolean;
   private leaseProposalInFlight = false;
   private handingOver = false;
+  /** Acted as primary at the last upkeep tick (to notice gaining primacy). */
+  private wasActing = false;
   private stopped = false;
   private lastSafeTimeAdvanceMs: number;
 
@@ -125,39 +126,61 @@ export class PartitionReplica {
   // ---------------------------------------------------------------------------------------- upkeep
 
   /**
-   * Proposes what the lease-holder decisions call for now: a first lease, a renewal or a takeover (rules 3, 5), and
-   * an idle SafeTimeSync. Call it on leader changes, after applies and on a timer; it never proposes twice at once.
+   * This replica's upkeep on one occasion (primary.ts `decideUpkeep`), from its own state and the host's facts; it
+   * remembers whether it acts, so that the next tick sees primacy gained. A tick reads a fresh HLC timestamp (as a
+   * proposal would), a drain poll the clock's present reading. The caller performs the actions: `perform` those
+   * that are the replica's own.
    */
-  maintain(raft: RaftView): MaintainOutcome {
-    if (this.stopped) return { lease: { kind: 'none', reason: 'stopped' }, safeTimeSync: false };
-    const lease = decideLeaseAction({
+  decideUpkeep(facts: UpkeepFacts): UpkeepDecision {
+    const ticks = facts.occasion.kind === 'tick' && facts.raft !== undefined && !this.stopped;
+    const decision = decideUpkeep({
+      ...facts,
       self: this.self,
       selfName: this.nodeName,
-      isLeader: raft.isLeader,
-      term: raft.term,
+      timing: this.timing,
       appliedTerm: this.stateMachine.appliedTerm(),
       lease: this.stateMachine.currentLease(),
-      now: this.clock.now(),
-      timing: this.timing,
+      now: ticks ? this.clock.now() : this.clock.current(),
       leaseProposalInFlight: this.leaseProposalInFlight,
       handingOver: this.handingOver,
       clockWithinBound: this.clockWithinBound(),
-    });
-    if (lease.kind === 'propose') this.proposeLease(lease);
-    const sync = shouldProposeSafeTimeSync({
-      isLeader: raft.isLeader,
-      term: raft.term,
-      appliedTerm: this.stateMachine.appliedTerm(),
-      lastAdvanceMs: this.lastSafeTimeAdvanceMs,
+      stopped: this.stopped,
+      lastSafeTimeAdvanceMs: this.lastSafeTimeAdvanceMs,
       nowMs: this.physicalClock.monotonicMs(),
-      inFlight: this.proposals.inFlightCount,
-      ...(this.safeTimeSyncIdleMs === undefined ? {} : { idleMs: this.safeTimeSyncIdleMs }),
+      proposalsInFlight: this.proposals.inFlightCount,
+      ...(this.safeTimeSyncIdleMs === undefined ? {} : { safeTimeSyncIdleMs: this.safeTimeSyncIdleMs }),
+      wasActing: this.wasActing,
     });
-    if (sync) void this.propose((p) => ({ kind: 'SafeTimeSync', ts: p.ts, proposalId: p.id })).catch(() => {});
-    return { lease, safeTimeSync: sync };
+    this.wasActing = decision.acting;
+    return decision;
   }
 
-  private proposeLease(action: Extract<LeaseAction, { kind: 'propose' }>): void {
+  /** Performs `action` if it is this replica's own (a lease or SafeTimeSync proposal); false for the host's. */
+  perform(action: UpkeepAction): boolean {
+    switch (action.kind) {
+      case 'propose-lease':
+        this.proposeLease(action.proposal);
+        return true;
+      case 'propose-safe-time-sync':
+        void this.propose((p) => ({ kind: 'SafeTimeSync', ts: p.ts, proposalId: p.id })).catch(() => {});
+        return true;
+      case 'transfer-leadership':
+      case 'recover-cleanups':
+        return false;
+    }
+  }
+
+  /**
+   * A tick without a host (a replica driven on its own): decides and performs its proposals. Call it on leader
+   * changes, after applies and on a timer; it never proposes a lease twice at once.
+   */
+  maintain(raft: RaftView): UpkeepDecision {
+    const decision = this.decideUpkeep({ raft, successor: undefined, occasion: { kind: 'tick' } });
+    for (const action of decision.actions) this.perform(action);
+    return decision;
+  }
+
+  private proposeLease(action: LeaseProposal): void {
     this.leaseProposalInFlight = true;
     const done = (): void => {
       this.leaseProposalInFlight = false;
