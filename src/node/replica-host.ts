@@ -1,8 +1,8 @@
 /**
  * The partition host that runs real replicas (the `PartitionHost` seam): per assigned partition one
  * `PartitionReplica` (its state machine registered with the node's Raft multiplexer before its group is added, its
- * proposals submitted to the node's Raft driver) and one `HostedPartition` registered in the node's single
- * `ReplicaRequestRouter`, which answers every replica request kind on the node's messenger.
+ * proposals submitted to the node's Raft driver), registered in the node's single `ReplicaRequestRouter`, which
+ * answers every replica request kind on the node's messenger.
  *
  * Background work besides: storage GC, tx state vacuum, and the tx sweep (tx-sweep.ts), which ends the map entries,
  * locks and intents of txs nobody touches again (an installed snapshot's resolved txs are handed to it at once).
@@ -33,7 +33,6 @@ import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle } from '../env/timers.js';
 import { type CleanupSender, messengerCleanupSender, type PrimaryLocator } from '../replica/cleanup-driver.js';
 import { StorageGcDriver } from '../replica/gc.js';
-import { HostedPartition } from '../replica/handlers/hosted-partition.js';
 import { ReplicaRequestRouter } from '../replica/handlers/router.js';
 import { InlineCleanup } from '../replica/inline-cleanup.js';
 import { routingHolder, startedHolder } from '../replica/lease.js';
@@ -81,7 +80,6 @@ const TICK: UpkeepOccasion = { kind: 'tick' };
 
 interface Hosted {
   readonly replica: PartitionReplica;
-  readonly partition: HostedPartition;
   readonly replicas: readonly NodeName[];
   readonly undo: (() => void)[];
 }
@@ -200,7 +198,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     this.unsubscribe.push(this.resolution.attach(this.router, txMessenger));
     this.gc = new StorageGcDriver({
       timers: context.timers,
-      partitions: () => [...this.hosted.values()].map((e) => e.partition.mv),
+      partitions: () => [...this.hosted.values()].map((e) => e.replica.mv),
       lowWatermark,
       onError: (error) => this.background(error),
     });
@@ -209,7 +207,7 @@ export class ReplicaPartitionHost implements PartitionHost {
       clock: context.hlc,
       mapClock: context.clock,
       txStates: context.txStates,
-      partitions: () => [...this.hosted.values()].map((e) => vacuumPartitionOf(e.partition)),
+      partitions: () => [...this.hosted.values()].map((e) => vacuumPartitionOf(e.replica)),
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       onError: (error) => this.background(error),
     });
@@ -219,7 +217,7 @@ export class ReplicaPartitionHost implements PartitionHost {
       timers: context.timers,
       txStates: context.txStates,
       peers: membershipPeers(context.membership, context.identity),
-      partitions: () => [...this.hosted.values()].map((e) => e.partition),
+      partitions: () => [...this.hosted.values()].map((e) => e.replica),
       orphans: this.resolution.orphans,
       counters: context.counters,
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
@@ -250,24 +248,17 @@ export class ReplicaPartitionHost implements PartitionHost {
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       ...(options.safeTimeSyncIdleMs !== undefined && { safeTimeSyncIdleMs: options.safeTimeSyncIdleMs }),
       clockWithinBound: () => context.membership.clockWithinBound(),
-    });
-    const partition = new HostedPartition({
-      replica,
-      engine: context.storage,
-      txStateMap: context.txStates,
-      clock: context.hlc,
       timers: context.timers,
-      ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       ...(options.lockWaitTimeoutMs !== undefined && { lockWaitTimeoutMs: options.lockWaitTimeoutMs }),
       counters: context.counters,
     });
-    const entry: Hosted = { replica, partition, replicas, undo: [] };
+    const entry: Hosted = { replica, replicas, undo: [] };
     entry.undo.push(
       context.stateMachines.register(partitionId, countingRestores(replica.stateMachine, context.counters)),
     );
-    entry.undo.push(this.router.register(partition));
-    entry.undo.push(this.resolution.watch(partition));
-    entry.undo.push(this.inline.watch(partition));
+    entry.undo.push(this.router.register(replica));
+    entry.undo.push(this.resolution.watch(replica));
+    entry.undo.push(this.inline.watch(replica));
     entry.undo.push(replica.stateMachine.onSnapshotResolved((txIds) => this.sweep.forget(txIds)));
     // Every apply may change the lease (a first lease, a takeover): decide at once rather than on the next tick.
     entry.undo.push(replica.stateMachine.onApplied(() => this.upkeep(partitionId, TICK)));
@@ -331,9 +322,9 @@ export class ReplicaPartitionHost implements PartitionHost {
     return replica === undefined ? undefined : startedHolder(replica.leaseView(this.context.hlc.current()));
   }
 
-  /** The hosted partition (tests and diagnostics). */
-  partition(partitionId: PartitionId): HostedPartition | undefined {
-    return this.hosted.get(partitionId)?.partition;
+  /** The hosted partition replica (tests and diagnostics). */
+  partition(partitionId: PartitionId): PartitionReplica | undefined {
+    return this.hosted.get(partitionId)?.replica;
   }
 
   /** Stops the upkeep and the request handlers; replicas still hosted are stopped. */
