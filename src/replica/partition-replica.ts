@@ -6,9 +6,9 @@
  *   `submit` function the host hands it (the Raft driver's `propose` for this group);
  * - its view of the applied lease (`leaseView`, `checkPrimary`: rules 1, 19; PRIMARY_MISS carries the holder hint) and
  *   its upkeep decision (`decideUpkeep`, performed by the host), lease confirmations (rule 6) and hand-over (rule 5);
- * - the partition's lock manager (locks live only on the primary, in memory, for one lease) with lock acquisition under
- *   wait-die and a bounded wait, the per-tx operation records, the pipelined writes awaiting confirmation, read views of
- *   the partition's MVCC and tx state storage, and waiters for an RO read's readTs to become readable.
+ * - the partition's lock table, which lives only on the primary, in memory, for one lease (lease-locks.ts), the per-tx
+ *   operation records, the pipelined writes awaiting confirmation, read views of the partition's MVCC and tx state
+ *   storage, and the reads waiting for their readTs to become readable (readable-waiters.ts).
  *
  * Readability (rules 9, 11, 19): a readTs is readable here once applied safe time covers it, or, while this replica
  * acts as primary, once its readable safe time (now, or just below its smallest proposal in flight) covers it.
@@ -23,13 +23,13 @@ import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from '../co
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
-import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
+import { sleep, type Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
-import { formatTimestamp, physicalMs } from '../hlc/timestamp.js';
+import { maxTimestamp, physicalMs } from '../hlc/timestamp.js';
 import type { MvPartitionStorage } from '../storage/mv-partition-storage.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
 import type { TxStateStorage } from '../storage/tx-state-storage.js';
-import { type LockDenial, LockManager, type LockWaitHandle, lockDenialError } from '../tx/lock-manager.js';
+import type { LockManager } from '../tx/lock-manager.js';
 import type { LockStep } from '../tx/lock-modes.js';
 import type { LeaseInfo, ReadWriteResponse } from '../tx/messages.js';
 import { txDeadline } from '../tx/tx-id.js';
@@ -46,6 +46,7 @@ import {
   sameToken,
   tokenOf,
 } from './lease.js';
+import { LeaseLockTable } from './lease-locks.js';
 import { PipelinedWrites } from './pipelined-writes.js';
 import {
   checkPrimary,
@@ -64,6 +65,7 @@ import {
 } from './primary.js';
 import { primaryMissError } from './primary-miss.js';
 import { ProposalTracker, proposeCommand, type SubmitProposal, type TakenProposal } from './proposals.js';
+import { ReadableWaiters } from './readable-waiters.js';
 import { type CounterSink, NO_COUNTERS } from './resolution/ports.js';
 import { primarySafeTime } from './safe-time.js';
 import { PartitionStateMachine } from './state-machine.js';
@@ -99,22 +101,7 @@ export interface PartitionReplicaOptions {
   readonly counters?: CounterSink;
 }
 
-/** Names of the node counters bumped here. */
-export const PARTITION_REPLICA_COUNTERS = {
-  /** Lock requests that died under wait-die (blocked by an older tx). */
-  waitDieDeaths: 'locks.waitDieDeaths',
-  /** Txs that held or awaited locks here when the lease changed under them (their locks were dropped). */
-  leaseChangeTxs: 'lease.txsLosingLocks',
-} as const;
-
 export type UnprotectedIntentListener = (txId: TxId, commitPartitionId: PartitionId) => void;
-
-interface ReadWaiter {
-  readonly readTs: HybridTimestamp;
-  readonly resolve: () => void;
-  readonly reject: (error: BasaltError) => void;
-  timer: TimerHandle | undefined;
-}
 
 /** What the host adds to an upkeep decision: the group's Raft state here, who could lead instead, the occasion. */
 export interface UpkeepFacts {
@@ -150,9 +137,10 @@ export class PartitionReplica {
   readonly clock: HybridClock;
   readonly timers: Timers;
   readonly txTimeoutMs: number;
-  readonly lockWaitTimeoutMs: number;
-  readonly readWaitMs: number;
-  readonly leaseStartWaitMs: number;
+  private readonly readWaitMs: number;
+  private readonly leaseStartWaitMs: number;
+  private readonly lockTable: LeaseLockTable;
+  private readonly readWaiters: ReadableWaiters;
   private readonly physicalClock: Clock;
   private readonly submit: SubmitProposal;
   private readonly sequence = new DataSequence();
@@ -164,16 +152,9 @@ export class PartitionReplica {
   private wasActing = false;
   private stopped = false;
   private lastSafeTimeAdvanceMs: number;
-  private readonly readWaitersMax: number;
-  private readonly readWaiters = new Set<ReadWaiter>();
-  /** Txs that asked this lock table for a lock since the lease last changed (to drop their locks at the change). */
-  private readonly lockingTxs = new Set<TxId>();
-  /** The applied lease the lock table belongs to. */
-  private lockTableLease: LeaseToken | undefined;
   private readonly intentListeners = new Set<UnprotectedIntentListener>();
   private readonly heldIntentListeners = new Set<(txId: TxId) => void>();
   private readonly unsubscribe: () => void;
-  private readonly counters: CounterSink;
 
   constructor(options: PartitionReplicaOptions) {
     this.partitionId = options.partitionId;
@@ -200,21 +181,31 @@ export class PartitionReplica {
       this.lastSafeTimeAdvanceMs = this.physicalClock.monotonicMs();
     });
     this.pipeline = new PipelinedWrites(this.partitionId);
-    this.locks = options.locks ?? new LockManager();
-    this.counters = options.counters ?? NO_COUNTERS;
     this.mv = options.engine.mvPartition(this.partitionId);
     this.txState = options.engine.txStatePartition(this.partitionId);
     this.txStateMap = options.txStateMap;
     this.timers = options.timers;
     this.txTimeoutMs = options.txTimeoutMs ?? LIMITS.txTimeoutMsDefault;
-    this.lockWaitTimeoutMs = options.lockWaitTimeoutMs ?? LIMITS.replicaLockWaitTimeoutMsDefault;
     this.readWaitMs = options.readWaitMs ?? LIMITS.replicaReadWaitMsDefault;
-    this.readWaitersMax = options.readWaitersMax ?? LIMITS.safeTimeWaitersMax;
     this.leaseStartWaitMs = options.leaseStartWaitMs ?? LIMITS.replicaLeaseStartWaitMsMax;
-    this.lockTableLease = this.currentToken();
+    this.lockTable = new LeaseLockTable({
+      ...(options.locks === undefined ? {} : { locks: options.locks }),
+      timers: this.timers,
+      lockWaitTimeoutMs: options.lockWaitTimeoutMs ?? LIMITS.replicaLockWaitTimeoutMsDefault,
+      counters: options.counters ?? NO_COUNTERS,
+      lease: this.currentToken(),
+    });
+    this.locks = this.lockTable.locks;
+    this.readWaiters = new ReadableWaiters({
+      partitionId: this.partitionId,
+      timers: this.timers,
+      waitersMax: options.readWaitersMax ?? LIMITS.safeTimeWaitersMax,
+      readable: (readTs) => this.readableAt(readTs),
+      appliedSafeTime: () => this.stateMachine.safeTime.current(),
+    });
     this.unsubscribe = this.stateMachine.onApplied(() => {
-      this.checkLockTableLease();
-      this.wakeReaders();
+      this.lockTable.leaseApplied(this.currentToken());
+      this.readWaiters.wake();
     });
   }
 
@@ -292,14 +283,10 @@ export class PartitionReplica {
 
   /**
    * Rule 5: stop renewing, so that the next leader's lease starts at the current expiration, and stop granting new
-   * locks (handlers ask `isHandingOver`); finish, cleanup and lease confirmations are still served until then.
+   * locks (`lockingLease`); finish, cleanup and lease confirmations are still served until then.
    */
   handOver(): void {
     this.handingOver = true;
-  }
-
-  get isHandingOver(): boolean {
-    return this.handingOver;
   }
 
   /**
@@ -314,11 +301,7 @@ export class PartitionReplica {
     this.proposals.abandonAll(new BasaltError('NODE_UNAVAILABLE', message));
     this.unsubscribe();
     this.pipeline.clear();
-    for (const waiter of [...this.readWaiters]) {
-      this.readWaiters.delete(waiter);
-      if (waiter.timer !== undefined) this.timers.clearTimer(waiter.timer);
-      waiter.reject(stoppedError(this.partitionId));
-    }
+    this.readWaiters.failAll(() => stoppedError(this.partitionId));
   }
 
   // ---------------------------------------------------------------------------------------- acting as primary
@@ -389,6 +372,11 @@ export class PartitionReplica {
     return { token: tokenOf(lease), holderName: lease.holderName, expiration: lease.expiration };
   }
 
+  private currentToken(): LeaseToken | undefined {
+    const lease = this.stateMachine.currentLease();
+    return lease === null ? undefined : tokenOf(lease);
+  }
+
   // ---------------------------------------------------------------------------------------- proposals
 
   /** Proposes any command; resolves with its apply result here (rule 4), rejects if it can no longer apply. */
@@ -423,86 +411,12 @@ export class PartitionReplica {
   // ---------------------------------------------------------------------------------------- locks
 
   /**
-   * Acquires `steps` in order for `txId` under wait-die; each wait is bounded by lockWaitTimeoutMs (then
-   * TX_LOCK_CONFLICT). Locks already granted stay held (released at cleanup, or by the caller for one-phase).
+   * Acquires `steps` in order for `txId` under wait-die, in the lock table of the applied lease (lease-locks.ts);
+   * each wait is bounded by lockWaitTimeoutMs (then TX_LOCK_CONFLICT). Locks already granted stay held (released at
+   * cleanup, or by the caller for one-phase).
    */
-  async acquire(txId: TxId, steps: readonly LockStep[]): Promise<void> {
-    for (const step of steps) await this.acquireOne(txId, step);
-  }
-
-  private acquireOne(txId: TxId, step: LockStep): Promise<void> {
-    this.noteLocking(txId);
-    return new Promise((resolve, reject) => {
-      let timer: TimerHandle | undefined;
-      const settle = (error?: BasaltError): void => {
-        if (timer !== undefined) this.timers.clearTimer(timer);
-        if (error === undefined) resolve();
-        else reject(error);
-      };
-      const result = this.locks.acquire(txId, step.key, step.mode, {
-        onGranted: () => settle(),
-        onDenied: (denial) => settle(this.denied(denial)),
-      });
-      if (result.kind === 'granted') return resolve();
-      if (result.kind === 'denied') return reject(this.denied(result.denial));
-      const handle: LockWaitHandle = result.handle;
-      timer = this.timers.setTimer(() => {
-        if (!handle.cancel()) return;
-        reject(
-          new BasaltError('TX_LOCK_CONFLICT', `lock wait on ${step.key} timed out`, {
-            txId,
-            key: step.key,
-            mode: step.mode,
-            reason: 'timeout',
-          }),
-        );
-      }, this.lockWaitTimeoutMs);
-    });
-  }
-
-  private denied(denial: LockDenial): BasaltError {
-    if (denial.reason === 'wait-die') this.counters.add(PARTITION_REPLICA_COUNTERS.waitDieDeaths);
-    return lockDenialError(denial);
-  }
-
-  /**
-   * Locks live on the primary only, for one lease: when the applied lease changes (a new lease, whoever holds it),
-   * every lock and lock waiter of the previous one is dropped. Otherwise a tx whose cleanup reached the new holder
-   * while this replica was not primary would keep its locks here, and block everyone once this replica holds a lease
-   * again. (An extension keeps the token, and the locks.)
-   */
-  private checkLockTableLease(): void {
-    const token = this.currentToken();
-    const same =
-      token === undefined || this.lockTableLease === undefined
-        ? token === this.lockTableLease
-        : sameToken(token, this.lockTableLease);
-    if (same) return;
-    this.lockTableLease = token;
-    let losing = 0;
-    for (const txId of this.lockingTxs) {
-      if (this.locks.locksOf(txId).length > 0 || this.locks.waitsOf(txId).length > 0) losing++;
-    }
-    if (losing > 0) this.counters.add(PARTITION_REPLICA_COUNTERS.leaseChangeTxs, losing);
-    // Waiters first: a release would grant them a lock of the dropped table.
-    for (const txId of this.lockingTxs) this.locks.failWaiters(txId);
-    for (const txId of this.lockingTxs) this.locks.releaseAll(txId);
-    this.lockingTxs.clear();
-  }
-
-  private currentToken(): LeaseToken | undefined {
-    const lease = this.stateMachine.currentLease();
-    return lease === null ? undefined : tokenOf(lease);
-  }
-
-  /** Remembers a locking tx; past the bound, forgets those that hold and await nothing any more. */
-  private noteLocking(txId: TxId): void {
-    if (this.lockingTxs.size >= LIMITS.replicaTxRecordsMax && !this.lockingTxs.has(txId)) {
-      for (const t of this.lockingTxs) {
-        if (this.locks.locksOf(t).length === 0 && this.locks.waitsOf(t).length === 0) this.lockingTxs.delete(t);
-      }
-    }
-    this.lockingTxs.add(txId);
+  acquire(txId: TxId, steps: readonly LockStep[]): Promise<void> {
+    return this.lockTable.acquire(txId, steps);
   }
 
   /**
@@ -537,47 +451,29 @@ export class PartitionReplica {
 
   /** True if a read at `readTs` sees everything that will ever be visible at it (see the module header). */
   readableAt(readTs: HybridTimestamp): boolean {
-    if (this.stateMachine.safeTime.current() >= readTs) return true;
+    return this.stateMachine.safeTime.current() >= readTs || this.readableUpTo() >= readTs;
+  }
+
+  /**
+   * Up to where a read is served here without waiting: applied safe time, or, while this replica acts as primary, its
+   * readable safe time at the clock's present reading when that is later.
+   */
+  readableUpTo(): HybridTimestamp {
+    const applied = this.stateMachine.safeTime.current();
     const now = this.clock.current();
-    if (this.checkPrimary(now).kind !== 'ok') return false;
-    return this.readableSafeTime(now) >= readTs;
+    if (this.checkPrimary(now).kind !== 'ok') return applied;
+    return maxTimestamp(applied, this.readableSafeTime(now));
   }
 
   /** Resolves once `readTs` is readable here; TIMEOUT after `timeoutMs`, OVERLOADED when too many wait. */
   waitReadable(readTs: HybridTimestamp, timeoutMs: number = this.readWaitMs): Promise<void> {
     if (this.readableAt(readTs)) return Promise.resolve();
     if (this.stopped) return Promise.reject(stoppedError(this.partitionId));
-    if (this.readWaiters.size >= this.readWaitersMax) {
-      return Promise.reject(new BasaltError('OVERLOADED', 'too many reads waiting for safe time'));
-    }
-    return new Promise((resolve, reject) => {
-      const waiter: ReadWaiter = { readTs, resolve, reject, timer: undefined };
-      this.readWaiters.add(waiter);
-      waiter.timer = this.timers.setTimer(() => {
-        if (!this.readWaiters.delete(waiter)) return;
-        reject(
-          new BasaltError('TIMEOUT', `safe time of ${this.partitionId} did not reach ${formatTimestamp(readTs)}`, {
-            partitionId: this.partitionId,
-            readTs: formatTimestamp(readTs),
-            safeTime: formatTimestamp(this.stateMachine.safeTime.current()),
-            timeoutMs,
-          }),
-        );
-      }, timeoutMs);
-    });
+    return this.readWaiters.wait(readTs, timeoutMs);
   }
 
   get readWaiterCount(): number {
     return this.readWaiters.size;
-  }
-
-  private wakeReaders(): void {
-    for (const waiter of [...this.readWaiters]) {
-      if (!this.readableAt(waiter.readTs)) continue;
-      this.readWaiters.delete(waiter);
-      if (waiter.timer !== undefined) this.timers.clearTimer(waiter.timer);
-      waiter.resolve();
-    }
   }
 }
 
