@@ -378,14 +378,21 @@ export class ReplicaPartitionHost implements PartitionHost {
 
   /**
    * Decides one partition's upkeep on `occasion` (primary.ts `decideUpkeep`) and performs it: the replica's own
-   * proposals, leadership transfers, and the cleanups a gained primacy owes. Undefined if nothing is hosted.
+   * proposals, leadership transfers, and the cleanups a gained primacy owes. Undefined if nothing is hosted (or the
+   * decision failed: a bug, reported; it runs after applies, which it must not break).
    */
   private upkeep(partitionId: PartitionId, occasion: UpkeepOccasion): UpkeepDecision | undefined {
     const entry = this.hosted.get(partitionId);
     if (entry === undefined || this.stopped) return undefined;
     const status = this.context.raft.status(partitionId);
     const raft = status === undefined ? undefined : { isLeader: status.role === 'leader', term: status.term };
-    const decision = entry.replica.decideUpkeep({ raft, successor: this.liveSuccessor(entry), occasion });
+    let decision: UpkeepDecision;
+    try {
+      decision = entry.replica.decideUpkeep({ raft, successor: this.liveSuccessor(entry), occasion });
+    } catch (error) {
+      this.context.onError(error);
+      return undefined;
+    }
     for (const action of decision.actions) this.perform(entry, action);
     return decision;
   }
