@@ -1,19 +1,20 @@
 /**
  * The partition host that runs real replicas (the `PartitionHost` seam): per assigned partition one
  * `PartitionReplica` (its state machine registered with the node's Raft multiplexer before its group is added, its
- * proposals submitted to the node's Raft driver) and one `HostedPartition` registered in the node's single
- * `ReplicaRequestRouter`, which answers every replica request kind on the node's messenger.
+ * proposals submitted to the node's Raft driver), registered in the node's single `ReplicaRequestRouter`, which
+ * answers every replica request kind on the node's messenger.
  *
  * Background work besides: storage GC, tx state vacuum, and the tx sweep (tx-sweep.ts), which ends the map entries,
  * locks and intents of txs nobody touches again (an installed snapshot's resolved txs are handed to it at once).
  *
- * Upkeep: every replica's `maintain` runs on each leader change of its group and on a timer (`upkeepIntervalMs`), so
- * leases are proposed, renewed and taken over and idle safe time advances. When this node gains the lease of a
- * partition it re-runs the cleanups its commit partition records still owe (`recoverCleanups`), and the cleanup
- * driver rescans them on a timer; each hosted partition's lock conflicts feed the in-line cleanup. While this node's
- * clock is beyond the bound from the majority (rule 19, measured by membership) its replicas neither act nor propose
- * leases, and it hands the Raft leadership of its groups to a live replica, so that one takes the lease over once the
- * current one lapses.
+ * Upkeep: the host is a loop that asks each replica's pure upkeep decision (primary.ts `decideUpkeep`) on each
+ * leader change of its group, after each apply and on a timer (`upkeepIntervalMs`), and on each poll of a graceful
+ * drain, and performs the actions it returns: lease proposals (first, renewal, takeover) and idle SafeTimeSyncs; while
+ * this node's clock is beyond the bound from the majority (rule 19, measured by membership) the transfer of the Raft
+ * leadership to a live replica, so that one takes the lease over once the current one lapses; on a drain, the
+ * hand-over's leadership transfer (rule 5); and, when this node gains the lease of a partition, the re-run of the
+ * cleanups its commit partition records still owe (`recoverCleanups`). The cleanup driver rescans them on a timer;
+ * each hosted partition's lock conflicts feed the in-line cleanup.
  *
  * Primaries as this node knows them (`PrimaryHints`): a locally hosted replica's applied lease is the truth; for other
  * partitions the last holder a response or a PRIMARY_MISS named, else a rotating guess among the assigned replicas
@@ -30,16 +31,20 @@ import { BasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle } from '../env/timers.js';
-import { addMs } from '../hlc/timestamp.js';
 import { type CleanupSender, messengerCleanupSender, type PrimaryLocator } from '../replica/cleanup-driver.js';
 import { StorageGcDriver } from '../replica/gc.js';
-import { HostedPartition } from '../replica/handlers/hosted-partition.js';
 import { ReplicaRequestRouter } from '../replica/handlers/router.js';
 import { InlineCleanup } from '../replica/inline-cleanup.js';
-import { actingEnd, type Lease, sameHolder } from '../replica/lease.js';
+import { routingHolder, startedHolder } from '../replica/lease.js';
 import { leaseCounting } from '../replica/lease-metrics.js';
 import { PartitionReplica } from '../replica/partition-replica.js';
-import { type LeaseTiming, leaseTiming } from '../replica/primary.js';
+import {
+  type LeaseTiming,
+  leaseTiming,
+  type UpkeepAction,
+  type UpkeepDecision,
+  type UpkeepOccasion,
+} from '../replica/primary.js';
 import {
   membershipPeers,
   type ReplicaResolution,
@@ -71,16 +76,12 @@ export interface ReplicaHostOptions {
 }
 
 const UPKEEP_INTERVAL_MS_DEFAULT = 25;
-/** What a graceful hand-over leaves for the leadership to move and the successor's lease to commit. */
-const HAND_OVER_MARGIN_MS = 500;
+const TICK: UpkeepOccasion = { kind: 'tick' };
 
 interface Hosted {
   readonly replica: PartitionReplica;
-  readonly partition: HostedPartition;
   readonly replicas: readonly NodeName[];
   readonly undo: (() => void)[];
-  /** This replica acted under the current lease at the last upkeep (to notice gaining it). */
-  holding: boolean;
 }
 
 /**
@@ -197,7 +198,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     this.unsubscribe.push(this.resolution.attach(this.router, txMessenger));
     this.gc = new StorageGcDriver({
       timers: context.timers,
-      partitions: () => [...this.hosted.values()].map((e) => e.partition.mv),
+      partitions: () => [...this.hosted.values()].map((e) => e.replica.mv),
       lowWatermark,
       onError: (error) => this.background(error),
     });
@@ -206,7 +207,7 @@ export class ReplicaPartitionHost implements PartitionHost {
       clock: context.hlc,
       mapClock: context.clock,
       txStates: context.txStates,
-      partitions: () => [...this.hosted.values()].map((e) => vacuumPartitionOf(e.partition)),
+      partitions: () => [...this.hosted.values()].map((e) => vacuumPartitionOf(e.replica)),
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       onError: (error) => this.background(error),
     });
@@ -216,7 +217,7 @@ export class ReplicaPartitionHost implements PartitionHost {
       timers: context.timers,
       txStates: context.txStates,
       peers: membershipPeers(context.membership, context.identity),
-      partitions: () => [...this.hosted.values()].map((e) => e.partition),
+      partitions: () => [...this.hosted.values()].map((e) => e.replica),
       orphans: this.resolution.orphans,
       counters: context.counters,
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
@@ -226,7 +227,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     this.vacuum.start();
     this.router.cleanups.start();
     this.sweep.start();
-    this.unsubscribe.push(context.onLeaderChange((change) => this.maintainOne(change.group)));
+    this.unsubscribe.push(context.onLeaderChange((change) => this.upkeep(change.group, TICK)));
     this.arm();
   }
 
@@ -247,27 +248,20 @@ export class ReplicaPartitionHost implements PartitionHost {
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       ...(options.safeTimeSyncIdleMs !== undefined && { safeTimeSyncIdleMs: options.safeTimeSyncIdleMs }),
       clockWithinBound: () => context.membership.clockWithinBound(),
-    });
-    const partition = new HostedPartition({
-      replica,
-      engine: context.storage,
-      txStateMap: context.txStates,
-      clock: context.hlc,
       timers: context.timers,
-      ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       ...(options.lockWaitTimeoutMs !== undefined && { lockWaitTimeoutMs: options.lockWaitTimeoutMs }),
       counters: context.counters,
     });
-    const entry: Hosted = { replica, partition, replicas, undo: [], holding: false };
+    const entry: Hosted = { replica, replicas, undo: [] };
     entry.undo.push(
       context.stateMachines.register(partitionId, countingRestores(replica.stateMachine, context.counters)),
     );
-    entry.undo.push(this.router.register(partition));
-    entry.undo.push(this.resolution.watch(partition));
-    entry.undo.push(this.inline.watch(partition));
+    entry.undo.push(this.router.register(replica));
+    entry.undo.push(this.resolution.watch(replica));
+    entry.undo.push(this.inline.watch(replica));
     entry.undo.push(replica.stateMachine.onSnapshotResolved((txIds) => this.sweep.forget(txIds)));
     // Every apply may change the lease (a first lease, a takeover): decide at once rather than on the next tick.
-    entry.undo.push(replica.stateMachine.onApplied(() => this.maintainOne(partitionId)));
+    entry.undo.push(replica.stateMachine.onApplied(() => this.upkeep(partitionId, TICK)));
     entry.undo.push(replica.stateMachine.onLeaseChange(leaseCounting(context.counters, replica.self)));
     this.hosted.set(partitionId, entry);
     try {
@@ -324,15 +318,13 @@ export class ReplicaPartitionHost implements PartitionHost {
 
   /** The leaseholder as this node's applied lease names it, while that lease has started and not expired. */
   primaryOf(partitionId: PartitionId): NodeName | undefined {
-    const lease = this.hosted.get(partitionId)?.replica.stateMachine.currentLease();
-    if (lease === null || lease === undefined) return undefined;
-    const now = this.context.hlc.current();
-    return lease.start <= now && now < lease.expiration ? lease.holderName : undefined;
+    const replica = this.hosted.get(partitionId)?.replica;
+    return replica === undefined ? undefined : startedHolder(replica.leaseView(this.context.hlc.current()));
   }
 
-  /** The hosted partition (tests and diagnostics). */
-  partition(partitionId: PartitionId): HostedPartition | undefined {
-    return this.hosted.get(partitionId)?.partition;
+  /** The hosted partition replica (tests and diagnostics). */
+  partition(partitionId: PartitionId): PartitionReplica | undefined {
+    return this.hosted.get(partitionId)?.replica;
   }
 
   /** Stops the upkeep and the request handlers; replicas still hosted are stopped. */
@@ -369,9 +361,8 @@ export class ReplicaPartitionHost implements PartitionHost {
   }
 
   private localHolder(partitionId: PartitionId): NodeName | undefined {
-    const lease = this.hosted.get(partitionId)?.replica.stateMachine.currentLease();
-    if (lease === null || lease === undefined) return undefined;
-    return this.context.hlc.current() < lease.expiration ? lease.holderName : undefined;
+    const replica = this.hosted.get(partitionId)?.replica;
+    return replica === undefined ? undefined : routingHolder(replica.leaseView(this.context.hlc.current()));
   }
 
   private arm(): void {
@@ -379,71 +370,62 @@ export class ReplicaPartitionHost implements PartitionHost {
     this.timer = this.context.timers.setTimer(() => {
       this.timer = undefined;
       if (this.stopped) return;
-      for (const partitionId of this.hosted.keys()) this.maintainOne(partitionId);
+      for (const partitionId of this.hosted.keys()) this.upkeep(partitionId, TICK);
       this.context.storage.flush().catch(this.context.onError);
       this.arm();
     }, interval);
   }
 
-  private maintainOne(partitionId: PartitionId): void {
+  /**
+   * Decides one partition's upkeep on `occasion` (primary.ts `decideUpkeep`) and performs it: the replica's own
+   * proposals, leadership transfers, and the cleanups a gained primacy owes. Undefined if nothing is hosted (or the
+   * decision failed: a bug, reported; it runs after applies, which it must not break).
+   */
+  private upkeep(partitionId: PartitionId, occasion: UpkeepOccasion): UpkeepDecision | undefined {
     const entry = this.hosted.get(partitionId);
-    if (entry === undefined || this.stopped) return;
+    if (entry === undefined || this.stopped) return undefined;
     const status = this.context.raft.status(partitionId);
-    if (status === undefined) return;
+    const raft = status === undefined ? undefined : { isLeader: status.role === 'leader', term: status.term };
+    let decision: UpkeepDecision;
     try {
-      entry.replica.maintain({ isLeader: status.role === 'leader', term: status.term });
+      decision = entry.replica.decideUpkeep({ raft, successor: this.liveSuccessor(entry), occasion });
     } catch (error) {
       this.context.onError(error);
+      return undefined;
     }
-    if (status.role === 'leader' && !this.context.membership.clockWithinBound()) this.handLeadershipOver(entry);
-    const holding = this.acting(entry);
-    if (holding && !entry.holding) {
-      // Gained primacy: re-run what this commit partition still owes (idempotent).
-      this.router.recoverCleanups(partitionId).catch((error: unknown) => this.background(error));
-    }
-    entry.holding = holding;
+    for (const action of decision.actions) this.perform(entry, action);
+    return decision;
   }
 
-  /** One step of `drain` for one partition: true once it has nothing left to hand over. */
-  private handedOver(entry: Hosted, remainingMs: number): boolean {
-    const { raft, hlc } = this.context;
-    const partitionId = entry.replica.partitionId;
-    const status = raft.status(partitionId);
-    if (status === undefined) return true;
-    const successor = this.liveSuccessor(entry);
-    if (successor === undefined) return true;
-    const lease = entry.replica.stateMachine.currentLease();
-    const now = hlc.current();
-    const holds = lease !== null && sameHolder(lease.holder, entry.replica.self) && now < lease.expiration;
-    if (status.role === 'leader') {
-      // Keep serving under our own lease while it lets us act, unless it would outlast the bound (a takeover lease
-      // can end up to two durations ahead): then hand over now, so the successor's lease is in place when ours ends.
-      const end = holds ? actingEnd(lease, this.timing.maxClockSkewMs) : now;
-      const serve = now < end && end <= addMs(now, remainingMs - HAND_OVER_MARGIN_MS);
-      if (!serve) raft.transferLeader(partitionId, successor);
-      return false;
+  private perform(entry: Hosted, action: UpkeepAction): void {
+    const { partitionId } = entry.replica;
+    switch (action.kind) {
+      case 'propose-lease':
+      case 'propose-safe-time-sync':
+        try {
+          entry.replica.perform(action);
+        } catch (error) {
+          this.context.onError(error);
+        }
+        return;
+      case 'transfer-leadership':
+        this.context.raft.transferLeader(partitionId, action.to);
+        return;
+      case 'recover-cleanups':
+        this.router.recoverCleanups(partitionId).catch((error: unknown) => this.background(error));
+        return;
     }
-    return !holds;
+  }
+
+  /** One poll of `drain` for one partition: true once it has nothing left to hand over. */
+  private handedOver(entry: Hosted, remainingMs: number): boolean {
+    const decision = this.upkeep(entry.replica.partitionId, { kind: 'drain', remainingMs });
+    return decision?.handedOver ?? true;
   }
 
   private liveSuccessor(entry: Hosted): NodeName | undefined {
     const { membership, self } = this.context;
     return entry.replicas.find((name) => name !== self && membership.canSucceed(name));
-  }
-
-  /** Rule 19: a leader whose clock is beyond the bound hands its group to the first live replica (retried each tick). */
-  private handLeadershipOver(entry: Hosted): void {
-    const to = this.liveSuccessor(entry);
-    if (to !== undefined) this.context.raft.transferLeader(entry.replica.partitionId, to);
-  }
-
-  private acting(entry: Hosted): boolean {
-    const lease: Lease | null = entry.replica.stateMachine.currentLease();
-    return (
-      lease !== null &&
-      sameHolder(lease.holder, entry.replica.self) &&
-      entry.replica.checkPrimary(this.context.hlc.current()).kind === 'ok'
-    );
   }
 
   /** Cleanup requests teach the hints: a PRIMARY_MISS names the holder. */

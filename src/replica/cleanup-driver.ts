@@ -24,7 +24,7 @@ import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import type { StoredTxMeta } from '../storage/tx-state-storage.js';
 import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../tx/messages.js';
-import { assertHosted, type HostedPartition, type PartitionRegistry } from './handlers/hosted-partition.js';
+import { assertHosted, type PartitionRegistry, type PartitionReplica } from './partition-replica.js';
 import { type CounterSink, NO_COUNTERS } from './resolution/ports.js';
 
 /** Names of the node counters bumped here. */
@@ -72,7 +72,7 @@ export interface CleanupTargetInput {
 
 /** The hosted partitions as the rescan walks them (the router's registry). */
 export interface HostedPartitions extends PartitionRegistry {
-  hosted(): Iterable<HostedPartition>;
+  hosted(): Iterable<PartitionReplica>;
 }
 
 export interface CleanupDriverOptions {
@@ -153,7 +153,7 @@ export class CleanupDriver {
    * "not cleaned up" for the rescan). Rejects OVERLOADED when too many runs are in progress.
    */
   ensureCleanup(
-    p: HostedPartition,
+    p: PartitionReplica,
     txId: TxId,
     outcome: TxOutcome,
     targets: readonly CleanupTargetInput[],
@@ -195,8 +195,8 @@ export class CleanupDriver {
    * One rescan pass over `p` if this replica acts as its primary: runs for up to `rescanBatchMax` records whose
    * cleanup has not completed and which no run is cleaning now. Returns the number of runs started.
    */
-  rescan(p: HostedPartition): number {
-    if (p.replica.checkPrimary(p.clock.current()).kind !== 'ok') return 0;
+  rescan(p: PartitionReplica): number {
+    if (p.checkPrimary(p.clock.current()).kind !== 'ok') return 0;
     const page = p.txState.finishedNotCleanedUp(this.rescanCursor.get(p.partitionId), this.rescanBatchMax);
     const last = page.at(-1);
     if (last === undefined || page.length < this.rescanBatchMax) this.rescanCursor.delete(p.partitionId);
@@ -211,7 +211,7 @@ export class CleanupDriver {
     return started;
   }
 
-  private runFor(p: HostedPartition, record: StoredTxMeta): Promise<boolean> {
+  private runFor(p: PartitionReplica, record: StoredTxMeta): Promise<boolean> {
     const targets = record.enlistedPartitions.map((partitionId) => ({ partitionId }));
     return this.ensureCleanup(p, record.txId, outcomeOfRecord(record), targets).catch((error: unknown) => {
       this.onError(error);
@@ -220,7 +220,7 @@ export class CleanupDriver {
   }
 
   private async run(
-    p: HostedPartition,
+    p: PartitionReplica,
     txId: TxId,
     outcome: TxOutcome,
     targets: readonly CleanupTargetInput[],
@@ -253,11 +253,9 @@ export class CleanupDriver {
     return false;
   }
 
-  private actsFor(p: HostedPartition): boolean {
+  private actsFor(p: PartitionReplica): boolean {
     return (
-      !this.stopped &&
-      this.o.partitions.get(p.partitionId) === p &&
-      p.replica.checkPrimary(p.clock.current()).kind === 'ok'
+      !this.stopped && this.o.partitions.get(p.partitionId) === p && p.checkPrimary(p.clock.current()).kind === 'ok'
     );
   }
 
@@ -299,9 +297,9 @@ export class CleanupDriver {
     }
   }
 
-  private async markCleaned(p: HostedPartition, txId: TxId): Promise<void> {
+  private async markCleaned(p: PartitionReplica, txId: TxId): Promise<void> {
     try {
-      await p.replica.propose((proposal) => ({
+      await p.propose((proposal) => ({
         kind: 'TxCleanupCompleted',
         ts: proposal.ts,
         proposalId: proposal.id,

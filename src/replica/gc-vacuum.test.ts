@@ -20,7 +20,6 @@ import { beginReadOnly, ReadOnlyCoordinator } from '../tx/read-only.js';
 import { makeTxId, txDeadline } from '../tx/tx-id.js';
 import { TxStateMap } from '../tx/tx-state-map.js';
 import { StorageGcDriver } from './gc.js';
-import { HostedPartition } from './handlers/hosted-partition.js';
 import { LocalIntentResolver } from './handlers/intent-resolver.js';
 import { handleReadOnly } from './handlers/read-only.js';
 import { type Lease, tokenOf } from './lease.js';
@@ -58,6 +57,7 @@ async function setup(seed: string, watermarkRetentionMs = 1_000, withLease = tru
     timing: leaseTiming(SKEW_MS, 24 * 3_600_000, 1_000),
     txTimeoutMs: TX_TIMEOUT_MS,
     txStateRetentionMs: RETENTION_MS,
+    timers: scheduler.timers('n1'),
   });
   const start = clock.now();
   const lease: Lease = {
@@ -78,7 +78,6 @@ async function setup(seed: string, watermarkRetentionMs = 1_000, withLease = tru
   } else {
     await replica.propose((p) => ({ kind: 'SafeTimeSync', ts: p.ts, proposalId: p.id }));
   }
-  const hosted = new HostedPartition({ replica, engine, txStateMap: map, clock, timers: scheduler.timers('n1') });
   const watermark = new LowWatermark({ clock, retentionMs: watermarkRetentionMs });
   let counter = 0;
 
@@ -110,7 +109,7 @@ async function setup(seed: string, watermarkRetentionMs = 1_000, withLease = tru
       readTs,
       operation: { op: 'get', key },
     };
-    const response = await handleReadOnly(hosted, request, {
+    const response = await handleReadOnly(replica, request, {
       resolver: new LocalIntentResolver(map),
       lowWatermark: () => watermark.current(),
     });
@@ -145,7 +144,7 @@ async function setup(seed: string, watermarkRetentionMs = 1_000, withLease = tru
   }
 
   const advance = (ms: number) => scheduler.run({ forMs: ms });
-  return { scheduler, physical, clock, engine, map, replica, hosted, watermark, newTxId, write, read, finish, advance };
+  return { scheduler, physical, clock, engine, map, replica, watermark, newTxId, write, read, finish, advance };
 }
 
 describe('storage GC driver and the RO watermark check (rule 10)', () => {
@@ -161,7 +160,7 @@ describe('storage GC driver and the RO watermark check (rule 10)', () => {
     const hold = s.watermark.register(t1);
     const gc = new StorageGcDriver({
       timers: s.scheduler.timers('gc'),
-      partitions: () => [s.hosted.mv],
+      partitions: () => [s.replica.mv],
       lowWatermark: () => s.watermark.current(),
     });
     await s.advance(10_000);
@@ -201,7 +200,7 @@ describe('storage GC driver and the RO watermark check (rule 10)', () => {
     };
     const gc = new StorageGcDriver({
       timers: s.scheduler.timers('gc'),
-      partitions: () => [broken, s.hosted.mv],
+      partitions: () => [broken, s.replica.mv],
       lowWatermark: () => s.watermark.current(),
       onError: (_e, partitionId) => errors.push(partitionId),
     });
@@ -219,7 +218,7 @@ describe('tx state vacuum (rule 15)', () => {
       clock: s.clock,
       mapClock: s.physical,
       txStates: s.map,
-      partitions: () => [vacuumPartitionOf(s.hosted)],
+      partitions: () => [vacuumPartitionOf(s.replica)],
       txTimeoutMs: TX_TIMEOUT_MS,
       retentionMs: RETENTION_MS,
       mapRetentionMs: 500,
@@ -238,16 +237,16 @@ describe('tx state vacuum (rule 15)', () => {
     const dueA = Number((dA >> 16n) - (s.clock.now() >> 16n)) + SKEW_MS + RETENTION_MS;
     await s.advance(dueA - 2);
     assert.equal((await driver.runRound()).removed, 0);
-    assert.notEqual(s.hosted.txState.get(a), undefined);
-    assert.equal(s.hosted.txState.vacuumHorizon(), 0n);
+    assert.notEqual(s.replica.txState.get(a), undefined);
+    assert.equal(s.replica.txState.vacuumHorizon(), 0n);
 
     await s.advance(5);
     const round = await driver.runRound();
     assert.equal(round.removed, 1);
-    assert.equal(s.hosted.txState.get(a), undefined, 'A: cleaned and past its deadline + skew + retention');
-    assert.notEqual(s.hosted.txState.get(b), undefined, 'B: cleanup never completed, kept');
-    assert.notEqual(s.hosted.txState.get(c), undefined, 'C: too young');
-    assert.equal(s.hosted.txState.vacuumHorizon(), dA);
+    assert.equal(s.replica.txState.get(a), undefined, 'A: cleaned and past its deadline + skew + retention');
+    assert.notEqual(s.replica.txState.get(b), undefined, 'B: cleanup never completed, kept');
+    assert.notEqual(s.replica.txState.get(c), undefined, 'C: too young');
+    assert.equal(s.replica.txState.vacuumHorizon(), dA);
 
     // A finish of a tx at or below the horizon with no record left is not applied (rule 15).
     const late = await s.replica.propose((p) => ({
@@ -263,9 +262,9 @@ describe('tx state vacuum (rule 15)', () => {
 
     await s.advance(1_100);
     await driver.runRound();
-    assert.equal(s.hosted.txState.get(c), undefined);
-    assert.notEqual(s.hosted.txState.get(b), undefined);
-    assert.equal(s.hosted.txState.vacuumHorizon(), dC);
+    assert.equal(s.replica.txState.get(c), undefined);
+    assert.notEqual(s.replica.txState.get(b), undefined);
+    assert.equal(s.replica.txState.vacuumHorizon(), dC);
 
     // The volatile map: cleaned-up entries went after their retention; B's waits for its cleanup.
     assert.equal(s.map.get(a), undefined);
@@ -280,7 +279,7 @@ describe('tx state vacuum (rule 15)', () => {
       clock: s.clock,
       mapClock: s.physical,
       txStates: s.map,
-      partitions: () => [vacuumPartitionOf(s.hosted)],
+      partitions: () => [vacuumPartitionOf(s.replica)],
       txTimeoutMs: TX_TIMEOUT_MS,
       retentionMs: RETENTION_MS,
     });
@@ -295,14 +294,14 @@ describe('tx state vacuum (rule 15)', () => {
 
     await s.advance(TX_TIMEOUT_MS + SKEW_MS + RETENTION_MS + 100);
     assert.equal((await driver.runRound()).removed, 1);
-    assert.notEqual(s.hosted.txState.get(long), undefined, 'the long tx is kept: its own deadline is far ahead');
-    assert.equal(s.hosted.txState.get(short), undefined, 'the short one behind it in id order went');
-    assert.equal(s.hosted.txState.vacuumHorizon(), dShort);
+    assert.notEqual(s.replica.txState.get(long), undefined, 'the long tx is kept: its own deadline is far ahead');
+    assert.equal(s.replica.txState.get(short), undefined, 'the short one behind it in id order went');
+    assert.equal(s.replica.txState.vacuumHorizon(), dShort);
 
     await s.advance(19 * TX_TIMEOUT_MS);
     assert.equal((await driver.runRound()).removed, 1);
-    assert.equal(s.hosted.txState.get(long), undefined, 'past its own deadline + skew + retention');
-    assert.equal(s.hosted.txState.vacuumHorizon(), dLong);
+    assert.equal(s.replica.txState.get(long), undefined, 'past its own deadline + skew + retention');
+    assert.equal(s.replica.txState.vacuumHorizon(), dLong);
   });
 
   it('a scan cut short by scanMax resumes next round, so old records still waiting for cleanup never block vacuum', async () => {
@@ -317,7 +316,7 @@ describe('tx state vacuum (rule 15)', () => {
       clock: s.clock,
       mapClock: s.physical,
       txStates: s.map,
-      partitions: () => [vacuumPartitionOf(s.hosted)],
+      partitions: () => [vacuumPartitionOf(s.replica)],
       txTimeoutMs: TX_TIMEOUT_MS,
       retentionMs: RETENTION_MS,
       scanMax: 3,
@@ -327,7 +326,7 @@ describe('tx state vacuum (rule 15)', () => {
     assert.equal((await driver.runRound()).removed, 1, 'resumed again: the second cleaned one');
     assert.equal((await driver.runRound()).removed, 0, 'started over from the oldest: nothing left to remove');
     assert.deepEqual(
-      s.hosted.txState.records(undefined).map((r) => r.txId),
+      s.replica.txState.records(undefined).map((r) => r.txId),
       stuck,
     );
   });
@@ -338,7 +337,7 @@ describe('tx state vacuum (rule 15)', () => {
     await s.finish(a, true);
     await s.advance(10_000);
     let proposals = 0;
-    const target = { ...vacuumPartitionOf(s.hosted), isPrimary: () => false };
+    const target = { ...vacuumPartitionOf(s.replica), isPrimary: () => false };
     const driver = new TxStateVacuumDriver({
       timers: s.scheduler.timers('vacuum'),
       clock: s.clock,
@@ -358,7 +357,7 @@ describe('tx state vacuum (rule 15)', () => {
     });
     await driver.runRound();
     assert.equal(proposals, 0);
-    assert.notEqual(s.hosted.txState.get(a), undefined);
+    assert.notEqual(s.replica.txState.get(a), undefined);
   });
 
   it('under a steady workload the tx state map and the durable records stay bounded', async () => {
@@ -370,7 +369,7 @@ describe('tx state vacuum (rule 15)', () => {
       clock: s.clock,
       mapClock: s.physical,
       txStates: s.map,
-      partitions: () => [vacuumPartitionOf(s.hosted)],
+      partitions: () => [vacuumPartitionOf(s.replica)],
       txTimeoutMs: TX_TIMEOUT_MS,
       retentionMs: RETENTION_MS,
       mapRetentionMs,
@@ -390,7 +389,7 @@ describe('tx state vacuum (rule 15)', () => {
       await s.finish(txId, true);
       s.map.update(other, { state: 'ABORTED', reason: 'cleanup-applied' });
       mapMax = Math.max(mapMax, s.map.size);
-      recordsMax = Math.max(recordsMax, s.hosted.txState.records(undefined).length);
+      recordsMax = Math.max(recordsMax, s.replica.txState.records(undefined).length);
     }
     driver.stop();
     const perSecond = 1_000 / gapMs;
@@ -400,22 +399,22 @@ describe('tx state vacuum (rule 15)', () => {
     assert.ok(recordsMax <= recordsBound, `durable records peaked at ${recordsMax}, bound ${recordsBound}`);
     assert.ok(mapMax <= mapBound, `map entries peaked at ${mapMax}, bound ${mapBound}`);
     assert.ok(recordsMax < txs / 4 && mapMax < txs / 4, 'far below the number of txs run');
-    assert.ok(s.hosted.txState.vacuumHorizon() > 0n);
+    assert.ok(s.replica.txState.vacuumHorizon() > 0n);
   });
 });
 
 describe('local replica view (RO routing)', () => {
   it("a primary's local safe time covers a fresh readTs; a replica without a lease offers its applied safe time", async () => {
     const primary = await setup('local-view-primary');
-    const view = localReplicaView({ get: (p) => (p === P ? primary.hosted : undefined) });
+    const view = localReplicaView({ get: (p) => (p === P ? primary.replica : undefined) });
     const fresh = primary.clock.now();
     const safe = view.localSafeTime(P);
     assert.ok(safe !== undefined && safe >= fresh, 'the primary serves a fresh read at once');
-    assert.ok(primary.hosted.readableAt(fresh));
+    assert.ok(primary.replica.readableAt(fresh));
     assert.equal(view.localSafeTime('t1p9' as PartitionId), undefined, 'not hosted here');
 
     const backup = await setup('local-view-backup', 1_000, false);
-    const backupView = localReplicaView({ get: () => backup.hosted });
+    const backupView = localReplicaView({ get: () => backup.replica });
     await backup.advance(50);
     const applied = backup.replica.stateMachine.safeTime.current();
     assert.equal(backupView.localSafeTime(P), applied);
@@ -431,7 +430,7 @@ describe('RO coordinator over a real replica (wiring)', () => {
     const request = (async (to: NodeName, body: { kind: string }) => {
       assert.equal(body.kind, 'ReadOnlyRequest');
       served.push(to);
-      return handleReadOnly(s.hosted, body as ReadOnlyRequest, {
+      return handleReadOnly(s.replica, body as ReadOnlyRequest, {
         resolver: new LocalIntentResolver(s.map),
         lowWatermark: () => s.watermark.current(),
       });
@@ -447,12 +446,12 @@ describe('RO coordinator over a real replica (wiring)', () => {
         primaryHint: () => 'n2' as NodeName,
         notePrimary: () => {},
       },
-      local: localReplicaView({ get: (p) => (p === P ? s.hosted : undefined) }),
+      local: localReplicaView({ get: (p) => (p === P ? s.replica : undefined) }),
       watermark: s.watermark,
     });
     const gc = new StorageGcDriver({
       timers: s.scheduler.timers('gc'),
-      partitions: () => [s.hosted.mv],
+      partitions: () => [s.replica.mv],
       lowWatermark: () => s.watermark.current(),
       intervalMs: 100,
     });

@@ -17,7 +17,7 @@ import { LIMITS } from '../core/limits.js';
 import { PeriodicTask, type Timers } from '../env/timers.js';
 import type { GcResult } from '../storage/mv-partition-storage.js';
 
-/** What GC needs of one hosted partition (a HostedPartition's `mv` fits with its partitionId). */
+/** What GC needs of one hosted partition (a PartitionReplica's `mv` fits with its partitionId). */
 export interface GcPartition {
   readonly partitionId: PartitionId;
   gc(lowWatermark: HybridTimestamp, limit?: number): GcResult;

@@ -37,8 +37,8 @@ import type { TxOutcome, TxStateCommitPartitionRequest } from '../tx/messages.js
 import { nodeIdOf } from '../tx/tx-id.js';
 import { isFinal } from '../tx/tx-state.js';
 import type { PrimaryLocator } from './cleanup-driver.js';
-import type { HostedPartition } from './handlers/hosted-partition.js';
 import { cleanupPartition } from './handlers/tx-cleanup.js';
+import type { PartitionReplica } from './partition-replica.js';
 import { answerOf, isFinalAnswer } from './resolution/answers.js';
 import {
   type CounterSink,
@@ -104,7 +104,7 @@ export class InlineCleanup {
    * Settles every holder that blocks a lock request on `partition`, and every tx whose intent there a reader's
    * resolution asked about on the primary-replica path; returns the function that stops watching.
    */
-  watch(partition: HostedPartition): () => void {
+  watch(partition: PartitionReplica): () => void {
     const settle = (txId: TxId): void => {
       this.settle(partition, txId).catch(this.onError);
     };
@@ -125,7 +125,7 @@ export class InlineCleanup {
    * Resolves true once `holder` is known final and its cleanup of `p` ran here (its locks and intents on `p` are
    * gone), false if it is not known final. Joins a settle of the same holder started at or after `since`.
    */
-  settle(p: HostedPartition, holder: TxId, since: number = this.mark()): Promise<boolean> {
+  settle(p: PartitionReplica, holder: TxId, since: number = this.mark()): Promise<boolean> {
     const key = `${p.partitionId}\u0000${holder}`;
     const running = this.settling.get(key);
     if (running !== undefined) {
@@ -139,7 +139,7 @@ export class InlineCleanup {
     return promise;
   }
 
-  private async runSettle(p: HostedPartition, holder: TxId, since: number): Promise<boolean> {
+  private async runSettle(p: PartitionReplica, holder: TxId, since: number): Promise<boolean> {
     const outcome = await this.outcomeOf(p, holder, since);
     if (outcome === undefined) return false;
     try {
@@ -158,7 +158,7 @@ export class InlineCleanup {
     }
   }
 
-  private async outcomeOf(p: HostedPartition, holder: TxId, since: number): Promise<TxOutcome | undefined> {
+  private async outcomeOf(p: PartitionReplica, holder: TxId, since: number): Promise<TxOutcome | undefined> {
     const entry = p.txStateMap.entry(holder);
     if (entry !== undefined && isFinal(entry.state)) {
       this.counters.add(INLINE_CLEANUP_COUNTERS.local);
@@ -180,7 +180,7 @@ export class InlineCleanup {
   }
 
   /** The holder's state at its commit partition, sharing a request in flight as the module header says. */
-  private ask(p: HostedPartition, holder: TxId, commitPartitionId: PartitionId, since: number): Promise<HolderState> {
+  private ask(p: PartitionReplica, holder: TxId, commitPartitionId: PartitionId, since: number): Promise<HolderState> {
     const running = this.asking.get(holder);
     if (running !== undefined) {
       if (running.startedAt >= since) return running.promise;
@@ -194,7 +194,7 @@ export class InlineCleanup {
     return promise;
   }
 
-  private async askOnce(p: HostedPartition, holder: TxId, commitPartitionId: PartitionId): Promise<HolderState> {
+  private async askOnce(p: PartitionReplica, holder: TxId, commitPartitionId: PartitionId): Promise<HolderState> {
     this.counters.add(INLINE_CLEANUP_COUNTERS.asked);
     const entry = p.txStateMap.entry(holder);
     const coordinatorId = entry?.coordinatorId ?? coordinatorOf(holder);
@@ -207,7 +207,7 @@ export class InlineCleanup {
 
   /** Step 2 of the module header; undefined when the commit partition must be asked. */
   private async askCoordinator(
-    p: HostedPartition,
+    p: PartitionReplica,
     holder: TxId,
     coordinatorId: NodeId,
     known: boolean,
@@ -232,7 +232,7 @@ export class InlineCleanup {
   }
 
   private async askCommitPartition(
-    p: HostedPartition,
+    p: PartitionReplica,
     holder: TxId,
     commitPartitionId: PartitionId,
     coordinatorId: NodeId | undefined,
@@ -264,19 +264,19 @@ export class InlineCleanup {
 }
 
 /** The commit partition one of the holder's intents here names. */
-function intentCommitPartition(p: HostedPartition, holder: TxId): PartitionId | undefined {
+function intentCommitPartition(p: PartitionReplica, holder: TxId): PartitionId | undefined {
   const [rowId] = p.mv.rowsWrittenBy(holder);
   if (rowId === undefined) return undefined;
   const read = p.mv.readLatest(rowId);
   return read.kind === 'intent' && read.txId === holder ? read.commitPartitionId : undefined;
 }
 
-function intentKey(p: HostedPartition, holder: TxId): string | undefined {
+function intentKey(p: PartitionReplica, holder: TxId): string | undefined {
   const [rowId] = p.mv.rowsWrittenBy(holder);
   return rowId === undefined ? undefined : p.mv.keyOf(rowId);
 }
 
-function holdsHere(p: HostedPartition, holder: TxId): boolean {
+function holdsHere(p: PartitionReplica, holder: TxId): boolean {
   return p.mv.rowsWrittenBy(holder).length > 0 || p.locks.locksOf(holder).length > 0;
 }
 

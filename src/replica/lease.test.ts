@@ -1,6 +1,7 @@
 /**
  * Leases as pure decisions: rule 3 (compare-and-set at apply), rule 5 (never shortened, never overlapping), rules 1
- * and 19 (the acting window) and rule 2 (holder = replica incarnation), with design-review scenarios #1–#4.
+ * and 19 (the acting window) and rule 2 (holder = replica incarnation), with design-review scenarios #1–#4, and the
+ * one view of "who holds the lease as of now" every caller reads.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -11,9 +12,13 @@ import {
   actingEnd,
   checkActing,
   decideLease,
+  holdsUnexpired,
   type Lease,
+  leaseView,
   newReplicaIncarnation,
+  routingHolder,
   sameHolder,
+  startedHolder,
   tokenNames,
   tokenOf,
 } from './lease.js';
@@ -190,5 +195,53 @@ describe('design-review #4: lease commands are compare-and-set, so a deposed ren
     const l2First = decideLease(L1, L2, tokenOf(L1));
     assert.equal(l2First.kind, 'apply');
     assert.deepEqual(decideLease(L2, X, tokenOf(L1)), { kind: 'reject', reason: 'replaces-not-current' });
+  });
+});
+
+describe('leaseView: who holds the lease as of now', () => {
+  const L = lease(P1, 100, 300);
+  const name = L.holderName;
+
+  it('phases: not started, acting, stasis (the last 2·maxClockSkew), expired', () => {
+    const table: [number, string][] = [
+      [99, 'not-started'],
+      [100, 'acting'],
+      [289, 'acting'],
+      [290, 'stasis'],
+      [299, 'stasis'],
+      [300, 'expired'],
+    ];
+    for (const [nowMs, phase] of table) assert.equal(leaseView(L, P1, at(nowMs), SKEW_MS).phase, phase, `at ${nowMs}`);
+    assert.deepEqual(leaseView(null, P1, at(150), SKEW_MS), { lease: null, phase: 'none', mine: false });
+    assert.equal(leaseView(L, P2, at(150), SKEW_MS).mine, false);
+  });
+
+  it('routing asks for an unexpired holder, started or not; the operator view only for a started one', () => {
+    assert.equal(routingHolder(leaseView(L, P2, at(50), SKEW_MS)), name);
+    assert.equal(startedHolder(leaseView(L, P2, at(50), SKEW_MS)), undefined);
+    assert.equal(startedHolder(leaseView(L, P2, at(295), SKEW_MS)), name, 'stasis still names the holder');
+    assert.equal(routingHolder(leaseView(L, P2, at(300), SKEW_MS)), undefined);
+    assert.equal(holdsUnexpired(leaseView(L, P1, at(50), SKEW_MS)), true);
+    assert.equal(holdsUnexpired(leaseView(L, P2, at(150), SKEW_MS)), false);
+    assert.equal(holdsUnexpired(leaseView(L, P1, at(300), SKEW_MS)), false);
+  });
+
+  it('answers exactly what the separate derivations answered (started and unexpired, unexpired, acting)', () => {
+    const ms = fc.integer({ min: 1, max: 1_000 });
+    fc.assert(
+      fc.property(ms, ms, ms, fc.boolean(), fc.boolean(), (startMs, lengthMs, nowMs, mine, within) => {
+        const l = lease(P1, startMs, startMs + lengthMs);
+        const self = mine ? P1 : P2;
+        const now = at(nowMs);
+        const view = leaseView(l, self, now, SKEW_MS);
+        const unexpired = now < l.expiration;
+        assert.equal(startedHolder(view), l.start <= now && unexpired ? l.holderName : undefined);
+        assert.equal(routingHolder(view), unexpired ? l.holderName : undefined);
+        assert.equal(holdsUnexpired(view), sameHolder(l.holder, self) && unexpired);
+        const acting = mine && within && l.start <= now && now < actingEnd(l, SKEW_MS);
+        assert.equal(checkActing(l, self, now, SKEW_MS, within).kind === 'acting', acting);
+      }),
+      { numRuns: 500 },
+    );
   });
 });

@@ -15,6 +15,9 @@
  *   `start ≤ now < expiration − 2·maxClockSkew` with `now` read after absorbing the request's timestamp (rules 1, 19),
  *   and only while its node's clock is measured within the bound from the majority (rule 19: the stasis window above
  *   assumes it; a node beyond it stops acting until it is back within).
+ * - "Who holds the lease as of now" has one answer, `leaseView(lease, self, now)`: the phase `now` falls in and whether
+ *   `self` is the holder. Acting (`actingOf`), routing hints (`routingHolder`), the operator's primary
+ *   (`startedHolder`) and hand-over (`holdsUnexpired`) all read it.
  */
 import type { HybridTimestamp, NodeId, NodeName } from '../core/ids.js';
 import type { Random } from '../env/random.js';
@@ -110,12 +113,65 @@ export function decideLease(current: Lease | null, proposed: Lease, replaces: Le
     : { kind: 'reject', reason: 'overlaps-current' };
 }
 
-// ------------------------------------------------------------------------------------------ rules 1 and 19
+// ------------------------------------------------------------------------------------------ the lease as of now
 
 /** The end of the holder's acting window: it stops `2·maxClockSkew` before the expiration (rule 19, stasis). */
 export function actingEnd(lease: Lease, maxClockSkewMs: number): HybridTimestamp {
   return addMs(lease.expiration, -2 * maxClockSkewMs);
 }
+
+/**
+ * Where `now` falls in a lease `[start, expiration)`: before its start, inside the holder's acting window
+ * `[start, expiration − 2·maxClockSkew)`, in the stasis before the expiration (rule 19), or past the expiration.
+ * Applied leases are well-formed (start < expiration, checked where they are decoded), so the phases follow each other.
+ */
+export type LeasePhase = 'none' | 'not-started' | 'acting' | 'stasis' | 'expired';
+
+/** The applied lease as one replica sees it at one `now`: every "who holds the lease now" question reads this. */
+export interface LeaseView {
+  readonly lease: Lease | null;
+  readonly phase: LeasePhase;
+  /** This very replica incarnation holds `lease`, whatever its phase (rule 2). */
+  readonly mine: boolean;
+}
+
+export function leaseView(
+  lease: Lease | null,
+  self: ReplicaIncarnation,
+  now: HybridTimestamp,
+  maxClockSkewMs: number,
+): LeaseView {
+  if (lease === null) return { lease, phase: 'none', mine: false };
+  return { lease, phase: phaseAt(lease, now, maxClockSkewMs), mine: sameHolder(lease.holder, self) };
+}
+
+function phaseAt(lease: Lease, now: HybridTimestamp, maxClockSkewMs: number): LeasePhase {
+  if (now < lease.start) return 'not-started';
+  if (now >= lease.expiration) return 'expired';
+  if (now >= actingEnd(lease, maxClockSkewMs)) return 'stasis';
+  return 'acting';
+}
+
+/**
+ * The holder a request should be routed to: the lease's holder while the lease has not expired, started or not (a
+ * holder waits for a start that is near, rule 1).
+ */
+export function routingHolder(view: LeaseView): NodeName | undefined {
+  const unexpired = view.phase === 'not-started' || view.phase === 'acting' || view.phase === 'stasis';
+  return unexpired ? view.lease?.holderName : undefined;
+}
+
+/** The primary as an operator sees it: the holder of a lease that has started and not expired. */
+export function startedHolder(view: LeaseView): NodeName | undefined {
+  return view.phase === 'acting' || view.phase === 'stasis' ? view.lease?.holderName : undefined;
+}
+
+/** This replica holds a lease that has not expired yet (it may still serve finish, cleanup and confirmations). */
+export function holdsUnexpired(view: LeaseView): boolean {
+  return view.mine && routingHolder(view) !== undefined;
+}
+
+// ------------------------------------------------------------------------------------------ rules 1 and 19
 
 export type ActingCheck =
   | { readonly kind: 'acting'; readonly lease: Lease }
@@ -130,10 +186,29 @@ export type ActingCheck =
   | { readonly kind: 'clock-offset'; readonly lease: Lease };
 
 /**
- * Whether replica `self` may act as primary at `now` (read after absorbing the request's timestamp) under the
- * applied lease `lease`: rules 1 and 19. `clockWithinBound` is false while this node's measured clock offset from the
- * majority exceeds the bound.
+ * Whether the replica whose view this is may act as primary (rules 1 and 19): it holds the lease, `now` (read after
+ * absorbing the request's timestamp) is inside the acting window, and `clockWithinBound` (false while this node's
+ * measured clock offset from the majority exceeds the bound).
  */
+export function actingOf(view: LeaseView, clockWithinBound = true): ActingCheck {
+  const { lease } = view;
+  if (lease === null) return { kind: 'no-lease' };
+  if (!view.mine) return { kind: 'not-holder', lease };
+  if (!clockWithinBound) return { kind: 'clock-offset', lease };
+  switch (view.phase) {
+    case 'not-started':
+      return { kind: 'not-started', lease };
+    case 'stasis':
+    case 'expired':
+      return { kind: 'ended', lease };
+    case 'acting':
+      return { kind: 'acting', lease };
+    case 'none':
+      return { kind: 'no-lease' };
+  }
+}
+
+/** `actingOf` the view of `self` on `lease` at `now`. */
 export function checkActing(
   lease: Lease | null,
   self: ReplicaIncarnation,
@@ -141,10 +216,5 @@ export function checkActing(
   maxClockSkewMs: number,
   clockWithinBound = true,
 ): ActingCheck {
-  if (lease === null) return { kind: 'no-lease' };
-  if (!sameHolder(lease.holder, self)) return { kind: 'not-holder', lease };
-  if (!clockWithinBound) return { kind: 'clock-offset', lease };
-  if (now < lease.start) return { kind: 'not-started', lease };
-  if (now >= actingEnd(lease, maxClockSkewMs)) return { kind: 'ended', lease };
-  return { kind: 'acting', lease };
+  return actingOf(leaseView(lease, self, now, maxClockSkewMs), clockWithinBound);
 }

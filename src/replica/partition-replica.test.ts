@@ -71,6 +71,7 @@ class Harness {
       submit: (bytes) => driver!.propose(PARTITION, bytes),
       timing: TIMING,
       safeTimeSyncIdleMs: 50,
+      timers: this.scheduler.timers(owner),
     });
     const sm = replica.stateMachine;
     driver = new RaftDriver({
@@ -281,6 +282,7 @@ describe('PartitionReplica on its own (submit applies at once)', () => {
       txStateMap: new TxStateMap({ clock: physical }),
       submit,
       timing: TIMING,
+      timers: new Scheduler({ seed: 1 }).timers('solo'),
     });
     return { replica, clock, physical, submitted, setHold: (h: boolean) => (hold = h) };
   }

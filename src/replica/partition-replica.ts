@@ -1,39 +1,75 @@
 /**
- * One replica object of one partition on one node: the composition of its incarnation (drawn here, at creation:
- * rule 2), its state machine, its proposal tracker and its lease-holder decisions. The node's partition host creates
- * one per hosted partition, registers `stateMachine` with the node's Raft state-machine multiplexer, hands it a
- * `submit` function (the Raft driver's `propose` for this group), and calls `maintain` on leader changes and on a
- * timer. Request handlers use `checkPrimary`, `confirmLease`, `readableSafeTime` and the `propose*` methods.
+ * One replica of one partition on one node: the per-partition aggregate the node's partition host creates for each
+ * hosted partition and every request handler works on. It owns
+ * - its incarnation (drawn here, at creation: rule 2; a restarted replica is a new object and never inherits a lease),
+ *   its state machine (registered by the host with the node's Raft multiplexer), its proposal tracker and the
+ *   `submit` function the host hands it (the Raft driver's `propose` for this group);
+ * - its view of the applied lease (`leaseView`, `checkPrimary`: rules 1, 19; PRIMARY_MISS carries the holder hint) and
+ *   its upkeep decision (`decideUpkeep`, performed by the host), lease confirmations (rule 6) and hand-over (rule 5);
+ * - the partition's lock table, which lives only on the primary, in memory, for one lease (lease-locks.ts), the per-tx
+ *   operation records, the pipelined writes awaiting confirmation, read views of the partition's MVCC and tx state
+ *   storage, and the reads waiting for their readTs to become readable (readable-waiters.ts).
+ *
+ * Readability (rules 9, 11, 19): a readTs is readable here once applied safe time covers it, or, while this replica
+ * acts as primary, once its readable safe time (now, or just below its smallest proposal in flight) covers it.
+ * Waiters are re-checked after every apply; each has a timeout on the injected timers.
  *
  * Everything here is synchronous except the proposals' promises, which only the Raft driver (through `submit` and the
- * state machine's apply) settles. A replica object is never reused after `stop`: a restarted replica is a new object
- * with a new incarnation and never inherits the lease.
+ * state machine's apply) settles, and the waits on injected timers. The object is never reused after `stop`.
  */
+import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
-import type { HybridTimestamp, NodeId, NodeName, PartitionId, Term, TxId } from '../core/ids.js';
+import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
+import { sleep, type Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
+import { maxTimestamp, physicalMs } from '../hlc/timestamp.js';
+import type { MvPartitionStorage } from '../storage/mv-partition-storage.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
+import type { TxStateStorage } from '../storage/tx-state-storage.js';
+import type { LockManager } from '../tx/lock-manager.js';
+import type { LockStep } from '../tx/lock-modes.js';
+import type { LeaseInfo, ReadWriteResponse } from '../tx/messages.js';
+import { txDeadline } from '../tx/tx-id.js';
 import type { TxStateMap } from '../tx/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
 import type { PartitionCommand, RowWrite } from './commands.js';
-import { type LeaseToken, newReplicaIncarnation, type ReplicaIncarnation } from './lease.js';
+import {
+  type Lease,
+  type LeaseToken,
+  type LeaseView,
+  leaseView,
+  newReplicaIncarnation,
+  type ReplicaIncarnation,
+  sameToken,
+  tokenOf,
+} from './lease.js';
+import { LeaseLockTable } from './lease-locks.js';
+import { PipelinedWrites } from './pipelined-writes.js';
 import {
   checkPrimary,
   confirmLease,
   DataSequence,
-  decideLeaseAction,
-  type LeaseAction,
+  decideUpkeep,
   type LeaseConfirmation,
+  type LeaseProposal,
   type LeaseTiming,
   leaseTiming,
   type PrimaryCheck,
-  shouldProposeSafeTimeSync,
+  type RaftView,
+  type UpkeepAction,
+  type UpkeepDecision,
+  type UpkeepOccasion,
 } from './primary.js';
+import { primaryMissError } from './primary-miss.js';
 import { ProposalTracker, proposeCommand, type SubmitProposal, type TakenProposal } from './proposals.js';
+import { ReadableWaiters } from './readable-waiters.js';
+import { type CounterSink, NO_COUNTERS } from './resolution/ports.js';
 import { primarySafeTime } from './safe-time.js';
 import { PartitionStateMachine } from './state-machine.js';
+import { TxOperations } from './tx-operations.js';
 
 export interface PartitionReplicaOptions {
   readonly partitionId: PartitionId;
@@ -45,6 +81,7 @@ export interface PartitionReplicaOptions {
   /** Physical clock, for idle-time bookkeeping (monotonicMs). */
   readonly physicalClock: Clock;
   readonly clock: HybridClock;
+  /** The node's storage engine (the partition's storages are read from it; only the state machine writes). */
   readonly engine: StorageEngine;
   readonly txStateMap: TxStateMap;
   /** Proposes bytes in this partition's Raft group; resolves once applied here (RaftDriver.propose). */
@@ -55,17 +92,22 @@ export interface PartitionReplicaOptions {
   readonly safeTimeSyncIdleMs?: number;
   /** Rule 19: false while this node's clock is beyond the bound; the replica then neither acts nor proposes leases. */
   readonly clockWithinBound?: () => boolean;
+  readonly timers: Timers;
+  readonly lockWaitTimeoutMs?: number;
+  readonly readWaitMs?: number;
+  readonly readWaitersMax?: number;
+  readonly leaseStartWaitMs?: number;
+  readonly locks?: LockManager;
+  readonly counters?: CounterSink;
 }
 
-/** The Raft state of this partition on this node, as the host reads it from the driver. */
-export interface RaftView {
-  readonly isLeader: boolean;
-  readonly term: Term;
-}
+export type UnprotectedIntentListener = (txId: TxId, commitPartitionId: PartitionId) => void;
 
-export interface MaintainOutcome {
-  readonly lease: LeaseAction;
-  readonly safeTimeSync: boolean;
+/** What the host adds to an upkeep decision: the group's Raft state here, who could lead instead, the occasion. */
+export interface UpkeepFacts {
+  readonly raft: RaftView | undefined;
+  readonly successor: NodeName | undefined;
+  readonly occasion: UpkeepOccasion;
 }
 
 /** What a data proposal needs besides what the replica fills in (timestamp, proposal id, sequence number). */
@@ -85,7 +127,20 @@ export class PartitionReplica {
   readonly stateMachine: PartitionStateMachine;
   readonly proposals: ProposalTracker;
   readonly timing: LeaseTiming;
-  private readonly clock: HybridClock;
+  readonly locks: LockManager;
+  readonly operations = new TxOperations<ReadWriteResponse>();
+  /** Writes answered before they applied, until the coordinator confirms them (pipelined-writes.ts). */
+  readonly pipeline: PipelinedWrites;
+  readonly mv: MvPartitionStorage;
+  readonly txState: TxStateStorage;
+  readonly txStateMap: TxStateMap;
+  readonly clock: HybridClock;
+  readonly timers: Timers;
+  readonly txTimeoutMs: number;
+  private readonly readWaitMs: number;
+  private readonly leaseStartWaitMs: number;
+  private readonly lockTable: LeaseLockTable;
+  private readonly readWaiters: ReadableWaiters;
   private readonly physicalClock: Clock;
   private readonly submit: SubmitProposal;
   private readonly sequence = new DataSequence();
@@ -93,8 +148,13 @@ export class PartitionReplica {
   private readonly clockWithinBound: () => boolean;
   private leaseProposalInFlight = false;
   private handingOver = false;
+  /** Acted as primary at the last upkeep tick (to notice gaining primacy). */
+  private wasActing = false;
   private stopped = false;
   private lastSafeTimeAdvanceMs: number;
+  private readonly intentListeners = new Set<UnprotectedIntentListener>();
+  private readonly heldIntentListeners = new Set<(txId: TxId) => void>();
+  private readonly unsubscribe: () => void;
 
   constructor(options: PartitionReplicaOptions) {
     this.partitionId = options.partitionId;
@@ -120,44 +180,98 @@ export class PartitionReplica {
     this.stateMachine.onApplied(() => {
       this.lastSafeTimeAdvanceMs = this.physicalClock.monotonicMs();
     });
+    this.pipeline = new PipelinedWrites(this.partitionId);
+    this.mv = options.engine.mvPartition(this.partitionId);
+    this.txState = options.engine.txStatePartition(this.partitionId);
+    this.txStateMap = options.txStateMap;
+    this.timers = options.timers;
+    this.txTimeoutMs = options.txTimeoutMs ?? LIMITS.txTimeoutMsDefault;
+    this.readWaitMs = options.readWaitMs ?? LIMITS.replicaReadWaitMsDefault;
+    this.leaseStartWaitMs = options.leaseStartWaitMs ?? LIMITS.replicaLeaseStartWaitMsMax;
+    this.lockTable = new LeaseLockTable({
+      ...(options.locks === undefined ? {} : { locks: options.locks }),
+      timers: this.timers,
+      lockWaitTimeoutMs: options.lockWaitTimeoutMs ?? LIMITS.replicaLockWaitTimeoutMsDefault,
+      counters: options.counters ?? NO_COUNTERS,
+      lease: this.currentToken(),
+    });
+    this.locks = this.lockTable.locks;
+    this.readWaiters = new ReadableWaiters({
+      partitionId: this.partitionId,
+      timers: this.timers,
+      waitersMax: options.readWaitersMax ?? LIMITS.safeTimeWaitersMax,
+      readable: (readTs) => this.readableAt(readTs),
+      appliedSafeTime: () => this.stateMachine.safeTime.current(),
+    });
+    this.unsubscribe = this.stateMachine.onApplied(() => {
+      this.lockTable.leaseApplied(this.currentToken());
+      this.readWaiters.wake();
+    });
+  }
+
+  /** The tx's hard deadline D (rule 15). */
+  deadlineOf(txId: TxId): HybridTimestamp {
+    return txDeadline(txId, this.txTimeoutMs);
   }
 
   // ---------------------------------------------------------------------------------------- upkeep
 
   /**
-   * Proposes what the lease-holder decisions call for now: a first lease, a renewal or a takeover (rules 3, 5), and
-   * an idle SafeTimeSync. Call it on leader changes, after applies and on a timer; it never proposes twice at once.
+   * This replica's upkeep on one occasion (primary.ts `decideUpkeep`), from its own state and the host's facts; it
+   * remembers whether it acts, so that the next tick sees primacy gained. A tick reads a fresh HLC timestamp (as a
+   * proposal would), a drain poll the clock's present reading. The caller performs the actions: `perform` those
+   * that are the replica's own.
    */
-  maintain(raft: RaftView): MaintainOutcome {
-    if (this.stopped) return { lease: { kind: 'none', reason: 'stopped' }, safeTimeSync: false };
-    const lease = decideLeaseAction({
+  decideUpkeep(facts: UpkeepFacts): UpkeepDecision {
+    const ticks = facts.occasion.kind === 'tick' && facts.raft !== undefined && !this.stopped;
+    const decision = decideUpkeep({
+      ...facts,
       self: this.self,
       selfName: this.nodeName,
-      isLeader: raft.isLeader,
-      term: raft.term,
+      timing: this.timing,
       appliedTerm: this.stateMachine.appliedTerm(),
       lease: this.stateMachine.currentLease(),
-      now: this.clock.now(),
-      timing: this.timing,
+      now: ticks ? this.clock.now() : this.clock.current(),
       leaseProposalInFlight: this.leaseProposalInFlight,
       handingOver: this.handingOver,
       clockWithinBound: this.clockWithinBound(),
-    });
-    if (lease.kind === 'propose') this.proposeLease(lease);
-    const sync = shouldProposeSafeTimeSync({
-      isLeader: raft.isLeader,
-      term: raft.term,
-      appliedTerm: this.stateMachine.appliedTerm(),
-      lastAdvanceMs: this.lastSafeTimeAdvanceMs,
+      stopped: this.stopped,
+      lastSafeTimeAdvanceMs: this.lastSafeTimeAdvanceMs,
       nowMs: this.physicalClock.monotonicMs(),
-      inFlight: this.proposals.inFlightCount,
-      ...(this.safeTimeSyncIdleMs === undefined ? {} : { idleMs: this.safeTimeSyncIdleMs }),
+      proposalsInFlight: this.proposals.inFlightCount,
+      ...(this.safeTimeSyncIdleMs === undefined ? {} : { safeTimeSyncIdleMs: this.safeTimeSyncIdleMs }),
+      wasActing: this.wasActing,
     });
-    if (sync) void this.propose((p) => ({ kind: 'SafeTimeSync', ts: p.ts, proposalId: p.id })).catch(() => {});
-    return { lease, safeTimeSync: sync };
+    this.wasActing = decision.acting;
+    return decision;
   }
 
-  private proposeLease(action: Extract<LeaseAction, { kind: 'propose' }>): void {
+  /** Performs `action` if it is this replica's own (a lease or SafeTimeSync proposal); false for the host's. */
+  perform(action: UpkeepAction): boolean {
+    switch (action.kind) {
+      case 'propose-lease':
+        this.proposeLease(action.proposal);
+        return true;
+      case 'propose-safe-time-sync':
+        void this.propose((p) => ({ kind: 'SafeTimeSync', ts: p.ts, proposalId: p.id })).catch(() => {});
+        return true;
+      case 'transfer-leadership':
+      case 'recover-cleanups':
+        return false;
+    }
+  }
+
+  /**
+   * A tick without a host (a replica driven on its own): decides and performs its proposals. Call it on leader
+   * changes, after applies and on a timer; it never proposes a lease twice at once.
+   */
+  maintain(raft: RaftView): UpkeepDecision {
+    const decision = this.decideUpkeep({ raft, successor: undefined, occasion: { kind: 'tick' } });
+    for (const action of decision.actions) this.perform(action);
+    return decision;
+  }
+
+  private proposeLease(action: LeaseProposal): void {
     this.leaseProposalInFlight = true;
     const done = (): void => {
       this.leaseProposalInFlight = false;
@@ -169,27 +283,33 @@ export class PartitionReplica {
 
   /**
    * Rule 5: stop renewing, so that the next leader's lease starts at the current expiration, and stop granting new
-   * locks (handlers ask `isHandingOver`); finish, cleanup and lease confirmations are still served until then.
+   * locks (`lockingLease`); finish, cleanup and lease confirmations are still served until then.
    */
   handOver(): void {
     this.handingOver = true;
   }
 
-  get isHandingOver(): boolean {
-    return this.handingOver;
-  }
-
   /**
-   * The replica object stops: every proposal in flight is abandoned (the object is never reused). An abandoned
-   * proposal may already sit in followers' logs and apply under its lease, so its outcome is unknown to its proposer.
+   * The replica stops being hosted (the object is never reused): every proposal in flight is abandoned, and waiting
+   * reads fail NODE_UNAVAILABLE. An abandoned proposal may already sit in followers' logs and apply under its lease,
+   * so its outcome is unknown to its proposer.
    */
   stop(): void {
+    if (this.stopped) return;
     this.stopped = true;
     const message = `replica of ${this.partitionId} stopped with the proposal in flight; it may still apply`;
     this.proposals.abandonAll(new BasaltError('NODE_UNAVAILABLE', message));
+    this.unsubscribe();
+    this.pipeline.clear();
+    this.readWaiters.failAll(() => stoppedError(this.partitionId));
   }
 
   // ---------------------------------------------------------------------------------------- acting as primary
+
+  /** The applied lease as this replica sees it at `now` (by default the clock's present reading, without a tick). */
+  leaseView(now: HybridTimestamp = this.clock.current()): LeaseView {
+    return leaseView(this.stateMachine.currentLease(), this.self, now, this.timing.maxClockSkewMs);
+  }
 
   /** Rules 1, 19 for a primary-only request; `now` must be read after absorbing the request's timestamp. */
   checkPrimary(now: HybridTimestamp, token?: LeaseToken): PrimaryCheck {
@@ -208,6 +328,53 @@ export class PartitionReplica {
   /** The primary's readable safe time at `now` (rules 9, 11). */
   readableSafeTime(now: HybridTimestamp): HybridTimestamp {
     return primarySafeTime(this.stateMachine.lastAppliedTs(), now, this.proposals.smallestInFlight());
+  }
+
+  /** Rules 1, 19: the lease this replica acts under at `now` (matching `token` if given), else PRIMARY_MISS. */
+  actingLease(now: HybridTimestamp, token?: LeaseToken): Lease {
+    const check = this.checkPrimary(now, token);
+    if (check.kind !== 'ok') throw this.primaryMiss(check);
+    return check.lease;
+  }
+
+  /**
+   * `actingLease` for a request that takes locks: a holder handing its lease over grants no new locks (rule 5), so it
+   * answers PRIMARY_MISS `handing-over` (retryable: the next lease starts at this one's expiration).
+   */
+  lockingLease(now: HybridTimestamp, token?: LeaseToken): Lease {
+    const lease = this.actingLease(now, token);
+    if (this.handingOver) throw primaryMissError(this.partitionId, 'handing-over', lease);
+    return lease;
+  }
+
+  /**
+   * Rule 1 lets a holder whose applied lease has not started yet wait for its start rather than refuse: when that is
+   * the only obstacle and the start is at most `leaseStartWaitMs` away, resolves with `now` read after the wait;
+   * otherwise at once with `now` (the caller's primacy check then answers).
+   */
+  async untilLeaseStart(now: HybridTimestamp, token?: LeaseToken): Promise<HybridTimestamp> {
+    const check = this.checkPrimary(now, token);
+    if (check.kind === 'ok' || check.reason !== 'not-started' || check.start === undefined) return now;
+    const waitMs = physicalMs(check.start) - physicalMs(now) + 1;
+    if (waitMs > this.leaseStartWaitMs || this.stopped) return now;
+    await sleep(this.timers, waitMs);
+    return this.clock.now();
+  }
+
+  primaryMiss(check: Exclude<PrimaryCheck, { kind: 'ok' }>): BasaltError {
+    return primaryMissError(this.partitionId, check.reason, this.stateMachine.currentLease());
+  }
+
+  /** What an RW response carries: the applied lease under `token` (renewals raise its expiration). */
+  leaseInfo(token: LeaseToken, fallback: Lease): LeaseInfo {
+    const current = this.stateMachine.currentLease();
+    const lease = current !== null && sameToken(tokenOf(current), token) ? current : fallback;
+    return { token: tokenOf(lease), holderName: lease.holderName, expiration: lease.expiration };
+  }
+
+  private currentToken(): LeaseToken | undefined {
+    const lease = this.stateMachine.currentLease();
+    return lease === null ? undefined : tokenOf(lease);
   }
 
   // ---------------------------------------------------------------------------------------- proposals
@@ -240,4 +407,89 @@ export class PartitionReplica {
         : { ...base, kind: 'UpdateAll', writes: data.writes };
     });
   }
+
+  // ---------------------------------------------------------------------------------------- locks
+
+  /**
+   * Acquires `steps` in order for `txId` under wait-die, in the lock table of the applied lease (lease-locks.ts);
+   * each wait is bounded by lockWaitTimeoutMs (then TX_LOCK_CONFLICT). Locks already granted stay held (released at
+   * cleanup, or by the caller for one-phase).
+   */
+  acquire(txId: TxId, steps: readonly LockStep[]): Promise<void> {
+    return this.lockTable.acquire(txId, steps);
+  }
+
+  /**
+   * Observers of foreign write intents met without a lock (their writer lost its locks with a primary change): such
+   * an intent blocks every RW request on its row until its tx is cleaned up here, so orphan recovery listens.
+   */
+  onUnprotectedIntent(listener: UnprotectedIntentListener): () => void {
+    this.intentListeners.add(listener);
+    return () => this.intentListeners.delete(listener);
+  }
+
+  /** Called by the RW handler before it refuses a request on an unprotected foreign intent. */
+  reportUnprotectedIntent(txId: TxId, commitPartitionId: PartitionId): void {
+    for (const listener of this.intentListeners) listener(txId, commitPartitionId);
+  }
+
+  /**
+   * Observers of a tx whose intent here was asked about on the primary-replica path (its commit partition has no
+   * record at or below its vacuum horizon): the in-line cleanup settles such a tx, so the intent does not wait for
+   * a writer to meet it.
+   */
+  onHeldIntentQueried(listener: (txId: TxId) => void): () => void {
+    this.heldIntentListeners.add(listener);
+    return () => this.heldIntentListeners.delete(listener);
+  }
+
+  reportHeldIntent(txId: TxId): void {
+    for (const listener of this.heldIntentListeners) listener(txId);
+  }
+
+  // ---------------------------------------------------------------------------------------- readability
+
+  /** True if a read at `readTs` sees everything that will ever be visible at it (see the module header). */
+  readableAt(readTs: HybridTimestamp): boolean {
+    return this.stateMachine.safeTime.current() >= readTs || this.readableUpTo() >= readTs;
+  }
+
+  /**
+   * Up to where a read is served here without waiting: applied safe time, or, while this replica acts as primary, its
+   * readable safe time at the clock's present reading when that is later.
+   */
+  readableUpTo(): HybridTimestamp {
+    const applied = this.stateMachine.safeTime.current();
+    const now = this.clock.current();
+    if (this.checkPrimary(now).kind !== 'ok') return applied;
+    return maxTimestamp(applied, this.readableSafeTime(now));
+  }
+
+  /** Resolves once `readTs` is readable here; TIMEOUT after `timeoutMs`, OVERLOADED when too many wait. */
+  waitReadable(readTs: HybridTimestamp, timeoutMs: number = this.readWaitMs): Promise<void> {
+    if (this.readableAt(readTs)) return Promise.resolve();
+    if (this.stopped) return Promise.reject(stoppedError(this.partitionId));
+    return this.readWaiters.wait(readTs, timeoutMs);
+  }
+
+  get readWaiterCount(): number {
+    return this.readWaiters.size;
+  }
+}
+
+function stoppedError(partitionId: PartitionId): BasaltError {
+  return new BasaltError('NODE_UNAVAILABLE', `replica of ${partitionId} stopped`, { partitionId });
+}
+
+/** Registry of the partitions hosted on a node, as handlers look them up. */
+export interface PartitionRegistry {
+  get(partitionId: PartitionId): PartitionReplica | undefined;
+}
+
+export function assertHosted(partition: PartitionReplica | undefined, partitionId: PartitionId): PartitionReplica {
+  assert(partition === undefined || partition.partitionId === partitionId, 'registry maps a partition to itself');
+  if (partition === undefined) {
+    throw primaryMissError(partitionId, 'not-hosted', null);
+  }
+  return partition;
 }

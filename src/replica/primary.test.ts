@@ -1,7 +1,8 @@
 /**
  * The lease-holder decisions: when the leader proposes a lease (rule 3: only after applying an entry of its own
  * term), renewals and takeovers (rule 5), checkPrimary (rules 1, 19), lease confirmation (rule 6), per-lease
- * sequence numbers (rule 4), idle SafeTimeSync, and the timing limits.
+ * sequence numbers (rule 4), idle SafeTimeSync, the timing limits, and the whole upkeep decision as one table (lease
+ * proposals, idle safe time, rule 19's leadership hand-off, gained primacy, and rule 5's hand-over timing on a drain).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -14,9 +15,13 @@ import {
   confirmLease,
   DataSequence,
   decideLeaseAction,
+  decideUpkeep,
+  HAND_OVER_MARGIN_MS,
   type LeaseActionInput,
   leaseTiming,
   shouldProposeSafeTimeSync,
+  type UpkeepDecision,
+  type UpkeepInput,
 } from './primary.js';
 import { at, incarnation, lease } from './test-support.js';
 
@@ -177,5 +182,225 @@ describe('idle SafeTimeSync', () => {
     assert.equal(shouldProposeSafeTimeSync({ ...base, nowMs: 1_100, idleMs: 100, isLeader: false }), false);
     assert.equal(shouldProposeSafeTimeSync({ ...base, nowMs: 1_100, idleMs: 100, appliedTerm: 1 as Term }), false);
     assert.equal(shouldProposeSafeTimeSync({ ...base, nowMs: 1_000 + LIMITS.safeTimeSyncIdleMsDefault }), true);
+  });
+});
+
+describe('decideUpkeep: one table of what a replica does on an upkeep occasion', () => {
+  const N2 = 'n2' as NodeName;
+  const own = lease(SELF, 1_000, 2_000); // acts in [1_000, 1_980); renews from 1_780
+  const theirs = lease(OTHER, 1_000, 2_000);
+  const leader = { isLeader: true, term: 4 as Term };
+  const follower = { isLeader: false, term: 4 as Term };
+
+  function upkeep(overrides: Partial<UpkeepInput>): UpkeepInput {
+    return {
+      occasion: { kind: 'tick' },
+      self: SELF,
+      selfName: 'n1' as NodeName,
+      timing: TIMING,
+      raft: leader,
+      appliedTerm: 4 as Term,
+      lease: own,
+      now: at(1_500),
+      leaseProposalInFlight: false,
+      handingOver: false,
+      clockWithinBound: true,
+      stopped: false,
+      lastSafeTimeAdvanceMs: 1_000,
+      nowMs: 1_010,
+      proposalsInFlight: 0,
+      safeTimeSyncIdleMs: 50,
+      successor: N2,
+      wasActing: true,
+      ...overrides,
+    };
+  }
+
+  /** The decision in short: action kinds (with their detail), then the flags. */
+  function brief(d: UpkeepDecision): string {
+    const actions = d.actions.map((a) => {
+      switch (a.kind) {
+        case 'propose-lease':
+          return `lease:${a.proposal.change}`;
+        case 'transfer-leadership':
+          return `transfer:${a.to}:${a.why}`;
+        default:
+          return a.kind;
+      }
+    });
+    const why = d.lease.kind === 'none' ? d.lease.reason : 'propose';
+    return `[${actions.join(' ')}] lease=${why} acting=${d.acting} handedOver=${d.handedOver}`;
+  }
+
+  const idle = { nowMs: 1_100 };
+  const table: [string, Partial<UpkeepInput>, string][] = [
+    // ticks: lease proposals (rule 3), idle safe time, rule 19 hand-off, gained primacy
+    [
+      'no Raft group here: nothing, acting unchanged',
+      { raft: undefined },
+      '[] lease=no-raft-group acting=true handedOver=false',
+    ],
+    [
+      'follower without a lease',
+      { raft: follower, lease: null, wasActing: false, ...idle },
+      '[] lease=not-leader acting=false handedOver=false',
+    ],
+    [
+      'leader before applying its own term: no lease, no sync',
+      { lease: null, appliedTerm: 3 as Term, wasActing: false, ...idle },
+      '[] lease=own-term-not-applied acting=false handedOver=false',
+    ],
+    [
+      'leader without a lease: a first lease, and no sync beside it',
+      { lease: null, wasActing: false, ...idle },
+      '[lease:first] lease=propose acting=false handedOver=false',
+    ],
+    [
+      'leader with its lease proposal in flight',
+      { lease: null, leaseProposalInFlight: true, proposalsInFlight: 1, wasActing: false, ...idle },
+      '[] lease=proposal-in-flight acting=false handedOver=false',
+    ],
+    ['holder with a fresh lease, acting since the last tick', {}, '[] lease=lease-fresh acting=true handedOver=false'],
+    [
+      'holder that just gained primacy re-runs the cleanups it owes',
+      { wasActing: false },
+      '[recover-cleanups] lease=lease-fresh acting=true handedOver=false',
+    ],
+    [
+      'holder near the end of its window renews',
+      { now: at(1_780) },
+      '[lease:renewal] lease=propose acting=true handedOver=false',
+    ],
+    [
+      'holder handing over does not renew (rule 5)',
+      { now: at(1_900), handingOver: true },
+      '[] lease=handing-over acting=true handedOver=false',
+    ],
+    [
+      "leader under another's lease takes it over",
+      { lease: theirs, wasActing: false },
+      '[lease:takeover] lease=propose acting=false handedOver=false',
+    ],
+    [
+      'idle leader proposes a SafeTimeSync',
+      idle,
+      '[propose-safe-time-sync] lease=lease-fresh acting=true handedOver=false',
+    ],
+    [
+      'no SafeTimeSync while a proposal is in flight',
+      { ...idle, proposalsInFlight: 1 },
+      '[] lease=lease-fresh acting=true handedOver=false',
+    ],
+    ['no SafeTimeSync before idleMs', { nowMs: 1_049 }, '[] lease=lease-fresh acting=true handedOver=false'],
+    [
+      'follower proposes no SafeTimeSync',
+      { raft: follower, lease: theirs, wasActing: false, ...idle },
+      '[] lease=not-leader acting=false handedOver=false',
+    ],
+    [
+      'rule 19: leader beyond the clock bound proposes nothing, stops acting and hands the group over',
+      { clockWithinBound: false },
+      '[transfer:n2:clock-offset] lease=clock-offset acting=false handedOver=false',
+    ],
+    [
+      'rule 19 without a live successor: nothing to hand to',
+      { clockWithinBound: false, successor: undefined },
+      '[] lease=clock-offset acting=false handedOver=false',
+    ],
+    [
+      'rule 19 on a follower: it has no leadership to hand over',
+      { raft: follower, clockWithinBound: false },
+      '[] lease=not-leader acting=false handedOver=false',
+    ],
+    [
+      'stopped replica proposes nothing',
+      { stopped: true, lease: null, wasActing: false, ...idle },
+      '[] lease=stopped acting=false handedOver=false',
+    ],
+    [
+      'follower still acting under its lease gains primacy too',
+      { raft: follower, wasActing: false },
+      '[recover-cleanups] lease=not-leader acting=true handedOver=false',
+    ],
+    [
+      'own lease not started yet: not acting',
+      { lease: lease(SELF, 1_600, 2_600), wasActing: false },
+      '[] lease=lease-fresh acting=false handedOver=false',
+    ],
+    [
+      'own lease in stasis: not acting',
+      { now: at(1_985), handingOver: true },
+      '[] lease=handing-over acting=false handedOver=false',
+    ],
+    // drain polls: rule 5's hand-over timing, bounded by the drain
+    [
+      'drain: no Raft group here, nothing to hand over',
+      { occasion: { kind: 'drain', remainingMs: 1_000 }, raft: undefined },
+      '[] lease=drain-poll acting=true handedOver=true',
+    ],
+    [
+      'drain: no live successor, nothing to hand over',
+      { occasion: { kind: 'drain', remainingMs: 1_000 }, successor: undefined },
+      '[] lease=drain-poll acting=true handedOver=true',
+    ],
+    [
+      'drain: follower still holding its unexpired lease waits',
+      { occasion: { kind: 'drain', remainingMs: 1_000 }, raft: follower, now: at(1_990) },
+      '[] lease=drain-poll acting=true handedOver=false',
+    ],
+    [
+      'drain: follower once its lease expired is done',
+      { occasion: { kind: 'drain', remainingMs: 1_000 }, raft: follower, now: at(2_000) },
+      '[] lease=drain-poll acting=true handedOver=true',
+    ],
+    [
+      "drain: follower under another's lease is done",
+      { occasion: { kind: 'drain', remainingMs: 1_000 }, raft: follower, lease: theirs },
+      '[] lease=drain-poll acting=true handedOver=true',
+    ],
+    [
+      'drain: leader keeps serving while its window ends within the bound',
+      { occasion: { kind: 'drain', remainingMs: 480 + HAND_OVER_MARGIN_MS } },
+      '[] lease=drain-poll acting=true handedOver=false',
+    ],
+    [
+      'drain: leader hands over now when its window would outlast the bound',
+      { occasion: { kind: 'drain', remainingMs: 479 + HAND_OVER_MARGIN_MS } },
+      '[transfer:n2:hand-over] lease=drain-poll acting=true handedOver=false',
+    ],
+    [
+      'drain: leader in stasis hands over',
+      { occasion: { kind: 'drain', remainingMs: 5_000 }, now: at(1_980) },
+      '[transfer:n2:hand-over] lease=drain-poll acting=true handedOver=false',
+    ],
+    [
+      "drain: leader under another's lease hands over",
+      { occasion: { kind: 'drain', remainingMs: 5_000 }, lease: theirs },
+      '[transfer:n2:hand-over] lease=drain-poll acting=true handedOver=false',
+    ],
+  ];
+
+  for (const [name, overrides, expected] of table) {
+    it(name, () => assert.equal(brief(decideUpkeep(upkeep(overrides))), expected));
+  }
+
+  it('the proposals carry what decideLeaseAction decided', () => {
+    const decision = decideUpkeep(upkeep({ lease: null }));
+    const [first] = decision.actions;
+    assert.ok(first?.kind === 'propose-lease');
+    assert.deepEqual(first.proposal, decision.lease);
+    assert.deepEqual(first.proposal.lease, { holder: SELF, holderName: 'n1', start: at(1_500), expiration: at(2_500) });
+  });
+
+  it('several actions come in the order the host performs them: proposals, then leadership, then cleanups', () => {
+    const cases: [Partial<UpkeepInput>, string][] = [
+      // Rule 19 stops lease proposals, not idle safe time.
+      [{ clockWithinBound: false, ...idle }, '[propose-safe-time-sync transfer:n2:clock-offset]'],
+      [{ now: at(1_780), wasActing: false }, '[lease:renewal recover-cleanups]'],
+      [{ wasActing: false, ...idle }, '[propose-safe-time-sync recover-cleanups]'],
+    ];
+    for (const [overrides, actions] of cases) {
+      assert.ok(brief(decideUpkeep(upkeep(overrides))).startsWith(`${actions} `), actions);
+    }
   });
 });

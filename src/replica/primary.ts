@@ -11,6 +11,9 @@
  *   PRIMARY_MISS with the holder hint otherwise. `confirmLease` is rule 6's `{token, commitTs}` confirmation: the
  *   caller absorbs commitTs into its clock first and passes the resulting `now`.
  * - Idle safe time: the leader proposes a SafeTimeSync when applied safe time has not moved for `idleMs`.
+ * - Upkeep: `decideUpkeep` is the whole of what a replica's upkeep does on one occasion (a tick, or a drain poll),
+ *   built from the decisions above plus rule 19's leadership hand-off, rule 5's hand-over timing and "gained primacy:
+ *   re-run the owed cleanups"; the host only performs the actions it lists.
  */
 import { invalidArgument } from '../core/errors.js';
 import type { HybridTimestamp, NodeId, NodeName, Term } from '../core/ids.js';
@@ -19,8 +22,10 @@ import { addMs, maxTimestamp } from '../hlc/timestamp.js';
 import {
   actingEnd,
   checkActing,
+  holdsUnexpired,
   type Lease,
   type LeaseToken,
+  leaseView,
   type ReplicaIncarnation,
   sameHolder,
   sameToken,
@@ -89,14 +94,18 @@ export type LeaseAction =
         | 'lease-fresh'
         | 'handing-over'
         | 'clock-offset'
-        | 'stopped';
+        | 'stopped'
+        | 'no-raft-group'
+        | 'drain-poll';
     }
-  | {
-      readonly kind: 'propose';
-      readonly change: 'first' | 'renewal' | 'takeover';
-      readonly lease: Lease;
-      readonly replaces: LeaseToken | null;
-    };
+  | LeaseProposal;
+
+export interface LeaseProposal {
+  readonly kind: 'propose';
+  readonly change: 'first' | 'renewal' | 'takeover';
+  readonly lease: Lease;
+  readonly replaces: LeaseToken | null;
+}
 
 export function decideLeaseAction(input: LeaseActionInput): LeaseAction {
   const { self, selfName, lease, now, timing } = input;
@@ -239,4 +248,133 @@ export function shouldProposeSafeTimeSync(input: SafeTimeSyncInput): boolean {
     input.inFlight === 0 &&
     input.nowMs - input.lastAdvanceMs >= idleMs
   );
+}
+
+// ------------------------------------------------------------------------------------------ upkeep
+
+/** What a graceful hand-over leaves for the leadership to move and the successor's lease to commit. */
+export const HAND_OVER_MARGIN_MS = 500;
+
+/** The Raft state of a partition on this node, as the host reads it from the driver. */
+export interface RaftView {
+  readonly isLeader: boolean;
+  readonly term: Term;
+}
+
+export type UpkeepOccasion =
+  /** A timer tick, a leader change or an apply. */
+  | { readonly kind: 'tick' }
+  /** One poll of a graceful drain (rule 5), `remainingMs` before the drain's bound. */
+  | { readonly kind: 'drain'; readonly remainingMs: number };
+
+export interface UpkeepInput {
+  readonly occasion: UpkeepOccasion;
+  readonly self: ReplicaIncarnation;
+  readonly selfName: NodeName;
+  readonly timing: LeaseTiming;
+  /** The partition's Raft state here; undefined while its group does not run on this node. */
+  readonly raft: RaftView | undefined;
+  /** Term of the last entry this replica applied. */
+  readonly appliedTerm: Term;
+  /** The applied lease. */
+  readonly lease: Lease | null;
+  readonly now: HybridTimestamp;
+  readonly leaseProposalInFlight: boolean;
+  /** The holder is handing its lease over (rule 5): it stops renewing. */
+  readonly handingOver: boolean;
+  /** Rule 19: false while this node's clock is beyond the bound from the majority. */
+  readonly clockWithinBound: boolean;
+  /** The replica object stopped: it proposes nothing any more. */
+  readonly stopped: boolean;
+  /** Monotonic ms when applied safe time last moved here, and now. */
+  readonly lastSafeTimeAdvanceMs: number;
+  readonly nowMs: number;
+  readonly proposalsInFlight: number;
+  readonly safeTimeSyncIdleMs?: number;
+  /** The first live replica of the partition, other than this node, that can take the leadership. */
+  readonly successor: NodeName | undefined;
+  /** This replica acted as primary at the previous tick. */
+  readonly wasActing: boolean;
+}
+
+export type UpkeepAction =
+  | { readonly kind: 'propose-lease'; readonly proposal: LeaseProposal }
+  | { readonly kind: 'propose-safe-time-sync' }
+  | { readonly kind: 'transfer-leadership'; readonly to: NodeName; readonly why: 'clock-offset' | 'hand-over' }
+  /** Gained primacy: re-run the cleanups this commit partition's records still owe (idempotent). */
+  | { readonly kind: 'recover-cleanups' };
+
+export interface UpkeepDecision {
+  /** In the order to perform them: proposals, then leadership, then cleanups. */
+  readonly actions: readonly UpkeepAction[];
+  /** The lease decision of a tick (why nothing is proposed, or the proposal among `actions`). */
+  readonly lease: LeaseAction;
+  /** This replica acts as primary now: the next occasion's `wasActing`. */
+  readonly acting: boolean;
+  /** Drain: nothing is left to hand over on this partition. */
+  readonly handedOver: boolean;
+}
+
+/**
+ * Everything the upkeep of one replica decides, as a pure function of what it sees:
+ * - a tick proposes what `decideLeaseAction` calls for and an idle SafeTimeSync (never both: a lease proposal in
+ *   flight advances safe time too); a leader whose clock is beyond the bound hands its group to a live successor
+ *   (rule 19: it proposes no lease, so that one takes the lease over once the current one lapses); and a replica that
+ *   acts as primary now but did not at the previous tick re-runs the cleanups it owes;
+ * - a drain poll times the hand-over (rule 5): a leader keeps serving under its own lease while that lets it act, unless
+ *   its acting window would outlast the drain's bound (a takeover lease can end up to two durations ahead), then hands
+ *   the leadership to the successor, whose takeover lease starts at the current expiration. A partition is handed over
+ *   once this replica leads nothing and holds no unexpired lease, or has nobody to hand to.
+ */
+export function decideUpkeep(input: UpkeepInput): UpkeepDecision {
+  return input.occasion.kind === 'drain' ? decideDrainPoll(input, input.occasion.remainingMs) : decideTick(input);
+}
+
+function decideTick(input: UpkeepInput): UpkeepDecision {
+  const { raft, clockWithinBound } = input;
+  if (raft === undefined) {
+    return {
+      actions: [],
+      lease: { kind: 'none', reason: 'no-raft-group' },
+      acting: input.wasActing,
+      handedOver: false,
+    };
+  }
+  const actions: UpkeepAction[] = [];
+  const lease: LeaseAction = input.stopped
+    ? { kind: 'none', reason: 'stopped' }
+    : decideLeaseAction({ ...input, ...raft, handingOver: input.handingOver, clockWithinBound });
+  if (lease.kind === 'propose') actions.push({ kind: 'propose-lease', proposal: lease });
+  const sync =
+    !input.stopped &&
+    lease.kind !== 'propose' &&
+    shouldProposeSafeTimeSync({
+      ...raft,
+      appliedTerm: input.appliedTerm,
+      lastAdvanceMs: input.lastSafeTimeAdvanceMs,
+      nowMs: input.nowMs,
+      inFlight: input.proposalsInFlight,
+      ...(input.safeTimeSyncIdleMs === undefined ? {} : { idleMs: input.safeTimeSyncIdleMs }),
+    });
+  if (sync) actions.push({ kind: 'propose-safe-time-sync' });
+  if (raft.isLeader && !clockWithinBound && input.successor !== undefined) {
+    actions.push({ kind: 'transfer-leadership', to: input.successor, why: 'clock-offset' });
+  }
+  const acting =
+    checkActing(input.lease, input.self, input.now, input.timing.maxClockSkewMs, clockWithinBound).kind === 'acting';
+  if (acting && !input.wasActing) actions.push({ kind: 'recover-cleanups' });
+  return { actions, lease, acting, handedOver: false };
+}
+
+function decideDrainPoll(input: UpkeepInput, remainingMs: number): UpkeepDecision {
+  const poll = { lease: { kind: 'none', reason: 'drain-poll' }, acting: input.wasActing } as const;
+  const { raft, successor, now } = input;
+  if (raft === undefined || successor === undefined) return { ...poll, actions: [], handedOver: true };
+  const view = leaseView(input.lease, input.self, now, input.timing.maxClockSkewMs);
+  const holds = holdsUnexpired(view);
+  if (!raft.isLeader) return { ...poll, actions: [], handedOver: !holds };
+  const end = holds && view.lease !== null ? actingEnd(view.lease, input.timing.maxClockSkewMs) : now;
+  const serve = now < end && end <= addMs(now, remainingMs - HAND_OVER_MARGIN_MS);
+  const actions: UpkeepAction[] = serve ? [] : [{ kind: 'transfer-leadership', to: successor, why: 'hand-over' }];
+  return { ...poll, actions, handedOver: false };
 }

@@ -32,7 +32,7 @@ import type { TxStateStorage } from '../storage/tx-state-storage.js';
 import { beginTimestampOf, txDeadline } from '../tx/tx-id.js';
 import type { TxStateMap } from '../tx/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
-import type { HostedPartition } from './handlers/hosted-partition.js';
+import type { PartitionReplica } from './partition-replica.js';
 
 /** What durable vacuum needs of one commit partition replica on this node. */
 export interface VacuumPartition {
@@ -45,13 +45,13 @@ export interface VacuumPartition {
 }
 
 /** A hosted partition as a vacuum target. */
-export function vacuumPartitionOf(p: HostedPartition): VacuumPartition {
+export function vacuumPartitionOf(p: PartitionReplica): VacuumPartition {
   return {
     partitionId: p.partitionId,
     txState: p.txState,
-    isPrimary: (now) => p.replica.checkPrimary(now).kind === 'ok',
+    isPrimary: (now) => p.checkPrimary(now).kind === 'ok',
     proposeVacuum: (txIds) =>
-      p.replica.propose((proposal) => ({ kind: 'VacuumTxStates', ts: proposal.ts, proposalId: proposal.id, txIds })),
+      p.propose((proposal) => ({ kind: 'VacuumTxStates', ts: proposal.ts, proposalId: proposal.id, txIds })),
   };
 }
 

@@ -21,7 +21,7 @@ function hostOf(cluster: TestCluster, name: NodeName): ReplicaPartitionHost {
 }
 
 function leaseOn(cluster: TestCluster, name: NodeName, partition: PartitionId): Lease | null {
-  return hostOf(cluster, name).partition(partition)?.replica.stateMachine.currentLease() ?? null;
+  return hostOf(cluster, name).partition(partition)?.stateMachine.currentLease() ?? null;
 }
 
 /** A node other than n1 (the client's coordinator) that is the primary of some partition, and its partitions. */
@@ -153,7 +153,7 @@ describe('graceful stop (simulated)', () => {
       const partition = cluster.placement(T, key).partition;
       const open = await client.begin();
       await open.put(T, key, 'open');
-      hostOf(cluster, node).partition(partition)!.replica.handOver();
+      hostOf(cluster, node).partition(partition)!.handOver();
       const lateKey = keyIn(cluster, T, (p) => p === partition, 'late');
       const late = await client.begin();
       const error = await late.put(T, lateKey, 1).then(

@@ -53,9 +53,9 @@ describe('implicit one-phase writes with an unknown outcome (simulated)', () => 
         what: 'the primary holds the write lock',
       });
       await cluster.runFor(50);
-      assert.ok(hosted.replica.proposals.inFlightCount > 0, 'the write is proposed, not applied');
+      assert.ok(hosted.proposals.inFlightCount > 0, 'the write is proposed, not applied');
       // The replica object stops (as its host stops or replaces it); its Raft group goes on.
-      hosted.replica.stop();
+      hosted.stop();
       acks.release();
       const error = await cluster.drive(put);
       assert.ok(error instanceof Error, 'the put did not report success');

@@ -46,7 +46,7 @@ describe('pipelined writes (simulated)', () => {
       const acks = cluster.network.hold({ kind: 'Raft', to: primary, group: partition });
       const tx = await client.begin();
       await tx.put(T, key, 'new');
-      assert.ok(hosted.replica.proposals.inFlightCount > 0, 'the put was answered before its command applied');
+      assert.ok(hosted.proposals.inFlightCount > 0, 'the put was answered before its command applied');
       let committed = false;
       const commit = tx.commit().then(() => {
         committed = true;
@@ -103,7 +103,7 @@ describe('pipelined writes (simulated)', () => {
       const acks = cluster.network.hold({ kind: 'Raft', to: primary, group: partition });
       const tx = await client.begin();
       await tx.put(T, key, 'new');
-      assert.ok(hosted.replica.proposals.inFlightCount > 0, 'the put was answered before its command applied');
+      assert.ok(hosted.proposals.inFlightCount > 0, 'the put was answered before its command applied');
       // The primary goes before the write applied there: whatever became of the entry, no one can confirm it.
       acks.release();
       await cluster.stopNode(primary);

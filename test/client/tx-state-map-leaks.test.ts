@@ -102,11 +102,9 @@ describe('tx state map leaks (simulated)', () => {
       for (let i = 0; i < 60; i++) await client.put(T, `filler-${i}`, i);
       for (const c of cuts) c.undo();
       const host = hostOf(cluster, backup);
-      const leaderApplied = () => hostOf(cluster, primary).partition(partition as PartitionId)!.replica.stateMachine;
+      const leaderApplied = () => hostOf(cluster, primary).partition(partition as PartitionId)!.stateMachine;
       await cluster.waitFor(
-        () =>
-          host.partition(partition as PartitionId)!.replica.stateMachine.appliedIndex() >=
-          leaderApplied().appliedIndex(),
+        () => host.partition(partition as PartitionId)!.stateMachine.appliedIndex() >= leaderApplied().appliedIndex(),
         { what: 'the backup caught up', timeoutMs: 30_000 },
       );
       await cluster.runFor(1_000);

@@ -1,4 +1,3 @@
-export * from './hosted-partition.js';
 export * from './intent-resolver.js';
 export * from './lease-confirm.js';
 export * from './read-only.js';
@@ -6,4 +5,3 @@ export * from './read-write.js';
 export * from './router.js';
 export * from './tx-cleanup.js';
 export * from './tx-finish.js';
-export * from './tx-operations.js';

@@ -4,9 +4,9 @@
  * a larger timestamp) and says yes only if it still acts under that very token, with commitTs below the expiration.
  */
 import type { LeaseConfirmRequest, LeaseConfirmResponse } from '../../tx/messages.js';
-import type { HostedPartition } from './hosted-partition.js';
+import type { PartitionReplica } from '../partition-replica.js';
 
-export function handleLeaseConfirm(p: HostedPartition, request: LeaseConfirmRequest): LeaseConfirmResponse {
-  const confirmation = p.replica.confirmLease(request.token, request.commitTs);
+export function handleLeaseConfirm(p: PartitionReplica, request: LeaseConfirmRequest): LeaseConfirmResponse {
+  const confirmation = p.confirmLease(request.token, request.commitTs);
   return { kind: 'LeaseConfirmResponse', confirmed: confirmation.confirmed };
 }

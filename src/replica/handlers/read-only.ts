@@ -21,7 +21,7 @@ import { LIMITS } from '../../core/limits.js';
 import { type ReadResult, type RowValue, TOMBSTONE } from '../../storage/mv-partition-storage.js';
 import { readOnlyTooOld } from '../../tx/low-watermark.js';
 import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from '../../tx/messages.js';
-import type { HostedPartition } from './hosted-partition.js';
+import type { PartitionReplica } from '../partition-replica.js';
 import { type IntentResolver, isIntentVisible } from './intent-resolver.js';
 
 export interface ReadOnlyDeps {
@@ -31,7 +31,7 @@ export interface ReadOnlyDeps {
 }
 
 export async function handleReadOnly(
-  p: HostedPartition,
+  p: PartitionReplica,
   request: ReadOnlyRequest,
   deps: ReadOnlyDeps,
 ): Promise<ReadOnlyResponse> {
@@ -44,7 +44,7 @@ export async function handleReadOnly(
 }
 
 /** Rule 19: an implicit read happens on the primary at its `now`. */
-function implicitReadTs(p: HostedPartition): HybridTimestamp {
+function implicitReadTs(p: PartitionReplica): HybridTimestamp {
   const now = p.clock.now();
   p.actingLease(now);
   return now;
@@ -56,7 +56,7 @@ interface Seen {
 }
 
 async function readAt(
-  p: HostedPartition,
+  p: PartitionReplica,
   operation: RoOperation,
   readTs: HybridTimestamp,
   resolver: IntentResolver,
@@ -85,13 +85,13 @@ async function readAt(
   }
 }
 
-function readKey(p: HostedPartition, key: string, readTs: HybridTimestamp): Seen {
+function readKey(p: PartitionReplica, key: string, readTs: HybridTimestamp): Seen {
   const rowId = p.mv.rowIdOf(key);
   return { key, read: rowId === undefined ? { kind: 'empty' } : p.mv.read(rowId, readTs) };
 }
 
 function resolveAll(
-  p: HostedPartition,
+  p: PartitionReplica,
   seen: readonly Seen[],
   readTs: HybridTimestamp,
   resolver: IntentResolver,
@@ -99,7 +99,7 @@ function resolveAll(
   return Promise.all(seen.map((s) => resolveOne(p, s, readTs, resolver)));
 }
 
-async function resolveOne(p: HostedPartition, seen: Seen, readTs: HybridTimestamp, resolver: IntentResolver) {
+async function resolveOne(p: PartitionReplica, seen: Seen, readTs: HybridTimestamp, resolver: IntentResolver) {
   const { read } = seen;
   switch (read.kind) {
     case 'empty':

@@ -47,12 +47,13 @@ import type { ApplyResult } from '../apply-result.js';
 import type { RowWrite } from '../commands.js';
 import type { InlineCleanup } from '../inline-cleanup.js';
 import { type Lease, tokenOf } from '../lease.js';
-import { type HostedPartition, primaryMissError } from './hosted-partition.js';
+import type { PartitionReplica } from '../partition-replica.js';
+import { primaryMissError } from '../primary-miss.js';
 import type { IntentResolver } from './intent-resolver.js';
 import { cleanupPartition } from './tx-cleanup.js';
 
 export async function handleReadWrite(
-  p: HostedPartition,
+  p: PartitionReplica,
   request: ReadWriteRequest,
   resolver?: IntentResolver,
   inline?: InlineCleanup,
@@ -84,7 +85,7 @@ export async function handleReadWrite(
  * operation chain here still ends with the apply, so its next operation here sees the write.
  */
 function pipelined(
-  p: HostedPartition,
+  p: PartitionReplica,
   request: ReadWriteRequest,
   deadline: HybridTimestamp,
   lease: Lease,
@@ -116,7 +117,7 @@ function writeTsOf(response: ReadWriteResponse): HybridTimestamp {
   return response.writeTs;
 }
 
-function checkDeadline(p: HostedPartition, txId: TxId, now: HybridTimestamp): void {
+function checkDeadline(p: PartitionReplica, txId: TxId, now: HybridTimestamp): void {
   const deadline = p.deadlineOf(txId);
   if (deadline > now) return;
   throw new BasaltError('TX_TIMEOUT', `tx ${txId} is past its deadline`, {
@@ -125,7 +126,7 @@ function checkDeadline(p: HostedPartition, txId: TxId, now: HybridTimestamp): vo
   });
 }
 
-function checkTxState(p: HostedPartition, txId: TxId): void {
+function checkTxState(p: PartitionReplica, txId: TxId): void {
   const state = p.txStateMap.entry(txId)?.state;
   if (state === 'FINISHING' || isFinal(state)) {
     throw new BasaltError('TX_ALREADY_FINISHED', `tx ${txId} is ${state}`, { txId, state });
@@ -137,7 +138,7 @@ function checkTxState(p: HostedPartition, txId: TxId): void {
 type OnProposed = (response: ReadWriteResponse) => void;
 
 async function runOperation(
-  p: HostedPartition,
+  p: PartitionReplica,
   request: ReadWriteRequest,
   lease: Lease,
   resolver: IntentResolver | undefined,
@@ -166,7 +167,7 @@ async function runOperation(
 }
 
 /** Replica touch (seed 000): the enlisted primary learns the tx's coordinator and commit partition. */
-function touch(p: HostedPartition, request: ReadWriteRequest): void {
+function touch(p: PartitionReplica, request: ReadWriteRequest): void {
   const result = p.txStateMap.update(request.txId, {
     state: 'PENDING',
     reason: 'replica-touch',
@@ -232,7 +233,7 @@ export function operationLockPlan(partition: PartitionId, operation: RwOperation
  * `inlineCleanupsPerLockMax` times per lock).
  */
 async function acquireLocks(
-  p: HostedPartition,
+  p: PartitionReplica,
   txId: TxId,
   plan: readonly LockStep[],
   inline: InlineCleanup | undefined,
@@ -262,7 +263,7 @@ async function acquireLocks(
  * `inlineRechecksPerWaitMax` times): a holder that was open when the wait began may have finished since. Returns the
  * function that stops it (nothing is scheduled for a request granted or denied at once).
  */
-function recheckWhileWaiting(p: HostedPartition, txId: TxId, step: LockStep, inline: InlineCleanup): () => void {
+function recheckWhileWaiting(p: PartitionReplica, txId: TxId, step: LockStep, inline: InlineCleanup): () => void {
   if (!p.locks.waitsOf(txId).includes(step.key)) return () => {};
   let timer: TimerHandle | undefined;
   let rechecks = 0;
@@ -284,7 +285,7 @@ function recheckWhileWaiting(p: HostedPartition, txId: TxId, step: LockStep, inl
 }
 
 /** The settle's answer, or false once `inlineSettleWaitMsMax` passed first (the settle goes on regardless). */
-function settledWithin(p: HostedPartition, settle: Promise<boolean>): Promise<boolean> {
+function settledWithin(p: PartitionReplica, settle: Promise<boolean>): Promise<boolean> {
   return new Promise((resolve) => {
     const timer = p.timers.setTimer(() => resolve(false), LIMITS.inlineSettleWaitMsMax);
     settle.then(
@@ -311,7 +312,7 @@ function waitDieBlocker(error: unknown): TxId | undefined {
 
 /** The read or write; each foreign intent it meets is resolved and switched, then it runs again (see header). */
 async function perform(
-  p: HostedPartition,
+  p: PartitionReplica,
   request: ReadWriteRequest,
   lease: Lease,
   resolver: IntentResolver | undefined,
@@ -344,7 +345,7 @@ function lostLockKey(error: unknown): string | undefined {
 
 /** True once the key's foreign intent is gone (switched here to its tx's final outcome, or already). */
 async function switchLostLock(
-  p: HostedPartition,
+  p: PartitionReplica,
   txId: TxId,
   key: string,
   resolver: IntentResolver | undefined,
@@ -367,7 +368,7 @@ async function switchLostLock(
   return true;
 }
 
-function intentAt(p: HostedPartition, key: string): { txId: TxId; commitPartitionId: PartitionId } | undefined {
+function intentAt(p: PartitionReplica, key: string): { txId: TxId; commitPartitionId: PartitionId } | undefined {
   const rowId = p.mv.rowIdOf(key);
   const read = rowId === undefined ? undefined : p.mv.readLatest(rowId);
   return read?.kind === 'intent' ? { txId: read.txId, commitPartitionId: read.commitPartitionId } : undefined;
@@ -377,7 +378,7 @@ function intentAt(p: HostedPartition, key: string): { txId: TxId; commitPartitio
 
 type Done = { readonly result: RwResult; readonly writeTs?: HybridTimestamp };
 
-function read(p: HostedPartition, txId: TxId, operation: RwOperation): Done {
+function read(p: PartitionReplica, txId: TxId, operation: RwOperation): Done {
   switch (operation.op) {
     case 'get':
       return { result: { op: 'get', value: readKey(p, txId, operation.key) } };
@@ -390,19 +391,19 @@ function read(p: HostedPartition, txId: TxId, operation: RwOperation): Done {
   }
 }
 
-function readKey(p: HostedPartition, txId: TxId, key: string): FoundValue {
+function readKey(p: PartitionReplica, txId: TxId, key: string): FoundValue {
   const rowId = p.mv.rowIdOf(key);
   return rowId === undefined ? { found: false } : latest(p, txId, key, p.mv.readLatest(rowId));
 }
 
 /** The latest value: own intent or committed version; a foreign intent under our lock is a lost lock (see header). */
-function latest(p: HostedPartition, txId: TxId, key: string, read: ReadResult): FoundValue {
+function latest(p: PartitionReplica, txId: TxId, key: string, read: ReadResult): FoundValue {
   if (read.kind === 'empty') return { found: false };
   if (read.kind === 'intent' && read.txId !== txId) throw foreignIntent(p, key, read.txId);
   return read.value === TOMBSTONE ? { found: false } : { found: true, value: read.value };
 }
 
-function scan(p: HostedPartition, txId: TxId, range: KeyRange, limit: number): RwResult {
+function scan(p: PartitionReplica, txId: TxId, range: KeyRange, limit: number): RwResult {
   const rows: { key: string; value: Value }[] = [];
   const result = p.mv.scan(range, 'latest', Math.max(1, Math.min(limit, LIMITS.storageScanRowsMax)));
   for (const row of result.rows) {
@@ -412,13 +413,13 @@ function scan(p: HostedPartition, txId: TxId, range: KeyRange, limit: number): R
   return result.nextKey === undefined ? { op: 'scan', rows } : { op: 'scan', rows, nextKey: result.nextKey };
 }
 
-function reportIntentOf(p: HostedPartition, key: string): void {
+function reportIntentOf(p: PartitionReplica, key: string): void {
   const rowId = p.mv.rowIdOf(key);
   const read = rowId === undefined ? undefined : p.mv.readLatest(rowId);
   if (read?.kind === 'intent') p.reportUnprotectedIntent(read.txId, read.commitPartitionId);
 }
 
-function foreignIntent(p: HostedPartition, key: string, intentTxId: TxId): BasaltError {
+function foreignIntent(p: PartitionReplica, key: string, intentTxId: TxId): BasaltError {
   return new BasaltError('TX_LOCK_CONFLICT', `key ${key} holds an intent of ${intentTxId} not protected by a lock`, {
     partitionId: p.partitionId,
     key,
@@ -447,7 +448,7 @@ function writesOf(operation: RwOperation): readonly RowWrite[] {
 }
 
 async function write(
-  p: HostedPartition,
+  p: PartitionReplica,
   request: ReadWriteRequest,
   lease: Lease,
   onProposed: (() => void) | undefined,
@@ -457,7 +458,7 @@ async function write(
   if (writes.length > LIMITS.updateAllWritesMax) {
     throw invalidArgument(`at most ${LIMITS.updateAllWritesMax} writes per request`, { writes: writes.length });
   }
-  const applied = p.replica.proposeData({
+  const applied = p.proposeData({
     token: tokenOf(lease),
     txId: request.txId,
     coordinatorId: request.coordinatorId,
@@ -470,7 +471,7 @@ async function write(
 }
 
 /** Rule 4: the answer comes from the apply result. */
-function writeTimestamp(p: HostedPartition, applied: ApplyResult): HybridTimestamp {
+function writeTimestamp(p: PartitionReplica, applied: ApplyResult): HybridTimestamp {
   switch (applied.kind) {
     case 'UPDATED':
       return applied.appliedTs;

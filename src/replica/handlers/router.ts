@@ -28,7 +28,7 @@ import {
   type PrimaryLocator,
 } from '../cleanup-driver.js';
 import type { InlineCleanup } from '../inline-cleanup.js';
-import { assertHosted, type HostedPartition } from './hosted-partition.js';
+import { assertHosted, type PartitionReplica } from '../partition-replica.js';
 import type { IntentResolver } from './intent-resolver.js';
 import { handleLeaseConfirm } from './lease-confirm.js';
 import { handleReadOnly } from './read-only.js';
@@ -98,7 +98,7 @@ export class ReplicaRequestRouter implements HostedPartitions {
   private readonly resolver: IntentResolver;
   private readonly inline: InlineCleanup | undefined;
   private readonly lowWatermark: (() => HybridTimestamp) | undefined;
-  private readonly hostedById = new Map<PartitionId, HostedPartition>();
+  private readonly hostedById = new Map<PartitionId, PartitionReplica>();
 
   constructor(options: ReplicaRequestRouterOptions) {
     this.resolver = options.resolver;
@@ -117,7 +117,7 @@ export class ReplicaRequestRouter implements HostedPartitions {
   }
 
   /** Hosts `partition` here; returns the function that unregisters it (and stops its waiters). */
-  register(partition: HostedPartition): () => void {
+  register(partition: PartitionReplica): () => void {
     if (this.hostedById.has(partition.partitionId)) {
       throw new BasaltError('ALREADY_EXISTS', `partition ${partition.partitionId} is registered`);
     }
@@ -129,11 +129,11 @@ export class ReplicaRequestRouter implements HostedPartitions {
     };
   }
 
-  get(partitionId: PartitionId): HostedPartition | undefined {
+  get(partitionId: PartitionId): PartitionReplica | undefined {
     return this.hostedById.get(partitionId);
   }
 
-  hosted(): Iterable<HostedPartition> {
+  hosted(): Iterable<PartitionReplica> {
     return [...this.hostedById.values()];
   }
 
@@ -167,7 +167,7 @@ export class ReplicaRequestRouter implements HostedPartitions {
     }
   }
 
-  private partition(partitionId: PartitionId): HostedPartition {
+  private partition(partitionId: PartitionId): PartitionReplica {
     return assertHosted(this.hostedById.get(partitionId), partitionId);
   }
 

@@ -26,7 +26,6 @@ import { makeTxId } from '../../tx/tx-id.js';
 import { TxStateMap } from '../../tx/tx-state-map.js';
 import { PartitionReplica } from '../partition-replica.js';
 import { leaseTiming } from '../primary.js';
-import { HostedPartition } from './hosted-partition.js';
 import type { ReplicaRequest, ReplicaRequestRouter } from './router.js';
 import type { PrimaryLocator } from './tx-finish.js';
 
@@ -87,7 +86,6 @@ export interface BaseMember {
   readonly map: TxStateMap;
   readonly driver: RaftDriver;
   readonly replicas: Map<PartitionId, PartitionReplica>;
-  readonly hosted: Map<PartitionId, HostedPartition>;
   readonly router: ReplicaRequestRouter;
 }
 
@@ -109,7 +107,7 @@ export interface NodeWiring<X extends object> {
   /** The member's fields beyond `BaseMember`. */
   readonly extra: X;
   /** Called for each hosted partition after the router registered it. */
-  readonly onHosted?: (partition: HostedPartition) => void;
+  readonly onHosted?: (partition: PartitionReplica) => void;
 }
 
 export abstract class ReplicaTestCluster<X extends object> {
@@ -147,7 +145,6 @@ export abstract class ReplicaTestCluster<X extends object> {
     const map = new TxStateMap({ clock: physical });
     const timers = this.scheduler.timers(name);
     const replicas = new Map<PartitionId, PartitionReplica>();
-    const hosted = new Map<PartitionId, HostedPartition>();
     let driver: RaftDriver | undefined;
     const locator: PrimaryLocator = {
       locate: async (partitionId) => {
@@ -170,20 +167,13 @@ export abstract class ReplicaTestCluster<X extends object> {
         submit: (bytes) => driver!.propose(partitionId, bytes),
         timing: TIMING,
         safeTimeSyncIdleMs: 50,
-      });
-      replicas.set(partitionId, replica);
-      const partition = new HostedPartition({
-        replica,
-        engine,
-        txStateMap: map,
-        clock,
         timers,
         readWaitMs: READ_WAIT_MS,
         lockWaitTimeoutMs: 3_000,
       });
-      hosted.set(partitionId, partition);
-      router.register(partition);
-      onHosted?.(partition);
+      replicas.set(partitionId, replica);
+      router.register(replica);
+      onHosted?.(replica);
     }
     const sm = (g: PartitionId) => replicas.get(g)!.stateMachine;
     driver = new RaftDriver({
@@ -201,7 +191,7 @@ export abstract class ReplicaTestCluster<X extends object> {
       tickIntervalMs: 10,
     });
     for (const partitionId of PARTITIONS) await driver.addGroup(partitionId, NAMES);
-    this.members.set(name, { name, clock, map, driver, replicas, hosted, router, ...extra });
+    this.members.set(name, { name, clock, map, driver, replicas, router, ...extra });
     const upkeep = (): void => {
       for (const partitionId of PARTITIONS) {
         const s = driver.status(partitionId);
@@ -236,8 +226,8 @@ export abstract class ReplicaTestCluster<X extends object> {
     return [...this.members.values()].filter((m) => m !== p);
   }
 
-  hosted(m: BaseMember, partitionId: PartitionId): HostedPartition {
-    return m.hosted.get(partitionId)!;
+  hosted(m: BaseMember, partitionId: PartitionId): PartitionReplica {
+    return m.replicas.get(partitionId)!;
   }
 
   /** A tx of the tests' coordinator, begun now (or `beginOffsetMs` from now). */

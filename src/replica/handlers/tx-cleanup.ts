@@ -24,7 +24,7 @@ import type { PartitionId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { UNLOCK_ONLY_OUTCOME } from '../../tx/coordinator-cleanup.js';
 import type { TxCleanupRequest, TxCleanupResponse } from '../../tx/messages.js';
-import { assertHosted, type HostedPartition, type PartitionRegistry } from './hosted-partition.js';
+import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition-replica.js';
 
 export async function handleTxCleanup(
   registry: PartitionRegistry,
@@ -52,7 +52,7 @@ async function cleanupOn(registry: PartitionRegistry, partitionId: PartitionId, 
 }
 
 /** One partition's cleanup on its primary (see the module header). */
-export async function cleanupPartition(p: HostedPartition, request: TxCleanupRequest): Promise<void> {
+export async function cleanupPartition(p: PartitionReplica, request: TxCleanupRequest): Promise<void> {
   const { txId } = request;
   if (request.unlockOnly && p.mv.rowsWrittenBy(txId).length > 0) {
     throw invalidArgument(`an unlock-only cleanup of ${txId} met its intents`, { txId, partitionId: p.partitionId });
@@ -70,7 +70,7 @@ export async function cleanupPartition(p: HostedPartition, request: TxCleanupReq
   p.locks.failWaiters(txId);
   await p.operations.whenIdle(txId);
   if (!request.unlockOnly && outcome !== undefined && p.mv.rowsWrittenBy(txId).length > 0) {
-    const applied = await p.replica.propose((proposal) => ({
+    const applied = await p.propose((proposal) => ({
       kind: 'WriteIntentSwitch',
       ts: proposal.ts,
       proposalId: proposal.id,

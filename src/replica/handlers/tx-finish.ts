@@ -21,7 +21,7 @@ import { formatTimestamp } from '../../hlc/timestamp.js';
 import type { EnlistedPartition, TxFinishRequest, TxFinishResponse, TxOutcome } from '../../tx/messages.js';
 import type { ApplyResult } from '../apply-result.js';
 import { type CleanupDriver, type CleanupTargetInput, outcomeOfRecord } from '../cleanup-driver.js';
-import { assertHosted, type HostedPartition, type PartitionRegistry } from './hosted-partition.js';
+import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition-replica.js';
 
 export {
   type CleanupSender,
@@ -71,7 +71,7 @@ export class TxFinishHandler {
 
   /** Starts (or joins) the cleanup without waiting for it: the outcome is durable, the answer goes out now. */
   private cleanUp(
-    p: HostedPartition,
+    p: PartitionReplica,
     request: TxFinishRequest,
     outcome: TxOutcome,
     targets: readonly CleanupTargetInput[],
@@ -80,8 +80,8 @@ export class TxFinishHandler {
   }
 
   /** Proposes FinishTx (the durable compare-and-set) and answers from its apply result. */
-  private async finishDurably(p: HostedPartition, request: TxFinishRequest): Promise<TxOutcome> {
-    const applied = await p.replica.propose((proposal) => ({
+  private async finishDurably(p: PartitionReplica, request: TxFinishRequest): Promise<TxOutcome> {
+    const applied = await p.propose((proposal) => ({
       kind: 'FinishTx',
       ts: proposal.ts,
       proposalId: proposal.id,
@@ -114,7 +114,7 @@ function validate(request: TxFinishRequest): void {
 }
 
 /** Rule 15: no commit with commitTs ≥ D is accepted (the coordinator aborts instead). */
-function checkDeadline(p: HostedPartition, request: TxFinishRequest): void {
+function checkDeadline(p: PartitionReplica, request: TxFinishRequest): void {
   const deadline = p.deadlineOf(request.txId);
   if (request.commitTs === undefined || request.commitTs < deadline) return;
   throw new BasaltError('TX_TIMEOUT', `commitTs of ${request.txId} is not below its deadline`, {

@@ -8,10 +8,10 @@
  * cleanup instead of dying and retrying, which is what a hot key needs, and wait-die stays deadlock free.
  */
 import type { WriteConfirmRequest, WriteConfirmResponse } from '../../tx/messages.js';
-import type { HostedPartition } from './hosted-partition.js';
+import type { PartitionReplica } from '../partition-replica.js';
 
 export async function handleWriteConfirm(
-  p: HostedPartition,
+  p: PartitionReplica,
   request: WriteConfirmRequest,
 ): Promise<WriteConfirmResponse> {
   await p.operations.whenIdle(request.txId);

@@ -37,7 +37,7 @@ import type {
 import { isTxId, nodeIdOf } from '../../tx/tx-id.js';
 import { isFinal } from '../../tx/tx-state.js';
 import type { CleanupDriver } from '../cleanup-driver.js';
-import { assertHosted, type HostedPartition, type PartitionRegistry } from '../handlers/hosted-partition.js';
+import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition-replica.js';
 import { answerOf, outcomeOfRecord, stateResponse } from './answers.js';
 import {
   type CounterSink,
@@ -140,7 +140,7 @@ export class CommitPartitionStates {
     return stateResponse(await this.primaryReplicaPath(request));
   }
 
-  private async known(p: HostedPartition, txId: TxId): Promise<Known> {
+  private async known(p: PartitionReplica, txId: TxId): Promise<Known> {
     const entry = p.txStateMap.entry(txId);
     // A FINISHING of this node's own coordinator is left to the coordinator rule (it answers "not visible" at once
     // when commitTs > readTs); any other FINISHING here is a finish about to store its outcome.
@@ -157,7 +157,7 @@ export class CommitPartitionStates {
   }
 
   private async forward(
-    p: HostedPartition,
+    p: PartitionReplica,
     request: TxStateCommitPartitionRequest,
     coordinatorId: NodeId,
   ): Promise<Forward> {
@@ -230,7 +230,7 @@ export class CommitPartitionStates {
   // ---------------------------------------------------------------------------------------- recovery
 
   /** Aborts `txId` through the durable compare-and-set (shared per tx); resolves with what was stored. */
-  recover(p: HostedPartition, txId: TxId, partitions: readonly PartitionId[]): Promise<Recovered> {
+  recover(p: PartitionReplica, txId: TxId, partitions: readonly PartitionId[]): Promise<Recovered> {
     const running = this.recoveries.get(txId);
     if (running !== undefined) return running;
     if (this.recoveries.size >= this.recoveriesMax) {
@@ -241,12 +241,12 @@ export class CommitPartitionStates {
     return run;
   }
 
-  private async runRecovery(p: HostedPartition, txId: TxId, partitions: readonly PartitionId[]): Promise<Recovered> {
+  private async runRecovery(p: PartitionReplica, txId: TxId, partitions: readonly PartitionId[]): Promise<Recovered> {
     if (p.txStateMap.entry(txId)?.state === 'PENDING') {
       p.txStateMap.update(txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
     }
     const enlisted = unique(partitions);
-    const applied = await p.replica.propose((proposal) => ({
+    const applied = await p.propose((proposal) => ({
       kind: 'FinishTx',
       ts: proposal.ts,
       proposalId: proposal.id,
@@ -274,7 +274,7 @@ export class CommitPartitionStates {
   }
 
   private cleanupInBackground(
-    p: HostedPartition,
+    p: PartitionReplica,
     txId: TxId,
     outcome: TxOutcome,
     partitions: readonly PartitionId[],

@@ -26,7 +26,7 @@ import type { Clock } from '../../env/clock.js';
 import { nodeIdOf } from '../../tx/tx-id.js';
 import { isFinal } from '../../tx/tx-state.js';
 import type { TxStateMap } from '../../tx/tx-state-map.js';
-import type { HostedPartition } from '../handlers/hosted-partition.js';
+import type { PartitionReplica } from '../partition-replica.js';
 import {
   type CounterSink,
   NO_COUNTERS,
@@ -77,7 +77,7 @@ export class OrphanDetector {
   }
 
   /** Watches the lock conflicts and unprotected intents of `partition`; returns the function that stops watching. */
-  attach(partition: HostedPartition): () => void {
+  attach(partition: PartitionReplica): () => void {
     const conflicts = partition.locks.onConflict((holder, requester) => {
       this.onConflict(partition, holder, requester);
     });
@@ -95,7 +95,7 @@ export class OrphanDetector {
    * same recovery as for a lock holder. Without a map entry here the coordinator named in the tx id is asked about.
    * True if recovery was asked for.
    */
-  onUnprotectedIntent(partition: HostedPartition, txId: TxId, commitPartitionId: PartitionId): boolean {
+  onUnprotectedIntent(partition: PartitionReplica, txId: TxId, commitPartitionId: PartitionId): boolean {
     const entry = this.o.txStates.entry(txId);
     if (entry !== undefined && (isFinal(entry.state) || entry.state === 'FINISHING')) return false;
     const coordinatorId = entry?.coordinatorId ?? nodeIdOf(txId);
@@ -113,7 +113,7 @@ export class OrphanDetector {
    * The commit partition answers a recovery request from its durable outcome and cleans this partition up; without
    * it the lock would stay until the lease moves.
    */
-  onConflict(partition: HostedPartition, holder: TxId, requester: TxId): boolean {
+  onConflict(partition: PartitionReplica, holder: TxId, requester: TxId): boolean {
     const entry = this.o.txStates.entry(holder);
     if (entry === undefined || entry.state === 'FINISHING') return false;
     if (isFinal(entry.state)) {

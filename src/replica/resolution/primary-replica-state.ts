@@ -22,11 +22,11 @@ import { isTimestamp, outcomeOfEntry, waitForFinal } from '../../tx/coordinator-
 import type { TxStateAnswer, TxStatePrimaryReplicaRequest, TxStateResponse } from '../../tx/messages.js';
 import { isTxId } from '../../tx/tx-id.js';
 import { isFinal } from '../../tx/tx-state.js';
-import type { HostedPartition } from '../handlers/hosted-partition.js';
+import type { PartitionReplica } from '../partition-replica.js';
 import { stateResponse, timeoutError } from './answers.js';
 
 export async function handlePrimaryReplicaState(
-  p: HostedPartition,
+  p: PartitionReplica,
   request: TxStatePrimaryReplicaRequest,
   stateWaitMs: number,
 ): Promise<TxStateResponse> {

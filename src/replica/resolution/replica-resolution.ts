@@ -16,7 +16,7 @@ import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import type { TxRequest } from '../../tx/messages.js';
 import type { TxStateMap } from '../../tx/tx-state-map.js';
 import type { CleanupDriver } from '../cleanup-driver.js';
-import type { HostedPartition, PartitionRegistry } from '../handlers/hosted-partition.js';
+import type { PartitionRegistry, PartitionReplica } from '../partition-replica.js';
 import { IntentSwitcher } from './intent-switch.js';
 import { OrphanDetector } from './orphan-detector.js';
 import type { CounterSink, PeerDirectory, PrimaryLocator, SelfIdentity, TxRequestFn } from './ports.js';
@@ -119,7 +119,7 @@ export class ReplicaResolution {
   }
 
   /** Watches `partition`'s lock conflicts for orphans; returns the function that stops watching. */
-  watch(partition: HostedPartition): () => void {
+  watch(partition: PartitionReplica): () => void {
     return this.orphans.attach(partition);
   }
 }

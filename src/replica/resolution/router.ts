@@ -13,7 +13,7 @@ import type {
   TxStatePrimaryReplicaRequest,
   TxStateResponse,
 } from '../../tx/messages.js';
-import { assertHosted, type PartitionRegistry } from '../handlers/hosted-partition.js';
+import { assertHosted, type PartitionRegistry } from '../partition-replica.js';
 import { CommitPartitionStates, type CommitPartitionStatesOptions } from './commit-partition-state.js';
 import { handlePrimaryReplicaState } from './primary-replica-state.js';
 

@@ -36,7 +36,7 @@ import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs } from '../../hlc/timestamp.js';
 import { nodeIdOf, txDeadline } from '../../tx/tx-id.js';
 import type { TxStateEntry, TxStateMap, TxStateUpdateReason } from '../../tx/tx-state-map.js';
-import type { HostedPartition } from '../handlers/hosted-partition.js';
+import type { PartitionReplica } from '../partition-replica.js';
 import type { OrphanDetector } from './orphan-detector.js';
 import { type CounterSink, NO_COUNTERS, type PeerDirectory, type SelfIdentity } from './ports.js';
 
@@ -53,7 +53,7 @@ export interface TxSweepOptions {
   readonly txStates: TxStateMap;
   readonly peers: Pick<PeerDirectory, 'isGone'>;
   /** The node's hosted partitions, read at every pass. */
-  readonly partitions: () => Iterable<HostedPartition>;
+  readonly partitions: () => Iterable<PartitionReplica>;
   readonly orphans: Pick<OrphanDetector, 'requestRecovery'>;
   /** Cluster-wide tx timeout (D = beginTs + this); must equal the replicas'. */
   readonly txTimeoutMs?: number;
@@ -141,13 +141,13 @@ export class TxSweep {
   }
 
   /** Intents on primaries here of txs the map has no entry of (see the module header); returns requests sent. */
-  private recoverUnknownIntents(partitions: readonly HostedPartition[], now: HybridTimestamp, budget: number): number {
+  private recoverUnknownIntents(partitions: readonly PartitionReplica[], now: HybridTimestamp, budget: number): number {
     const hosted = new Set(partitions.map((p) => p.partitionId));
     for (const id of [...this.intentCursors.keys()]) if (!hosted.has(id)) this.intentCursors.delete(id);
     let sent = 0;
     for (const p of partitions) {
       if (sent >= budget) break;
-      if (p.replica.checkPrimary(now).kind !== 'ok') continue;
+      if (p.checkPrimary(now).kind !== 'ok') continue;
       const txIds = p.mv.intentTxIds(this.intentCursors.get(p.partitionId), this.intentTxsPerPartitionMax);
       const last = txIds.at(-1);
       if (txIds.length < this.intentTxsPerPartitionMax || last === undefined) this.intentCursors.delete(p.partitionId);
@@ -192,13 +192,13 @@ export class TxSweep {
   private recover(
     txId: TxId,
     entry: TxStateEntry,
-    holding: readonly HostedPartition[],
+    holding: readonly PartitionReplica[],
     now: HybridTimestamp,
     gone: boolean,
   ): number {
     let sent = 0;
     for (const p of holding) {
-      if (p.replica.checkPrimary(now).kind !== 'ok') continue;
+      if (p.checkPrimary(now).kind !== 'ok') continue;
       const commitPartitionId = entry.commitPartitionId ?? commitPartitionOfIntent(p, txId);
       if (commitPartitionId === undefined) continue;
       if (gone && entry.state === 'PENDING') {
@@ -211,7 +211,7 @@ export class TxSweep {
 }
 
 /** The tx holds a lock, waits for one, has an intent or an operation in flight on `p`. */
-function holdsAnything(p: HostedPartition, txId: TxId): boolean {
+function holdsAnything(p: PartitionReplica, txId: TxId): boolean {
   return (
     p.locks.locksOf(txId).length > 0 ||
     p.locks.waitsOf(txId).length > 0 ||
@@ -221,7 +221,7 @@ function holdsAnything(p: HostedPartition, txId: TxId): boolean {
 }
 
 /** The commit partition an intent of the tx on `p` names (every intent carries it). */
-function commitPartitionOfIntent(p: HostedPartition, txId: TxId): PartitionId | undefined {
+function commitPartitionOfIntent(p: PartitionReplica, txId: TxId): PartitionId | undefined {
   for (const rowId of p.mv.rowsWrittenBy(txId)) {
     const read = p.mv.readLatest(rowId);
     if (read.kind === 'intent' && read.txId === txId) return read.commitPartitionId;

@@ -13,9 +13,9 @@
  * so a late duplicate cannot re-acquire locks nobody would release. At most `recordsMax` records exist (when full, the
  * oldest closed record is evicted early); at most `resultsPerTxMax` responses are kept per tx.
  */
-import { BasaltError } from '../../core/errors.js';
-import type { HybridTimestamp, TxId } from '../../core/ids.js';
-import { LIMITS } from '../../core/limits.js';
+import { BasaltError } from '../core/errors.js';
+import type { HybridTimestamp, TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
 
 interface TxRecord<R> {
   readonly txId: TxId;

@@ -1,5 +1,5 @@
 /**
- * HostedPartition on one replica with leases applied directly to its state machine:
+ * A partition replica with leases applied directly to its state machine:
  * - rule 1's "before start it waits": a holder whose applied lease starts soon waits for the start instead of
  *   answering PRIMARY_MISS (a transferred lease starts at the previous one's expiration), bounded by
  *   leaseStartWaitMs; anything else (a later start, another holder) answers at once;
@@ -8,20 +8,19 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isBasaltError } from '../../core/errors.js';
-import type { NodeId, NodeName } from '../../core/ids.js';
-import { HybridClock } from '../../hlc/hybrid-clock.js';
-import { physicalMs } from '../../hlc/timestamp.js';
-import { SimClock } from '../../sim/clock.js';
-import { SeededRandom } from '../../sim/random.js';
-import { Scheduler } from '../../sim/scheduler.js';
-import { MemoryStorageEngine } from '../../storage/storage-engine.js';
-import { pointLockPlan } from '../../tx/lock-modes.js';
-import { TxStateMap } from '../../tx/tx-state-map.js';
-import type { Lease } from '../lease.js';
-import { PartitionReplica } from '../partition-replica.js';
-import { LogBuilder, leaseCommand, PARTITION, txIdAt } from '../test-support.js';
-import { HostedPartition } from './hosted-partition.js';
+import { isBasaltError } from '../core/errors.js';
+import type { NodeId, NodeName } from '../core/ids.js';
+import { HybridClock } from '../hlc/hybrid-clock.js';
+import { physicalMs } from '../hlc/timestamp.js';
+import { SimClock } from '../sim/clock.js';
+import { SeededRandom } from '../sim/random.js';
+import { Scheduler } from '../sim/scheduler.js';
+import { MemoryStorageEngine } from '../storage/storage-engine.js';
+import { pointLockPlan } from '../tx/lock-modes.js';
+import { TxStateMap } from '../tx/tx-state-map.js';
+import type { Lease } from './lease.js';
+import { PartitionReplica } from './partition-replica.js';
+import { LogBuilder, leaseCommand, PARTITION, txIdAt } from './test-support.js';
 
 const SKEW_MS = 20;
 
@@ -41,6 +40,8 @@ function setup(startInMs: number, leaseStartWaitMs: number, holder: 'self' | 'ot
     engine,
     txStateMap,
     submit: () => Promise.reject(new Error('no Raft here')),
+    timers: scheduler.timers('handlers'),
+    leaseStartWaitMs,
   });
   const nowMs = physicalMs(clock.now());
   const lease: Lease = {
@@ -53,18 +54,10 @@ function setup(startInMs: number, leaseStartWaitMs: number, holder: 'self' | 'ot
   replica.stateMachine.apply([log.data(leaseCommand(lease, null, nowMs))]);
   const applyLease = (next: Lease, replaces: Lease) =>
     replica.stateMachine.apply([log.data(leaseCommand(next, replaces, physicalMs(clock.now())))]);
-  const partition = new HostedPartition({
-    replica,
-    engine,
-    txStateMap,
-    clock,
-    timers: scheduler.timers('handlers'),
-    leaseStartWaitMs,
-  });
-  return { scheduler, clock, partition, lease, applyLease };
+  return { scheduler, clock, partition: replica, lease, applyLease };
 }
 
-describe('HostedPartition.untilLeaseStart', () => {
+describe('PartitionReplica.untilLeaseStart', () => {
   it('waits for a start within the bound, then the holder acts', async () => {
     const { scheduler, clock, partition, lease } = setup(300, 1_000);
     assert.throws(
@@ -98,7 +91,7 @@ describe('HostedPartition.untilLeaseStart', () => {
   });
 });
 
-describe('HostedPartition lock table per lease', () => {
+describe('PartitionReplica lock table per lease', () => {
   const tx1 = txIdAt(1, 2);
   const tx2 = txIdAt(1, 1); // older: it waits under wait-die
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { BasaltError, isBasaltError } from '../../core/errors.js';
-import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
-import { asTimestamp as timestamp } from '../../hlc/timestamp.js';
+import { BasaltError, isBasaltError } from '../core/errors.js';
+import type { HybridTimestamp, PartitionId, TxId } from '../core/ids.js';
+import { asTimestamp as timestamp } from '../hlc/timestamp.js';
 import { PipelinedWrites } from './pipelined-writes.js';
 
 const P = 't1p0' as PartitionId;

@@ -14,10 +14,10 @@
  * Bounded: at most `txsMax` txs are tracked; past it a write is simply answered after its apply, as when not
  * pipelined. A tx's record goes when it is confirmed or cleaned up here, or when the replica stops.
  */
-import { BasaltError } from '../../core/errors.js';
-import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
-import { LIMITS } from '../../core/limits.js';
-import { MIN_TIMESTAMP, maxTimestamp } from '../../hlc/timestamp.js';
+import { BasaltError } from '../core/errors.js';
+import type { HybridTimestamp, PartitionId, TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import { MIN_TIMESTAMP, maxTimestamp } from '../hlc/timestamp.js';
 
 export class PipelinedWrites {
   private readonly byTx = new Map<TxId, Promise<HybridTimestamp>[]>();

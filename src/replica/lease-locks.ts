@@ -1,0 +1,124 @@
+/**
+ * The lock table of one partition replica, scoped to one applied lease. Locks live on the primary only, in memory,
+ * for one lease: when the applied lease changes (a new lease, whoever holds it), every lock and lock waiter of the
+ * previous one is dropped. Otherwise a tx whose cleanup reached the new holder while this replica was not primary
+ * would keep its locks here, and block everyone once this replica holds a lease again. An extension keeps the token,
+ * and the locks.
+ *
+ * Acquisition runs under wait-die (lock-manager.ts); each wait is bounded by `lockWaitTimeoutMs` on the injected
+ * timers, then fails TX_LOCK_CONFLICT. The txs that asked for a lock since the last lease change are remembered (up
+ * to a named limit, forgetting those that hold and await nothing) so that a change drops exactly theirs.
+ */
+import { BasaltError } from '../core/errors.js';
+import type { TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import type { TimerHandle, Timers } from '../env/timers.js';
+import { type LockDenial, LockManager, type LockWaitHandle, lockDenialError } from '../tx/lock-manager.js';
+import type { LockStep } from '../tx/lock-modes.js';
+import { type LeaseToken, sameToken } from './lease.js';
+import type { CounterSink } from './resolution/ports.js';
+
+/** Names of the node counters bumped here. */
+export const LEASE_LOCK_COUNTERS = {
+  /** Lock requests that died under wait-die (blocked by an older tx). */
+  waitDieDeaths: 'locks.waitDieDeaths',
+  /** Txs that held or awaited locks here when the lease changed under them (their locks were dropped). */
+  leaseChangeTxs: 'lease.txsLosingLocks',
+} as const;
+
+export interface LeaseLockTableOptions {
+  readonly locks?: LockManager;
+  readonly timers: Timers;
+  readonly lockWaitTimeoutMs: number;
+  readonly counters: CounterSink;
+  /** The token of the lease applied when the table is created (undefined: none yet). */
+  readonly lease: LeaseToken | undefined;
+}
+
+export class LeaseLockTable {
+  readonly locks: LockManager;
+  private readonly timers: Timers;
+  private readonly lockWaitTimeoutMs: number;
+  private readonly counters: CounterSink;
+  /** Txs that asked this lock table for a lock since the lease last changed (to drop their locks at the change). */
+  private readonly lockingTxs = new Set<TxId>();
+  /** The applied lease the lock table belongs to. */
+  private lease: LeaseToken | undefined;
+
+  constructor(options: LeaseLockTableOptions) {
+    this.locks = options.locks ?? new LockManager();
+    this.timers = options.timers;
+    this.lockWaitTimeoutMs = options.lockWaitTimeoutMs;
+    this.counters = options.counters;
+    this.lease = options.lease;
+  }
+
+  /**
+   * Acquires `steps` in order for `txId` under wait-die; each wait is bounded by lockWaitTimeoutMs (then
+   * TX_LOCK_CONFLICT). Locks already granted stay held (released at cleanup, or by the caller for one-phase).
+   */
+  async acquire(txId: TxId, steps: readonly LockStep[]): Promise<void> {
+    for (const step of steps) await this.acquireOne(txId, step);
+  }
+
+  /** The applied lease is now `token` (undefined: none): a different lease drops the locks of the previous one. */
+  leaseApplied(token: LeaseToken | undefined): void {
+    const same = token === undefined || this.lease === undefined ? token === this.lease : sameToken(token, this.lease);
+    if (same) return;
+    this.lease = token;
+    let losing = 0;
+    for (const txId of this.lockingTxs) {
+      if (this.locks.locksOf(txId).length > 0 || this.locks.waitsOf(txId).length > 0) losing++;
+    }
+    if (losing > 0) this.counters.add(LEASE_LOCK_COUNTERS.leaseChangeTxs, losing);
+    // Waiters first: a release would grant them a lock of the dropped table.
+    for (const txId of this.lockingTxs) this.locks.failWaiters(txId);
+    for (const txId of this.lockingTxs) this.locks.releaseAll(txId);
+    this.lockingTxs.clear();
+  }
+
+  private acquireOne(txId: TxId, step: LockStep): Promise<void> {
+    this.noteLocking(txId);
+    return new Promise((resolve, reject) => {
+      let timer: TimerHandle | undefined;
+      const settle = (error?: BasaltError): void => {
+        if (timer !== undefined) this.timers.clearTimer(timer);
+        if (error === undefined) resolve();
+        else reject(error);
+      };
+      const result = this.locks.acquire(txId, step.key, step.mode, {
+        onGranted: () => settle(),
+        onDenied: (denial) => settle(this.denied(denial)),
+      });
+      if (result.kind === 'granted') return resolve();
+      if (result.kind === 'denied') return reject(this.denied(result.denial));
+      const handle: LockWaitHandle = result.handle;
+      timer = this.timers.setTimer(() => {
+        if (!handle.cancel()) return;
+        reject(
+          new BasaltError('TX_LOCK_CONFLICT', `lock wait on ${step.key} timed out`, {
+            txId,
+            key: step.key,
+            mode: step.mode,
+            reason: 'timeout',
+          }),
+        );
+      }, this.lockWaitTimeoutMs);
+    });
+  }
+
+  private denied(denial: LockDenial): BasaltError {
+    if (denial.reason === 'wait-die') this.counters.add(LEASE_LOCK_COUNTERS.waitDieDeaths);
+    return lockDenialError(denial);
+  }
+
+  /** Remembers a locking tx; past the bound, forgets those that hold and await nothing any more. */
+  private noteLocking(txId: TxId): void {
+    if (this.lockingTxs.size >= LIMITS.replicaTxRecordsMax && !this.lockingTxs.has(txId)) {
+      for (const t of this.lockingTxs) {
+        if (this.locks.locksOf(t).length === 0 && this.locks.waitsOf(t).length === 0) this.lockingTxs.delete(t);
+      }
+    }
+    this.lockingTxs.add(txId);
+  }
+}
