@@ -28,6 +28,10 @@
  *
  * Bounds: at most `waitersPerKeyMax` waiters per key and `keysMax` keys with holders or waiters; past either a request
  * is denied with TX_LOCK_CONFLICT instead of queuing.
+ *
+ * Asserted as the table changes: a new holder is compatible with the other holders (1); a request queues only when
+ * something blocks it (3), only behind younger or finishing txs (2), never for a finishing tx, and within the bounds;
+ * a key left without holders has no waiters once its queue is processed (3).
  */
 import { assert } from '../core/assert.js';
 import { BasaltError, invalidArgument } from '../core/errors.js';
@@ -267,8 +271,19 @@ export class LockManager {
     if (older !== undefined) return { kind: 'denied', denial: denial(w, 'TX_LOCK_CONFLICT', 'wait-die', older) };
     if (k.queue.length >= this.waitersPerKeyMax)
       return { kind: 'denied', denial: denial(w, 'TX_LOCK_CONFLICT', 'queue-full') };
+    this.checkMayWait(k, w, blockers);
     k.queue.push(w);
     return { kind: 'waiting', handle: this.register(w) };
+  }
+
+  /** Invariants 2 and 3 for a request about to queue behind `blockers` (holders and waiters ahead of it). */
+  private checkMayWait(k: KeyLocks, w: Waiter, blockers: readonly TxId[]): void {
+    assert(blockers.length > 0, 'a request waits only when something blocks it', w.txId, w.key);
+    assert(!this.finishing.has(w.txId), 'a finishing tx never waits', w.txId, w.key);
+    assert(k.queue.length < this.waitersPerKeyMax, 'a key queues at most waitersPerKeyMax waiters', w.key);
+    for (const b of blockers) {
+      assert(isOlder(w.txId, b) || this.finishing.has(b), 'wait-die: a waiter waits only for younger txs', w.txId, b);
+    }
   }
 
   private requestUpgrade(k: KeyLocks, w: Waiter): AcquireResult {
@@ -293,6 +308,7 @@ export class LockManager {
       this.hold(k, w);
       result = { kind: 'granted', mode: w.target };
     } else {
+      this.checkMayWait(k, w, blockers);
       k.queue.unshift(w);
       result = { kind: 'waiting', handle: this.register(w) };
     }
@@ -333,6 +349,8 @@ export class LockManager {
       }
     }
     k.queue = remaining;
+    // The first waiter of a key nobody holds is blocked by nothing, so it was just granted (invariant 3).
+    assert(k.holders.size > 0 || k.queue.length === 0, 'no waiter waits for a key nobody holds', key);
     if (k.holders.size === 0 && k.queue.length === 0) this.keys.delete(key);
   }
 
@@ -351,10 +369,14 @@ export class LockManager {
   private createKey(key: LockKey): KeyLocks {
     const k: KeyLocks = { holders: new Map(), queue: [] };
     this.keys.set(key, k);
+    assert(this.keys.size <= this.keysMax, 'the table holds at most keysMax keys', this.keys.size);
     return k;
   }
 
   private hold(k: KeyLocks, w: Waiter): void {
+    for (const [txId, mode] of k.holders) {
+      assert(txId === w.txId || isCompatible(mode, w.target), 'holders of a key are compatible', w.key, txId, w.txId);
+    }
     k.holders.set(w.txId, w.target);
     let held = this.heldByTx.get(w.txId);
     if (held === undefined) {
