@@ -783,6 +783,12 @@ export class Raft {
 
   /** Advances the commit index to what a quorum holds, if that entry is of the current term. */
   private maybeCommit(): boolean {
+    const own = this.progress.get(this.self);
+    assert(
+      own !== undefined && own.match <= this.log.stableIndex(),
+      'a leader counts only its durable log',
+      own?.match,
+    );
     const matches: number[] = [];
     for (const [peer, pr] of this.progress) if (isVoter(this.conf, peer)) matches.push(pr.match);
     const index = majorityIndex(matches);
