@@ -138,6 +138,8 @@ export class LockManager {
   /** Holders that take no new locks (see the header); a subset of heldByTx's keys. */
   private readonly finishing = new Set<TxId>();
   private readonly conflictListeners = new Set<ConflictListener>();
+  /** Conflict listeners run in the middle of a decision: the table must not change under it. */
+  private reportingConflicts = false;
 
   constructor(options: LockManagerOptions = {}) {
     this.waitersPerKeyMax = options.waitersPerKeyMax ?? LIMITS.lockWaitersPerKeyMax;
@@ -151,6 +153,7 @@ export class LockManager {
    * else while it waits is API misuse (INVALID_ARGUMENT).
    */
   acquire(txId: TxId, key: LockKey, mode: LockMode, listener: LockListener): AcquireResult {
+    this.checkNotReporting();
     const locks = this.keys.get(key);
     const held = locks?.holders.get(txId);
     const target = held === undefined ? mode : joinModes(held, mode);
@@ -177,6 +180,7 @@ export class LockManager {
    * `releaseAll`. Returns whether it was marked.
    */
   markFinishing(txId: TxId): boolean {
+    this.checkNotReporting();
     if (!this.heldByTx.has(txId) || this.waitingByTx.has(txId)) return false;
     this.finishing.add(txId);
     return true;
@@ -188,6 +192,7 @@ export class LockManager {
 
   /** Releases every lock of `txId` (cleanup) and grants waiters in queue order; a still-waiting request is denied. */
   releaseAll(txId: TxId): { readonly released: readonly LockKey[]; readonly granted: readonly LockGrant[] } {
+    this.checkNotReporting();
     this.finishing.delete(txId);
     const effects: Effect[] = [];
     const touched = this.removeWaiters(txId, 'released', effects);
@@ -202,6 +207,7 @@ export class LockManager {
 
   /** Denies every waiting request of `txId` with TX_ABORTED (the tx is aborting); its held locks stay until release. */
   failWaiters(txId: TxId): number {
+    this.checkNotReporting();
     const effects: Effect[] = [];
     const touched = this.removeWaiters(txId, 'failed', effects);
     const failed = effects.length;
@@ -210,7 +216,11 @@ export class LockManager {
     return failed;
   }
 
-  /** Called with each holder that blocks a request (which then waits or dies); orphan detection hooks in here. */
+  /**
+   * Called with each holder that blocks a request (which then waits or dies); orphan detection hooks in here. The
+   * listener runs while the request is being decided: it must not call back into this lock manager (asserted), and
+   * defers whatever it starts.
+   */
   onConflict(listener: ConflictListener): () => void {
     this.conflictListeners.add(listener);
     return () => this.conflictListeners.delete(listener);
@@ -327,9 +337,18 @@ export class LockManager {
 
   private reportConflicts(k: KeyLocks, w: Waiter): void {
     if (this.conflictListeners.size === 0) return;
-    for (const holder of this.blockingHolders(k, w)) {
-      for (const listener of [...this.conflictListeners]) listener(holder, w.txId, w.key);
+    this.reportingConflicts = true;
+    try {
+      for (const holder of this.blockingHolders(k, w)) {
+        for (const listener of [...this.conflictListeners]) listener(holder, w.txId, w.key);
+      }
+    } finally {
+      this.reportingConflicts = false;
     }
+  }
+
+  private checkNotReporting(): void {
+    assert(!this.reportingConflicts, 'a conflict listener does not change the lock table');
   }
 
   /** Grants, in queue order, every waiter no longer blocked by a holder or by a remaining waiter ahead of it. */
@@ -414,6 +433,7 @@ export class LockManager {
   }
 
   private cancel(w: Waiter): boolean {
+    this.checkNotReporting();
     if (this.waitingByTx.get(w.txId)?.get(w.key) !== w) return false;
     this.dequeue(w);
     const effects: Effect[] = [];
