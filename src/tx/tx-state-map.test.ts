@@ -7,6 +7,8 @@ import { hybridTimestamp } from '../hlc/timestamp.js';
 import { makeTxId } from './tx-id.js';
 import { isFinal, isLegalTransition, TX_STATES, type TxState } from './tx-state.js';
 import {
+  checkTxStateEntry,
+  checkTxStateSuccession,
   REASON_TARGETS,
   type TxStateEntry,
   TxStateMap,
@@ -200,6 +202,42 @@ describe('tx state map: merge rule', () => {
       'checked before the transition table would ignore it',
     );
     assert.equal(map.entry(tx(1))?.state, 'COMMITTED');
+  });
+
+  it('the write check refuses a changed final state, a changed field or stamp, a cleared retention flag', () => {
+    const committed: TxStateEntry = {
+      state: 'COMMITTED',
+      coordinatorId: COORD,
+      commitTimestamp: TS1,
+      commitPartitionId: CP,
+      finalAtMs: 10,
+      retainUntilCleanup: true,
+      cleanupCompletedAtMs: undefined,
+    };
+    checkTxStateEntry(tx(1), committed);
+    checkTxStateSuccession(tx(1), committed, { ...committed, cleanupCompletedAtMs: 20 });
+    const broken: Partial<TxStateEntry>[] = [
+      { state: 'ABORTED' },
+      { coordinatorId: OTHER },
+      { commitTimestamp: TS2 },
+      { commitPartitionId: partitionId('t1p1') },
+      { finalAtMs: 11 },
+      { retainUntilCleanup: false },
+    ];
+    for (const change of broken) {
+      assert.throws(
+        () => checkTxStateSuccession(tx(1), committed, { ...committed, ...change }),
+        AssertionError,
+        Object.keys(change)[0],
+      );
+    }
+    const done = { ...committed, cleanupCompletedAtMs: 20 };
+    assert.throws(() => checkTxStateSuccession(tx(1), done, { ...done, cleanupCompletedAtMs: 30 }), AssertionError);
+    assert.throws(() => checkTxStateEntry(tx(1), { ...committed, commitTimestamp: undefined }), AssertionError);
+    assert.throws(() => checkTxStateEntry(tx(1), { ...committed, finalAtMs: undefined }), AssertionError);
+    const pending = { ...committed, state: 'PENDING' as const, finalAtMs: undefined };
+    assert.throws(() => checkTxStateEntry(tx(1), { ...pending, finalAtMs: 5 }), AssertionError);
+    assert.throws(() => checkTxStateEntry(tx(1), { ...pending, cleanupCompletedAtMs: 5 }), AssertionError);
   });
 
   it('a commitTs named with any state but FINISHING or COMMITTED is a bug', () => {

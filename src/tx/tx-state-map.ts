@@ -426,8 +426,8 @@ export class TxStateMap {
 
   /** Stores `entry`; when its retention start changes, queues it for vacuum. */
   private store(txId: TxId, previous: TxStateEntry | undefined, entry: TxStateEntry): void {
-    checkEntry(txId, entry);
-    if (previous !== undefined) checkSuccession(txId, previous, entry);
+    checkTxStateEntry(txId, entry);
+    if (previous !== undefined) checkTxStateSuccession(txId, previous, entry);
     this.entries.set(txId, entry);
     assert(this.entries.size <= this.entriesMax, 'the map holds at most entriesMax entries', this.entries.size);
     const from = vacuumFrom(entry);
@@ -476,14 +476,14 @@ export class TxStateMap {
 }
 
 /** What every stored entry satisfies (header): checked on every write. */
-function checkEntry(txId: TxId, e: TxStateEntry): void {
+export function checkTxStateEntry(txId: TxId, e: TxStateEntry): void {
   assert(e.state !== 'COMMITTED' || e.commitTimestamp !== undefined, 'a COMMITTED entry carries its commitTs', txId);
   assert(isFinal(e.state) === (e.finalAtMs !== undefined), 'finalAtMs is stamped exactly on final entries', txId);
   assert(e.cleanupCompletedAtMs === undefined || isFinal(e.state), 'cleanup completes after the outcome', txId);
 }
 
 /** `next` replaces `prev`: a final state stays, set fields and stamps stay, retainUntilCleanup is never cleared. */
-function checkSuccession(txId: TxId, prev: TxStateEntry, next: TxStateEntry): void {
+export function checkTxStateSuccession(txId: TxId, prev: TxStateEntry, next: TxStateEntry): void {
   assert(
     !isFinal(prev.state) || next.state === prev.state,
     'a final state never changes',
