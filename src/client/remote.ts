@@ -15,6 +15,7 @@
  * new client with `connect`.
  */
 import { connect as netConnect, type Socket } from 'node:net';
+import { assert } from '../core/assert.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import { type HybridTimestamp, type NodeName, nodeName, type TxId, txId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -36,6 +37,7 @@ import {
   parseServerHello,
   type RequestKind,
   type TxHandle,
+  UNATTRIBUTED_REQUEST_ID,
 } from './protocol.js';
 
 export interface ConnectOptions {
@@ -126,9 +128,9 @@ interface PendingCall {
 type WithoutId<R> = R extends ClientRequest ? Omit<R, 'id'> : never;
 
 /**
- * The socket, the hello and the table of pending calls. Invariants: `pending.size <= pendingCallsMax`; at most
- * `window` (the server's requestsInFlightMax) of them are written and unanswered, the others wait in `unsent`, in
- * call order.
+ * The socket, the hello and the table of pending calls. Invariants (asserted where they change): request ids are
+ * positive and never reused on the connection; `pending.size <= pendingCallsMax`; at most `window` (the server's
+ * requestsInFlightMax) of them are written and unanswered, the others wait in `unsent`, in call order.
  */
 class RemoteConnection {
   readonly opened: Promise<string>;
@@ -191,7 +193,9 @@ class RemoteConnection {
     }
     return new Promise<unknown>((resolve, reject) => {
       const timer = this.timers.setTimer(() => this.timeOut(id), this.limits.timeoutMs);
+      assert(id > UNATTRIBUTED_REQUEST_ID && !this.pending.has(id), 'a request id is used once', id);
       this.pending.set(id, { kind: request.kind, onLoss, unsent: Buffer.concat(frame), resolve, reject, timer });
+      assert(this.pending.size <= this.limits.pendingCallsMax, 'at most pendingCallsMax calls pending');
       this.unsent.push(id);
       this.flush();
     });
@@ -207,12 +211,18 @@ class RemoteConnection {
       this.socket.write(call.unsent);
       call.unsent = undefined;
       this.written++;
+      assert(
+        this.written <= this.window,
+        "at most the server's requestsInFlightMax requests on the wire",
+        this.written,
+      );
     }
   }
 
   /** A written call got its answer or gave up on it: its window slot is free again. */
   private release(call: PendingCall): void {
     if (call.unsent !== undefined) return;
+    assert(this.written > 0, 'a written call holds a window slot');
     this.written--;
     this.flush();
   }

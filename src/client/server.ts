@@ -18,6 +18,7 @@
  * Time comes from the injected timers (the hello timeout); the socket is `node:net`.
  */
 import { createServer, type Server, type Socket } from 'node:net';
+import { assert } from '../core/assert.js';
 import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
 import type { HybridTimestamp } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -195,8 +196,9 @@ interface SessionEvents {
 }
 
 /**
- * One client connection. Invariants: `txs.size + beginsInFlight <= txHandlesMax`; `inFlight <= requestsInFlightMax`;
- * `queued.length <= requestsInFlightMax`, and requests are queued only while `inFlight` is at its bound.
+ * One client connection. Invariants (asserted where they change): `txs.size + beginsInFlight <= txHandlesMax`;
+ * `inFlight <= requestsInFlightMax`; `queued.length <= requestsInFlightMax`, and requests are queued only while
+ * `inFlight` is at its bound; a handle is given out once.
  */
 class ClientSession {
   private state: 'handshaking' | 'open' | 'closed' = 'handshaking';
@@ -319,6 +321,7 @@ class ClientSession {
     if (this.inFlight < this.limits.requestsInFlightMax) {
       this.start(parsed.request);
     } else if (this.queued.length < this.limits.requestsInFlightMax) {
+      assert(this.inFlight === this.limits.requestsInFlightMax, 'requests queue only at the in-flight bound');
       this.queued.push(parsed.request);
     } else {
       const message = `more than ${2 * this.limits.requestsInFlightMax} requests in flight or queued on this connection`;
@@ -333,8 +336,10 @@ class ClientSession {
 
   private start(request: ClientRequest): void {
     this.inFlight++;
+    assert(this.inFlight <= this.limits.requestsInFlightMax, 'at most requestsInFlightMax requests run', this.inFlight);
     void this.run(request).then((response) => {
       this.inFlight--;
+      assert(this.inFlight >= 0, 'a request ends after it started');
       this.respond(response);
       if (this.isClosed()) return;
       const next = this.queued.shift();
@@ -415,7 +420,9 @@ class ClientSession {
       throw new BasaltError('CONNECTION_CLOSED', 'the connection closed during begin');
     }
     const handle = this.nextHandle++;
+    assert(!this.txs.has(handle), 'a transaction handle is given out once', handle);
     this.txs.set(handle, tx);
+    assert(this.txs.size + this.beginsInFlight <= this.limits.txHandlesMax, 'at most txHandlesMax transactions');
     return { tx: handle, txId: tx.id, readOnly: tx.readOnly, readTimestamp: tx.readTimestamp };
   }
 

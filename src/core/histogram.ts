@@ -39,7 +39,7 @@ export class Histogram {
 
   /** Records one value; a non-finite value is a caller bug. */
   observe(value: number): void {
-    assert(Number.isFinite(value), `histogram observation must be finite: ${value}`);
+    assert(Number.isFinite(value), 'a histogram observation is finite', value);
     const i = this.bounds.findIndex((b) => value <= b);
     const bucket = i === -1 ? this.bounds.length : i;
     this.counts[bucket] = (this.counts[bucket] ?? 0) + 1;

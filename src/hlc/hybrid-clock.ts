@@ -58,6 +58,7 @@ export class HybridClock {
   update(remote: HybridTimestamp): HybridTimestamp {
     assert(remote < MAX_TIMESTAMP, 'remote timestamp at maximum');
     const next = maxTimestamp(maxTimestamp(tick(this.latest), tick(remote)), this.physicalNow());
+    assert(next > remote, 'an absorbed timestamp is passed', remote, next);
     return this.advance(next);
   }
 
@@ -96,7 +97,7 @@ export class HybridClock {
   }
 
   private advance(next: HybridTimestamp): HybridTimestamp {
-    assert(next > this.latest, 'hybrid clock must move forward');
+    assert(next > this.latest && next <= MAX_TIMESTAMP, 'hybrid clock must move forward', this.latest, next);
     this.latest = next;
     for (const listener of this.listeners) listener(next);
     return next;

@@ -12,6 +12,7 @@
  * A change travels in the log as an entry of kind `conf` whose data is the change's JSON, so that both log storages
  * and the wire carry it as they carry any other entry.
  */
+import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
 import type { NodeName } from '../core/ids.js';
 
@@ -69,6 +70,22 @@ function sameList(a: readonly NodeName[], b: readonly NodeName[]): boolean {
  * INVALID_ARGUMENT (removing the last voter).
  */
 export function applyConfChange(conf: ConfState, change: ConfChange): ConfState | BasaltError {
+  const next = changedConf(conf, change);
+  if (!(next instanceof BasaltError)) {
+    assert(votersMoved(conf, next) <= 1, 'a change adds or removes at most one voter', change.type, change.node);
+  }
+  return next;
+}
+
+/** How many nodes are voters in one of `a`, `b` but not in the other. */
+function votersMoved(a: ConfState, b: ConfState): number {
+  let moved = 0;
+  for (const n of a.voters) if (!b.voters.includes(n)) moved++;
+  for (const n of b.voters) if (!a.voters.includes(n)) moved++;
+  return moved;
+}
+
+function changedConf(conf: ConfState, change: ConfChange): ConfState | BasaltError {
   const { type, node } = change;
   const details = { type, node };
   switch (type) {

@@ -83,7 +83,7 @@ export class LmdbLogStorage implements LogStorage {
       const current = this.snapshots.get(group);
       if (current !== undefined && snapshot.index <= current.index) return;
       const last = this.lastStoredIndex(group);
-      assert(snapshot.index <= last, `compaction at ${snapshot.index} beyond the stored log ${last}`);
+      assert(snapshot.index <= last, 'compaction beyond the stored log', snapshot.index, last);
       for (const key of this.entries.getKeys({ start: [group, 0], end: [group, snapshot.index + 1] })) {
         this.entries.removeSync(key);
       }
@@ -168,7 +168,7 @@ export class LmdbLogStorage implements LogStorage {
 
   private checkContiguous(group: PartitionId, first: number): void {
     const base = this.snapshots.get(group)?.index ?? 0;
-    assert(first > base && first <= this.lastStoredIndex(group) + 1, `entry ${first} of ${group} leaves a gap`);
+    assert(first > base && first <= this.lastStoredIndex(group) + 1, 'an append leaves a gap', group, first);
   }
 }
 

@@ -25,7 +25,7 @@ export class MemoryLogStorage implements LogStorage {
     const first = update.entries[0];
     if (first !== undefined) {
       const base = g.snapshot?.index ?? 0;
-      assert(first.index > base && first.index <= base + g.entries.length + 1, `entry ${first.index} leaves a gap`);
+      assert(first.index > base && first.index <= base + g.entries.length + 1, 'an append leaves a gap', first.index);
       g.entries.length = first.index - base - 1;
       g.entries.push(...update.entries);
     }
@@ -36,7 +36,7 @@ export class MemoryLogStorage implements LogStorage {
     const g = this.group(group);
     if (g.snapshot !== null && snapshot.index <= g.snapshot.index) return;
     const base = g.snapshot?.index ?? 0;
-    assert(snapshot.index <= base + g.entries.length, `compaction at ${snapshot.index} beyond the stored log`);
+    assert(snapshot.index <= base + g.entries.length, 'compaction beyond the stored log', snapshot.index);
     g.entries = g.entries.slice(snapshot.index - base);
     g.snapshot = snapshot;
   }

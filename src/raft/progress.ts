@@ -7,7 +7,8 @@
  *              `inflightMax` unanswered at once;
  *   snapshot   a snapshot is on its way; nothing else is sent until it is acknowledged or `snapshotTicksMax` pass.
  *
- * Invariants: match < next; in replicate, inflight holds the last index of each unanswered Append, ascending.
+ * Invariants: match < next; in replicate, inflight holds the last index of each unanswered Append, ascending, at most
+ * `inflightMax` of them (asserted where they change).
  */
 import { assert } from '../core/assert.js';
 
@@ -47,12 +48,16 @@ export class Progress {
   sentEntries(lastIndex: number, count: number): void {
     if (this.state === 'replicate') {
       if (count > 0) {
+        const newest = this.inflight[this.inflight.length - 1];
+        assert(newest === undefined || lastIndex > newest, 'inflight Appends are ascending', newest, lastIndex);
+        assert(this.inflight.length < this.inflightMax, 'an Append is sent only into a free inflight slot');
         this.next = lastIndex + 1;
         this.inflight.push(lastIndex);
       }
     } else if (this.state === 'probe') {
       this.probeSent = true;
     }
+    assert(this.match < this.next, 'match < next', this.match, this.next);
   }
 
   /** The follower holds the leader's log up to `index`; false for a stale answer. */
@@ -64,6 +69,7 @@ export class Progress {
       this.probeSent = false;
     }
     this.next = Math.max(this.next, index + 1);
+    assert(this.match < this.next, 'match < next', this.match, this.next);
     return updated;
   }
 
@@ -77,6 +83,7 @@ export class Progress {
     if (this.next - 1 !== rejected) return false;
     this.next = Math.max(Math.min(rejected, matchHint + 1), this.match + 1);
     this.probeSent = false;
+    assert(this.match < this.next, 'match < next', this.match, this.next);
     return true;
   }
 

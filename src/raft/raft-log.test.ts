@@ -2,9 +2,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { nodeName } from '../core/ids.js';
+import { AssertionError } from '../core/assert.js';
+import { logIndex, nodeName, term } from '../core/ids.js';
 import { applyConfChange, type ConfChange, type ConfState, confState, encodeConfChange } from './conf-change.js';
-import { majorityIndex, quorumSize, tally } from './progress.js';
+import { majorityIndex, Progress, quorumSize, tally } from './progress.js';
 import { makeEntry, RaftLog } from './raft-log.js';
 import type { Entry } from './types.js';
 
@@ -109,4 +110,50 @@ test('the configuration at an index is the initial one with every conf entry up 
       for (let i = at; i <= entries.length; i++) assert.deepEqual(log.confAt(i), model[i]);
     }),
   );
+});
+
+test('appending a batch that is not contiguous or whose terms decrease is a bug, and the log is left as it was', () => {
+  const log = new RaftLog(null, [makeEntry(1, 1, 'data', EMPTY)], 0, 0, CONF);
+  assert.throws(() => log.append([makeEntry(2, 2, 'data', EMPTY), makeEntry(4, 2, 'data', EMPTY)]), AssertionError);
+  assert.equal(log.lastIndex(), 1);
+  const decreasing = new RaftLog(null, [makeEntry(1, 1, 'data', EMPTY)], 0, 0, CONF);
+  assert.throws(
+    () => decreasing.append([makeEntry(2, 3, 'data', EMPTY), makeEntry(3, 2, 'data', EMPTY)]),
+    AssertionError,
+  );
+  assert.throws(() => decreasing.append([makeEntry(2, 0, 'data', EMPTY)]), AssertionError, 'below the term before it');
+  assert.equal(decreasing.lastIndex(), 1);
+  const ok = new RaftLog(null, [makeEntry(1, 1, 'data', EMPTY)], 0, 0, CONF);
+  ok.append([makeEntry(2, 1, 'data', EMPTY), makeEntry(3, 2, 'data', EMPTY)]);
+  assert.equal(ok.lastIndex(), 3);
+  ok.checkInvariants();
+});
+
+test('the index invariants hold through commit, apply, compaction and a snapshot restore', () => {
+  const entries = Array.from({ length: 5 }, (_, i) => makeEntry(i + 1, 1, 'data', EMPTY));
+  const log = new RaftLog(null, entries, 0, 0, CONF);
+  log.checkInvariants();
+  log.commitTo(4);
+  log.appliedTo(3);
+  log.compact(2, EMPTY);
+  log.checkInvariants();
+  log.restore({ index: logIndex(9), term: term(2), data: EMPTY, conf: CONF });
+  log.checkInvariants();
+  assert.ok(log.applied < log.snapshotIndex(), 'applied lags while the snapshot is pending');
+  log.pendingSnapshot = null;
+  assert.throws(() => log.checkInvariants(), AssertionError, 'not once it is no longer pending');
+});
+
+test('a follower progress keeps match < next and its inflight Appends ascending', () => {
+  const pr = new Progress(6, 2);
+  pr.maybeUpdate(5);
+  pr.becomeReplicate();
+  pr.sentEntries(8, 3);
+  assert.throws(() => pr.sentEntries(7, 1), AssertionError, 'an Append below one in flight');
+  pr.sentEntries(9, 1);
+  assert.throws(() => pr.sentEntries(10, 1), AssertionError, 'no free inflight slot');
+  const behind = new Progress(6, 2);
+  behind.maybeUpdate(5);
+  behind.becomeReplicate();
+  assert.throws(() => behind.sentEntries(4, 1), AssertionError, 'next would fall to match');
 });

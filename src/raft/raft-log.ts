@@ -5,7 +5,8 @@
  *
  * Invariants: snapshotIndex ≤ applied ≤ committed ≤ lastIndex (applied may lag behind a snapshot only while that
  * snapshot is pending, received but not yet restored); snapshotIndex ≤ stableIndex ≤ lastIndex; entry terms never
- * decrease; nothing at or below `committed` is ever truncated.
+ * decrease; nothing at or below `committed` is ever truncated. `append` checks the batch it writes (contiguous, terms
+ * not decreasing, above the commit index); `checkInvariants` checks the indexes, once per Ready.
  */
 import { assert } from '../core/assert.js';
 import { type LogIndex, logIndex, type Term, term as toTerm } from '../core/ids.js';
@@ -79,13 +80,13 @@ export class RaftLog {
 
   entry(index: number): Entry {
     const e = this.entries[index - this.snap.index - 1];
-    assert(e !== undefined && e.index === index, `no entry at ${index}`);
+    assert(e !== undefined && e.index === index, 'no entry at this index', index);
     return e;
   }
 
   /** Entries [lo, hi], at most `countMax` of them and about `bytesMax` of data (at least one). */
   slice(lo: number, hi: number, countMax = Number.POSITIVE_INFINITY, bytesMax = Number.POSITIVE_INFINITY): Entry[] {
-    assert(lo > this.snap.index, `slice from a compacted index ${lo}`);
+    assert(lo > this.snap.index, 'slice from a compacted index', lo, this.snap.index);
     const end = Math.min(hi, this.lastIndex(), lo + countMax - 1);
     const out: Entry[] = [];
     let bytes = 0;
@@ -107,9 +108,16 @@ export class RaftLog {
   append(entries: readonly Entry[]): void {
     if (entries.length === 0) return;
     const first = entries[0]!.index;
-    assert(first > this.committed, `append at ${first} would overwrite committed ${this.committed}`);
-    assert(first <= this.lastIndex() + 1, `append at ${first} leaves a gap after ${this.lastIndex()}`);
-    assert(entries[0]!.term >= (this.term(first - 1) ?? 0), 'entry terms must not decrease');
+    assert(first > this.committed, 'append would overwrite a committed entry', first, this.committed);
+    assert(first <= this.lastIndex() + 1, 'append leaves a gap', first, this.lastIndex());
+    // The whole batch is checked before the log changes.
+    let previousTerm = this.term(first - 1) ?? 0;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      assert(e.index === first + i, 'appended entries are contiguous', first, e.index);
+      assert(e.term >= previousTerm, 'entry terms must not decrease', e.index, previousTerm, e.term);
+      previousTerm = e.term;
+    }
     this.entries.length = first - this.snap.index - 1;
     for (const e of entries) this.entries.push(e);
     this.stable = Math.min(this.stable, first - 1);
@@ -145,12 +153,12 @@ export class RaftLog {
 
   commitTo(index: number): void {
     if (index <= this.committed) return;
-    assert(index <= this.lastIndex(), `commit ${index} beyond last index ${this.lastIndex()}`);
+    assert(index <= this.lastIndex(), 'commit beyond the last index', index, this.lastIndex());
     this.committed = index;
   }
 
   appliedTo(index: number): void {
-    assert(index <= this.committed && index >= this.applied, `applied ${index} out of [${this.applied}, commit]`);
+    assert(index <= this.committed && index >= this.applied, 'applied out of [applied, commit]', index, this.applied);
     this.applied = index;
   }
 
@@ -179,7 +187,7 @@ export class RaftLog {
 
   /** The configuration after every entry up to `index`: the snapshot's, then each `conf` entry in order. */
   confAt(index: number): ConfState {
-    assert(index >= this.snap.index && index <= this.lastIndex(), `no configuration known at ${index}`);
+    assert(index >= this.snap.index && index <= this.lastIndex(), 'no configuration known at this index', index);
     let conf = this.snap.conf;
     assert(conf !== undefined, 'the log holds a snapshot without its configuration');
     for (let i = this.snap.index + 1; i <= index; i++) {
@@ -197,11 +205,39 @@ export class RaftLog {
     return false;
   }
 
+  /**
+   * The header's index invariants: snapshotIndex ≤ applied ≤ committed ≤ lastIndex (applied below the snapshot only
+   * while it is pending) and snapshotIndex ≤ stableIndex ≤ lastIndex. Cheap: a handful of comparisons.
+   */
+  checkInvariants(): void {
+    const last = this.lastIndex();
+    assert(
+      this.applied <= this.committed && this.committed <= last,
+      'applied ≤ committed ≤ last',
+      this.applied,
+      this.committed,
+      last,
+    );
+    assert(
+      this.snap.index <= this.stable && this.stable <= last,
+      'snapshot ≤ stable ≤ last',
+      this.snap.index,
+      this.stable,
+      last,
+    );
+    assert(
+      this.applied >= this.snap.index || this.pendingSnapshot !== null,
+      'applied lags the snapshot only while it is pending',
+      this.applied,
+      this.snap.index,
+    );
+  }
+
   /** Drops the entries up to `index`, which the state machine has captured in `data`. */
   compact(index: number, data: Uint8Array): Snapshot | null {
     if (index <= this.snap.index) return null;
-    assert(index <= this.applied, `compact at ${index} beyond applied ${this.applied}`);
-    assert(index <= this.stable, `compact at ${index} beyond the durable log ${this.stable}`);
+    assert(index <= this.applied, 'compact beyond the applied index', index, this.applied);
+    assert(index <= this.stable, 'compact beyond the durable log', index, this.stable);
     const term = this.term(index);
     assert(term !== undefined, 'compact index must be in the log');
     const conf = this.confAt(index);
@@ -214,9 +250,9 @@ export class RaftLog {
 /** Applies the change `e` carries; a committed change that does not apply is a bug (the leader checked it). */
 export function applyConf(conf: ConfState, e: Entry): ConfState {
   const change = decodeConfChange(e.data);
-  assert(change !== null, `entry ${e.index} carries no configuration change`);
+  assert(change !== null, 'a conf entry carries a configuration change', e.index);
   const next = applyConfChange(conf, change);
-  assert(!(next instanceof Error), `configuration change at ${e.index} does not apply: ${String(next)}`);
+  assert(!(next instanceof Error), 'a committed configuration change applies', e.index, String(next));
   return next as ConfState;
 }
 

@@ -188,7 +188,7 @@ export class Raft {
   }
 
   step(m: Message): void {
-    assert(m.to === this.self, `message for ${m.to} stepped into ${this.self}`);
+    assert(m.to === this.self, 'a message is stepped into the node it is for', m.to, this.self);
     // Messages from outside this node's configuration count too: nodes switch configurations at different times.
     if (m.term > this.term) {
       if (m.kind === 'PreVote' || m.kind === 'Vote') {
@@ -252,6 +252,13 @@ export class Raft {
     }
     const uncommitted = this.log.lastIndex() - this.log.committed;
     if (uncommitted + 1 > this.uncommittedEntriesMax) return { status: 'OVERLOADED', uncommitted };
+    // Rule 2 read back from the log: no change is in flight above the applied index.
+    assert(
+      !this.log.hasConfIn(this.log.applied + 1, this.log.lastIndex()),
+      'at most one configuration change in flight',
+      this.log.applied,
+      this.pendingConfIndex,
+    );
     const index = this.log.lastIndex() + 1;
     this.appendEntries([makeEntry(index, this.term, 'conf', encodeConfChange(change))]);
     this.pendingConfIndex = index;
@@ -300,6 +307,8 @@ export class Raft {
       if (this.role === 'leader') this.broadcastAppend();
     }
     const hs = this.hardState();
+    checkHardState(this.persistedHardState, hs);
+    this.log.checkInvariants();
     const rd: Ready = {
       hardState: sameHardState(hs, this.persistedHardState) ? null : hs,
       entries: this.log.unstableEntries(),
@@ -407,6 +416,7 @@ export class Raft {
   // ---------------------------------------------------------------- roles
 
   private reset(term: number): void {
+    assert(term >= this.term, 'the term never goes back', this.term, term);
     if (this.term !== term) {
       this.term = term;
       this.vote = null;
@@ -448,6 +458,7 @@ export class Raft {
 
   private becomeLeader(): void {
     assert(this.role === 'candidate', 'only a candidate becomes leader');
+    assert(this.vote === this.self, 'a leader voted for itself in its term', this.term, this.vote);
     this.reset(this.term);
     this.lead = this.self;
     this.role = 'leader';
@@ -581,6 +592,7 @@ export class Raft {
       // A pre-vote grant echoes the requested term; a real vote is cast in m.term, which is now this node's term.
       this.send({ kind: respKind, to: m.from, term: toTerm(m.term), reject: false });
       if (m.kind === 'Vote') {
+        assert(this.vote === null || this.vote === m.from, 'one vote per term', this.term, this.vote, m.from);
         this.electionElapsed = 0;
         this.vote = m.from;
       }
@@ -669,7 +681,7 @@ export class Raft {
       case 'Append':
       case 'Heartbeat':
       case 'Snapshot':
-        assert(false, `two leaders in term ${this.term}: ${this.self} and ${m.from}`);
+        assert(false, 'two leaders in one term', this.term, this.self, m.from);
         return;
       case 'PreVoteResp':
       case 'VoteResp':
@@ -692,7 +704,12 @@ export class Raft {
     if (this.log.matchTerm(m.prevIndex, m.prevTerm)) {
       const conflict = this.log.findConflict(m.entries);
       if (conflict !== 0) {
-        assert(conflict > this.log.committed, `entry ${conflict} conflicts with a committed one`);
+        assert(
+          conflict > this.log.committed,
+          'an Append conflicts with a committed entry',
+          conflict,
+          this.log.committed,
+        );
         this.log.append(m.entries.slice(conflict - m.prevIndex - 1));
       }
       const lastNew = m.prevIndex + m.entries.length;
@@ -766,6 +783,12 @@ export class Raft {
 
   /** Advances the commit index to what a quorum holds, if that entry is of the current term. */
   private maybeCommit(): boolean {
+    const own = this.progress.get(this.self);
+    assert(
+      own !== undefined && own.match <= this.log.stableIndex(),
+      'a leader counts only its durable log',
+      own?.match,
+    );
     const matches: number[] = [];
     for (const [peer, pr] of this.progress) if (isVoter(this.conf, peer)) matches.push(pr.match);
     const index = majorityIndex(matches);
@@ -832,6 +855,22 @@ export class Raft {
 const LEADER_KINDS: ReadonlySet<Message['kind']> = new Set(['Append', 'Heartbeat', 'Snapshot', 'TimeoutNow']);
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/**
+ * What goes to disk never takes back what is there: the term never decreases, a vote cast in a term stays, and the
+ * commit index only grows. A violation would let this node vote twice in a term or forget a commit after a restart.
+ */
+function checkHardState(persisted: HardState, next: HardState): void {
+  assert(next.term >= persisted.term, 'the durable term never goes back', persisted.term, next.term);
+  assert(
+    next.term > persisted.term || persisted.vote === null || next.vote === persisted.vote,
+    'a durable vote stays for its term',
+    next.term,
+    persisted.vote,
+    next.vote,
+  );
+  assert(next.commit >= persisted.commit, 'the durable commit index never goes back', persisted.commit, next.commit);
+}
 
 function sameHardState(a: HardState, b: HardState): boolean {
   return a.term === b.term && a.vote === b.vote && a.commit === b.commit;

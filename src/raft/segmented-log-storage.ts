@@ -169,7 +169,7 @@ export class SegmentedLogStorage implements LogStorage {
     if (first !== undefined) {
       const base = update.snapshot?.index ?? g?.snapshot?.index ?? 0;
       const last = update.snapshot !== null ? base : base + (g?.entries.length ?? 0);
-      assert(first.index > base && first.index <= last + 1, `entry ${first.index} of ${group} leaves a gap`);
+      assert(first.index > base && first.index <= last + 1, 'an append leaves a gap', group, first.index);
     }
     const operation: Operation = {
       op: 'save',
@@ -186,7 +186,7 @@ export class SegmentedLogStorage implements LogStorage {
     const g = this.state.get(group);
     if (g !== undefined && g.snapshot !== null && snapshot.index <= g.snapshot.index) return this.durable();
     const last = (g?.snapshot?.index ?? 0) + (g?.entries.length ?? 0);
-    assert(snapshot.index <= last, `compaction at ${snapshot.index} beyond the stored log ${last}`);
+    assert(snapshot.index <= last, 'compaction beyond the stored log', snapshot.index, last);
     return this.enqueue({ op: 'compact', group, snapshot });
   }
 

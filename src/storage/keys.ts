@@ -26,7 +26,7 @@ function concat(parts: readonly Uint8Array[]): KeyBytes {
 const NUL = new Uint8Array([0]);
 
 function idBytes(id: string, what: string): Uint8Array {
-  assert(id.length > 0 && !id.includes('\0'), `${what} must be non-empty and free of NUL: ${JSON.stringify(id)}`);
+  assert(id.length > 0 && !id.includes('\0'), 'an id in a key is non-empty and free of NUL', what, id);
   return utf8Bytes(id);
 }
 
@@ -34,7 +34,7 @@ function idBytes(id: string, what: string): Uint8Array {
 export function partitionPrefix(partition: PartitionId): KeyBytes {
   const bytes = idBytes(partition, 'partition id');
   // LMDB keys hold at most 1978 bytes: a prefix this short leaves room for the largest user key.
-  assert(bytes.length <= PARTITION_ID_BYTES_MAX, `partition id longer than ${PARTITION_ID_BYTES_MAX} bytes`);
+  assert(bytes.length <= PARTITION_ID_BYTES_MAX, 'a partition id fits its key prefix', bytes.length);
   return concat([bytes, NUL]);
 }
 

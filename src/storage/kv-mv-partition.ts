@@ -207,7 +207,8 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
       if (rows.length === limit) return { rows, nextKey: userKey };
       const rowId = utf8Text(value) as RowId;
       const row = this.row(rowId);
-      assert(row !== undefined, `key index names a missing row ${rowId}`);
+      // Read back: the key index and the rows agree (a key names one row, and that row holds the key).
+      assert(row !== undefined && row.key === userKey, 'the key index names a row of its key', rowId, userKey);
       const read = at === 'latest' ? readLatest(row) : readAt(row, at);
       if (read.kind === 'empty' || (read.kind === 'committed' && read.value === TOMBSTONE)) continue;
       rows.push({ key: userKey, rowId, read });

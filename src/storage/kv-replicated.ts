@@ -68,8 +68,8 @@ export abstract class KvReplicatedPartition<M extends AppliedMeta> implements Re
     this.checkLive();
     this.store.atomically(() => {
       const meta = this.meta();
-      assert(index >= meta.index, `applied index going back from ${meta.index} to ${index}`);
-      assert(ts >= meta.ts, `applied timestamp going back from ${meta.ts} to ${ts}`);
+      assert(index >= meta.index, 'the applied index never goes back', meta.index, index);
+      assert(ts >= meta.ts, 'the applied timestamp never goes back', meta.ts, ts);
       this.putMeta({ ...meta, index, term, ts });
     });
   }

@@ -66,6 +66,8 @@ function decodeRecord(txId: TxId, bytes: Uint8Array): StoredTxMeta {
   const [state, commitTs, enlisted, cleanupCompleted] = fields as [unknown, unknown, unknown, unknown];
   if (state !== 'COMMITTED' && state !== 'ABORTED') throw corrupted('record state');
   if (commitTs !== null && typeof commitTs !== 'bigint') throw corrupted('record commit timestamp');
+  // Read back what validateMeta checked on write: a commit timestamp exactly with COMMITTED.
+  if ((state === 'COMMITTED') !== (commitTs !== null && commitTs > 0n)) throw corrupted('record outcome');
   if (!Array.isArray(enlisted) || !enlisted.every((p) => typeof p === 'string')) throw corrupted('record partitions');
   if (typeof cleanupCompleted !== 'boolean') throw corrupted('record cleanup flag');
   return {
@@ -121,6 +123,7 @@ export class KvTxState extends KvReplicatedPartition<TxStateMeta> implements TxS
       const existing = this.get(txId);
       if (existing === undefined) return { status: 'NOT_FOUND' };
       if (!existing.cleanupCompleted) {
+        assert(this.store.get('txstate:pending', this.key(txId)) !== undefined, 'a pending record is indexed', txId);
         this.store.put('txstate:records', this.key(txId), encodeRecord(existing, true));
         this.store.delete('txstate:pending', this.key(txId));
       }
@@ -133,7 +136,12 @@ export class KvTxState extends KvReplicatedPartition<TxStateMeta> implements TxS
     return this.store.atomically(() => {
       const existing = this.get(txId);
       if (existing === undefined) return false;
-      assert(existing.cleanupCompleted, `tx ${txId} removed from tx state storage before its cleanup completed`);
+      assert(existing.cleanupCompleted, 'a tx state record is removed only after its cleanup completed', txId);
+      assert(
+        this.store.get('txstate:pending', this.key(txId)) === undefined,
+        'a cleaned-up record is not pending',
+        txId,
+      );
       this.store.delete('txstate:records', this.key(txId));
       return true;
     });
@@ -150,10 +158,7 @@ export class KvTxState extends KvReplicatedPartition<TxStateMeta> implements TxS
     for (const { key } of this.store.range('txstate:pending', start, prefixEnd(this.prefix), limit)) {
       const txId = utf8Text(key.subarray(this.prefix.length)) as TxId;
       const record = this.get(txId);
-      assert(
-        record !== undefined && !record.cleanupCompleted,
-        `pending index names tx ${txId} without a pending record`,
-      );
+      assert(record !== undefined && !record.cleanupCompleted, 'the pending index names pending records', txId);
       out.push(record);
     }
     return out;

@@ -105,7 +105,7 @@ function* partitionIdsIn(store: KvStore, table: TableName): Generator<string> {
     const first: KvEntry | undefined = firstOf(store.range(table, cursor, undefined, 1));
     if (first === undefined) return;
     const nul = first.key.indexOf(0);
-    assert(nul > 0, `a ${table} key without a partition prefix`);
+    assert(nul > 0, 'every key starts with a partition prefix', table);
     const prefix = first.key.subarray(0, nul + 1);
     yield utf8Text(prefix.subarray(0, nul));
     cursor = prefixEnd(prefix);

@@ -112,7 +112,9 @@ export function assertNewerThanChain(row: RowRecord, commitTs: HybridTimestamp):
   assert(commitTs > 0n, 'commit timestamp must be set');
   assert(
     newest === undefined || commitTs > newest.commitTs,
-    `commit at ${commitTs} is not newer than the row's newest committed version at ${newest?.commitTs}`,
+    "a commit is newer than the row's newest committed version",
+    commitTs,
+    newest?.commitTs,
   );
 }
 
@@ -138,6 +140,7 @@ export function trimRow(row: RowRecord, lowWatermark: HybridTimestamp): TrimResu
   return { row: versionsRemoved === 0 ? row : { ...row, versions: kept }, versionsRemoved };
 }
 
+/** The row's binary form; its versions are checked on the way to disk as `decodeRow` checks them on the way back. */
 export function encodeRow(row: RowRecord): Uint8Array {
   const fields: unknown[] = [
     row.key,
@@ -145,7 +148,13 @@ export function encodeRow(row: RowRecord): Uint8Array {
     row.intent?.commitPartitionId ?? null,
     row.intent?.value ?? null,
   ];
-  for (const v of row.versions) fields.push(v.commitTs, v.value);
+  let previous: HybridTimestamp | undefined;
+  for (const v of row.versions) {
+    assert(v.commitTs > 0n, 'a committed version has its commit timestamp', row.key);
+    assert(previous === undefined || v.commitTs < previous, 'versions newest first', row.key, previous, v.commitTs);
+    previous = v.commitTs;
+    fields.push(v.commitTs, v.value);
+  }
   return encode(fields);
 }
 

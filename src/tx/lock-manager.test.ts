@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { AssertionError } from '../core/assert.js';
 import { isBasaltError } from '../core/errors.js';
 import { nodeId, partitionId, type TxId } from '../core/ids.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
@@ -107,6 +108,20 @@ describe('lock manager: wait-die', () => {
     stop();
     lm.acquire(tx(4), K, 'S', new Recorder());
     assert.equal(heard.length, 2);
+  });
+
+  it('a conflict listener changing the table while a request is decided is a bug (it would queue on stale blockers)', () => {
+    const lm = new LockManager();
+    lm.acquire(MID, K, 'X', new Recorder());
+    const stop = lm.onConflict((holder) => lm.releaseAll(holder));
+    assert.throws(() => lm.acquire(OLD, K, 'X', new Recorder()), AssertionError);
+    stop();
+    assert.equal(lm.heldMode(MID, K), 'X', 'the holder was not released under the decision');
+    assert.deepEqual(lm.waiters(K), []);
+    const deferred: TxId[] = [];
+    lm.onConflict((holder) => deferred.push(holder));
+    assert.equal(lm.acquire(OLD, K, 'X', new Recorder()).kind, 'waiting');
+    assert.deepEqual(deferred, [MID], 'a listener that defers its work is fine');
   });
 });
 

@@ -28,6 +28,10 @@
  *
  * Bounds: at most `waitersPerKeyMax` waiters per key and `keysMax` keys with holders or waiters; past either a request
  * is denied with TX_LOCK_CONFLICT instead of queuing.
+ *
+ * Asserted as the table changes: a new holder is compatible with the other holders (1); a request queues only when
+ * something blocks it (3), only behind younger or finishing txs (2), never for a finishing tx, and within the bounds;
+ * a key left without holders has no waiters once its queue is processed (3).
  */
 import { assert } from '../core/assert.js';
 import { BasaltError, invalidArgument } from '../core/errors.js';
@@ -134,6 +138,8 @@ export class LockManager {
   /** Holders that take no new locks (see the header); a subset of heldByTx's keys. */
   private readonly finishing = new Set<TxId>();
   private readonly conflictListeners = new Set<ConflictListener>();
+  /** Conflict listeners run in the middle of a decision: the table must not change under it. */
+  private reportingConflicts = false;
 
   constructor(options: LockManagerOptions = {}) {
     this.waitersPerKeyMax = options.waitersPerKeyMax ?? LIMITS.lockWaitersPerKeyMax;
@@ -147,6 +153,7 @@ export class LockManager {
    * else while it waits is API misuse (INVALID_ARGUMENT).
    */
   acquire(txId: TxId, key: LockKey, mode: LockMode, listener: LockListener): AcquireResult {
+    this.checkNotReporting();
     const locks = this.keys.get(key);
     const held = locks?.holders.get(txId);
     const target = held === undefined ? mode : joinModes(held, mode);
@@ -173,6 +180,7 @@ export class LockManager {
    * `releaseAll`. Returns whether it was marked.
    */
   markFinishing(txId: TxId): boolean {
+    this.checkNotReporting();
     if (!this.heldByTx.has(txId) || this.waitingByTx.has(txId)) return false;
     this.finishing.add(txId);
     return true;
@@ -184,6 +192,7 @@ export class LockManager {
 
   /** Releases every lock of `txId` (cleanup) and grants waiters in queue order; a still-waiting request is denied. */
   releaseAll(txId: TxId): { readonly released: readonly LockKey[]; readonly granted: readonly LockGrant[] } {
+    this.checkNotReporting();
     this.finishing.delete(txId);
     const effects: Effect[] = [];
     const touched = this.removeWaiters(txId, 'released', effects);
@@ -198,6 +207,7 @@ export class LockManager {
 
   /** Denies every waiting request of `txId` with TX_ABORTED (the tx is aborting); its held locks stay until release. */
   failWaiters(txId: TxId): number {
+    this.checkNotReporting();
     const effects: Effect[] = [];
     const touched = this.removeWaiters(txId, 'failed', effects);
     const failed = effects.length;
@@ -206,7 +216,11 @@ export class LockManager {
     return failed;
   }
 
-  /** Called with each holder that blocks a request (which then waits or dies); orphan detection hooks in here. */
+  /**
+   * Called with each holder that blocks a request (which then waits or dies); orphan detection hooks in here. The
+   * listener runs while the request is being decided: it must not call back into this lock manager (asserted), and
+   * defers whatever it starts.
+   */
   onConflict(listener: ConflictListener): () => void {
     this.conflictListeners.add(listener);
     return () => this.conflictListeners.delete(listener);
@@ -267,8 +281,19 @@ export class LockManager {
     if (older !== undefined) return { kind: 'denied', denial: denial(w, 'TX_LOCK_CONFLICT', 'wait-die', older) };
     if (k.queue.length >= this.waitersPerKeyMax)
       return { kind: 'denied', denial: denial(w, 'TX_LOCK_CONFLICT', 'queue-full') };
+    this.checkMayWait(k, w, blockers);
     k.queue.push(w);
     return { kind: 'waiting', handle: this.register(w) };
+  }
+
+  /** Invariants 2 and 3 for a request about to queue behind `blockers` (holders and waiters ahead of it). */
+  private checkMayWait(k: KeyLocks, w: Waiter, blockers: readonly TxId[]): void {
+    assert(blockers.length > 0, 'a request waits only when something blocks it', w.txId, w.key);
+    assert(!this.finishing.has(w.txId), 'a finishing tx never waits', w.txId, w.key);
+    assert(k.queue.length < this.waitersPerKeyMax, 'a key queues at most waitersPerKeyMax waiters', w.key);
+    for (const b of blockers) {
+      assert(isOlder(w.txId, b) || this.finishing.has(b), 'wait-die: a waiter waits only for younger txs', w.txId, b);
+    }
   }
 
   private requestUpgrade(k: KeyLocks, w: Waiter): AcquireResult {
@@ -293,6 +318,7 @@ export class LockManager {
       this.hold(k, w);
       result = { kind: 'granted', mode: w.target };
     } else {
+      this.checkMayWait(k, w, blockers);
       k.queue.unshift(w);
       result = { kind: 'waiting', handle: this.register(w) };
     }
@@ -311,9 +337,18 @@ export class LockManager {
 
   private reportConflicts(k: KeyLocks, w: Waiter): void {
     if (this.conflictListeners.size === 0) return;
-    for (const holder of this.blockingHolders(k, w)) {
-      for (const listener of [...this.conflictListeners]) listener(holder, w.txId, w.key);
+    this.reportingConflicts = true;
+    try {
+      for (const holder of this.blockingHolders(k, w)) {
+        for (const listener of [...this.conflictListeners]) listener(holder, w.txId, w.key);
+      }
+    } finally {
+      this.reportingConflicts = false;
     }
+  }
+
+  private checkNotReporting(): void {
+    assert(!this.reportingConflicts, 'a conflict listener does not change the lock table');
   }
 
   /** Grants, in queue order, every waiter no longer blocked by a holder or by a remaining waiter ahead of it. */
@@ -333,6 +368,8 @@ export class LockManager {
       }
     }
     k.queue = remaining;
+    // The first waiter of a key nobody holds is blocked by nothing, so it was just granted (invariant 3).
+    assert(k.holders.size > 0 || k.queue.length === 0, 'no waiter waits for a key nobody holds', key);
     if (k.holders.size === 0 && k.queue.length === 0) this.keys.delete(key);
   }
 
@@ -351,10 +388,14 @@ export class LockManager {
   private createKey(key: LockKey): KeyLocks {
     const k: KeyLocks = { holders: new Map(), queue: [] };
     this.keys.set(key, k);
+    assert(this.keys.size <= this.keysMax, 'the table holds at most keysMax keys', this.keys.size);
     return k;
   }
 
   private hold(k: KeyLocks, w: Waiter): void {
+    for (const [txId, mode] of k.holders) {
+      assert(txId === w.txId || isCompatible(mode, w.target), 'holders of a key are compatible', w.key, txId, w.txId);
+    }
     k.holders.set(w.txId, w.target);
     let held = this.heldByTx.get(w.txId);
     if (held === undefined) {
@@ -392,6 +433,7 @@ export class LockManager {
   }
 
   private cancel(w: Waiter): boolean {
+    this.checkNotReporting();
     if (this.waitingByTx.get(w.txId)?.get(w.key) !== w) return false;
     this.dequeue(w);
     const effects: Effect[] = [];

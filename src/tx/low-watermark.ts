@@ -69,7 +69,12 @@ export class LowWatermark {
     const oldest = this.oldestOpen();
     const next = oldest === undefined ? byTime : minTimestamp(byTime, oldest);
     this.value = maxTimestamp(this.value, next);
-    assert(oldest === undefined || this.value <= oldest, 'the watermark never passes an open readTs');
+    assert(
+      oldest === undefined || this.value <= oldest,
+      'the watermark never passes an open readTs',
+      oldest,
+      this.value,
+    );
     return this.value;
   }
 
@@ -92,6 +97,10 @@ export class LowWatermark {
     if (count === 0) this.push(readTs);
     this.counts.set(readTs, count + 1);
     this.readerCount += 1;
+    // Checked and recorded in one step: the watermark now sits at or below this readTs until the hold is released
+    // (current() checks the same on every read of it).
+    assert(this.value <= readTs, 'a registered reader is not below the watermark', readTs, this.value);
+    assert(this.readerCount <= this.readersMax, 'at most readersMax readers are open', this.readerCount);
     let released = false;
     return {
       readTs,
@@ -125,6 +134,7 @@ export class LowWatermark {
     if (count === 1) this.counts.delete(readTs);
     else this.counts.set(readTs, count - 1);
     this.readerCount -= 1;
+    assert(this.readerCount >= this.counts.size, 'every readTs with a count has a reader', this.readerCount);
     if (this.heap.length > HEAP_SLACK_MIN + 2 * this.counts.size) this.rebuild();
   }
 

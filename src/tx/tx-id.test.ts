@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { AssertionError } from '../core/assert.js';
 import { isBasaltError } from '../core/errors.js';
 import { type HybridTimestamp, nodeId } from '../core/ids.js';
 import { asTimestamp, hybridTimestamp, MAX_TIMESTAMP, NULL_TIMESTAMP, physicalMs } from '../hlc/timestamp.js';
@@ -122,6 +123,13 @@ describe('tx ids', () => {
     assert.equal(new Set(ids).size, 3);
     assert.deepEqual([...ids].sort(), ids);
     for (const id of ids) assert.equal(nodeIdOf(id), gen.nodeId);
+  });
+
+  it('a generator fed a begin timestamp older than its last one is a bug: its ids would not be in age order', () => {
+    const gen = new TxIdGenerator(nodeId('n1'));
+    gen.next(hybridTimestamp(2_000));
+    assert.throws(() => gen.next(hybridTimestamp(1_000)), AssertionError);
+    assert.ok(isOlder(gen.next(hybridTimestamp(2_000)), gen.next(hybridTimestamp(2_000, 1))), 'equal or later is fine');
   });
 
   it('the hard deadline is the begin timestamp plus the tx timeout (rule 15)', () => {

@@ -161,6 +161,8 @@ export function txDeadline(id: TxId, txTimeoutMs: number): HybridTimestamp {
  */
 export class TxIdGenerator {
   private counter = 0;
+  /** The last id made: each next one is younger (begin timestamps come from one node's clock, which never goes back). */
+  private last: TxId | undefined;
 
   constructor(readonly nodeId: NodeId) {
     if (!isValidTxIdNodeId(nodeId)) throw invalidArgument('node id not usable in a tx id', { nodeId });
@@ -171,6 +173,10 @@ export class TxIdGenerator {
     assert(this.counter < TX_ID_COUNTER_MAX, 'tx id counter exhausted');
     this.counter += 1;
     const parts = { beginTimestamp, nodeId: this.nodeId, counter: this.counter };
-    return makeTxId(timeoutMs === undefined ? parts : { ...parts, timeoutMs });
+    const id = makeTxId(timeoutMs === undefined ? parts : { ...parts, timeoutMs });
+    // Wait-die orders txs by id: a tx begun later on this node must be the younger one.
+    assert(this.last === undefined || isOlder(this.last, id), 'tx ids of one node increase', this.last, id);
+    this.last = id;
+    return id;
   }
 }

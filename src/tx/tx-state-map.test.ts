@@ -6,7 +6,16 @@ import { nodeId, partitionId, type TxId } from '../core/ids.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
 import { makeTxId } from './tx-id.js';
 import { isFinal, isLegalTransition, TX_STATES, type TxState } from './tx-state.js';
-import { type TxStateEntry, TxStateMap, type TxStateMapEvent, type TxStateUpdate } from './tx-state-map.js';
+import {
+  checkTxStateEntry,
+  checkTxStateSuccession,
+  REASON_TARGETS,
+  type TxStateEntry,
+  TxStateMap,
+  type TxStateMapEvent,
+  type TxStateUpdate,
+  type TxStateUpdateReason,
+} from './tx-state-map.js';
 
 class ManualClock {
   ms = 1_000;
@@ -33,10 +42,30 @@ function newMap(options: { entriesMax?: number; finalWaitersMax?: number } = {})
   return { clock, map, events };
 }
 
+/** An update point that sets `state` (REASON_TARGETS): a final outcome comes from a resolution. */
+function reasonFor(state: TxState): TxStateUpdateReason {
+  switch (state) {
+    case 'PENDING':
+      return 'update-applied';
+    case 'FINISHING':
+      return 'finish-started';
+    case 'ABANDONED':
+      return 'coordinator-gone';
+    case 'COMMITTED':
+    case 'ABORTED':
+      return 'resolution';
+  }
+}
+
+/** Only FINISHING and COMMITTED updates name a commitTs. */
+function carriesCommitTs(state: TxState): boolean {
+  return state === 'FINISHING' || state === 'COMMITTED';
+}
+
 /** Reaches `state` from absent along legal transitions. */
 function put(map: TxStateMap, id: TxId, state: TxState): void {
   const commitTimestamp = state === 'COMMITTED' ? TS1 : undefined;
-  const r = map.update(id, { state, reason: 'resolution', coordinatorId: COORD, commitTimestamp });
+  const r = map.update(id, { state, reason: reasonFor(state), coordinatorId: COORD, commitTimestamp });
   assert.equal(r.kind, 'applied');
 }
 
@@ -74,7 +103,8 @@ describe('tx state map: transitions', () => {
         const { map } = newMap();
         const id = tx(1);
         if (from !== undefined) put(map, id, from);
-        const r = map.update(id, { state: to, reason: 'resolution', commitTimestamp: TS1 });
+        const commitTimestamp = carriesCommitTs(to) ? TS1 : undefined;
+        const r = map.update(id, { state: to, reason: reasonFor(to), commitTimestamp });
         const legal = isLegalTransition(from, to);
         assert.equal(r.kind, legal ? 'applied' : 'ignored', `${from ?? 'absent'} → ${to}`);
         assert.equal(map.entry(id)?.state, legal ? to : from);
@@ -154,6 +184,74 @@ describe('tx state map: merge rule', () => {
     assert.equal(map.entry(tx(1)), undefined);
   });
 
+  it('an update point setting a state it does not stand for is a bug, whatever the stored state', () => {
+    for (const [reason, targets] of Object.entries(REASON_TARGETS) as [TxStateUpdateReason, readonly TxState[]][]) {
+      for (const state of TX_STATES) {
+        const { map } = newMap();
+        const commitTimestamp = state === 'COMMITTED' ? TS1 : undefined;
+        const update = () => map.update(tx(1), { state, reason, commitTimestamp });
+        if (targets.includes(state)) assert.equal(update().kind, 'applied', `${reason} → ${state}`);
+        else assert.throws(update, AssertionError, `${reason} → ${state}`);
+      }
+    }
+    const { map } = newMap();
+    put(map, tx(1), 'COMMITTED');
+    assert.throws(
+      () => map.update(tx(1), { state: 'PENDING', reason: 'finish-response' }),
+      AssertionError,
+      'checked before the transition table would ignore it',
+    );
+    assert.equal(map.entry(tx(1))?.state, 'COMMITTED');
+  });
+
+  it('the write check refuses a changed final state, a changed field or stamp, a cleared retention flag', () => {
+    const committed: TxStateEntry = {
+      state: 'COMMITTED',
+      coordinatorId: COORD,
+      commitTimestamp: TS1,
+      commitPartitionId: CP,
+      finalAtMs: 10,
+      retainUntilCleanup: true,
+      cleanupCompletedAtMs: undefined,
+    };
+    checkTxStateEntry(tx(1), committed);
+    checkTxStateSuccession(tx(1), committed, { ...committed, cleanupCompletedAtMs: 20 });
+    const broken: Partial<TxStateEntry>[] = [
+      { state: 'ABORTED' },
+      { coordinatorId: OTHER },
+      { commitTimestamp: TS2 },
+      { commitPartitionId: partitionId('t1p1') },
+      { finalAtMs: 11 },
+      { retainUntilCleanup: false },
+    ];
+    for (const change of broken) {
+      assert.throws(
+        () => checkTxStateSuccession(tx(1), committed, { ...committed, ...change }),
+        AssertionError,
+        Object.keys(change)[0],
+      );
+    }
+    const done = { ...committed, cleanupCompletedAtMs: 20 };
+    assert.throws(() => checkTxStateSuccession(tx(1), done, { ...done, cleanupCompletedAtMs: 30 }), AssertionError);
+    assert.throws(() => checkTxStateEntry(tx(1), { ...committed, commitTimestamp: undefined }), AssertionError);
+    assert.throws(() => checkTxStateEntry(tx(1), { ...committed, finalAtMs: undefined }), AssertionError);
+    const pending = { ...committed, state: 'PENDING' as const, finalAtMs: undefined };
+    assert.throws(() => checkTxStateEntry(tx(1), { ...pending, finalAtMs: 5 }), AssertionError);
+    assert.throws(() => checkTxStateEntry(tx(1), { ...pending, cleanupCompletedAtMs: 5 }), AssertionError);
+  });
+
+  it('a commitTs named with any state but FINISHING or COMMITTED is a bug', () => {
+    const { map } = newMap();
+    for (const state of ['PENDING', 'ABANDONED', 'ABORTED'] as const) {
+      assert.throws(
+        () => map.update(tx(1), { state, reason: reasonFor(state), commitTimestamp: TS1 }),
+        AssertionError,
+        state,
+      );
+    }
+    assert.equal(map.entry(tx(1)), undefined);
+  });
+
   it('the harness view shows commitTimestamp for FINISHING and COMMITTED, not for an aborted commit attempt', () => {
     const { map } = newMap();
     map.update(tx(1), { state: 'PENDING', reason: 'coordinator-begin', coordinatorId: COORD });
@@ -178,10 +276,10 @@ describe('tx state map: merge rule', () => {
         const model = new Map<number, { state: TxState; coord: string | undefined; ts: bigint | undefined }>();
         for (const u of updates) {
           const old = model.get(u.tx);
-          const ts = u.ts ?? (u.state === 'COMMITTED' ? TS1 : undefined);
+          const ts = carriesCommitTs(u.state) ? (u.ts ?? (u.state === 'COMMITTED' ? TS1 : undefined)) : undefined;
           const r = map.update(tx(u.tx), {
             state: u.state,
-            reason: 'resolution',
+            reason: reasonFor(u.state),
             coordinatorId: u.coord,
             commitTimestamp: ts,
           });
@@ -412,7 +510,7 @@ describe('tx state map: vacuum', () => {
             const commitTimestamp = op.state === 'COMMITTED' ? TS1 : undefined;
             const u: TxStateUpdate = {
               state: op.state,
-              reason: 'resolution',
+              reason: reasonFor(op.state),
               commitTimestamp,
               retainUntilCleanup: op.hold,
             };

@@ -9,7 +9,11 @@
  * - Fields only go from empty to set (merge rule): an update without a field keeps the stored one, and an update that
  *   names a different value for a field already set keeps the stored value and reports the field in `keptFields`.
  *   In particular the commitTs stored with FINISHING is never changed (rule 13).
- * - A COMMITTED entry always carries its commitTs.
+ * - A COMMITTED entry always carries its commitTs; an update names a commitTs only with FINISHING or COMMITTED (an
+ *   ABORTED entry may still hold the commitTs of the commit attempt its FINISHING chose).
+ * - Each update point moves the entry to the states it stands for only (`REASON_TARGETS`: a replica touch to PENDING,
+ *   a finish or cleanup to a final state, a gone coordinator to ABANDONED, ...). A final state never changes, a set
+ *   field never changes, and the bookkeeping stamps are set once; `store` checks all of this on every write.
  * - Vacuum removes only final entries, and only once their retention period has passed since `vacuumFrom`: the moment
  *   cleanup completed for entries marked `retainUntilCleanup` (coordinator, commit partition), else the moment the
  *   entry became final here. Non-final entries are never vacuumed; the only other removal is `remove`: a coordinator
@@ -154,6 +158,31 @@ export interface TxStateMapOptions {
 
 const FIELDS: readonly TxStateField[] = ['coordinatorId', 'commitTimestamp', 'commitPartitionId'];
 
+const FINAL: readonly TxState[] = ['COMMITTED', 'ABORTED'];
+
+/**
+ * The states each update point may move an entry to (ignite3-protocol.md §4 table): an update naming another is a
+ * bug in its caller, never a late update (those are legal targets that the transition table ignores).
+ */
+export const REASON_TARGETS: Readonly<Record<TxStateUpdateReason, readonly TxState[]>> = Object.freeze({
+  'coordinator-begin': ['PENDING'],
+  'replica-touch': ['PENDING'],
+  'update-applied': ['PENDING'],
+  'finish-started': ['FINISHING'],
+  'finish-applied': FINAL,
+  'finish-marker': FINAL,
+  'finish-response': FINAL,
+  'cleanup-request': FINAL,
+  'cleanup-applied': FINAL,
+  resolution: FINAL,
+  'coordinator-gone': ['ABANDONED'],
+  'one-phase': FINAL,
+  'unlock-only': FINAL,
+  // The sweep only removes entries.
+  sweep: [],
+  'snapshot-restored': FINAL,
+});
+
 export class TxStateMap {
   readonly entriesMax: number;
   readonly finalWaitersMax: number;
@@ -281,6 +310,7 @@ export class TxStateMap {
     const waiter: FinalListener = (entry) => listener(entry);
     set.add(waiter);
     this.finalWaiterCount += 1;
+    assert(this.finalWaiterCount <= this.finalWaitersMax, 'at most finalWaitersMax waiters');
     return { kind: 'waiting', cancel: () => this.cancelWaiter(txId, waiter) };
   }
 
@@ -362,7 +392,19 @@ export class TxStateMap {
   }
 
   private decide(txId: TxId, previous: TxStateEntry | undefined, next: TxStateUpdate): TxStateUpdateResult {
-    assert(isTxState(next.state), `only stored states go into the map (rule 16: UNKNOWN never), got ${next.state}`);
+    assert(isTxState(next.state), 'only stored states go into the map (rule 16: UNKNOWN never)', next.state);
+    assert(
+      REASON_TARGETS[next.reason].includes(next.state),
+      'an update point sets its own states',
+      next.reason,
+      next.state,
+    );
+    assert(
+      next.commitTimestamp === undefined || next.state === 'COMMITTED' || next.state === 'FINISHING',
+      'a commitTs comes with FINISHING or COMMITTED',
+      txId,
+      next.state,
+    );
     if (!isLegalTransition(previous?.state, next.state)) {
       assert(previous !== undefined, 'every stored state is reachable from absent');
       return { kind: 'ignored', entry: previous };
@@ -379,13 +421,15 @@ export class TxStateMap {
       retainUntilCleanup: (previous?.retainUntilCleanup ?? false) || next.retainUntilCleanup === true,
       cleanupCompletedAtMs: previous?.cleanupCompletedAtMs,
     };
-    assert(entry.state !== 'COMMITTED' || entry.commitTimestamp !== undefined, `COMMITTED ${txId} needs a commitTs`);
     return { kind: 'applied', entry, previous, keptFields };
   }
 
   /** Stores `entry`; when its retention start changes, queues it for vacuum. */
   private store(txId: TxId, previous: TxStateEntry | undefined, entry: TxStateEntry): void {
+    checkTxStateEntry(txId, entry);
+    if (previous !== undefined) checkTxStateSuccession(txId, previous, entry);
     this.entries.set(txId, entry);
+    assert(this.entries.size <= this.entriesMax, 'the map holds at most entriesMax entries', this.entries.size);
     const from = vacuumFrom(entry);
     if (from !== undefined && (previous === undefined || vacuumFrom(previous) !== from)) this.enqueueVacuum(txId, from);
   }
@@ -395,6 +439,7 @@ export class TxStateMap {
     if (set === undefined) return;
     this.finalWaiters.delete(txId);
     this.finalWaiterCount -= set.size;
+    assert(this.finalWaiterCount >= 0, 'every notified waiter was counted');
     callAll([...set], entry);
   }
 
@@ -428,6 +473,38 @@ export class TxStateMap {
       this.vacuumHead = 0;
     }
   }
+}
+
+/** What every stored entry satisfies (header): checked on every write. */
+export function checkTxStateEntry(txId: TxId, e: TxStateEntry): void {
+  assert(e.state !== 'COMMITTED' || e.commitTimestamp !== undefined, 'a COMMITTED entry carries its commitTs', txId);
+  assert(isFinal(e.state) === (e.finalAtMs !== undefined), 'finalAtMs is stamped exactly on final entries', txId);
+  assert(e.cleanupCompletedAtMs === undefined || isFinal(e.state), 'cleanup completes after the outcome', txId);
+}
+
+/** `next` replaces `prev`: a final state stays, set fields and stamps stay, retainUntilCleanup is never cleared. */
+export function checkTxStateSuccession(txId: TxId, prev: TxStateEntry, next: TxStateEntry): void {
+  assert(
+    !isFinal(prev.state) || next.state === prev.state,
+    'a final state never changes',
+    txId,
+    prev.state,
+    next.state,
+  );
+  assert(
+    (prev.coordinatorId === undefined || next.coordinatorId === prev.coordinatorId) &&
+      (prev.commitTimestamp === undefined || next.commitTimestamp === prev.commitTimestamp) &&
+      (prev.commitPartitionId === undefined || next.commitPartitionId === prev.commitPartitionId),
+    'a set field is never changed (rule 13 for the commitTs)',
+    txId,
+  );
+  assert(
+    (prev.finalAtMs === undefined || next.finalAtMs === prev.finalAtMs) &&
+      (prev.cleanupCompletedAtMs === undefined || next.cleanupCompletedAtMs === prev.cleanupCompletedAtMs) &&
+      (!prev.retainUntilCleanup || next.retainUntilCleanup),
+    'bookkeeping stamps are set once',
+    txId,
+  );
 }
 
 /** When an entry's retention starts, or undefined while it may not be vacuumed at all. */
