@@ -1,15 +1,18 @@
 /**
  * The partition host that runs real replicas (the `PartitionHost` seam): per assigned partition one
  * `PartitionReplica` (its state machine registered with the node's Raft multiplexer before its group is added, its
- * proposals submitted to the node's Raft driver) and one `HostedPartition` registered in the node's single
- * `ReplicaRequestRouter`, which answers every replica request kind on the node's messenger.
+ * proposals submitted to the node's Raft driver) and one `HostedPartition` added to the node's PartitionDirectory,
+ * where the node's request table (replica/request-table.ts) finds it.
  *
- * Background work besides: storage GC, tx state vacuum, and the tx sweep (tx-sweep.ts), which ends the map entries,
- * locks and intents of txs nobody touches again (an installed snapshot's resolved txs are handed to it at once).
+ * The replica layer it runs (directory, cleanup driver, resolution, in-line cleanup, background drivers) is built by
+ * the node's composition root (compose.ts) and handed over in the host context; the host starts and stops its
+ * background work: storage GC, tx state vacuum, the cleanup driver's rescans, and the tx sweep (tx-sweep.ts), which
+ * ends the map entries, locks and intents of txs nobody touches again (an installed snapshot's resolved txs are handed
+ * to it at once).
  *
  * Upkeep: every replica's `maintain` runs on each leader change of its group and on a timer (`upkeepIntervalMs`), so
  * leases are proposed, renewed and taken over and idle safe time advances. When this node gains the lease of a
- * partition it re-runs the cleanups its commit partition records still owe (`recoverCleanups`), and the cleanup
+ * partition it re-runs the cleanups its commit partition records still owe (`CleanupDriver.recover`), and the cleanup
  * driver rescans them on a timer; each hosted partition's lock conflicts feed the in-line cleanup. While this node's
  * clock is beyond the bound from the majority (rule 19, measured by membership) its replicas neither act nor propose
  * leases, and it hands the Raft leadership of its groups to a live replica, so that one takes the lease over once the
@@ -27,29 +30,22 @@
  * engine on each upkeep tick only to bound what a crash can take back (and the simulator's undo log).
  */
 import { BasaltError } from '../core/errors.js';
-import type { NodeName, PartitionId } from '../core/ids.js';
+import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle } from '../env/timers.js';
 import { addMs } from '../hlc/timestamp.js';
-import { type CleanupSender, messengerCleanupSender, type PrimaryLocator } from '../replica/cleanup-driver.js';
-import { StorageGcDriver } from '../replica/gc.js';
+import type { CleanupDriver } from '../replica/cleanup-driver.js';
+import type { StorageGcDriver } from '../replica/gc.js';
 import { HostedPartition } from '../replica/handlers/hosted-partition.js';
-import { ReplicaRequestRouter } from '../replica/handlers/router.js';
-import { InlineCleanup } from '../replica/inline-cleanup.js';
+import type { InlineCleanup } from '../replica/inline-cleanup.js';
 import { actingEnd, type Lease, sameHolder } from '../replica/lease.js';
 import { leaseCounting } from '../replica/lease-metrics.js';
+import type { PartitionDirectory } from '../replica/partition-directory.js';
 import { PartitionReplica } from '../replica/partition-replica.js';
 import { type LeaseTiming, leaseTiming } from '../replica/primary.js';
-import {
-  membershipPeers,
-  type ReplicaResolution,
-  replicaResolutionFor,
-} from '../replica/resolution/replica-resolution.js';
-import { TxSweep } from '../replica/resolution/tx-sweep.js';
-import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
-import type { TxRequestFn } from '../tx/coordinator-ports.js';
-import { LowWatermark } from '../tx/low-watermark.js';
-import type { TxRequest, TxResponse } from '../tx/messages.js';
+import type { ReplicaResolution } from '../replica/resolution/replica-resolution.js';
+import type { TxSweep } from '../replica/resolution/tx-sweep.js';
+import type { TxStateVacuumDriver } from '../replica/vacuum.js';
 import type { GroupStateMachine } from './group-state-machines.js';
 import type { MetaView } from './metastorage-state.js';
 import type {
@@ -137,94 +133,62 @@ export class PrimaryHints {
   }
 }
 
+/** What the replica host uses of its node: the node's context, with the replica layer the composition root built. */
+export type ReplicaHostContext = Pick<
+  PartitionHostContext,
+  | 'self'
+  | 'identity'
+  | 'clock'
+  | 'hlc'
+  | 'timers'
+  | 'random'
+  | 'membership'
+  | 'raft'
+  | 'stateMachines'
+  | 'logStorage'
+  | 'storage'
+  | 'txStates'
+  | 'onLeaderChange'
+  | 'onError'
+  | 'counters'
+  | 'replicas'
+>;
+
 export class ReplicaPartitionHost implements PartitionHost {
-  readonly router: ReplicaRequestRouter;
-  readonly hints: PrimaryHints;
   /** Write intent resolution for reads (local map → coordinator → commit partition) and recovery of orphans. */
   readonly resolution: ReplicaResolution;
-  /** This node's low watermark: below every open RO readTs here; RO reads re-check it, storage GC collects below. */
-  readonly lowWatermark: LowWatermark;
   /** Cleans finished lock holders in line for the requests they block. */
   readonly inline: InlineCleanup;
-  private readonly gc: StorageGcDriver;
-  private readonly vacuum: TxStateVacuumDriver;
   /** Ends what txs left behind here when nobody trips over it (tx-sweep.ts). */
   readonly sweep: TxSweep;
-  private readonly context: PartitionHostContext;
+  private readonly partitions: PartitionDirectory;
+  private readonly cleanups: CleanupDriver;
+  private readonly gc: StorageGcDriver;
+  private readonly vacuum: TxStateVacuumDriver;
+  private readonly context: ReplicaHostContext;
   private readonly options: ReplicaHostOptions;
   private readonly hosted = new Map<PartitionId, Hosted>();
   private readonly unsubscribe: (() => void)[] = [];
   private timer: TimerHandle | undefined;
   private readonly timing: LeaseTiming;
   private stopped = false;
-  /** Expected background failures so far (see `background`). */
-  backgroundFailures = 0;
 
-  constructor(context: PartitionHostContext, options: ReplicaHostOptions = {}) {
+  /** Runs the replica layer's background drivers and the upkeep until `shutdown`. */
+  constructor(context: ReplicaHostContext, options: ReplicaHostOptions = {}) {
     this.context = context;
     this.options = options;
     this.timing = leaseTiming(context.hlc.maxClockSkewMs, options.leaseDurationMs, options.leaseRenewMarginMs);
-    this.hints = new PrimaryHints(
-      (p) => this.hosted.get(p)?.replicas ?? replicasFromView(context.metaView(), p),
-      (p) => this.localHolder(p),
-      (name) => name === context.self || context.membership.liveIdOf(name) !== undefined,
-    );
-    this.lowWatermark = new LowWatermark({ clock: context.hlc });
-    const lowWatermark = () => this.lowWatermark.current();
-    // Recovery and resolution requests fail under faults (timeouts, lost leaders): counted like other background work.
-    this.resolution = replicaResolutionFor({ ...context, onError: (error) => this.background(error) }, this.locator());
-    this.inline = new InlineCleanup({
-      self: context.identity,
-      peers: membershipPeers(context.membership, context.identity),
-      request: ((to: NodeName, body: TxRequest, options: { readonly timeoutMs: number }) =>
-        context.messenger.request(to, body, options)) as TxRequestFn,
-      locator: this.locator(),
-      counters: context.counters,
-      onError: (error) => this.background(error),
-    });
-    const txMessenger = context.messenger.as<TxRequest | TxResponse>();
-    this.router = new ReplicaRequestRouter({
-      finish: { counters: context.counters },
-      sender: this.hintingSender(messengerCleanupSender(txMessenger)),
-      locator: this.locator(),
-      timers: context.timers,
-      resolver: this.resolution.resolver,
-      inline: this.inline,
-      lowWatermark,
-      onError: (error) => this.background(error),
-    });
-    this.unsubscribe.push(this.router.registerWith(txMessenger));
-    this.unsubscribe.push(this.resolution.attach(this.router, txMessenger));
-    this.gc = new StorageGcDriver({
-      timers: context.timers,
-      partitions: () => [...this.hosted.values()].map((e) => e.partition.mv),
-      lowWatermark,
-      onError: (error) => this.background(error),
-    });
-    this.vacuum = new TxStateVacuumDriver({
-      timers: context.timers,
-      clock: context.hlc,
-      mapClock: context.clock,
-      txStates: context.txStates,
-      partitions: () => [...this.hosted.values()].map((e) => vacuumPartitionOf(e.partition)),
-      ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
-      onError: (error) => this.background(error),
-    });
-    this.sweep = new TxSweep({
-      self: context.identity,
-      clock: context.hlc,
-      timers: context.timers,
-      txStates: context.txStates,
-      peers: membershipPeers(context.membership, context.identity),
-      partitions: () => [...this.hosted.values()].map((e) => e.partition),
-      orphans: this.resolution.orphans,
-      counters: context.counters,
-      ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
-      onError: (error) => this.background(error),
-    });
+    const layer = context.replicas;
+    this.partitions = layer.partitions;
+    this.cleanups = layer.cleanups;
+    this.resolution = layer.resolution;
+    this.inline = layer.inline;
+    this.sweep = layer.sweep;
+    this.gc = layer.gc;
+    this.vacuum = layer.vacuum;
     this.gc.start();
     this.vacuum.start();
-    this.router.cleanups.start();
+    this.cleanups.start();
     this.sweep.start();
     this.unsubscribe.push(context.onLeaderChange((change) => this.maintainOne(change.group)));
     this.arm();
@@ -262,7 +226,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     entry.undo.push(
       context.stateMachines.register(partitionId, countingRestores(replica.stateMachine, context.counters)),
     );
-    entry.undo.push(this.router.register(partition));
+    entry.undo.push(this.partitions.add(partition, replicas));
     entry.undo.push(this.resolution.watch(partition));
     entry.undo.push(this.inline.watch(partition));
     entry.undo.push(replica.stateMachine.onSnapshotResolved((txIds) => this.sweep.forget(txIds)));
@@ -342,7 +306,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     if (this.timer !== undefined) this.context.timers.clearTimer(this.timer);
     this.gc.stop();
     this.vacuum.stop();
-    this.router.cleanups.stop();
+    this.cleanups.stop();
     this.sweep.stop();
     for (const u of this.unsubscribe.splice(0)) u();
     for (const partitionId of [...this.hosted.keys()]) this.release(partitionId);
@@ -350,28 +314,12 @@ export class ReplicaPartitionHost implements PartitionHost {
 
   // ---------------------------------------------------------------------------------------- internals
 
-  /**
-   * Background work that failed: a coded, expected failure under faults (leadership lost before TxCleanupCompleted
-   * applied, a cleanup run that ended unfinished: the record stays for the rescan) is only counted; anything else (a bug)
-   * goes to the node's error report.
-   */
-  private background(error: unknown): void {
-    if (isExpectedFailure(error)) this.backgroundFailures++;
-    else this.context.onError(error);
-  }
-
   private release(partitionId: PartitionId): void {
     const entry = this.hosted.get(partitionId);
     if (entry === undefined) return;
     this.hosted.delete(partitionId);
     entry.replica.stop();
     for (const undo of entry.undo.reverse()) undo();
-  }
-
-  private localHolder(partitionId: PartitionId): NodeName | undefined {
-    const lease = this.hosted.get(partitionId)?.replica.stateMachine.currentLease();
-    if (lease === null || lease === undefined) return undefined;
-    return this.context.hlc.current() < lease.expiration ? lease.holderName : undefined;
   }
 
   private arm(): void {
@@ -399,7 +347,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     const holding = this.acting(entry);
     if (holding && !entry.holding) {
       // Gained primacy: re-run what this commit partition still owes (idempotent).
-      this.router.recoverCleanups(partitionId).catch((error: unknown) => this.background(error));
+      this.cleanups.recover(partitionId).catch((error: unknown) => this.context.replicas.background(error));
     }
     entry.holding = holding;
   }
@@ -445,38 +393,6 @@ export class ReplicaPartitionHost implements PartitionHost {
       entry.replica.checkPrimary(this.context.hlc.current()).kind === 'ok'
     );
   }
-
-  /** Cleanup requests teach the hints: a PRIMARY_MISS names the holder. */
-  private hintingSender(inner: CleanupSender): CleanupSender {
-    return {
-      request: async (to, body) => {
-        try {
-          return await inner.request(to, body);
-        } catch (error) {
-          const holder = holderHint(error);
-          for (const p of body.partitions) {
-            if (holder !== undefined) this.hints.note(p, holder);
-            else this.hints.forget(p, to);
-          }
-          throw error;
-        }
-      },
-    };
-  }
-
-  private locator(): PrimaryLocator {
-    return {
-      locate: async (partitionId) => {
-        const name = this.hints.best(partitionId);
-        if (name === undefined) {
-          throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${partitionId} is known`, undefined, {
-            executed: 'no',
-          });
-        }
-        return name;
-      },
-    };
-  }
 }
 
 /** The holder named by a PRIMARY_MISS (its details carry `holderName`). */
@@ -491,7 +407,18 @@ export function isExpectedFailure(error: unknown): boolean {
   return error instanceof BasaltError && error.code !== 'INTERNAL' && error.code !== 'STORAGE_CORRUPTED';
 }
 
-function replicasFromView(view: MetaView | undefined, partitionId: PartitionId): readonly NodeName[] | undefined {
+/** The leaseholder a hosted partition's applied lease names, while it has not expired (for the primary hints). */
+export function localLeaseHolder(partition: HostedPartition | undefined, now: HybridTimestamp): NodeName | undefined {
+  const lease = partition?.replica.stateMachine.currentLease();
+  if (lease === null || lease === undefined) return undefined;
+  return now < lease.expiration ? lease.holderName : undefined;
+}
+
+/** The replicas the metastorage view assigns to a partition. */
+export function replicasFromView(
+  view: MetaView | undefined,
+  partitionId: PartitionId,
+): readonly NodeName[] | undefined {
   return view?.assignments.find(([p]) => p === partitionId)?.[1] as NodeName[] | undefined;
 }
 
