@@ -5,10 +5,10 @@ import { invalidArgument } from './core/errors.js';
 import type { NodeName } from './core/ids.js';
 import type { NodeServiceFactory, NodeTuning } from './node/basalt-node.js';
 import { Cluster, defaultNodeNames } from './node/cluster.js';
-import { coordinatorService } from './node/coordinator-service.js';
+import { nodeRoles } from './node/compose.js';
 import type { PartitionHostFactory } from './node/partition-host.js';
 import { RealClusterEnvironment } from './node/real-cluster.js';
-import { type ReplicaHostOptions, replicaPartitionHost } from './node/replica-host.js';
+import type { ReplicaHostOptions } from './node/replica-host.js';
 import { SimClusterEnvironment } from './sim/cluster.js';
 import type { TxCoordinatorOptions } from './tx/coordinator-support.js';
 
@@ -78,8 +78,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const common = {
     names,
     ...(options.tuning !== undefined && { tuning: options.tuning }),
-    partitionHost: options.partitionHost ?? replicaPartitionHost(options.replicas),
-    services: [coordinatorService(options.coordinator), ...(options.services ?? [])],
+    ...nodeRoles(options),
   };
   if (options.simulation !== undefined) {
     if (options.transport === 'tcp' || options.dataDir !== undefined) {

@@ -8,11 +8,9 @@ import { resolve } from 'node:path';
 import { type Client, embeddedClient } from '../client/client.js';
 import { startClientServer } from '../client/cluster-server.js';
 import { isBasaltError } from '../core/errors.js';
-import { META_GROUP } from '../core/partitioning.js';
+import { META_GROUP, tablePartitionId } from '../core/partitioning.js';
 import { Cluster, defaultNodeNames } from '../node/cluster.js';
-import { coordinatorService } from '../node/coordinator-service.js';
 import { RealClusterEnvironment } from '../node/real-cluster.js';
-import { replicaPartitionHost } from '../node/replica-host.js';
 import { log, type TableSpec, untilSignal } from './common.js';
 import { createNodeLogger, type LogLevel, type NodeLogger } from './logging.js';
 import { MetricsServer } from './metrics-http.js';
@@ -56,8 +54,6 @@ export async function local(options: LocalOptions): Promise<void> {
     transport: 'tcp',
     ...(dataDir !== undefined && { dataDir }),
     ...(options.basePort !== undefined && { basePort: options.basePort }),
-    partitionHost: replicaPartitionHost(),
-    services: [coordinatorService()],
     onError: (node, error) => {
       log(`basalt: node ${node}: ${String(error)}`);
       loggers.get(node)?.error({ err: String(error) }, 'background failure');
@@ -153,7 +149,7 @@ function partitionCounts(cluster: Cluster<Client>): { total: number; led: number
   for (const table of cluster.tables()) {
     for (let i = 0; i < table.partitions; i++) {
       total++;
-      if (cluster.leaderOf(`t${table.id}p${i}` as never) !== undefined) led++;
+      if (cluster.leaderOf(tablePartitionId(table.id, i)) !== undefined) led++;
     }
   }
   return { total, led };

@@ -20,10 +20,9 @@ import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import type { DiagnosticListener } from '../net/diagnostics.js';
 import { TcpTransport } from '../net/tcp-transport.js';
-import { BasaltNode, type NodeStorage } from '../node/basalt-node.js';
-import { coordinatorService } from '../node/coordinator-service.js';
+import type { BasaltNode, NodeStorage } from '../node/basalt-node.js';
+import { startNode } from '../node/compose.js';
 import { openNodeStorage } from '../node/real-cluster.js';
-import { replicaPartitionHost } from '../node/replica-host.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { log, type TableSpec, untilSignal } from './common.js';
@@ -102,15 +101,13 @@ export async function runStart(options: StartSettings): Promise<void> {
   transport.setMembers([name, ...members.keys()]);
   for (const [peer, address] of members) transport.addPeer(peer, address);
   log(`basalt: node ${name} members: ${[name, ...members.keys()].join(', ')}`);
-  const node = await BasaltNode.start({
+  const node = await startNode({
     transport,
     clock: new RealClock(),
     timers,
     random,
     storage,
     nodes: [name, ...members.keys()],
-    partitionHost: replicaPartitionHost(),
-    services: [coordinatorService()],
     onDiagnostic: transportDiagnostics(name, logger),
     onError: (error) => {
       log(`basalt: node ${name}: ${String(error)}`);

@@ -15,9 +15,7 @@ import { LIMITS } from '../core/limits.js';
 import { CODEC_OPTIONS, decode, encode } from '../net/codec.js';
 import { FrameDecoder } from '../net/frame.js';
 import { Cluster, defaultNodeNames } from '../node/cluster.js';
-import { coordinatorService } from '../node/coordinator-service.js';
 import { RealClusterEnvironment } from '../node/real-cluster.js';
-import { replicaPartitionHost } from '../node/replica-host.js';
 import { SeededRandom } from '../sim/random.js';
 import { type Client, embeddedClient } from './client.js';
 import { startClientServer } from './cluster-server.js';
@@ -327,8 +325,6 @@ it(`fuzzed client and peer ports leave the node serving transactions (seed ${SEE
   const env = new RealClusterEnvironment({
     names,
     transport: 'tcp',
-    partitionHost: replicaPartitionHost(),
-    services: [coordinatorService()],
     onError: (node: NodeName, error: unknown) => errors.push(`${node}: ${String(error)}`),
   });
   const cluster = await Cluster.start<Client>(env, names, embeddedClient);

@@ -1,16 +1,15 @@
 /**
- * The composition root of one node: wires every component from injected dependencies, the same way on real time with
- * TCP and LMDB as in the simulator. One incarnation = one BasaltNode with a fresh ephemeral id (the transport's
- * identity); a restart builds a new BasaltNode on the same durable storage.
+ * One node incarnation: the parts the composition root (compose.ts) built, and what the node itself does with them.
+ * One incarnation = one BasaltNode with a fresh ephemeral id (the transport's identity); a restart builds a new
+ * BasaltNode on the same durable storage. Parts: the hybrid clock, the messenger over the transport, membership and
+ * liveness (transport up/down plus heartbeats, DESIGN §2 and rule 17), one Raft driver for all groups, the node-level
+ * state machine multiplexer, the volatile tx state map, the metastorage service, the partition host that runs the
+ * replicas the metastorage assigns to this node, and the services built on it (the transaction coordinator first).
  *
- * Owned here: the hybrid clock, the messenger over the transport, membership/liveness (transport up/down plus
- * heartbeats, DESIGN §2 and rule 17), one Raft driver for all groups (Raft messages travel as one-way `Raft` messages
- * carrying the group), the node-level state machine multiplexer, the volatile tx state map, the metastorage service,
- * and the partition host that runs the replicas the metastorage assigns to this node.
- *
- * Stopping: `stop()` is graceful (partitions stopped, storage closed by its owner's `close`); `kill()` models a crash:
- * it synchronously retires every timer, stops Raft and closes the transport so that nothing of this incarnation acts
- * again, and leaves storage as it is (the harness decides what a crash keeps).
+ * Owned here: heartbeats (with the clock offset samples rule 19 uses), metrics, and the incarnation's end.
+ * Stopping: `stop()` is graceful (services stopped, leases handed over, partitions stopped, storage closed by its
+ * owner's `close`); `kill()` models a crash: it synchronously retires every timer, stops Raft and closes the transport
+ * so that nothing of this incarnation acts again, and leaves storage as it is (the harness decides what a crash keeps).
  */
 import { setMaxListeners } from 'node:events';
 import { BasaltError, isBasaltError } from '../core/errors.js';
@@ -19,25 +18,22 @@ import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
-import type { Timers } from '../env/timers.js';
-import type { PeerIdentity, Transport } from '../env/transport.js';
-import { HybridClock } from '../hlc/hybrid-clock.js';
-import type { DiagnosticListener } from '../net/diagnostics.js';
+import type { PeerIdentity } from '../env/transport.js';
+import type { HybridClock } from '../hlc/hybrid-clock.js';
 import type { MessageBody } from '../net/envelope.js';
-import { Messenger } from '../net/messenger.js';
-import { type LeaderChange, type RaftCoreOptions, RaftDriver, type RaftTransport } from '../raft/driver.js';
+import type { Messenger } from '../net/messenger.js';
+import type { LeaderChange, RaftCoreOptions, RaftDriver } from '../raft/driver.js';
 import type { LogStorage } from '../raft/log-storage.js';
 import { LEASE_COUNTERS } from '../replica/lease-metrics.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
-import { TxStateMap, type TxStateView } from '../tx/tx-state-map.js';
-import { GroupStateMachines } from './group-state-machines.js';
-import { Membership, type MembershipListener } from './membership.js';
+import type { TxStateMap, TxStateView } from '../tx/tx-state-map.js';
+import type { GroupStateMachines } from './group-state-machines.js';
+import type { Membership, MembershipListener } from './membership.js';
 import type { NodeMessage } from './messages.js';
-import { Metastorage } from './metastorage.js';
-import type { MetaView } from './metastorage-state.js';
-import { OwnedTimers } from './owned-timers.js';
-import { type PartitionHost, type PartitionHostFactory, placeholderPartitionHost } from './partition-host.js';
-import { PartitionReconciler } from './partition-reconciler.js';
+import type { Metastorage } from './metastorage.js';
+import type { OwnedTimers } from './owned-timers.js';
+import type { PartitionHost } from './partition-host.js';
+import type { PartitionReconciler } from './partition-reconciler.js';
 
 /** What the node persists to, opened by its owner; `close` runs after a graceful stop. */
 export interface NodeStorage {
@@ -56,25 +52,6 @@ export interface NodeTuning {
   readonly maxClockSkewMs?: number;
   readonly requestTimeoutMs?: number;
   readonly metaWatchWaitMs?: number;
-}
-
-export interface BasaltNodeOptions {
-  /** Bound to this incarnation's identity: `transport.self` is the node's name and fresh ephemeral id. */
-  readonly transport: Transport;
-  readonly clock: Clock;
-  readonly timers: Timers;
-  readonly random: Random;
-  readonly storage: NodeStorage;
-  /** Every node name of the cluster; the first three (or fewer) are the metastorage members. */
-  readonly nodes: readonly NodeName[];
-  readonly partitionHost?: PartitionHostFactory;
-  /** Services built on the node (coordinator, client endpoint, ...), created in order once its parts exist. */
-  readonly services?: readonly NodeServiceFactory[];
-  readonly tuning?: NodeTuning;
-  /** Failures of background work (a partition that failed to start, a Raft group that failed). */
-  readonly onError?: (error: unknown) => void;
-  /** What the messenger observed and could not throw to anyone (e.g. envelopes refused for the sender's clock). */
-  readonly onDiagnostic?: DiagnosticListener;
 }
 
 export interface NodeStopOptions {
@@ -157,6 +134,64 @@ function lifetimeController(): AbortController {
   return controller;
 }
 
+/**
+ * Background failures of one incarnation, reported while it runs: a dead incarnation's leftover continuations may
+ * fail against closed storage, and that is not news. Built first, so that every part reports through it.
+ */
+export class IncarnationErrors {
+  private running = true;
+
+  constructor(private readonly sink: (error: unknown) => void = () => {}) {}
+
+  readonly report = (error: unknown): void => {
+    if (this.running) this.sink(error);
+  };
+
+  /** The incarnation stops acting: nothing is reported from here on. */
+  end(): void {
+    this.running = false;
+  }
+}
+
+/** Leader changes of every Raft group on the node, fanned out to its listeners. */
+export class LeaderChanges {
+  private readonly listeners = new Set<(change: LeaderChange) => void>();
+
+  /** Adds a listener; returns the function that removes it. */
+  listen(listener: (change: LeaderChange) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  readonly emit = (change: LeaderChange): void => {
+    for (const listener of [...this.listeners]) listener(change);
+  };
+}
+
+/** The parts of one incarnation, built by the composition root (compose.ts) in its order. */
+export type BasaltNodeParts = Pick<
+  BasaltNode,
+  | 'self'
+  | 'clock'
+  | 'hlc'
+  | 'timers'
+  | 'random'
+  | 'messenger'
+  | 'membership'
+  | 'stateMachines'
+  | 'raft'
+  | 'txStates'
+  | 'metastorage'
+  | 'partitions'
+  | 'counters'
+> & {
+  readonly storage: NodeStorage;
+  readonly reconciler: PartitionReconciler;
+  readonly errors: IncarnationErrors;
+  readonly leaders: LeaderChanges;
+  readonly heartbeatIntervalMs: number;
+};
+
 export class BasaltNode {
   readonly self: PeerIdentity;
   readonly clock: Clock;
@@ -165,147 +200,58 @@ export class BasaltNode {
   readonly random: Random;
   readonly messenger: Messenger<MessageBody>;
   readonly membership: Membership;
-  readonly stateMachines = new GroupStateMachines();
+  readonly stateMachines: GroupStateMachines;
   readonly raft: RaftDriver;
   readonly storage: StorageEngine;
   readonly logStorage: LogStorage;
   readonly txStates: TxStateMap;
   readonly metastorage: Metastorage;
   readonly partitions: PartitionHost;
-  readonly counters = new NodeCounters();
+  readonly counters: NodeCounters;
   private readonly nodeStorage: NodeStorage;
   private readonly reconciler: PartitionReconciler;
-  private readonly leaderListeners = new Set<(change: LeaderChange) => void>();
+  private readonly leaders: LeaderChanges;
   private readonly heartbeatIntervalMs: number;
   private readonly heartbeatsInFlight = new Set<NodeName>();
-  private readonly onError: (error: unknown) => void;
+  private readonly errors: IncarnationErrors;
   private readonly services = new Map<string, NodeService>();
   private state: 'running' | 'stopping' | 'stopped' = 'running';
   private storageClosed = false;
   private readonly lifetimeController = lifetimeController();
 
-  private constructor(options: BasaltNodeOptions) {
-    const tuning = options.tuning ?? {};
-    this.self = options.transport.self;
-    if (!options.nodes.includes(this.self.name)) {
-      throw new BasaltError('INVALID_ARGUMENT', `node ${this.self.name} is not among the cluster's nodes`, {
-        nodes: options.nodes,
-      });
-    }
-    this.clock = options.clock;
-    this.timers = new OwnedTimers(options.timers);
-    this.random = options.random;
-    const report = options.onError ?? (() => {});
-    // A dead incarnation's leftover continuations may fail against closed storage: that is not news.
-    this.onError = (error) => {
-      if (this.state === 'running') report(error);
-    };
-    this.nodeStorage = options.storage;
-    this.storage = options.storage.engine;
-    this.logStorage = options.storage.log;
-    this.heartbeatIntervalMs = tuning.heartbeatIntervalMs ?? LIMITS.nodeHeartbeatIntervalMs;
-    this.hlc = new HybridClock(options.clock, {
-      ...(tuning.maxClockSkewMs !== undefined && { maxClockSkewMs: tuning.maxClockSkewMs }),
-    });
-    this.messenger = new Messenger<MessageBody>({
-      transport: options.transport,
-      clock: this.hlc,
-      timers: this.timers,
-      ...(tuning.requestTimeoutMs !== undefined && { requestTimeoutMsDefault: tuning.requestTimeoutMs }),
-      onClockSkew: () => this.counters.add(NODE_COUNTERS.clockSkewRefusals),
-      ...(options.onDiagnostic !== undefined && { onDiagnostic: options.onDiagnostic }),
-    });
-    this.membership = new Membership({
-      self: this.self,
-      nowMs: () => options.clock.monotonicMs(),
-      memberCount: new Set(options.nodes).size,
-      ...(tuning.peerTimeoutMs !== undefined && { timeoutMs: tuning.peerTimeoutMs }),
-      clockOffsetBoundMs: this.hlc.maxClockSkewMs * LIMITS.clockOffsetBoundFraction,
-    });
-    this.messenger.onPeer((event) => {
-      if (event.kind === 'up') this.membership.peerUp(event.peer);
-      else this.membership.peerDown(event.peer);
-    });
-    this.txStates = new TxStateMap({ clock: options.clock });
-    this.raft = new RaftDriver({
-      self: this.self.name,
-      transport: this.raftTransport(),
-      timers: this.timers,
-      random: options.random.fork('raft'),
-      storage: options.storage.log,
-      stateMachine: this.stateMachines,
-      ...(tuning.raftTickIntervalMs !== undefined && { tickIntervalMs: tuning.raftTickIntervalMs }),
-      ...(tuning.raft !== undefined && { raft: tuning.raft }),
-      ...(tuning.raftCompactEntriesMin !== undefined && { compactEntriesMin: tuning.raftCompactEntriesMin }),
-      onLeaderChange: (change) => {
-        for (const listener of [...this.leaderListeners]) listener(change);
-      },
-      onGroupFailed: (_group, error) => this.onError(error),
-      clock: options.clock,
-    });
-    const hostFactory = options.partitionHost ?? placeholderPartitionHost;
-    this.partitions = hostFactory({
-      self: this.self.name,
-      identity: this.self,
-      clock: options.clock,
-      hlc: this.hlc,
-      timers: this.timers,
-      random: options.random.fork('partitions'),
-      messenger: this.messenger,
-      membership: this.membership,
-      raft: this.raft,
-      stateMachines: this.stateMachines,
-      logStorage: options.storage.log,
-      storage: options.storage.engine,
-      txStates: this.txStates,
-      onLeaderChange: (listener) => this.onLeaderChange(listener),
-      onError: this.onError,
-      metaView: () => this.metastorage?.view(),
-      counters: this.counters,
-    });
-    this.reconciler = new PartitionReconciler(
-      this.self.name,
-      this.partitions,
-      this.onError,
-      { now: () => this.hlc.current(), timers: this.timers },
-      () => [...this.storage.partitions(), ...this.logStorage.groups()],
-    );
-    const nodes = [...new Set(options.nodes)];
-    this.metastorage = new Metastorage({
-      self: this.self.name,
-      members: nodes.slice(0, META_MEMBERS_MAX),
-      nodes,
-      messenger: this.messenger.as<NodeMessage>(),
-      raft: this.raft,
-      stateMachines: this.stateMachines,
-      timers: this.timers,
-      clock: options.clock,
-      hlc: this.hlc,
-      random: options.random.fork('meta'),
-      isLive: (name) => this.membership.liveIdOf(name) !== undefined,
-      canSucceed: (name) => this.membership.canSucceed(name),
-      onView: (view: MetaView) => this.reconciler.update(view),
-      ...(tuning.metaWatchWaitMs !== undefined && { watchWaitMs: tuning.metaWatchWaitMs }),
-    });
+  constructor(parts: BasaltNodeParts) {
+    this.self = parts.self;
+    this.clock = parts.clock;
+    this.hlc = parts.hlc;
+    this.timers = parts.timers;
+    this.random = parts.random;
+    this.messenger = parts.messenger;
+    this.membership = parts.membership;
+    this.stateMachines = parts.stateMachines;
+    this.raft = parts.raft;
+    this.nodeStorage = parts.storage;
+    this.storage = parts.storage.engine;
+    this.logStorage = parts.storage.log;
+    this.txStates = parts.txStates;
+    this.metastorage = parts.metastorage;
+    this.partitions = parts.partitions;
+    this.reconciler = parts.reconciler;
+    this.counters = parts.counters;
+    this.errors = parts.errors;
+    this.leaders = parts.leaders;
+    this.heartbeatIntervalMs = parts.heartbeatIntervalMs;
   }
 
-  /** Builds and starts one incarnation. */
-  static async start(options: BasaltNodeOptions): Promise<BasaltNode> {
-    const node = new BasaltNode(options);
-    node.typed().handle('NodeHeartbeat', () => ({ kind: 'NodeHeartbeatAck', physicalMs: node.clock.nowMs() }));
-    node.typed().handle('NodeLeaving', (_body, from) => {
-      node.membership.peerLeaving(from);
-      return undefined;
-    });
-    for (const factory of options.services ?? []) {
-      if (node.services.has(factory.name)) {
-        throw new BasaltError('ALREADY_EXISTS', `service ${factory.name} is registered twice`);
-      }
-      node.services.set(factory.name, factory.create(node));
-    }
-    await node.metastorage.start();
-    node.armHeartbeat();
-    return node;
+  /** Adds a service of this incarnation (names are unique); services stop in reverse order on a graceful stop. */
+  addService(name: string, service: NodeService): void {
+    if (this.services.has(name)) throw new BasaltError('ALREADY_EXISTS', `service ${name} is registered twice`);
+    this.services.set(name, service);
+  }
+
+  /** Takes part in the cluster: starts the metastorage (and with it partition hosting) and the heartbeats. */
+  async start(): Promise<void> {
+    await this.metastorage.start();
+    this.armHeartbeat();
   }
 
   /** Aborted once this incarnation stops acting (a crash, or the start of a graceful stop). */
@@ -315,7 +261,7 @@ export class BasaltNode {
 
   /** Reports a failure of background work (a service's), like the node's own: fatal under the simulator. */
   reportError(error: unknown): void {
-    this.onError(error);
+    this.errors.report(error);
   }
 
   /** The service built by the factory named `name` for this incarnation. */
@@ -354,8 +300,7 @@ export class BasaltNode {
   }
 
   onLeaderChange(listener: (change: LeaderChange) => void): () => void {
-    this.leaderListeners.add(listener);
-    return () => this.leaderListeners.delete(listener);
+    return this.leaders.listen(listener);
   }
 
   /** Partitions this node hosts now, with their replicas. */
@@ -416,9 +361,10 @@ export class BasaltNode {
   async stop(options: NodeStopOptions = {}): Promise<void> {
     if (this.state !== 'running') return;
     this.state = 'stopping';
+    this.errors.end();
     this.lifetimeController.abort();
     for (const service of [...this.services.values()].reverse()) {
-      await Promise.resolve(service.stop?.()).catch((error: unknown) => this.onError(error));
+      await Promise.resolve(service.stop?.()).catch((error: unknown) => this.errors.report(error));
     }
     if (options.handOver !== false) {
       // Peers stopping at the same time (a whole cluster going down) then hand nothing to each other.
@@ -426,7 +372,7 @@ export class BasaltNode {
       await Promise.all([
         Promise.resolve(this.partitions.drain?.()),
         this.metastorage.handOver(LIMITS.leaseDurationMsDefault),
-      ]).catch((error: unknown) => this.onError(error));
+      ]).catch((error: unknown) => this.errors.report(error));
     }
     this.metastorage.stop();
     await this.reconciler.stopAll();
@@ -452,6 +398,7 @@ export class BasaltNode {
   kill(): Promise<void> {
     if (this.state === 'stopped') return Promise.resolve();
     this.state = 'stopped';
+    this.errors.end();
     this.lifetimeController.abort();
     this.timers.retire();
     this.reconciler.halt();
@@ -463,19 +410,6 @@ export class BasaltNode {
   /** The messenger typed with the node layer's own message kinds. */
   private typed(): Messenger<NodeMessage> {
     return this.messenger.as<NodeMessage>();
-  }
-
-  private raftTransport(): RaftTransport {
-    const messenger = this.typed();
-    return {
-      send: (to, envelope) => messenger.send(to, { kind: 'Raft', group: envelope.group, message: envelope.message }),
-      setHandler: (handler) => {
-        messenger.handle('Raft', (body, from) => {
-          handler(from.name, { group: body.group, message: body.message });
-          return undefined;
-        });
-      },
-    };
   }
 
   private armHeartbeat(): void {

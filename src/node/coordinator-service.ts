@@ -1,89 +1,111 @@
 /**
- * The transaction coordinator as a node service: one `TxCoordinator` per node incarnation, wired to the node's
- * messenger (its `request`, and the coordinator path of state requests), its tx state map and hybrid clock, and a
- * placement answered from the node's metastorage view: a key's partition by the shared key hash
- * (`core/partitioning.ts`), primaries from the partition host's hints (a locally hosted replica's applied lease,
- * else the last holder learned, else a guess among the assigned replicas).
+ * The transaction coordinator as a node service: one `TxCoordinator` and one `ReadOnlyCoordinator` per node
+ * incarnation, built by the node's composition root from the narrow set of parts they declare
+ * (`CoordinatorComponents`): the node's request function, its tx state map and hybrid clock, the replica layer's
+ * primary hints, local replica view and low watermark, and a placement answered from the node's metastorage view: a
+ * key's partition by the shared key hash (`core/partitioning.ts`), primaries from the hints (a locally hosted
+ * replica's applied lease, else the last holder learned, else a guess among the assigned replicas). It answers the
+ * coordinator path of write intent resolution (the request table routes TxStateCoordinatorRequest here).
  *
  * A crash drops the coordinator with its incarnation (open txs are then recovered by their commit partitions); a
- * graceful stop cancels its background retries.
+ * graceful stop cancels its background retries, and from then on state requests are refused as if no coordinator
+ * ran here (UNKNOWN_MESSAGE), so that readers take the commit partition path.
  */
 import { BasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { partitionIndexOf, tablePartitionId } from '../core/partitioning.js';
-import { localReplicaView } from '../replica/local-view.js';
+import type { Random } from '../env/random.js';
+import type { Timers } from '../env/timers.js';
+import type { PeerIdentity } from '../env/transport.js';
+import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { TxCoordinator } from '../tx/coordinator.js';
 import type { TxPlacement, TxRequestFn } from '../tx/coordinator-ports.js';
 import type { TxCoordinatorOptions } from '../tx/coordinator-support.js';
-import { LowWatermark } from '../tx/low-watermark.js';
-import type { TxRequest, TxResponse } from '../tx/messages.js';
-import { ReadOnlyCoordinator } from '../tx/read-only.js';
-import type { BasaltNode, NodeService, NodeServiceFactory } from './basalt-node.js';
+import type { LowWatermark } from '../tx/low-watermark.js';
+import type { TxStateCoordinatorRequest, TxStateResponse } from '../tx/messages.js';
+import { type LocalReplicaView, ReadOnlyCoordinator } from '../tx/read-only.js';
+import type { TxStateMap } from '../tx/tx-state-map.js';
+import type { NodeService } from './basalt-node.js';
 import type { MetaView, TableDescriptor } from './metastorage-state.js';
-import { isExpectedFailure, PrimaryHints, ReplicaPartitionHost } from './replica-host.js';
+import { isExpectedFailure, type PrimaryHints } from './replica-host.js';
 
 export const COORDINATOR_SERVICE = 'coordinator';
+
+/** What the coordinator uses of its node. */
+export interface CoordinatorComponents {
+  readonly self: PeerIdentity;
+  readonly hlc: HybridClock;
+  readonly timers: Timers;
+  readonly txStates: TxStateMap;
+  readonly request: TxRequestFn;
+  readonly metaView: () => MetaView;
+  readonly hints: PrimaryHints;
+  /** The replicas hosted on this node, for RO reads served without a message. */
+  readonly localReplicas: LocalReplicaView;
+  readonly lowWatermark: LowWatermark;
+  /** Rule 19: false while this node's clock is beyond the bound from a majority. */
+  readonly clockWithinBound: () => boolean;
+  readonly counters: { add(name: string, n?: number): void };
+  readonly random: Random;
+  /** Failures of background work that faults do not explain (bugs). */
+  readonly reportError: (error: unknown) => void;
+}
 
 export class CoordinatorService implements NodeService {
   readonly coordinator: TxCoordinator;
   /** Read-only transactions and implicit reads coordinated on this node. */
   readonly readOnly: ReadOnlyCoordinator;
-  private readonly unregister: () => void;
+  private readonly self: PeerIdentity;
+  private stopped = false;
 
-  constructor(node: BasaltNode, options: TxCoordinatorOptions = {}) {
-    const hints =
-      node.partitions instanceof ReplicaPartitionHost
-        ? node.partitions.hints
-        : new PrimaryHints(
-            (p) => replicasOf(node.metastorage.view(), p),
-            () => undefined,
-            (name) => name === node.name || node.liveIdOf(name) !== undefined,
-          );
-    const request: TxRequestFn = (to, body, requestOptions) => node.messenger.request(to, body, requestOptions);
-    const placement = new MetaPlacement(() => node.metastorage.view(), hints);
-    const host = node.partitions instanceof ReplicaPartitionHost ? node.partitions : undefined;
+  constructor(components: CoordinatorComponents, options: TxCoordinatorOptions = {}) {
+    const { self, hlc, timers, request, counters } = components;
+    this.self = self;
+    const placement = new MetaPlacement(components.metaView, components.hints);
+    const clockWithinBound = components.clockWithinBound;
     this.readOnly = new ReadOnlyCoordinator({
-      self: { name: node.name, id: node.ephemeralId },
-      clock: node.hlc,
-      timers: node.timers,
+      self,
+      clock: hlc,
+      timers,
       request,
       placement,
-      local: host === undefined ? { localSafeTime: () => undefined } : localReplicaView(host.router),
-      watermark: host?.lowWatermark ?? new LowWatermark({ clock: node.hlc }),
-      clockWithinBound: () => node.clockWithinBound(),
+      local: components.localReplicas,
+      watermark: components.lowWatermark,
+      clockWithinBound,
     });
     this.coordinator = new TxCoordinator({
-      self: { name: node.name, id: node.ephemeralId },
-      clock: node.hlc,
-      timers: node.timers,
-      txStates: node.txStates,
+      self,
+      clock: hlc,
+      timers,
+      txStates: components.txStates,
       request,
       placement,
       options,
-      clockWithinBound: () => node.clockWithinBound(),
-      counters: node.counters,
-      random: node.random.fork('coordinator-retries'),
+      clockWithinBound,
+      counters,
+      random: components.random.fork('coordinator-retries'),
       // Expected under faults (background finish retries, cleanups that gave up): counted; anything else is a bug.
       onError: (error) => {
-        if (isExpectedFailure(error)) node.counters.add('coordinator.backgroundFailures');
-        else node.reportError(error);
+        if (isExpectedFailure(error)) counters.add('coordinator.backgroundFailures');
+        else components.reportError(error);
       },
     });
-    this.unregister = node.messenger
-      .as<TxRequest | TxResponse>()
-      .handle('TxStateCoordinatorRequest', (body) => this.coordinator.handleTxStateCoordinatorRequest(body));
+  }
+
+  /** The coordinator path of write intent resolution (rule 12); refused once this service has stopped. */
+  handleStateRequest(request: TxStateCoordinatorRequest): Promise<TxStateResponse> {
+    if (this.stopped) {
+      const message = `${this.self.name} has no handler for ${request.kind}`;
+      return Promise.reject(new BasaltError('UNKNOWN_MESSAGE', message));
+    }
+    return this.coordinator.handleTxStateCoordinatorRequest(request);
   }
 
   stop(): void {
-    this.unregister();
+    this.stopped = true;
     this.coordinator.stop();
     this.readOnly.stop();
   }
-}
-
-/** The coordinator service factory (one coordinator per node incarnation). */
-export function coordinatorService(options: TxCoordinatorOptions = {}): NodeServiceFactory {
-  return { name: COORDINATOR_SERVICE, create: (node) => new CoordinatorService(node, options) };
 }
 
 /** Table → partitions from the node's metastorage view; primaries from the shared hints. */
@@ -136,8 +158,4 @@ export class MetaPlacement implements TxPlacement {
     if (table === undefined) throw new BasaltError('UNKNOWN_TABLE', `no table named ${name}`, { table: name });
     return table;
   }
-}
-
-function replicasOf(view: MetaView, partitionId: PartitionId): readonly NodeName[] | undefined {
-  return view.assignments.find(([p]) => p === partitionId)?.[1] as NodeName[] | undefined;
 }

@@ -1,5 +1,6 @@
 export * from './basalt-node.js';
 export * from './cluster.js';
+export * from './compose.js';
 export * from './group-state-machines.js';
 export * from './membership.js';
 export * from './memory-transport.js';

@@ -6,6 +6,10 @@
  *
  * `PlaceholderPartitionHost` runs each partition's Raft group with an empty state machine; the replica layer replaces
  * it with a host that registers real partition state machines (and answers `primaryOf` from its leases).
+ *
+ * A host gets the node's parts in its context, the replica layer among them (`ReplicaLayer`, built by the node's
+ * composition root before the host, so that the request table and the coordinator share it); each host declares the
+ * part of the context it uses.
  */
 import type { NodeName, PartitionId } from '../core/ids.js';
 import type { Clock } from '../env/clock.js';
@@ -17,11 +21,21 @@ import type { MessageBody } from '../net/envelope.js';
 import type { Messenger } from '../net/messenger.js';
 import type { LeaderChange, RaftDriver } from '../raft/driver.js';
 import type { LogStorage } from '../raft/log-storage.js';
+import type { CleanupDriver } from '../replica/cleanup-driver.js';
+import type { StorageGcDriver } from '../replica/gc.js';
+import type { TxFinishHandler } from '../replica/handlers/tx-finish.js';
+import type { InlineCleanup } from '../replica/inline-cleanup.js';
+import type { PartitionDirectory } from '../replica/partition-directory.js';
+import type { ReplicaResolution } from '../replica/resolution/replica-resolution.js';
+import type { TxSweep } from '../replica/resolution/tx-sweep.js';
+import type { TxStateVacuumDriver } from '../replica/vacuum.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
+import type { LowWatermark } from '../tx/low-watermark.js';
 import type { TxStateMap } from '../tx/tx-state-map.js';
 import { EmptyStateMachine, type GroupStateMachines } from './group-state-machines.js';
 import type { Membership } from './membership.js';
 import type { MetaView } from './metastorage-state.js';
+import type { PrimaryHints } from './replica-host.js';
 
 export type PartitionStopReason = 'removed' | 'node-stopping';
 
@@ -47,7 +61,7 @@ export interface PartitionHostContext {
   /** Retired when the incarnation dies: timers set after a crash never fire. */
   readonly timers: Timers;
   readonly random: Random;
-  /** Register request handlers here for the replica's message kinds. */
+  /** The node's messenger (the request table is registered on it already; a host may add kinds of its own). */
   readonly messenger: Messenger<MessageBody>;
   readonly membership: Membership;
   readonly raft: RaftDriver;
@@ -63,6 +77,32 @@ export interface PartitionHostContext {
   readonly metaView: () => MetaView | undefined;
   /** The node's counters, reported by `metrics()` (resolution paths, recoveries, ...). */
   readonly counters: { add(name: string, n?: number): void };
+  /** The node's replica layer: what a host of real replicas registers its partitions with and runs. */
+  readonly replicas: ReplicaLayer;
+}
+
+/**
+ * The replica side of one node, as its composition root builds it: passive until a host adds partitions to the
+ * directory and starts the background drivers (the placeholder host does neither, so its requests find no partition).
+ */
+export interface ReplicaLayer {
+  /** The partitions hosted here; the request table, the drivers and the hints look them up. */
+  readonly partitions: PartitionDirectory;
+  /** Primaries as this node knows them, shared by the coordinator's placement and the cleanup locator. */
+  readonly hints: PrimaryHints;
+  /** Below every open RO readTs here: RO reads re-check it, storage GC collects below it. */
+  readonly lowWatermark: LowWatermark;
+  /** The commit partitions' cleanup driver, shared by the finish handler and recovery. */
+  readonly cleanups: CleanupDriver;
+  readonly finish: TxFinishHandler;
+  /** Write intent resolution for reads and the commit partition's state and recovery answers. */
+  readonly resolution: ReplicaResolution;
+  readonly inline: InlineCleanup;
+  readonly gc: StorageGcDriver;
+  readonly vacuum: TxStateVacuumDriver;
+  readonly sweep: TxSweep;
+  /** Where the layer's background failures go: expected ones (coded, explained by faults) are only counted. */
+  readonly background: (error: unknown) => void;
 }
 
 export type PartitionHostFactory = (context: PartitionHostContext) => PartitionHost;

@@ -24,19 +24,14 @@ import { SegmentedLogStorage } from '../raft/segmented-log-storage.js';
 import { openLmdbEnvironment } from '../storage/lmdb-environment.js';
 import { beginStateSession, type StateOpening } from '../storage/state-session.js';
 import { LmdbStorageEngine, MemoryStorageEngine } from '../storage/storage-engine.js';
-import {
-  BasaltNode,
-  type NodeServiceFactory,
-  type NodeStopOptions,
-  type NodeStorage,
-  type NodeTuning,
-} from './basalt-node.js';
+import type { BasaltNode, NodeStopOptions, NodeStorage, NodeTuning } from './basalt-node.js';
 import type { ClusterEnvironment } from './cluster.js';
+import { type NodeRoles, nodeRoles, startNode } from './compose.js';
 import { MemoryNetwork } from './memory-transport.js';
 import { NetworkFilters } from './network-filters.js';
-import type { PartitionHostFactory } from './partition-host.js';
 
-export interface RealClusterOptions {
+/** The nodes' roles (partition host, coordinator and replica tuning, services) are the defaults unless named. */
+export interface RealClusterOptions extends NodeRoles {
   readonly names: readonly NodeName[];
   readonly transport?: 'memory' | 'tcp';
   /** On-disk storage under `dataDir/<name>` (see `openNodeStorage`); in-memory storage when absent. */
@@ -47,8 +42,6 @@ export interface RealClusterOptions {
   /** TCP: node i listens on basePort + i (default 0: ephemeral ports). */
   readonly basePort?: number;
   readonly tuning?: NodeTuning;
-  readonly partitionHost?: PartitionHostFactory;
-  readonly services?: readonly NodeServiceFactory[];
   /** Failures of nodes' background work. */
   readonly onError?: (name: NodeName, error: unknown) => void;
 }
@@ -93,15 +86,14 @@ export class RealClusterEnvironment implements ClusterEnvironment {
       throw error;
     }
     try {
-      return await BasaltNode.start({
+      return await startNode({
+        ...nodeRoles(this.options),
         transport: this.network.wrap(transport),
         clock: this.clock(name),
         timers: new RealTimers(),
         random: this.random,
         storage,
         nodes: this.options.names,
-        ...(this.options.partitionHost !== undefined && { partitionHost: this.options.partitionHost }),
-        ...(this.options.services !== undefined && { services: this.options.services }),
         ...(this.options.tuning !== undefined && { tuning: this.options.tuning }),
         onError: (error) => this.options.onError?.(name, error),
       });

@@ -1,11 +1,14 @@
 /**
  * The partition host that runs real replicas (the `PartitionHost` seam): per assigned partition one
  * `PartitionReplica` (its state machine registered with the node's Raft multiplexer before its group is added, its
- * proposals submitted to the node's Raft driver), registered in the node's single `ReplicaRequestRouter`, which
- * answers every replica request kind on the node's messenger.
+ * proposals submitted to the node's Raft driver) added to the node's PartitionDirectory, where the
+ * node's request table (replica/request-table.ts) finds it.
  *
- * Background work besides: storage GC, tx state vacuum, and the tx sweep (tx-sweep.ts), which ends the map entries,
- * locks and intents of txs nobody touches again (an installed snapshot's resolved txs are handed to it at once).
+ * The replica layer it runs (directory, cleanup driver, resolution, in-line cleanup, background drivers) is built by
+ * the node's composition root (compose.ts) and handed over in the host context; the host starts and stops its
+ * background work: storage GC, tx state vacuum, the cleanup driver's rescans, and the tx sweep (tx-sweep.ts), which
+ * ends the map entries, locks and intents of txs nobody touches again (an installed snapshot's resolved txs are handed
+ * to it at once).
  *
  * Upkeep: the host is a loop that asks each replica's pure upkeep decision (primary.ts `decideUpkeep`) on each
  * leader change of its group, after each apply and on a timer (`upkeepIntervalMs`), and on each poll of a graceful
@@ -28,15 +31,15 @@
  * engine on each upkeep tick only to bound what a crash can take back (and the simulator's undo log).
  */
 import { BasaltError } from '../core/errors.js';
-import type { NodeName, PartitionId } from '../core/ids.js';
+import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle } from '../env/timers.js';
-import { type CleanupSender, messengerCleanupSender, type PrimaryLocator } from '../replica/cleanup-driver.js';
-import { StorageGcDriver } from '../replica/gc.js';
-import { ReplicaRequestRouter } from '../replica/handlers/router.js';
-import { InlineCleanup } from '../replica/inline-cleanup.js';
+import type { CleanupDriver } from '../replica/cleanup-driver.js';
+import type { StorageGcDriver } from '../replica/gc.js';
+import type { InlineCleanup } from '../replica/inline-cleanup.js';
 import { routingHolder, startedHolder } from '../replica/lease.js';
 import { leaseCounting } from '../replica/lease-metrics.js';
+import type { PartitionDirectory } from '../replica/partition-directory.js';
 import { PartitionReplica } from '../replica/partition-replica.js';
 import {
   type LeaseTiming,
@@ -45,16 +48,9 @@ import {
   type UpkeepDecision,
   type UpkeepOccasion,
 } from '../replica/primary.js';
-import {
-  membershipPeers,
-  type ReplicaResolution,
-  replicaResolutionFor,
-} from '../replica/resolution/replica-resolution.js';
-import { TxSweep } from '../replica/resolution/tx-sweep.js';
-import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
-import type { TxRequestFn } from '../tx/coordinator-ports.js';
-import { LowWatermark } from '../tx/low-watermark.js';
-import type { TxRequest, TxResponse } from '../tx/messages.js';
+import type { ReplicaResolution } from '../replica/resolution/replica-resolution.js';
+import type { TxSweep } from '../replica/resolution/tx-sweep.js';
+import type { TxStateVacuumDriver } from '../replica/vacuum.js';
 import type { GroupStateMachine } from './group-state-machines.js';
 import type { MetaView } from './metastorage-state.js';
 import type {
@@ -138,94 +134,62 @@ export class PrimaryHints {
   }
 }
 
+/** What the replica host uses of its node: the node's context, with the replica layer the composition root built. */
+export type ReplicaHostContext = Pick<
+  PartitionHostContext,
+  | 'self'
+  | 'identity'
+  | 'clock'
+  | 'hlc'
+  | 'timers'
+  | 'random'
+  | 'membership'
+  | 'raft'
+  | 'stateMachines'
+  | 'logStorage'
+  | 'storage'
+  | 'txStates'
+  | 'onLeaderChange'
+  | 'onError'
+  | 'counters'
+  | 'replicas'
+>;
+
 export class ReplicaPartitionHost implements PartitionHost {
-  readonly router: ReplicaRequestRouter;
-  readonly hints: PrimaryHints;
   /** Write intent resolution for reads (local map → coordinator → commit partition) and recovery of orphans. */
   readonly resolution: ReplicaResolution;
-  /** This node's low watermark: below every open RO readTs here; RO reads re-check it, storage GC collects below. */
-  readonly lowWatermark: LowWatermark;
   /** Cleans finished lock holders in line for the requests they block. */
   readonly inline: InlineCleanup;
-  private readonly gc: StorageGcDriver;
-  private readonly vacuum: TxStateVacuumDriver;
   /** Ends what txs left behind here when nobody trips over it (tx-sweep.ts). */
   readonly sweep: TxSweep;
-  private readonly context: PartitionHostContext;
+  private readonly partitions: PartitionDirectory;
+  private readonly cleanups: CleanupDriver;
+  private readonly gc: StorageGcDriver;
+  private readonly vacuum: TxStateVacuumDriver;
+  private readonly context: ReplicaHostContext;
   private readonly options: ReplicaHostOptions;
   private readonly hosted = new Map<PartitionId, Hosted>();
   private readonly unsubscribe: (() => void)[] = [];
   private timer: TimerHandle | undefined;
   private readonly timing: LeaseTiming;
   private stopped = false;
-  /** Expected background failures so far (see `background`). */
-  backgroundFailures = 0;
 
-  constructor(context: PartitionHostContext, options: ReplicaHostOptions = {}) {
+  /** Runs the replica layer's background drivers and the upkeep until `shutdown`. */
+  constructor(context: ReplicaHostContext, options: ReplicaHostOptions = {}) {
     this.context = context;
     this.options = options;
     this.timing = leaseTiming(context.hlc.maxClockSkewMs, options.leaseDurationMs, options.leaseRenewMarginMs);
-    this.hints = new PrimaryHints(
-      (p) => this.hosted.get(p)?.replicas ?? replicasFromView(context.metaView(), p),
-      (p) => this.localHolder(p),
-      (name) => name === context.self || context.membership.liveIdOf(name) !== undefined,
-    );
-    this.lowWatermark = new LowWatermark({ clock: context.hlc });
-    const lowWatermark = () => this.lowWatermark.current();
-    // Recovery and resolution requests fail under faults (timeouts, lost leaders): counted like other background work.
-    this.resolution = replicaResolutionFor({ ...context, onError: (error) => this.background(error) }, this.locator());
-    this.inline = new InlineCleanup({
-      self: context.identity,
-      peers: membershipPeers(context.membership, context.identity),
-      request: ((to: NodeName, body: TxRequest, options: { readonly timeoutMs: number }) =>
-        context.messenger.request(to, body, options)) as TxRequestFn,
-      locator: this.locator(),
-      counters: context.counters,
-      onError: (error) => this.background(error),
-    });
-    const txMessenger = context.messenger.as<TxRequest | TxResponse>();
-    this.router = new ReplicaRequestRouter({
-      finish: { counters: context.counters },
-      sender: this.hintingSender(messengerCleanupSender(txMessenger)),
-      locator: this.locator(),
-      timers: context.timers,
-      resolver: this.resolution.resolver,
-      inline: this.inline,
-      lowWatermark,
-      onError: (error) => this.background(error),
-    });
-    this.unsubscribe.push(this.router.registerWith(txMessenger));
-    this.unsubscribe.push(this.resolution.attach(this.router, txMessenger));
-    this.gc = new StorageGcDriver({
-      timers: context.timers,
-      partitions: () => [...this.hosted.values()].map((e) => e.replica.mv),
-      lowWatermark,
-      onError: (error) => this.background(error),
-    });
-    this.vacuum = new TxStateVacuumDriver({
-      timers: context.timers,
-      clock: context.hlc,
-      mapClock: context.clock,
-      txStates: context.txStates,
-      partitions: () => [...this.hosted.values()].map((e) => vacuumPartitionOf(e.replica)),
-      ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
-      onError: (error) => this.background(error),
-    });
-    this.sweep = new TxSweep({
-      self: context.identity,
-      clock: context.hlc,
-      timers: context.timers,
-      txStates: context.txStates,
-      peers: membershipPeers(context.membership, context.identity),
-      partitions: () => [...this.hosted.values()].map((e) => e.replica),
-      orphans: this.resolution.orphans,
-      counters: context.counters,
-      ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
-      onError: (error) => this.background(error),
-    });
+    const layer = context.replicas;
+    this.partitions = layer.partitions;
+    this.cleanups = layer.cleanups;
+    this.resolution = layer.resolution;
+    this.inline = layer.inline;
+    this.sweep = layer.sweep;
+    this.gc = layer.gc;
+    this.vacuum = layer.vacuum;
     this.gc.start();
     this.vacuum.start();
-    this.router.cleanups.start();
+    this.cleanups.start();
     this.sweep.start();
     this.unsubscribe.push(context.onLeaderChange((change) => this.upkeep(change.group, TICK)));
     this.arm();
@@ -256,7 +220,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     entry.undo.push(
       context.stateMachines.register(partitionId, countingRestores(replica.stateMachine, context.counters)),
     );
-    entry.undo.push(this.router.register(replica));
+    entry.undo.push(this.partitions.add(replica, replicas));
     entry.undo.push(this.resolution.watch(replica));
     entry.undo.push(this.inline.watch(replica));
     entry.undo.push(replica.stateMachine.onSnapshotResolved((txIds) => this.sweep.forget(txIds)));
@@ -334,7 +298,7 @@ export class ReplicaPartitionHost implements PartitionHost {
     if (this.timer !== undefined) this.context.timers.clearTimer(this.timer);
     this.gc.stop();
     this.vacuum.stop();
-    this.router.cleanups.stop();
+    this.cleanups.stop();
     this.sweep.stop();
     for (const u of this.unsubscribe.splice(0)) u();
     for (const partitionId of [...this.hosted.keys()]) this.release(partitionId);
@@ -342,27 +306,12 @@ export class ReplicaPartitionHost implements PartitionHost {
 
   // ---------------------------------------------------------------------------------------- internals
 
-  /**
-   * Background work that failed: a coded, expected failure under faults (leadership lost before TxCleanupCompleted
-   * applied, a cleanup run that ended unfinished: the record stays for the rescan) is only counted; anything else (a bug)
-   * goes to the node's error report.
-   */
-  private background(error: unknown): void {
-    if (isExpectedFailure(error)) this.backgroundFailures++;
-    else this.context.onError(error);
-  }
-
   private release(partitionId: PartitionId): void {
     const entry = this.hosted.get(partitionId);
     if (entry === undefined) return;
     this.hosted.delete(partitionId);
     entry.replica.stop();
     for (const undo of entry.undo.reverse()) undo();
-  }
-
-  private localHolder(partitionId: PartitionId): NodeName | undefined {
-    const replica = this.hosted.get(partitionId)?.replica;
-    return replica === undefined ? undefined : routingHolder(replica.leaseView(this.context.hlc.current()));
   }
 
   private arm(): void {
@@ -412,7 +361,7 @@ export class ReplicaPartitionHost implements PartitionHost {
         this.context.raft.transferLeader(partitionId, action.to);
         return;
       case 'recover-cleanups':
-        this.router.recoverCleanups(partitionId).catch((error: unknown) => this.background(error));
+        this.cleanups.recover(partitionId).catch((error: unknown) => this.context.replicas.background(error));
         return;
     }
   }
@@ -426,38 +375,6 @@ export class ReplicaPartitionHost implements PartitionHost {
   private liveSuccessor(entry: Hosted): NodeName | undefined {
     const { membership, self } = this.context;
     return entry.replicas.find((name) => name !== self && membership.canSucceed(name));
-  }
-
-  /** Cleanup requests teach the hints: a PRIMARY_MISS names the holder. */
-  private hintingSender(inner: CleanupSender): CleanupSender {
-    return {
-      request: async (to, body) => {
-        try {
-          return await inner.request(to, body);
-        } catch (error) {
-          const holder = holderHint(error);
-          for (const p of body.partitions) {
-            if (holder !== undefined) this.hints.note(p, holder);
-            else this.hints.forget(p, to);
-          }
-          throw error;
-        }
-      },
-    };
-  }
-
-  private locator(): PrimaryLocator {
-    return {
-      locate: async (partitionId) => {
-        const name = this.hints.best(partitionId);
-        if (name === undefined) {
-          throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${partitionId} is known`, undefined, {
-            executed: 'no',
-          });
-        }
-        return name;
-      },
-    };
   }
 }
 
@@ -473,7 +390,16 @@ export function isExpectedFailure(error: unknown): boolean {
   return error instanceof BasaltError && error.code !== 'INTERNAL' && error.code !== 'STORAGE_CORRUPTED';
 }
 
-function replicasFromView(view: MetaView | undefined, partitionId: PartitionId): readonly NodeName[] | undefined {
+/** The leaseholder a hosted partition's applied lease names, while it has not expired (for the primary hints). */
+export function localLeaseHolder(replica: PartitionReplica | undefined, now: HybridTimestamp): NodeName | undefined {
+  return replica === undefined ? undefined : routingHolder(replica.leaseView(now));
+}
+
+/** The replicas the metastorage view assigns to a partition. */
+export function replicasFromView(
+  view: MetaView | undefined,
+  partitionId: PartitionId,
+): readonly NodeName[] | undefined {
   return view?.assignments.find(([p]) => p === partitionId)?.[1] as NodeName[] | undefined;
 }
 

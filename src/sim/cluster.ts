@@ -14,8 +14,9 @@
 import type { NodeName } from '../core/ids.js';
 import type { Timers } from '../env/timers.js';
 import { decode, encode } from '../net/codec.js';
-import { BasaltNode, type NodeServiceFactory, type NodeStopOptions, type NodeTuning } from '../node/basalt-node.js';
+import type { BasaltNode, NodeStopOptions, NodeTuning } from '../node/basalt-node.js';
 import { Cluster, type ClusterEnvironment, defaultNodeNames, type SimulationControls } from '../node/cluster.js';
+import { type NodeRoles, nodeRoles, startNode } from '../node/compose.js';
 import {
   type ClusterNetwork,
   checkFilter,
@@ -24,19 +25,17 @@ import {
   matchesPayload,
   type NetworkFilter,
 } from '../node/network-filters.js';
-import type { PartitionHostFactory } from '../node/partition-host.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { SimulationError } from './errors.js';
 import type { MessageFilter, SimNetwork, SimNetworkOptions } from './network.js';
 import { type SimNodeEnv, SimWorld } from './world.js';
 
-export interface SimClusterOptions {
+/** The nodes' roles (partition host, coordinator and replica tuning, services) are the defaults unless named. */
+export interface SimClusterOptions extends NodeRoles {
   readonly seed: string | number;
   readonly names: readonly NodeName[];
   readonly tuning?: NodeTuning;
-  readonly partitionHost?: PartitionHostFactory;
-  readonly services?: readonly NodeServiceFactory[];
   readonly network?: SimNetworkOptions;
   /** Virtual time one drive may take before it fails (default 120 s). */
   readonly driveTimeoutMs?: number;
@@ -182,15 +181,14 @@ export class SimClusterEnvironment implements ClusterEnvironment {
   private build(env: SimNodeEnv): Promise<{ stop(): void }> {
     const deferred = this.starting.get(env.name);
     this.starting.delete(env.name);
-    const started = BasaltNode.start({
+    const started = startNode({
+      ...nodeRoles(this.options),
       transport: env.transport,
       clock: env.clock,
       timers: env.timers,
       random: env.random,
       storage: this.disk(env.name),
       nodes: this.options.names,
-      ...(this.options.partitionHost !== undefined && { partitionHost: this.options.partitionHost }),
-      ...(this.options.services !== undefined && { services: this.options.services }),
       ...(this.options.tuning !== undefined && { tuning: this.options.tuning }),
       onError: env.reportError,
     });

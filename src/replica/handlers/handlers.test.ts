@@ -33,23 +33,32 @@ import type {
   TxRequest,
   TxResponse,
 } from '../../tx/messages.js';
+import { TX_REQUEST_KINDS } from '../../tx/messages.js';
+import { CleanupDriver } from '../cleanup-driver.js';
 import { tokenOf } from '../lease.js';
+import { registerTxRequests, type TxHandlerRegistry, txRequestTable } from '../request-table.js';
 import { LocalIntentResolver } from './intent-resolver.js';
-import { type HandlerRegistry, REPLICA_REQUEST_KINDS, type ReplicaRequest, ReplicaRequestRouter } from './router.js';
 import {
   type ClusterMember,
   COORDINATOR,
+  NO_COMMIT_PARTITION_STATES,
+  NO_COORDINATOR,
   type NodeParts,
   type NodeWiring,
   P0,
   P1,
   ReplicaTestCluster,
 } from './test-cluster.js';
-import { messengerCleanupSender, type RequestChannel } from './tx-finish.js';
+import { messengerCleanupSender, type RequestChannel, TxFinishHandler } from './tx-finish.js';
 
-type Member = ClusterMember<object>;
+/** What a member of these tests has besides the common stack: its commit partitions' cleanup driver. */
+interface CleanupParts {
+  readonly cleanups: CleanupDriver;
+}
 
-class Cluster extends ReplicaTestCluster<object> {
+type Member = ClusterMember<CleanupParts>;
+
+class Cluster extends ReplicaTestCluster<CleanupParts> {
   readonly coordName = nodeName('coord');
   /** While set, cleanup requests between nodes fail (the sender sees CONNECTION_CLOSED). */
   dropCleanups = false;
@@ -67,8 +76,9 @@ class Cluster extends ReplicaTestCluster<object> {
     return new Cluster(seed, finish).boot();
   }
 
-  protected wire({ clock, map, timers, locator }: NodeParts): NodeWiring<object> {
-    const router = new ReplicaRequestRouter({
+  protected wire({ clock, map, timers, locator, partitions }: NodeParts): NodeWiring<CleanupParts> {
+    const cleanups = new CleanupDriver({
+      partitions,
       sender: {
         request: (to, body) => {
           this.cleanupRequests++;
@@ -78,14 +88,22 @@ class Cluster extends ReplicaTestCluster<object> {
       },
       locator,
       timers,
-      resolver: new LocalIntentResolver(map),
-      finish: { cleanupBackoffMsMin: 10, cleanupBackoffMsMax: 50, ...this.finish },
+      cleanupBackoffMsMin: 10,
+      cleanupBackoffMsMax: 50,
+      ...this.finish,
     });
-    return { router, extra: {} };
+    const table = txRequestTable({
+      partitions,
+      resolver: new LocalIntentResolver(map),
+      finish: new TxFinishHandler({ partitions, cleanups }),
+      commitPartition: NO_COMMIT_PARTITION_STATES,
+      coordinator: NO_COORDINATOR,
+    });
+    return { table, extra: { cleanups } };
   }
 
   /** A request as the messenger delivers it, from the coordinator unless `from` says otherwise. */
-  call<R>(to: NodeName, body: ReplicaRequest, from: HybridClock = this.coord): Promise<R> {
+  call<R>(to: NodeName, body: TxRequest, from: HybridClock = this.coord): Promise<R> {
     return this.deliver<R>(to, body, from);
   }
 
@@ -543,7 +561,7 @@ describe('TxFinishRequest and cleanup', () => {
     assert.equal(h.primaryOf(P0), p0, 'the refused commitTs did not push the primary past its lease');
   });
 
-  it('a cleanup that could not reach the primaries is re-run from durable state by recoverCleanups', async () => {
+  it('a cleanup that could not reach the primaries is re-run from durable state by the cleanup driver (recover)', async () => {
     const h = await Cluster.start(SEED, { cleanupAttemptsMax: 2 });
     const tx = h.newTx();
     const { p0, p1, enlisted } = await writeBoth(h, tx);
@@ -554,7 +572,7 @@ describe('TxFinishRequest and cleanup', () => {
     assert.equal(h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted, false);
     assert.ok(h.hosted(p1, P1).locks.locksOf(tx).length > 0, 'locks still held');
     h.dropCleanups = false;
-    const recovered = await h.settle(p0.router.recoverCleanups(P0));
+    const recovered = await h.settle(p0.cleanups.recover(P0));
     assert.equal(recovered, 1);
     assert.deepEqual(h.hosted(p1, P1).locks.locksOf(tx), []);
     await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
@@ -567,17 +585,17 @@ describe('TxFinishRequest and cleanup', () => {
     h.dropCleanups = true;
     const commitTs = h.coord.now();
     await h.settle(h.call<TxFinishResponse>(p0.name, finishRequest(tx, commitTs, enlisted)));
-    await h.runUntil(() => p0.router.cleanups.runsInFlight === 0);
+    await h.runUntil(() => p0.cleanups.runsInFlight === 0);
     assert.equal(h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted, false, 'the run ended unfinished');
     assert.ok(h.hosted(p1, P1).locks.locksOf(tx).length > 0, 'locks still held');
     h.dropCleanups = false;
-    assert.equal(p0.router.cleanups.rescan(h.hosted(p0, P0)), 1, 'one record owes a cleanup');
-    assert.equal(p0.router.cleanups.rescan(h.hosted(p0, P0)), 0, 'a record being cleaned is not started twice');
+    assert.equal(p0.cleanups.rescan(h.hosted(p0, P0)), 1, 'one record owes a cleanup');
+    assert.equal(p0.cleanups.rescan(h.hosted(p0, P0)), 0, 'a record being cleaned is not started twice');
     await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
     assert.deepEqual(h.hosted(p1, P1).locks.locksOf(tx), []);
     assert.deepEqual(h.hosted(p1, P1).mv.rowsWrittenBy(tx), []);
-    assert.equal(p0.router.cleanups.rescan(h.hosted(p0, P0)), 0, 'nothing left to re-drive');
-    assert.equal(p1.router.cleanups.rescan(h.hosted(p1, P0)), 0, 'a backup of the commit partition drives nothing');
+    assert.equal(p0.cleanups.rescan(h.hosted(p0, P0)), 0, 'nothing left to re-drive');
+    assert.equal(p1.cleanups.rescan(h.hosted(p1, P0)), 0, 'a backup of the commit partition drives nothing');
   });
 
   it('messengerCleanupSender bounds each request by the cleanup timeout and checks the response kind', async () => {
@@ -718,22 +736,22 @@ describe('ReadOnlyRequest and LeaseConfirmRequest', () => {
     assert.equal(no.confirmed, false);
   });
 
-  it('registerWith: every replica request kind is registered with a messenger-shaped registry', async () => {
+  it('registerTxRequests: every request kind of the table is registered with a messenger-shaped registry', async () => {
     const h = await Cluster.start(SEED);
     const m = h.primary(P1);
     const handlers = new Map<string, (body: never, from: PeerIdentity) => Promise<unknown>>();
-    const registry: HandlerRegistry = {
+    const registry: TxHandlerRegistry = {
       handle: (kind, handler) => {
         handlers.set(kind, handler as (body: never, from: PeerIdentity) => Promise<unknown>);
         return () => handlers.delete(kind);
       },
     };
     // The node's messenger, seen with the tx protocol's kinds, fits the registry type.
-    const fits: (messenger: Messenger<MessageBody>) => HandlerRegistry = (messenger) =>
+    const fits: (messenger: Messenger<MessageBody>) => TxHandlerRegistry = (messenger) =>
       messenger.as<TxRequest | TxResponse>();
     assert.equal(typeof fits, 'function');
-    const undo = m.router.registerWith(registry);
-    assert.deepEqual([...handlers.keys()].sort(), [...REPLICA_REQUEST_KINDS].sort());
+    const undo = registerTxRequests(registry, m.table);
+    assert.deepEqual([...handlers.keys()].sort(), [...TX_REQUEST_KINDS].sort());
     const confirm = handlers.get('LeaseConfirmRequest')!;
     const answer = await h.settle(
       confirm(
@@ -751,7 +769,7 @@ describe('ReadOnlyRequest and LeaseConfirmRequest', () => {
     assert.equal(handlers.size, 0);
   });
 
-  it('the router answers PRIMARY_MISS for a partition not hosted here', async () => {
+  it('the request table answers PRIMARY_MISS for a partition not hosted here', async () => {
     const h = await Cluster.start(SEED);
     const m = h.primary(P1);
     await assert.rejects(

@@ -1,7 +1,7 @@
 /**
  * A simulated cluster for the replica handler tests (not exported from the package): three nodes, each hosting replicas
  * of P0 (the commit partition) and P1 over the real Raft driver on the simulator's virtual time. Every member runs the
- * same stack; a subclass wires each node's request router (and whatever else that node needs) in `wire`, and may
+ * same stack; a subclass wires each node's request table (and whatever else that node needs) in `wire`, and may
  * reroute delivered requests in `dispatch`. Requests go through `deliver`, which behaves as the messenger: the receiver
  * absorbs the sender's timestamp on arrival and the sender the receiver's on the way back, and bodies and errors cross
  * the wire codec both ways.
@@ -21,12 +21,13 @@ import { RaftDriver, type RaftTransport } from '../../raft/driver.js';
 import { MemoryLogStorage } from '../../raft/memory-log-storage.js';
 import type { Entry, Snapshot } from '../../raft/types.js';
 import { MemoryStorageEngine } from '../../storage/storage-engine.js';
-import type { TxRequest } from '../../tx/messages.js';
+import type { TxRequest, TxStateResponse } from '../../tx/messages.js';
 import { makeTxId } from '../../tx/tx-id.js';
 import { TxStateMap } from '../../tx/tx-state-map.js';
+import { PartitionDirectory } from '../partition-directory.js';
 import { PartitionReplica } from '../partition-replica.js';
 import { leaseTiming } from '../primary.js';
-import type { ReplicaRequest, ReplicaRequestRouter } from './router.js';
+import { dispatchTxRequest, type TxRequestTable, type TxRequestTableParts } from '../request-table.js';
 import type { PrimaryLocator } from './tx-finish.js';
 
 export const SKEW_MS = 20;
@@ -37,6 +38,20 @@ export const P1 = 't1p1' as PartitionId;
 const PARTITIONS = [P0, P1];
 /** The tests' transaction coordinator. */
 export const COORDINATOR = 'coord' as NodeId;
+/** Who delivered requests come from, as the messenger names the sender (no handler of the table reads it). */
+const SENDER = { name: nodeName('coord'), id: COORDINATOR };
+
+/** Parts of a request table for kinds a test cluster does not answer: they are refused as unknown. */
+function unanswered(kind: string): Promise<TxStateResponse> {
+  return Promise.reject(new BasaltError('UNKNOWN_MESSAGE', `no handler for ${kind} here`));
+}
+export const NO_COORDINATOR: TxRequestTableParts['coordinator'] = {
+  handleStateRequest: (request) => unanswered(request.kind),
+};
+export const NO_COMMIT_PARTITION_STATES: TxRequestTableParts['commitPartition'] = {
+  handleStateRequest: (request) => unanswered(request.kind),
+  handleRecovery: (request) => unanswered(request.kind),
+};
 export const READ_WAIT_MS = 1_000;
 const RUN_FOR_MS = 10_000;
 
@@ -86,7 +101,9 @@ export interface BaseMember {
   readonly map: TxStateMap;
   readonly driver: RaftDriver;
   readonly replicas: Map<PartitionId, PartitionReplica>;
-  readonly router: ReplicaRequestRouter;
+  /** The partitions the member's request table finds. */
+  readonly partitions: PartitionDirectory;
+  readonly table: TxRequestTable;
 }
 
 export type ClusterMember<X extends object> = BaseMember & X;
@@ -100,13 +117,15 @@ export interface NodeParts {
   readonly timers: Timers;
   /** Finds a partition's primary among the members (NODE_UNAVAILABLE while there is none). */
   readonly locator: PrimaryLocator;
+  /** The member's hosted partitions, filled once `wire` returned. */
+  readonly partitions: PartitionDirectory;
 }
 
 export interface NodeWiring<X extends object> {
-  readonly router: ReplicaRequestRouter;
+  readonly table: TxRequestTable;
   /** The member's fields beyond `BaseMember`. */
   readonly extra: X;
-  /** Called for each hosted partition after the router registered it. */
+  /** Called for each hosted partition after it was added to the directory. */
   readonly onHosted?: (partition: PartitionReplica) => void;
 }
 
@@ -127,7 +146,7 @@ export abstract class ReplicaTestCluster<X extends object> {
     this.coord = new HybridClock(sim.clock(), { maxClockSkewMs: SKEW_MS });
   }
 
-  /** The node's router and extras. */
+  /** The node's request table and extras. */
   protected abstract wire(node: NodeParts): NodeWiring<X>;
 
   /** Starts every member, then runs until each partition has a primary. */
@@ -153,7 +172,8 @@ export abstract class ReplicaTestCluster<X extends object> {
         return m.name;
       },
     };
-    const { router, extra, onHosted } = this.wire({ name, physical, clock, map, timers, locator });
+    const partitions = new PartitionDirectory();
+    const { table, extra, onHosted } = this.wire({ name, physical, clock, map, timers, locator, partitions });
     for (const partitionId of PARTITIONS) {
       const replica = new PartitionReplica({
         partitionId,
@@ -172,7 +192,7 @@ export abstract class ReplicaTestCluster<X extends object> {
         lockWaitTimeoutMs: 3_000,
       });
       replicas.set(partitionId, replica);
-      router.register(replica);
+      partitions.add(replica, NAMES);
       onHosted?.(replica);
     }
     const sm = (g: PartitionId) => replicas.get(g)!.stateMachine;
@@ -191,7 +211,7 @@ export abstract class ReplicaTestCluster<X extends object> {
       tickIntervalMs: 10,
     });
     for (const partitionId of PARTITIONS) await driver.addGroup(partitionId, NAMES);
-    this.members.set(name, { name, clock, map, driver, replicas, router, ...extra });
+    this.members.set(name, { name, clock, map, driver, replicas, partitions, table, ...extra });
     const upkeep = (): void => {
       for (const partitionId of PARTITIONS) {
         const s = driver.status(partitionId);
@@ -268,9 +288,9 @@ export abstract class ReplicaTestCluster<X extends object> {
     return this.member(to).clock;
   }
 
-  /** Hands a delivered request to its receiver; by default the member's replica request router. */
+  /** Hands a delivered request to its receiver; by default the member's request table. */
   protected dispatch(to: NodeName, body: TxRequest): Promise<unknown> {
-    return this.member(to).router.handle(body as ReplicaRequest);
+    return dispatchTxRequest(this.member(to).table, body, SENDER);
   }
 
   async runUntil(until: () => boolean, forMs = RUN_FOR_MS): Promise<void> {

@@ -7,4 +7,3 @@ export * from './primary-replica-state.js';
 export * from './primary-requests.js';
 export * from './replica-resolution.js';
 export * from './resolver.js';
-export * from './router.js';

@@ -23,7 +23,7 @@ import type { MvPartitionStorage } from '../../storage/mv-partition-storage.js';
 import type { TxOutcome } from '../../tx/messages.js';
 import { type CounterSink, NO_COUNTERS, RESOLUTION_COUNTERS } from './ports.js';
 
-/** Finds this node's MVCC storage of a hosted partition (the router's registry: `get(p)?.mv`). */
+/** Finds this node's MVCC storage of a hosted partition (the node's PartitionDirectory: `get(p)?.mv`). */
 export interface IntentStorages {
   mvPartition(partitionId: PartitionId): MvPartitionStorage | undefined;
 }

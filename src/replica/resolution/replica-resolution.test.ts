@@ -1,21 +1,18 @@
 /**
- * The assembly the node wires: the host context fits, membership maps to rule 17's PeerDirectory, and `attach`
- * registers exactly the resolution request kinds.
+ * The assembly the node wires: membership maps to rule 17's PeerDirectory, and a ReplicaResolution is complete once
+ * constructed (no second wiring step).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { NodeId, NodeName } from '../../core/ids.js';
+import { isBasaltError } from '../../core/errors.js';
+import type { NodeId, NodeName, PartitionId } from '../../core/ids.js';
 import { HybridClock } from '../../hlc/hybrid-clock.js';
-import type { PartitionHostContext } from '../../node/partition-host.js';
 import { SimClock } from '../../sim/clock.js';
 import { Scheduler } from '../../sim/scheduler.js';
+import { makeTxId } from '../../tx/tx-id.js';
 import { TxStateMap } from '../../tx/tx-state-map.js';
-import { membershipPeers, type ResolutionHostContext, replicaResolutionFor } from './replica-resolution.js';
-import { RESOLUTION_REQUEST_KINDS } from './router.js';
-
-// Compile-time: the node's partition host context is a resolution host context.
-const fits = (context: PartitionHostContext): ResolutionHostContext => context;
-void fits;
+import { PartitionDirectory } from '../partition-directory.js';
+import { membershipPeers, ReplicaResolution } from './replica-resolution.js';
 
 const self = { name: 'n1' as NodeName, id: 'n1-a' as NodeId };
 
@@ -33,35 +30,32 @@ describe('ReplicaResolution assembly', () => {
     assert.equal(peers.isGone('never-seen' as NodeId), false);
   });
 
-  it('attach registers exactly the resolution request kinds, and the undo unregisters them', () => {
+  it('is complete once built: the commit partition answers from the directory it was given (PRIMARY_MISS when not hosted)', async () => {
     const scheduler = new Scheduler({ seed: 1 });
     const physical = new SimClock(scheduler);
-    const resolution = replicaResolutionFor(
-      {
-        identity: self,
-        clock: physical,
-        hlc: new HybridClock(physical, { maxClockSkewMs: 20 }),
-        timers: scheduler.timers('n1'),
-        txStates: new TxStateMap({ clock: physical }),
-        membership: { isGone: () => false, connectedPeers: () => [] },
-        messenger: { request: () => Promise.reject(new Error('unused')) },
-        onError: () => {},
-      },
-      { locate: () => Promise.reject(new Error('unused')) },
+    const hlc = new HybridClock(physical, { maxClockSkewMs: 20 });
+    const unused = () => Promise.reject(new Error('unused'));
+    const resolution = new ReplicaResolution({
+      self,
+      clock: hlc,
+      physicalClock: physical,
+      timers: scheduler.timers('n1'),
+      txStates: new TxStateMap({ clock: physical }),
+      peers: membershipPeers({ isGone: () => false, connectedPeers: () => [] }, self),
+      request: unused,
+      locator: { locate: unused },
+      partitions: new PartitionDirectory(),
+      cleanups: { ensureCleanup: () => Promise.resolve(true) },
+    });
+    const txId = makeTxId({ beginTimestamp: hlc.now(), nodeId: self.id, counter: 1 });
+    await assert.rejects(
+      resolution.commitPartition.handleRecovery({
+        kind: 'TxRecoveryRequest',
+        txId,
+        commitPartitionId: 't1p0' as PartitionId,
+        reporterPartitionId: 't1p1' as PartitionId,
+      }),
+      (e) => isBasaltError(e, 'PRIMARY_MISS') && e.details?.['reason'] === 'not-hosted',
     );
-    const registered = new Set<string>();
-    const undo = resolution.attach(
-      { get: () => undefined, cleanups: { ensureCleanup: () => Promise.resolve(true) } },
-      {
-        handle: (kind) => {
-          registered.add(kind);
-          return () => registered.delete(kind);
-        },
-      },
-    );
-    assert.deepEqual([...registered].sort(), [...RESOLUTION_REQUEST_KINDS].sort());
-    assert.ok(resolution.router !== undefined);
-    undo();
-    assert.equal(registered.size, 0);
   });
 });

@@ -35,7 +35,7 @@ import type {
   TxStateCommitPartitionRequest,
   TxStateResponse,
 } from '../../tx/messages.js';
-import { ReplicaRequestRouter } from '../handlers/router.js';
+import { CleanupDriver } from '../cleanup-driver.js';
 import {
   type ClusterMember,
   COORDINATOR,
@@ -47,9 +47,10 @@ import {
   P1,
   ReplicaTestCluster,
 } from '../handlers/test-cluster.js';
+import { TxFinishHandler } from '../handlers/tx-finish.js';
+import { txRequestTable } from '../request-table.js';
 import { RESOLUTION_COUNTERS } from './ports.js';
 import { ReplicaResolution } from './replica-resolution.js';
-import { RESOLUTION_REQUEST_KINDS, type ResolutionRequest } from './router.js';
 
 const COORD_NAME = nodeName('coord');
 /** A second, live coordinator for requesters. */
@@ -89,9 +90,17 @@ class Cluster extends ReplicaTestCluster<ResolutionParts> {
     return new Cluster(seed).boot();
   }
 
-  protected wire({ name, physical, clock, map, timers, locator }: NodeParts): NodeWiring<ResolutionParts> {
+  protected wire({ name, physical, clock, map, timers, locator, partitions }: NodeParts): NodeWiring<ResolutionParts> {
     const counters = new Counters();
     const request = ((to: NodeName, body: TxRequest) => this.call(name, to, body, clock)) as never;
+    const cleanups = new CleanupDriver({
+      partitions,
+      sender: { request: (to, body) => this.call(name, to, body, clock) as never },
+      locator,
+      timers,
+      cleanupBackoffMsMin: 10,
+      cleanupBackoffMsMax: 50,
+    });
     const resolution = new ReplicaResolution({
       self: { name, id: idOf(name) },
       clock,
@@ -104,20 +113,24 @@ class Cluster extends ReplicaTestCluster<ResolutionParts> {
       },
       request,
       locator,
+      partitions,
+      cleanups,
       counters,
       resolutionTimeoutMs: 4_000,
       requestTimeoutMs: 1_000,
       stateWaitMs: 500,
     });
-    const router = new ReplicaRequestRouter({
-      sender: { request: (to, body) => this.call(name, to, body, clock) as never },
-      locator,
-      timers,
+    const table = txRequestTable({
+      partitions,
       resolver: resolution.resolver,
-      finish: { cleanupBackoffMsMin: 10, cleanupBackoffMsMax: 50 },
+      finish: new TxFinishHandler({ partitions, cleanups }),
+      commitPartition: resolution.commitPartition,
+      coordinator: {
+        handleStateRequest: () => Promise.reject(new BasaltError('UNKNOWN_MESSAGE', 'no coordinator here')),
+      },
+      stateWaitMs: 500,
     });
-    resolution.attach(router, { handle: () => () => {} });
-    return { router, extra: { resolution, counters }, onHosted: (partition) => resolution.watch(partition) };
+    return { table, extra: { resolution, counters }, onHosted: (partition) => resolution.watch(partition) };
   }
 
   count(kind: string): number {
@@ -136,13 +149,6 @@ class Cluster extends ReplicaTestCluster<ResolutionParts> {
 
   protected override dispatch(to: NodeName, body: TxRequest): Promise<unknown> {
     if (to === COORD_NAME) return this.coordinator(body);
-    const m = this.member(to);
-    if ((RESOLUTION_REQUEST_KINDS as readonly string[]).includes(body.kind)) {
-      return m.resolution.router!.handle(body as ResolutionRequest);
-    }
-    if (body.kind === 'TxStateCoordinatorRequest') {
-      return Promise.reject(new BasaltError('UNKNOWN_MESSAGE', 'no coordinator here'));
-    }
     return super.dispatch(to, body);
   }
 
@@ -265,7 +271,7 @@ describe('resolution through the commit partition and recovery', () => {
     assert.deepEqual(answered.answer, { state: 'COMMITTED', commitTs });
     assert.equal(h.hosted(p0, P0).txState.get(tx)?.state, 'COMMITTED');
     // Recovery that meets the stored commit at its own compare-and-set answers what was stored.
-    const again = await h.settle(p0.resolution.router!.commitPartition.recover(h.hosted(p0, P0), tx, [P0, P1]));
+    const again = await h.settle(p0.resolution.commitPartition.recover(h.hosted(p0, P0), tx, [P0, P1]));
     assert.deepEqual(again, { state: 'COMMITTED', commitTs });
     assert.ok(p0.counters.get(RESOLUTION_COUNTERS.recoveryCommitWon) >= 1);
     assert.equal(p0.counters.get(RESOLUTION_COUNTERS.recoveries), 0, 'nothing was aborted');

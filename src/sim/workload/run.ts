@@ -18,8 +18,6 @@ import { type Client, embeddedClient } from '../../client/client.js';
 import { BasaltError } from '../../core/errors.js';
 import type { BasaltNode } from '../../node/basalt-node.js';
 import { Cluster, defaultNodeNames } from '../../node/cluster.js';
-import { coordinatorService } from '../../node/coordinator-service.js';
-import { replicaPartitionHost } from '../../node/replica-host.js';
 import { formatHistory, HistoryRecorder, type Operation } from '../check/history.js';
 import { SimClusterEnvironment } from '../cluster.js';
 import { SimulationError } from '../errors.js';
@@ -115,8 +113,6 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
   const env = new SimClusterEnvironment({
     seed: options.seed,
     names,
-    partitionHost: replicaPartitionHost(),
-    services: [coordinatorService()],
     traceMax: TRACE_MAX,
     // Nothing here counts messages, so the network keeps no log of every payload sent (memory and GC a run pays for).
     network: { sentLogMax: 0 },

@@ -1,0 +1,454 @@
+/**
+ * The composition root: `composeNode` builds one node incarnation from its injected dependencies, in one visible
+ * order, handing each part the narrow set of components it declares (js-libp2p's components are the model), the same
+ * way on real time with TCP and LMDB as in the simulator. `startNode` builds and starts one; `startCluster`, the
+ * cluster harnesses (real and simulated), `basalt start` and `basalt local` all call it, with the same defaults: real
+ * replicas and a transaction coordinator on every node (`NodeRoles`; a test may swap the partition host).
+ *
+ * The order, each step using only what the steps before it built:
+ *  1. the core: error report, counters, timers, hybrid clock, messenger, membership, tx state map, Raft driver (its
+ *     messages travel as one-way `Raft` messages carrying the group), and the node's own message kinds;
+ *  2. the metastorage (its views reach the partition reconciler of step 6, once `start` runs);
+ *  3. the replica layer: partition directory, primary hints, low watermark, cleanup driver, finish handler,
+ *     resolution, in-line cleanup, GC, vacuum and tx sweep (passive until a host adds partitions and starts them);
+ *  4. the transaction coordinator, with the replica layer's hints, local view and low watermark;
+ *  5. the one request table (replica/request-table.ts), registered with the messenger;
+ *  6. the partition host and the reconciler that starts and stops its partitions;
+ *  7. the node, its coordinator service and the extra services.
+ * Nothing is wired later: no part is completed after its construction.
+ */
+import { BasaltError } from '../core/errors.js';
+import type { NodeName } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
+import type { Clock } from '../env/clock.js';
+import type { Random } from '../env/random.js';
+import type { Timers } from '../env/timers.js';
+import type { PeerIdentity, Transport } from '../env/transport.js';
+import { HybridClock } from '../hlc/hybrid-clock.js';
+import type { DiagnosticListener } from '../net/diagnostics.js';
+import type { MessageBody } from '../net/envelope.js';
+import { Messenger } from '../net/messenger.js';
+import { RaftDriver, type RaftTransport } from '../raft/driver.js';
+import {
+  CleanupDriver,
+  type CleanupSender,
+  messengerCleanupSender,
+  type PrimaryLocator,
+} from '../replica/cleanup-driver.js';
+import { StorageGcDriver } from '../replica/gc.js';
+import { TxFinishHandler } from '../replica/handlers/tx-finish.js';
+import { InlineCleanup } from '../replica/inline-cleanup.js';
+import { localReplicaView } from '../replica/local-view.js';
+import { PartitionDirectory } from '../replica/partition-directory.js';
+import { registerTxRequests, txRequestTable } from '../replica/request-table.js';
+import { membershipPeers, ReplicaResolution } from '../replica/resolution/replica-resolution.js';
+import { TxSweep } from '../replica/resolution/tx-sweep.js';
+import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
+import type { TxRequestFn } from '../tx/coordinator-ports.js';
+import type { TxCoordinatorOptions } from '../tx/coordinator-support.js';
+import { LowWatermark } from '../tx/low-watermark.js';
+import type { TxRequest, TxResponse } from '../tx/messages.js';
+import { TxStateMap } from '../tx/tx-state-map.js';
+import {
+  BasaltNode,
+  IncarnationErrors,
+  LeaderChanges,
+  META_MEMBERS_MAX,
+  NODE_COUNTERS,
+  NodeCounters,
+  type NodeServiceFactory,
+  type NodeStorage,
+  type NodeTuning,
+} from './basalt-node.js';
+import { COORDINATOR_SERVICE, CoordinatorService } from './coordinator-service.js';
+import { GroupStateMachines } from './group-state-machines.js';
+import { Membership } from './membership.js';
+import type { NodeMessage } from './messages.js';
+import { Metastorage } from './metastorage.js';
+import type { MetaView } from './metastorage-state.js';
+import { OwnedTimers } from './owned-timers.js';
+import type { PartitionHostFactory, ReplicaLayer } from './partition-host.js';
+import { PartitionReconciler } from './partition-reconciler.js';
+import {
+  holderHint,
+  isExpectedFailure,
+  localLeaseHolder,
+  PrimaryHints,
+  type ReplicaHostOptions,
+  replicaPartitionHost,
+  replicasFromView,
+} from './replica-host.js';
+
+/** What runs on a node besides its core; the defaults are what every production node runs. */
+export interface NodeRoles {
+  /** Replaces the host of partition replicas (tests: a placeholder or a recording host). Default: real replicas. */
+  readonly partitionHost?: PartitionHostFactory;
+  /** Tuning of the replica layer and of the default host (lease length, upkeep period, lock wait, tx timeout). */
+  readonly replicas?: ReplicaHostOptions;
+  /** Tuning of the node's transaction coordinator (its txTimeoutMs must match `replicas.txTimeoutMs`). */
+  readonly coordinator?: TxCoordinatorOptions;
+  /** More services built on every incarnation, in order, after the coordinator. */
+  readonly services?: readonly NodeServiceFactory[];
+}
+
+export interface NodeOptions extends NodeRoles {
+  /** Bound to this incarnation's identity: `transport.self` is the node's name and fresh ephemeral id. */
+  readonly transport: Transport;
+  readonly clock: Clock;
+  readonly timers: Timers;
+  readonly random: Random;
+  readonly storage: NodeStorage;
+  /** Every node name of the cluster; the first three (or fewer) are the metastorage members. */
+  readonly nodes: readonly NodeName[];
+  readonly tuning?: NodeTuning;
+  /** Failures of background work (a partition that failed to start, a Raft group that failed). */
+  readonly onError?: (error: unknown) => void;
+  /** What the messenger observed and could not throw to anyone (e.g. envelopes refused for the sender's clock). */
+  readonly onDiagnostic?: DiagnosticListener;
+}
+
+/** Counters the replica layer bumps. */
+export const REPLICA_LAYER_COUNTERS = {
+  /** Background work of the replica layer that failed in a way faults explain (coded, not INTERNAL). */
+  backgroundFailures: 'replica.backgroundFailures',
+} as const;
+
+/** Builds and starts one incarnation. */
+export async function startNode(options: NodeOptions): Promise<BasaltNode> {
+  const node = composeNode(options);
+  await node.start();
+  return node;
+}
+
+/** Builds one incarnation, not yet started (see the module header for the order). */
+export function composeNode(options: NodeOptions): BasaltNode {
+  const tuning = options.tuning ?? {};
+  const self = options.transport.self;
+  if (!options.nodes.includes(self.name)) {
+    throw new BasaltError('INVALID_ARGUMENT', `node ${self.name} is not among the cluster's nodes`, {
+      nodes: options.nodes,
+    });
+  }
+  const { clock, random, storage } = options;
+
+  // 1. The core.
+  const errors = new IncarnationErrors(options.onError);
+  const counters = new NodeCounters();
+  const timers = new OwnedTimers(options.timers);
+  const hlc = new HybridClock(clock, {
+    ...(tuning.maxClockSkewMs !== undefined && { maxClockSkewMs: tuning.maxClockSkewMs }),
+  });
+  const messenger = new Messenger<MessageBody>({
+    transport: options.transport,
+    clock: hlc,
+    timers,
+    ...(tuning.requestTimeoutMs !== undefined && { requestTimeoutMsDefault: tuning.requestTimeoutMs }),
+    onClockSkew: () => counters.add(NODE_COUNTERS.clockSkewRefusals),
+    ...(options.onDiagnostic !== undefined && { onDiagnostic: options.onDiagnostic }),
+  });
+  const nodes = [...new Set(options.nodes)];
+  const membership = new Membership({
+    self,
+    nowMs: () => clock.monotonicMs(),
+    memberCount: nodes.length,
+    ...(tuning.peerTimeoutMs !== undefined && { timeoutMs: tuning.peerTimeoutMs }),
+    clockOffsetBoundMs: hlc.maxClockSkewMs * LIMITS.clockOffsetBoundFraction,
+  });
+  messenger.onPeer((event) => {
+    if (event.kind === 'up') membership.peerUp(event.peer);
+    else membership.peerDown(event.peer);
+  });
+  const txStates = new TxStateMap({ clock });
+  const stateMachines = new GroupStateMachines();
+  const leaders = new LeaderChanges();
+  const nodeMessenger = messenger.as<NodeMessage>();
+  const raft = new RaftDriver({
+    self: self.name,
+    transport: raftTransport(nodeMessenger),
+    timers,
+    random: random.fork('raft'),
+    storage: storage.log,
+    stateMachine: stateMachines,
+    ...(tuning.raftTickIntervalMs !== undefined && { tickIntervalMs: tuning.raftTickIntervalMs }),
+    ...(tuning.raft !== undefined && { raft: tuning.raft }),
+    ...(tuning.raftCompactEntriesMin !== undefined && { compactEntriesMin: tuning.raftCompactEntriesMin }),
+    onLeaderChange: leaders.emit,
+    onGroupFailed: (_group, error) => errors.report(error),
+    clock,
+  });
+  nodeMessenger.handle('NodeHeartbeat', () => ({ kind: 'NodeHeartbeatAck', physicalMs: clock.nowMs() }));
+  nodeMessenger.handle('NodeLeaving', (_body, from) => {
+    membership.peerLeaving(from);
+    return undefined;
+  });
+
+  // 2. The metastorage. Its views go to the reconciler (step 6) from `start` on, never during construction.
+  const metastorage = new Metastorage({
+    self: self.name,
+    members: nodes.slice(0, META_MEMBERS_MAX),
+    nodes,
+    messenger: nodeMessenger,
+    raft,
+    stateMachines,
+    timers,
+    clock,
+    hlc,
+    random: random.fork('meta'),
+    isLive: (name) => membership.liveIdOf(name) !== undefined,
+    canSucceed: (name) => membership.canSucceed(name),
+    onView: (view: MetaView) => reconciler.update(view),
+    ...(tuning.metaWatchWaitMs !== undefined && { watchWaitMs: tuning.metaWatchWaitMs }),
+  });
+  const metaView = () => metastorage.view();
+
+  // 3. The replica layer.
+  const txMessenger = messenger.as<TxRequest | TxResponse>();
+  const request: TxRequestFn = (to, body, requestOptions) => txMessenger.request(to, body, requestOptions);
+  const replicas = composeReplicaLayer({
+    self,
+    clock,
+    hlc,
+    timers,
+    txStates,
+    membership,
+    request,
+    cleanupSender: messengerCleanupSender(txMessenger),
+    metaView,
+    counters,
+    report: errors.report,
+    options: options.replicas ?? {},
+  });
+
+  // 4. The transaction coordinator.
+  const coordinator = new CoordinatorService(
+    {
+      self,
+      hlc,
+      timers,
+      txStates,
+      request,
+      metaView,
+      hints: replicas.hints,
+      localReplicas: localReplicaView(replicas.partitions),
+      lowWatermark: replicas.lowWatermark,
+      clockWithinBound: () => membership.clockWithinBound(),
+      counters,
+      random,
+      reportError: errors.report,
+    },
+    options.coordinator,
+  );
+
+  // 5. The one request table.
+  registerTxRequests(
+    txMessenger,
+    txRequestTable({
+      partitions: replicas.partitions,
+      resolver: replicas.resolution.resolver,
+      inline: replicas.inline,
+      lowWatermark: () => replicas.lowWatermark.current(),
+      finish: replicas.finish,
+      commitPartition: replicas.resolution.commitPartition,
+      coordinator,
+    }),
+  );
+
+  // 6. The partition host and its reconciler.
+  const hostFactory = options.partitionHost ?? replicaPartitionHost(options.replicas);
+  const partitions = hostFactory({
+    self: self.name,
+    identity: self,
+    clock,
+    hlc,
+    timers,
+    random: random.fork('partitions'),
+    messenger,
+    membership,
+    raft,
+    stateMachines,
+    logStorage: storage.log,
+    storage: storage.engine,
+    txStates,
+    onLeaderChange: (listener) => leaders.listen(listener),
+    onError: errors.report,
+    metaView,
+    counters,
+    replicas,
+  });
+  const reconciler = new PartitionReconciler(
+    self.name,
+    partitions,
+    errors.report,
+    { now: () => hlc.current(), timers },
+    () => [...storage.engine.partitions(), ...storage.log.groups()],
+  );
+
+  // 7. The node and its services.
+  const node = new BasaltNode({
+    self,
+    clock,
+    hlc,
+    timers,
+    random,
+    messenger,
+    membership,
+    stateMachines,
+    raft,
+    storage,
+    txStates,
+    metastorage,
+    partitions,
+    reconciler,
+    counters,
+    errors,
+    leaders,
+    heartbeatIntervalMs: tuning.heartbeatIntervalMs ?? LIMITS.nodeHeartbeatIntervalMs,
+  });
+  node.addService(COORDINATOR_SERVICE, coordinator);
+  for (const factory of options.services ?? []) node.addService(factory.name, factory.create(node));
+  return node;
+}
+
+/** What the replica layer uses of the core. */
+interface ReplicaLayerComponents {
+  readonly self: PeerIdentity;
+  readonly clock: Clock;
+  readonly hlc: HybridClock;
+  readonly timers: Timers;
+  readonly txStates: TxStateMap;
+  readonly membership: Membership;
+  readonly request: TxRequestFn;
+  readonly cleanupSender: CleanupSender;
+  readonly metaView: () => MetaView;
+  readonly counters: NodeCounters;
+  readonly report: (error: unknown) => void;
+  readonly options: ReplicaHostOptions;
+}
+
+/** Step 3: the replica layer, in its own order (each part from the ones before it). */
+function composeReplicaLayer(c: ReplicaLayerComponents): ReplicaLayer {
+  const { self, hlc, timers, txStates, counters, request } = c;
+  const txTimeout = c.options.txTimeoutMs === undefined ? {} : { txTimeoutMs: c.options.txTimeoutMs };
+  // Recovery, resolution and cleanup requests fail under faults (timeouts, lost leaders): counted, not reported.
+  const background = (error: unknown): void => {
+    if (isExpectedFailure(error)) counters.add(REPLICA_LAYER_COUNTERS.backgroundFailures);
+    else c.report(error);
+  };
+  const partitions = new PartitionDirectory();
+  const hints = new PrimaryHints(
+    (p) => partitions.replicasOf(p) ?? replicasFromView(c.metaView(), p),
+    (p) => localLeaseHolder(partitions.get(p), hlc.current()),
+    (name) => name === self.name || c.membership.liveIdOf(name) !== undefined,
+  );
+  const lowWatermark = new LowWatermark({ clock: hlc });
+  const locator = hintsLocator(hints);
+  const peers = membershipPeers(c.membership, self);
+  const cleanups = new CleanupDriver({
+    counters,
+    partitions,
+    sender: hintingSender(c.cleanupSender, hints),
+    locator,
+    timers,
+    onError: background,
+  });
+  const finish = new TxFinishHandler({ partitions, cleanups, onError: background });
+  const resolution = new ReplicaResolution({
+    self,
+    clock: hlc,
+    physicalClock: c.clock,
+    timers,
+    txStates,
+    peers,
+    request,
+    locator,
+    partitions,
+    cleanups,
+    onError: background,
+    counters,
+  });
+  const inline = new InlineCleanup({ self, peers, request, locator, counters, onError: background });
+  const gc = new StorageGcDriver({
+    timers,
+    partitions: () => partitions.hosted().map((p) => p.mv),
+    lowWatermark: () => lowWatermark.current(),
+    onError: background,
+  });
+  const vacuum = new TxStateVacuumDriver({
+    timers,
+    clock: hlc,
+    mapClock: c.clock,
+    txStates,
+    partitions: () => partitions.hosted().map(vacuumPartitionOf),
+    ...txTimeout,
+    onError: background,
+  });
+  const sweep = new TxSweep({
+    self,
+    clock: hlc,
+    timers,
+    txStates,
+    peers,
+    partitions: () => partitions.hosted(),
+    orphans: resolution.orphans,
+    counters,
+    ...txTimeout,
+    onError: background,
+  });
+  return { partitions, hints, lowWatermark, cleanups, finish, resolution, inline, gc, vacuum, sweep, background };
+}
+
+/** Raft messages of every group as one-way `Raft` messages on the node's messenger. */
+function raftTransport(messenger: Messenger<NodeMessage>): RaftTransport {
+  return {
+    send: (to, envelope) => messenger.send(to, { kind: 'Raft', group: envelope.group, message: envelope.message }),
+    setHandler: (handler) => {
+      messenger.handle('Raft', (body, from) => {
+        handler(from.name, { group: body.group, message: body.message });
+        return undefined;
+      });
+    },
+  };
+}
+
+/** Primaries from the hints; NODE_UNAVAILABLE (certainly not executed) for a partition with no known replica. */
+function hintsLocator(hints: PrimaryHints): PrimaryLocator {
+  return {
+    locate: async (partitionId) => {
+      const name = hints.best(partitionId);
+      if (name === undefined) {
+        throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${partitionId} is known`, undefined, {
+          executed: 'no',
+        });
+      }
+      return name;
+    },
+  };
+}
+
+/** Cleanup requests teach the hints: a PRIMARY_MISS names the holder; another failure forgets the node asked. */
+function hintingSender(inner: CleanupSender, hints: PrimaryHints): CleanupSender {
+  return {
+    request: async (to, body) => {
+      try {
+        return await inner.request(to, body);
+      } catch (error) {
+        const holder = holderHint(error);
+        for (const p of body.partitions) {
+          if (holder !== undefined) hints.note(p, holder);
+          else hints.forget(p, to);
+        }
+        throw error;
+      }
+    },
+  };
+}
+
+/** The roles named in `options` (a harness's or a command's options), without its other fields. */
+export function nodeRoles(options: NodeRoles): NodeRoles {
+  return {
+    ...(options.partitionHost !== undefined && { partitionHost: options.partitionHost }),
+    ...(options.replicas !== undefined && { replicas: options.replicas }),
+    ...(options.coordinator !== undefined && { coordinator: options.coordinator }),
+    ...(options.services !== undefined && { services: options.services }),
+  };
+}
