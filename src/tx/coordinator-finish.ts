@@ -395,10 +395,12 @@ export function rolledBackError(tx: CoordinatedTx, cause: BasaltError): BasaltEr
 
 function mismatchError(tx: CoordinatedTx, body: TxFinishRequest, outcome: TxOutcome): BasaltError {
   const wanted = body.commit ? 'COMMITTED' : 'ABORTED';
-  return new BasaltError('TX_MISMATCHING_OUTCOME', `tx ${tx.id} is ${outcome.state}, not ${wanted}`, {
-    txId: tx.id,
-    outcome,
-  });
+  return new BasaltError(
+    'TX_MISMATCHING_OUTCOME',
+    `tx ${tx.id} is ${outcome.state}, not ${wanted}`,
+    { txId: tx.id, outcome },
+    { hint: { kind: 'mismatched-outcome', outcome } },
+  );
 }
 
 function outcomeUnknownError(

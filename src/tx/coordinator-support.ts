@@ -6,9 +6,10 @@
  *   have reached followers' logs, all of which can arrive as NODE_UNAVAILABLE or TIMEOUT) leaves the outcome unknown;
  * - PRIMARY_MISS with a holder hint: where to go next;
  * - TX_MISMATCHING_OUTCOME with the outcome the commit partition stored (rule 14).
+ * Both are read from the error's typed hint (checked when it was decoded), never from its details.
  */
 import { assert } from '../core/assert.js';
-import { BasaltError, isBasaltError, provedUnexecuted } from '../core/errors.js';
+import { BasaltError, hintOf, isBasaltError, missHolder, provedUnexecuted } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
@@ -139,9 +140,7 @@ export function mayResendAsNew(error: BasaltError): boolean {
 
 /** The node a PRIMARY_MISS names as the current holder, if any. */
 export function primaryMissHint(error: unknown): NodeName | undefined {
-  if (!isBasaltError(error, 'PRIMARY_MISS')) return undefined;
-  const name = error.details?.['holderName'];
-  return typeof name === 'string' && name.length > 0 ? (name as NodeName) : undefined;
+  return missHolder(error);
 }
 
 /** Checks an outcome received from the wire; undefined if it is not one. */
@@ -156,7 +155,7 @@ export function parseOutcome(value: unknown): TxOutcome | undefined {
 /** The outcome a TX_MISMATCHING_OUTCOME error carries. */
 export function mismatchOutcome(error: unknown): TxOutcome | undefined {
   if (!isBasaltError(error, 'TX_MISMATCHING_OUTCOME')) return undefined;
-  return parseOutcome(error.details?.['outcome']);
+  return hintOf(error, 'mismatched-outcome')?.outcome;
 }
 
 export function isTimestamp(value: unknown): value is HybridTimestamp {

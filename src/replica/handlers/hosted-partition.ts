@@ -345,14 +345,19 @@ function stoppedError(partitionId: PartitionId): BasaltError {
   return new BasaltError('NODE_UNAVAILABLE', `replica of ${partitionId} stopped`, { partitionId });
 }
 
-/** PRIMARY_MISS with the holder hint of messages.ts: `{ holderName?, holderToken? }` (plus the partition, reason). */
+/** PRIMARY_MISS with its typed hint (the partition, why, and the lease this replica knows: where to go next). */
 export function primaryMissError(partitionId: PartitionId, reason: string, lease: Lease | null): BasaltError {
   const details: Record<string, unknown> = { partitionId, reason };
-  if (lease !== null) {
-    details['holderName'] = lease.holderName;
-    details['holderToken'] = tokenOf(lease);
-  }
-  return new BasaltError('PRIMARY_MISS', `not the primary of ${partitionId} (${reason})`, details);
+  if (lease !== null) details['holderName'] = lease.holderName;
+  const holder =
+    lease === null
+      ? undefined
+      : {
+          name: lease.holderName,
+          token: { holder: { nodeId: lease.holder.nodeId, incarnation: lease.holder.incarnation }, start: lease.start },
+        };
+  const hint = { kind: 'primary-miss', partitionId, reason, ...(holder !== undefined && { holder }) } as const;
+  return new BasaltError('PRIMARY_MISS', `not the primary of ${partitionId} (${reason})`, details, { hint });
 }
 
 /** Registry of the partitions hosted on a node, as handlers look them up. */

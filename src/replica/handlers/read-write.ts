@@ -34,7 +34,7 @@
  * final outcome yet: a retryable TX_LOCK_CONFLICT (reason `write-intent`) and orphan detection hears of the intent.
  */
 import { assert } from '../../core/assert.js';
-import { BasaltError, invalidArgument } from '../../core/errors.js';
+import { BasaltError, hintOf, invalidArgument, isBasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { TimerHandle } from '../../env/timers.js';
@@ -302,9 +302,7 @@ function settledWithin(p: HostedPartition, settle: Promise<boolean>): Promise<bo
 
 /** The older holder a wait-die denial names. */
 function waitDieBlocker(error: unknown): TxId | undefined {
-  if (!(error instanceof BasaltError) || error.code !== 'TX_LOCK_CONFLICT') return undefined;
-  const blocker = error.details?.['blocker'];
-  return error.details?.['reason'] === 'wait-die' && typeof blocker === 'string' ? (blocker as TxId) : undefined;
+  return isBasaltError(error, 'TX_LOCK_CONFLICT') ? hintOf(error, 'wait-die')?.blocker : undefined;
 }
 
 // ------------------------------------------------------------------------------------------ lost locks
@@ -337,9 +335,7 @@ async function perform(
 
 /** The key of a foreign-intent error (see `foreignIntent`). */
 function lostLockKey(error: unknown): string | undefined {
-  if (!(error instanceof BasaltError) || error.code !== 'TX_LOCK_CONFLICT') return undefined;
-  const key = error.details?.['key'];
-  return error.details?.['reason'] === 'write-intent' && typeof key === 'string' ? key : undefined;
+  return isBasaltError(error, 'TX_LOCK_CONFLICT') ? hintOf(error, 'foreign-intent')?.key : undefined;
 }
 
 /** True once the key's foreign intent is gone (switched here to its tx's final outcome, or already). */
@@ -419,12 +415,12 @@ function reportIntentOf(p: HostedPartition, key: string): void {
 }
 
 function foreignIntent(p: HostedPartition, key: string, intentTxId: TxId): BasaltError {
-  return new BasaltError('TX_LOCK_CONFLICT', `key ${key} holds an intent of ${intentTxId} not protected by a lock`, {
-    partitionId: p.partitionId,
-    key,
-    intentTxId,
-    reason: 'write-intent',
-  });
+  return new BasaltError(
+    'TX_LOCK_CONFLICT',
+    `key ${key} holds an intent of ${intentTxId} not protected by a lock`,
+    { partitionId: p.partitionId, key, intentTxId, reason: 'write-intent' },
+    { hint: { kind: 'foreign-intent', key, intentTxId } },
+  );
 }
 
 // ------------------------------------------------------------------------------------------ writes

@@ -1,10 +1,10 @@
 /**
  * One request to a partition's primary, following PRIMARY_MISS hints: the locator names a first target, a miss that
- * names the holder (`details.holderName`) redirects the next attempt there, and a miss without a hint asks the
+ * names the holder (its typed hint) redirects the next attempt there, and a miss without a hint asks the
  * locator again. At most `attemptsMax` attempts (a named limit); any other error ends the call at once, and the last
  * PRIMARY_MISS is rethrown when attempts run out. Each attempt is bounded by the request function's timeout.
  */
-import { isBasaltError } from '../../core/errors.js';
+import { isBasaltError, missHolder } from '../../core/errors.js';
 import type { NodeName, PartitionId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { TxRequestKind, TxResponseOf } from '../../tx/messages.js';
@@ -38,17 +38,14 @@ export async function requestPrimary<K extends TxRequestKind>(
     } catch (error) {
       if (!isBasaltError(error, 'PRIMARY_MISS')) throw error;
       lastMiss = error;
-      target = holderHint(error.details, to);
+      target = holderHint(error, to);
     }
   }
   throw lastMiss;
 }
 
 /** The holder a PRIMARY_MISS names, unless it names the node that just missed (then the locator decides). */
-export function holderHint(
-  details: Readonly<Record<string, unknown>> | undefined,
-  missed: NodeName,
-): NodeName | undefined {
-  const holder = details?.['holderName'];
-  return typeof holder === 'string' && holder.length > 0 && holder !== missed ? (holder as NodeName) : undefined;
+export function holderHint(error: unknown, missed: NodeName): NodeName | undefined {
+  const holder = missHolder(error);
+  return holder !== undefined && holder !== missed ? holder : undefined;
 }
