@@ -263,6 +263,14 @@ export function isBasaltError(value: unknown, code?: ErrorCode): value is Basalt
   return value instanceof BasaltError && (code === undefined || value.code === code);
 }
 
+/** Anything thrown as a BasaltError; an uncoded failure becomes INTERNAL (with it as the cause). */
+export function asBasaltError(error: unknown): BasaltError {
+  if (error instanceof BasaltError) return error;
+  return new BasaltError('INTERNAL', error instanceof Error ? error.message : String(error), undefined, {
+    cause: error,
+  });
+}
+
 /** Converts anything thrown into wire data; unknown failures become INTERNAL. */
 export function toErrorData(error: unknown): ErrorData {
   if (error instanceof BasaltError) return error.toData();
