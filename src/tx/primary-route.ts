@@ -159,22 +159,11 @@ export async function sendToPrimary<R>(o: PrimaryRouteOptions<R>): Promise<Prima
       if (!miss && !isUnexecuted(last)) executed = 'unknown';
       if (!miss && !o.retries?.(last)) return failed(last, executed, sentTo);
       if (!asReplica) tried.add(to);
-      next = followMiss(last, o.partitionId, to, o.directory);
+      const hinted = followMiss(last, o.partitionId, to, o.directory);
       if (attempt >= o.attemptsMax) break;
-      if (next === undefined || tried.has(next)) {
-        // The directory may name a new target; only a target tried already waits (decided once it is known).
-        if (next === undefined) {
-          try {
-            next = await o.directory.locate(o.partitionId);
-          } catch {
-            next = undefined;
-          }
-        }
-        if (next === undefined || tried.has(next)) {
-          const paused = await pause(o, attempt);
-          if (paused !== undefined) return failed(paused, executed, sentTo);
-        }
-      }
+      const step = await retarget(o, tried, hinted, attempt);
+      if (step.kind === 'cancelled') return failed(step.error, executed, sentTo);
+      next = step.to;
     }
   }
   if (last === undefined) {
@@ -189,6 +178,32 @@ export async function sendToPrimary<R>(o: PrimaryRouteOptions<R>): Promise<Prima
 /** `executed` is the route's: every failed send has been counted in it (a locate or a pause sends nothing). */
 function failed<R>(error: BasaltError, executed: Execution, target: NodeName | undefined): PrimaryRouteResult<R> {
   return { kind: 'failed', error, executed, target };
+}
+
+/**
+ * The target after failed attempt `attempt`: the hinted holder, else the directory's guess (undefined if it has none
+ * now: the next attempt asks again). Only a target this route tried already, or none, waits its backoff first.
+ */
+async function retarget(
+  o: Pacing & Pick<PrimaryRouteOptions<unknown>, 'directory' | 'partitionId'>,
+  tried: ReadonlySet<NodeName>,
+  hinted: NodeName | undefined,
+  attempt: number,
+): Promise<
+  | { readonly kind: 'go'; readonly to: NodeName | undefined }
+  | { readonly kind: 'cancelled'; readonly error: BasaltError }
+> {
+  let to = hinted;
+  if (to === undefined) {
+    try {
+      to = await o.directory.locate(o.partitionId);
+    } catch {
+      to = undefined;
+    }
+  }
+  if (to !== undefined && !tried.has(to)) return { kind: 'go', to };
+  const cancelled = await pause(o, attempt);
+  return cancelled === undefined ? { kind: 'go', to } : { kind: 'cancelled', error: cancelled };
 }
 
 /** The part of a route's options that paces it. */
