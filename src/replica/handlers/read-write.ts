@@ -34,7 +34,7 @@
  * final outcome yet: a retryable TX_LOCK_CONFLICT (reason `write-intent`) and orphan detection hears of the intent.
  */
 import { assert } from '../../core/assert.js';
-import { BasaltError, hintOf, invalidArgument, isBasaltError } from '../../core/errors.js';
+import { BasaltError, hintOf, invalidArgument } from '../../core/errors.js';
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { TimerHandle } from '../../env/timers.js';
@@ -247,7 +247,8 @@ async function acquireLocks(
         await acquired;
         break;
       } catch (error) {
-        const blocker = waitDieBlocker(error);
+        // The older holder a wait-die denial names.
+        const blocker = hintOf(error, 'wait-die')?.blocker;
         if (blocker === undefined || settled >= LIMITS.inlineCleanupsPerLockMax) throw error;
         if (!(await settledWithin(p, inline.settle(p, blocker, since)))) throw error;
       } finally {
@@ -300,11 +301,6 @@ function settledWithin(p: HostedPartition, settle: Promise<boolean>): Promise<bo
   });
 }
 
-/** The older holder a wait-die denial names. */
-function waitDieBlocker(error: unknown): TxId | undefined {
-  return isBasaltError(error, 'TX_LOCK_CONFLICT') ? hintOf(error, 'wait-die')?.blocker : undefined;
-}
-
 // ------------------------------------------------------------------------------------------ lost locks
 
 /** The read or write; each foreign intent it meets is resolved and switched, then it runs again (see header). */
@@ -320,7 +316,8 @@ async function perform(
     try {
       return isWrite(operation) ? await write(p, request, lease, onProposed) : read(p, txId, operation);
     } catch (error) {
-      const key = lostLockKey(error);
+      // The key of a foreign-intent error (see `foreignIntent`).
+      const key = hintOf(error, 'foreign-intent')?.key;
       if (key === undefined) throw error;
       if (resolved >= LIMITS.lostLockResolutionsMax || !(await switchLostLock(p, txId, key, resolver))) {
         // No outcome yet: orphan detection hears of the intent (it recovers it once its coordinator is gone).
@@ -331,11 +328,6 @@ async function perform(
       p.actingLease(p.clock.now(), tokenOf(lease));
     }
   }
-}
-
-/** The key of a foreign-intent error (see `foreignIntent`). */
-function lostLockKey(error: unknown): string | undefined {
-  return isBasaltError(error, 'TX_LOCK_CONFLICT') ? hintOf(error, 'foreign-intent')?.key : undefined;
 }
 
 /** True once the key's foreign intent is gone (switched here to its tx's final outcome, or already). */
