@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BasaltError, type ErrorData, type ErrorHint, errorHintProblem, hintOf, missHolder } from './errors.js';
 import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from './ids.js';
+import { LIMITS } from './limits.js';
 
 const MISS: ErrorHint = {
   kind: 'primary-miss',
@@ -46,6 +47,7 @@ describe('error hints', () => {
       { kind: 'mismatched-outcome', outcome: { state: 'COMMITTED', commitTs: 0n } },
       { kind: 'mismatched-outcome', outcome: { state: 'PENDING' } },
       { kind: 'wait-die', blocker: 3 },
+      { kind: 'wait-die', blocker: 'x'.repeat(LIMITS.identityCharsMax + 1) },
       { kind: 'foreign-intent', key: 'k' },
     ];
     for (const hint of malformed) assert.notEqual(errorHintProblem(hint), undefined, JSON.stringify(hint, bigints));

@@ -14,6 +14,7 @@
  * found stored, the older tx a wait-die denial names, the foreign intent a read or write met under its lock.
  */
 import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from './ids.js';
+import { LIMITS } from './limits.js';
 
 export const ERROR_CODES = {
   INVALID_ARGUMENT: { retryable: false },
@@ -169,8 +170,6 @@ export function missHolder(error: unknown): NodeName | undefined {
 /** Bounds of a hybrid timestamp (hlc/timestamp.ts's MIN_TIMESTAMP and MAX_TIMESTAMP; core imports nothing above). */
 const TIMESTAMP_MIN = 1n;
 const TIMESTAMP_MAX = (1n << 64n) - 1n;
-/** Longest id or key string a hint may carry. */
-const HINT_STRING_CHARS_MAX = 4_096;
 
 const HINT_FIELDS: Readonly<Record<ErrorHintKind, readonly string[]>> = {
   'primary-miss': ['kind', 'partitionId', 'reason', 'holder'],
@@ -203,7 +202,10 @@ export function errorHintProblem(value: unknown): string | undefined {
     case 'wait-die':
       return stringProblem(value['blocker'], 'blocker');
     case 'foreign-intent':
-      return stringProblem(value['key'], 'key', true) ?? stringProblem(value['intentTxId'], 'intentTxId');
+      // A key's UTF-8 form has at least as many bytes as it has characters.
+      return (
+        stringProblem(value['key'], 'key', LIMITS.keyBytesMax, true) ?? stringProblem(value['intentTxId'], 'intentTxId')
+      );
   }
 }
 
@@ -234,9 +236,15 @@ function outcomeProblem(outcome: unknown): string | undefined {
   return 'error.hint.outcome.state is not COMMITTED or ABORTED';
 }
 
-function stringProblem(value: unknown, what: string, mayBeEmpty = false): string | undefined {
+/** An id (node, partition, tx, incarnation) or a reason: a non-empty string of bounded length. */
+function stringProblem(
+  value: unknown,
+  what: string,
+  charsMax: number = LIMITS.identityCharsMax,
+  mayBeEmpty = false,
+): string | undefined {
   if (typeof value !== 'string' || (!mayBeEmpty && value.length === 0)) return `error.hint.${what} is not a string`;
-  return value.length > HINT_STRING_CHARS_MAX ? `error.hint.${what} is too long` : undefined;
+  return value.length > charsMax ? `error.hint.${what} is longer than ${charsMax} characters` : undefined;
 }
 
 function timestampProblem(value: unknown, what: string): string | undefined {
