@@ -5,7 +5,7 @@
  *   client → server  hello     { magic: 'basalt-client', version }
  *   server → client  hello     { magic, version, node, requestsInFlightMax }   or { magic, version, error }, then close
  *   client → server  request   { id, kind, ...fields }             id: a positive safe integer, unique while in flight
- *   server → client  response  { id, result }  |  { id, error }    error: ErrorData (code, message, details, executed)
+ *   server → client  response  { id, result }  |  { id, error }    error: ErrorData (code, message, details, executed, hint)
  *
  * Flow control: a client keeps at most `requestsInFlightMax` requests unanswered on a connection (the server pauses
  * reading at that bound and refuses OVERLOADED past twice it), queueing the rest on its side.
@@ -18,7 +18,7 @@
  * connection stays open; a frame whose id cannot be read has nothing to answer to, so it is answered under id 0 and
  * the connection is closed (the peer does not speak this protocol).
  */
-import { BasaltError, type ErrorData, isErrorCode } from '../core/errors.js';
+import { BasaltError, type ErrorData, type ErrorHint, errorHintProblem, isErrorCode } from '../core/errors.js';
 
 export const CLIENT_MAGIC = 'basalt-client';
 export const CLIENT_PROTOCOL_VERSION = 1;
@@ -270,6 +270,9 @@ function parseErrorData(value: unknown): ErrorData | undefined {
     ...(isRecord(details) && { details }),
     // Anything but a proven "no" reads as unknown: the safe side for a client deciding whether to resend.
     ...(value['executed'] === 'no' && { executed: 'no' as const }),
+    // A malformed hint is dropped: the error still reads, only without what it would have steered.
+    ...(value['hint'] !== undefined &&
+      errorHintProblem(value['hint']) === undefined && { hint: value['hint'] as ErrorHint }),
   };
 }
 

@@ -1,14 +1,20 @@
 /**
  * Coded errors. Every error that reaches a user carries a stable `code` and says whether retrying the same operation
- * may succeed. Errors cross the wire as data ({ code, message, details, executed }) and become exceptions only at the
- * API edge.
+ * may succeed. Errors cross the wire as data ({ code, message, details, executed, hint }) and become exceptions only
+ * at the API edge.
  *
  * `retryable` is about the code (a fresh attempt may succeed); `executed` is about one failed request: `'no'` only
  * where the failure proves the request did nothing (it was never sent, or the receiver refused it whole before acting),
  * `'unknown'` everywhere else (a timeout, a connection lost after sending, a proposal abandoned after it may have
  * reached followers' logs). Only a proven `'no'` lets a caller resend a non-idempotent request as if it were new
  * (rule 7); the same code may carry either, so callers ask `executed`, never the code alone.
+ *
+ * `details` are for people (logs, messages); what a receiver acts on travels as a typed `hint` (ErrorHint), checked
+ * like `executed` when it is decoded: where a PRIMARY_MISS says the lease is, the outcome a TX_MISMATCHING_OUTCOME
+ * found stored, the older tx a wait-die denial names, the foreign intent a read or write met under its lock.
  */
+import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from './ids.js';
+import { LIMITS } from './limits.js';
 
 export const ERROR_CODES = {
   INVALID_ARGUMENT: { retryable: false },
@@ -57,17 +63,51 @@ export type ErrorCode = keyof typeof ERROR_CODES;
 /** Whether a failed request certainly did nothing (`'no'`) or may have taken effect (`'unknown'`). */
 export type Execution = 'no' | 'unknown';
 
+/** A lease holder as a PRIMARY_MISS names it: its node name and the lease token (holder, start). */
+export interface MissHolder {
+  readonly name: NodeName;
+  readonly token: {
+    readonly holder: { readonly nodeId: NodeId; readonly incarnation: string };
+    readonly start: HybridTimestamp;
+  };
+}
+
+/** A tx outcome as a mismatch carries it (the shape of tx/messages.ts's TxOutcome). */
+export type HintOutcome =
+  | { readonly state: 'ABORTED' }
+  | { readonly state: 'COMMITTED'; readonly commitTs: HybridTimestamp };
+
+/** What an error tells its receiver to do next, by kind (see the module header). */
+export type ErrorHint =
+  /** PRIMARY_MISS: this replica does not act as primary of `partitionId` (`reason`); the lease it knows, if any. */
+  | {
+      readonly kind: 'primary-miss';
+      readonly partitionId: PartitionId;
+      readonly reason: string;
+      readonly holder?: MissHolder;
+    }
+  /** TX_MISMATCHING_OUTCOME: the outcome the commit partition stored (rule 14). */
+  | { readonly kind: 'mismatched-outcome'; readonly outcome: HintOutcome }
+  /** TX_LOCK_CONFLICT by wait-die: the older tx whose lock the request died against. */
+  | { readonly kind: 'wait-die'; readonly blocker: TxId }
+  /** TX_LOCK_CONFLICT on a foreign intent under the request's lock (its writer lost its locks). */
+  | { readonly kind: 'foreign-intent'; readonly key: string; readonly intentTxId: TxId };
+
+export type ErrorHintKind = ErrorHint['kind'];
+
 /** The wire form of an error. `executed` is sent only when it is `'no'`: absent means unknown. */
 export interface ErrorData {
   readonly code: ErrorCode;
   readonly message: string;
   readonly details?: Readonly<Record<string, unknown>>;
   readonly executed?: 'no';
+  readonly hint?: ErrorHint;
 }
 
 export interface BasaltErrorOptions extends ErrorOptions {
   /** Default `'unknown'`: only the place that can prove a request did nothing says `'no'`. */
   readonly executed?: Execution;
+  readonly hint?: ErrorHint;
 }
 
 export class BasaltError extends Error {
@@ -76,6 +116,7 @@ export class BasaltError extends Error {
   readonly retryable: boolean;
   readonly details: Readonly<Record<string, unknown>> | undefined;
   readonly executed: Execution;
+  readonly hint: ErrorHint | undefined;
 
   constructor(
     code: ErrorCode,
@@ -88,6 +129,7 @@ export class BasaltError extends Error {
     this.retryable = ERROR_CODES[code].retryable;
     this.details = details;
     this.executed = options?.executed ?? 'unknown';
+    this.hint = options?.hint;
   }
 
   toData(): ErrorData {
@@ -99,14 +141,121 @@ export class BasaltError extends Error {
       message: plainMessage,
       ...(this.details !== undefined && { details: this.details }),
       ...(this.executed === 'no' && { executed: 'no' as const }),
+      ...(this.hint !== undefined && { hint: this.hint }),
     };
   }
 
+  /** `data` as checked on decode (errorHintProblem); a hint of a kind this node does not know is dropped. */
   static fromData(data: ErrorData): BasaltError {
     const code: ErrorCode = isErrorCode(data.code) ? data.code : 'INTERNAL';
     const executed: Execution = data.executed === 'no' ? 'no' : 'unknown';
-    return new BasaltError(code, String(data.message), data.details, { executed });
+    const hint = isKnownHint(data.hint) ? data.hint : undefined;
+    return new BasaltError(code, String(data.message), data.details, { executed, ...(hint !== undefined && { hint }) });
   }
+}
+
+/** The hint of kind `kind` that `error` carries, if it is a BasaltError carrying one. */
+export function hintOf<K extends ErrorHintKind>(error: unknown, kind: K): Extract<ErrorHint, { kind: K }> | undefined {
+  if (!(error instanceof BasaltError) || error.hint?.kind !== kind) return undefined;
+  return error.hint as Extract<ErrorHint, { kind: K }>;
+}
+
+/** The holder a PRIMARY_MISS names, if it names one. */
+export function missHolder(error: unknown): NodeName | undefined {
+  return isBasaltError(error, 'PRIMARY_MISS') ? hintOf(error, 'primary-miss')?.holder?.name : undefined;
+}
+
+// ---- hint validation (what a peer sent) ----------------------------------------------------------------------------
+
+/** Bounds of a hybrid timestamp (hlc/timestamp.ts's MIN_TIMESTAMP and MAX_TIMESTAMP; core imports nothing above). */
+const TIMESTAMP_MIN = 1n;
+const TIMESTAMP_MAX = (1n << 64n) - 1n;
+
+const HINT_FIELDS: Readonly<Record<ErrorHintKind, readonly string[]>> = {
+  'primary-miss': ['kind', 'partitionId', 'reason', 'holder'],
+  'mismatched-outcome': ['kind', 'outcome'],
+  'wait-die': ['kind', 'blocker'],
+  'foreign-intent': ['kind', 'key', 'intentTxId'],
+};
+
+/**
+ * Why `value` is not a well-formed hint, or undefined if it is one. A hint of a kind this node does not know passes
+ * (a newer peer may send it; fromData drops it), as unknown codes do.
+ */
+export function errorHintProblem(value: unknown): string | undefined {
+  if (!isPlainRecord(value)) return 'error.hint is not an object';
+  const kind = value['kind'];
+  if (typeof kind !== 'string' || kind.length === 0) return 'error.hint.kind is not a non-empty string';
+  if (!Object.hasOwn(HINT_FIELDS, kind)) return undefined;
+  const fields = HINT_FIELDS[kind as ErrorHintKind];
+  const extra = Object.keys(value).find((key) => !fields.includes(key));
+  if (extra !== undefined) return `unexpected field error.hint.${extra}`;
+  switch (kind as ErrorHintKind) {
+    case 'primary-miss':
+      return (
+        stringProblem(value['partitionId'], 'partitionId') ??
+        stringProblem(value['reason'], 'reason') ??
+        (value['holder'] === undefined ? undefined : holderProblem(value['holder']))
+      );
+    case 'mismatched-outcome':
+      return outcomeProblem(value['outcome']);
+    case 'wait-die':
+      return stringProblem(value['blocker'], 'blocker');
+    case 'foreign-intent':
+      // A key's UTF-8 form has at least as many bytes as it has characters.
+      return (
+        stringProblem(value['key'], 'key', LIMITS.keyBytesMax, true) ?? stringProblem(value['intentTxId'], 'intentTxId')
+      );
+  }
+}
+
+function isKnownHint(value: unknown): value is ErrorHint {
+  return (
+    isPlainRecord(value) && Object.hasOwn(HINT_FIELDS, String(value['kind'])) && errorHintProblem(value) === undefined
+  );
+}
+
+function holderProblem(holder: unknown): string | undefined {
+  if (!isPlainRecord(holder)) return 'error.hint.holder is not an object';
+  const token = holder['token'];
+  if (!isPlainRecord(token)) return 'error.hint.holder.token is not an object';
+  const tokenHolder = token['holder'];
+  if (!isPlainRecord(tokenHolder)) return 'error.hint.holder.token.holder is not an object';
+  return (
+    stringProblem(holder['name'], 'holder.name') ??
+    stringProblem(tokenHolder['nodeId'], 'holder.token.holder.nodeId') ??
+    stringProblem(tokenHolder['incarnation'], 'holder.token.holder.incarnation') ??
+    timestampProblem(token['start'], 'holder.token.start')
+  );
+}
+
+function outcomeProblem(outcome: unknown): string | undefined {
+  if (!isPlainRecord(outcome)) return 'error.hint.outcome is not an object';
+  if (outcome['state'] === 'ABORTED') return outcome['commitTs'] === undefined ? undefined : 'ABORTED with a commitTs';
+  if (outcome['state'] === 'COMMITTED') return timestampProblem(outcome['commitTs'], 'outcome.commitTs');
+  return 'error.hint.outcome.state is not COMMITTED or ABORTED';
+}
+
+/** An id (node, partition, tx, incarnation) or a reason: a non-empty string of bounded length. */
+function stringProblem(
+  value: unknown,
+  what: string,
+  charsMax: number = LIMITS.identityCharsMax,
+  mayBeEmpty = false,
+): string | undefined {
+  if (typeof value !== 'string' || (!mayBeEmpty && value.length === 0)) return `error.hint.${what} is not a string`;
+  return value.length > charsMax ? `error.hint.${what} is longer than ${charsMax} characters` : undefined;
+}
+
+function timestampProblem(value: unknown, what: string): string | undefined {
+  if (typeof value !== 'bigint' || value < TIMESTAMP_MIN || value >= TIMESTAMP_MAX) {
+    return `error.hint.${what} is not a timestamp`;
+  }
+  return undefined;
+}
+
+function isPlainRecord(value: unknown): value is Readonly<Record<string, unknown>> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Uint8Array);
 }
 
 /** True only when `error` proves its request did nothing, so that resending it cannot make it take effect twice. */
@@ -120,6 +269,14 @@ export function isErrorCode(value: unknown): value is ErrorCode {
 
 export function isBasaltError(value: unknown, code?: ErrorCode): value is BasaltError {
   return value instanceof BasaltError && (code === undefined || value.code === code);
+}
+
+/** Anything thrown as a BasaltError; an uncoded failure becomes INTERNAL (with it as the cause). */
+export function asBasaltError(error: unknown): BasaltError {
+  if (error instanceof BasaltError) return error;
+  return new BasaltError('INTERNAL', error instanceof Error ? error.message : String(error), undefined, {
+    cause: error,
+  });
 }
 
 /** Converts anything thrown into wire data; unknown failures become INTERNAL. */

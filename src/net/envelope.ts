@@ -10,7 +10,7 @@
  * are generic over `{ kind: string }`. A decoded value that is not exactly one of these shapes is malformed:
  * `parseEnvelope` checks every field and rejects unknown ones, so nothing half-valid reaches a handler.
  */
-import type { ErrorData } from '../core/errors.js';
+import { type ErrorData, errorHintProblem } from '../core/errors.js';
 import type { HybridTimestamp, NodeId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { PeerIdentity } from '../env/transport.js';
@@ -152,8 +152,13 @@ function errorDataProblem(error: unknown): string | undefined {
   if (details !== undefined && !isRecord(details)) return 'error.details is not an object';
   const executed = error['executed'];
   if (executed !== undefined && executed !== 'no') return 'error.executed is not "no"';
+  const hint = error['hint'];
+  if (hint !== undefined) {
+    const problem = errorHintProblem(hint);
+    if (problem !== undefined) return problem;
+  }
   for (const key of Object.keys(error)) {
-    if (key !== 'code' && key !== 'message' && key !== 'details' && key !== 'executed') {
+    if (key !== 'code' && key !== 'message' && key !== 'details' && key !== 'executed' && key !== 'hint') {
       return `unexpected field error.${key}`;
     }
   }

@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { partitionIndexOf } from '../core/partitioning.js';
+import { primaryMissNaming } from '../tx/test-support.js';
 import { MetaPlacement } from './coordinator-service.js';
 import type { MetaView } from './metastorage-state.js';
 import { holderHint, isExpectedFailure, PrimaryHints } from './replica-host.js';
@@ -46,8 +47,13 @@ describe('PrimaryHints', () => {
   });
 
   it('reads the holder of a PRIMARY_MISS and tells expected failures from bugs', () => {
-    const miss = new BasaltError('PRIMARY_MISS', 'not here', { holderName: 'n2' });
+    const miss = primaryMissNaming(P, 'n2');
     assert.equal(holderHint(miss), 'n2');
+    assert.equal(
+      holderHint(new BasaltError('PRIMARY_MISS', 'untyped', { holderName: 'n2' })),
+      undefined,
+      'only the hint',
+    );
     assert.equal(holderHint(new BasaltError('PRIMARY_MISS', 'no hint')), undefined);
     assert.equal(holderHint(new Error('x')), undefined);
     assert.equal(isExpectedFailure(new BasaltError('NOT_LEADER', 'lost it')), true);

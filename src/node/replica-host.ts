@@ -30,7 +30,7 @@
  * durable before it is acknowledged, and a compacted prefix is restored from its snapshot). The host flushes the
  * engine on each upkeep tick only to bound what a crash can take back (and the simulator's undo log).
  */
-import { BasaltError } from '../core/errors.js';
+import { BasaltError, missHolder } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle } from '../env/timers.js';
@@ -378,11 +378,9 @@ export class ReplicaPartitionHost implements PartitionHost {
   }
 }
 
-/** The holder named by a PRIMARY_MISS (its details carry `holderName`). */
+/** The holder named by a PRIMARY_MISS (its typed hint). */
 export function holderHint(error: unknown): NodeName | undefined {
-  if (!(error instanceof BasaltError) || error.code !== 'PRIMARY_MISS') return undefined;
-  const name = error.details?.['holderName'];
-  return typeof name === 'string' ? (name as NodeName) : undefined;
+  return missHolder(error);
 }
 
 /** A coded failure that faults explain (not INTERNAL or STORAGE_CORRUPTED, which mean a bug or a broken disk). */

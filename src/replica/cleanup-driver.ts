@@ -6,10 +6,11 @@
  * whenever a record still owes one. The coordinator's answer never waits for a run.
  *
  * A run: enlisted partitions are grouped by their primary node (a hint first: the coordinator's enlistment, else the
- * locator), one TxCleanupRequest per node; partitions not reported cleaned (PRIMARY_MISS, timeout, failure) have their
- * primary re-resolved and are retried after a doubling backoff capped at `cleanupBackoffMsMax`, for at most
- * `cleanupAttemptsMax` rounds. A run also ends once this replica no longer acts as the commit partition's primary
- * (the next primary re-drives on gaining primacy). Concurrent runs of one tx share one.
+ * locator), one TxCleanupRequest per node; partitions not reported cleaned (PRIMARY_MISS, timeout, failure) go next
+ * to the holder their miss names, else to the primary the locator finds again (tx/primary-route.ts's rule), and are
+ * retried after a doubling backoff capped at `cleanupBackoffMsMax`, for at most `cleanupAttemptsMax` rounds. A run
+ * also ends once this replica no longer acts as the commit partition's primary (the next primary re-drives on gaining
+ * primacy). Concurrent runs of one tx share one.
  *
  * Never given up: a record stays "cleanup not completed" until TxCleanupCompleted applies, and every
  * `cleanupRescanIntervalMs` the driver scans each commit partition this node is primary of for such records that no
@@ -24,6 +25,7 @@ import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import type { StoredTxMeta } from '../storage/tx-state-storage.js';
 import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../tx/messages.js';
+import { followMiss } from '../tx/primary-route.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from './partition-replica.js';
 import { type CounterSink, NO_COUNTERS } from './resolution/ports.js';
 
@@ -283,16 +285,20 @@ export class CleanupDriver {
       unlockOnly: false,
       outcome,
     };
+    let failure: unknown;
     const cleaned = await this.o.sender.request(node, body).then(
       (response) => new Set(response.cleaned),
-      () => new Set<PartitionId>(),
+      (error: unknown) => {
+        failure = error;
+        return new Set<PartitionId>();
+      },
     );
     for (const partitionId of partitionIds) {
       if (cleaned.has(partitionId)) pending.delete(partitionId);
       else {
-        // Not its primary any more (or unreachable): ask the locator again next round.
+        // Not its primary any more (or unreachable): the holder a miss of this partition names, else the locator.
         const target = pending.get(partitionId);
-        if (target !== undefined) target.hint = undefined;
+        if (target !== undefined) target.hint = followMiss(failure, partitionId, node);
       }
     }
   }

@@ -8,13 +8,21 @@
  *
  * One TxCleanupRequest per node, naming that node's partitions. The first round is awaited, so that in the common
  * case the locks are gone when commit or rollback returns (a retry of the tx is younger and would die against them);
- * partitions not reported cleaned are retried in the background at their current primary, with backoff, at most
- * `cleanupAttemptsMax` rounds.
+ * partitions not reported cleaned are retried in the background at their current primary (the placement's guess, which
+ * has learned the holder a PRIMARY_MISS named: primary-route.ts), with backoff, at most `cleanupAttemptsMax` rounds.
  */
 import { BasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId, TxId } from '../core/ids.js';
-import { asBasaltError, backoffMs, type CoordinatorContext, expectKind, pause } from './coordinator-support.js';
+import {
+  asBasaltError,
+  backoffMs,
+  type CoordinatorContext,
+  expectKind,
+  pause,
+  placementDirectory,
+} from './coordinator-support.js';
 import type { TxCleanupRequest, TxOutcome } from './messages.js';
+import { followMiss } from './primary-route.js';
 
 export interface CleanupTarget {
   readonly partitionId: PartitionId;
@@ -114,6 +122,9 @@ async function cleanupAt(
     return partitions.filter((p) => !cleaned.has(p)).map((partitionId) => ({ partitionId, primary: node }));
   } catch (error) {
     if (asBasaltError(error).code === 'CANCELLED' && ctx.signal.aborted) return [];
+    // The holder a miss names is learned, so that the next round's placement guess goes there.
+    const directory = placementDirectory(ctx.placement);
+    for (const partitionId of partitions) followMiss(error, partitionId, node, directory);
     return partitions.map((partitionId) => ({ partitionId, primary: node }));
   }
 }

@@ -9,8 +9,9 @@
  * 3. the lease check of every enlisted partition, read-only ones included (rule 6): `commitTs < expiration` as last
  *    heard, else a LeaseConfirmRequest to that primary; a failed check aborts instead (retryable error);
  * 4. a tx that wrote nothing: unlock-only cleanup, its entry goes final and is removed (no durable state);
- *    otherwise TxFinishRequest to the commit partition primary, retried on PRIMARY_MISS (following the hint) and on
- *    timeouts with backoff, always with the same commitTs. The commit partition answers once the outcome is durable
+ *    otherwise TxFinishRequest to the commit partition primary, routed as every primary-only request is
+ *    (primary-route.ts: a PRIMARY_MISS hint followed, a target tried again after a backoff), timeouts retried too,
+ *    always with the same commitTs. The commit partition answers once the outcome is durable
  *    and cleans up the enlisted partitions after it (DESIGN §2 "Commit acknowledgement"), so the answer costs no
  *    cleanup round trip. COMMITTED is reported only from the stored outcome (rule 14); a mismatch sets the map to
  *    the real outcome, cleans up the whole enlisted set and is reported (not retryable); after `finishAttemptsMax`
@@ -29,7 +30,7 @@
  */
 import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
-import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
+import type { HybridTimestamp, PartitionId } from '../core/ids.js';
 import { formatTimestamp } from '../hlc/timestamp.js';
 import type { CoordinatedTx, Enlistment } from './coordinated-tx.js';
 import { type CleanupTarget, cleanUp } from './coordinator-cleanup.js';
@@ -42,10 +43,11 @@ import {
   outcomeOfEntry,
   parseOutcome,
   pause,
-  primaryMissHint,
+  placementDirectory,
   waitForFinal,
 } from './coordinator-support.js';
 import type { TxFinishRequest, TxOutcome } from './messages.js';
+import { sendToPrimary } from './primary-route.js';
 import { isFinal } from './tx-state.js';
 import type { BeginFinishResult } from './tx-state-map.js';
 
@@ -263,7 +265,11 @@ export class FinishDriver {
       .catch(this.ctx.onError);
   }
 
-  /** Sends the finish request (attempts `from`..`to`) until the commit partition answers with an outcome. */
+  /**
+   * Sends the finish request (attempts `from`..`to`) to the commit partition's primary (primary-route.ts) until it
+   * answers with an outcome: the request is idempotent (the same commitTs every time), so every failure but a
+   * mismatch or a refusal below the vacuum horizon is retried.
+   */
   private async drive(
     tx: CoordinatedTx,
     body: TxFinishRequest,
@@ -272,46 +278,42 @@ export class FinishDriver {
     backoffMaxMs: number,
   ): Promise<DriveResult> {
     const { ctx } = this;
-    let target = tx.enlistment(body.commitPartitionId)?.primaryName;
-    let last: BasaltError | undefined;
-    for (let attempt = from; attempt <= to; attempt++) {
-      if (attempt > 1) {
-        try {
-          await pause(ctx, backoffMs(attempt - 1, ctx.settings.retryBackoffMsMin, backoffMaxMs));
-        } catch {
-          return { kind: 'stopped' };
-        }
-      }
-      if (ctx.signal.aborted) return { kind: 'stopped' };
-      try {
-        // No primary known (yet): the placement may learn one before the next attempt.
-        target ??= ctx.placement.primaryHint(body.commitPartitionId);
-        const response = await ctx.request(target, body, {
-          timeoutMs: ctx.settings.finishRequestTimeoutMs,
-          signal: ctx.signal,
-        });
+    const { retryBackoffMsMin, finishRequestTimeoutMs } = ctx.settings;
+    try {
+      // Later attempts go on where the earlier ones stopped, backoff included.
+      if (from > 1) await pause(ctx, backoffMs(from - 1, retryBackoffMsMin, backoffMaxMs));
+    } catch {
+      return { kind: 'stopped' };
+    }
+    if (ctx.signal.aborted) return { kind: 'stopped' };
+    const first = tx.enlistment(body.commitPartitionId)?.primaryName;
+    const routed = await sendToPrimary({
+      partitionId: body.commitPartitionId,
+      directory: placementDirectory(ctx.placement),
+      ...(first !== undefined && { first }),
+      send: async (target) => {
+        const options = { timeoutMs: finishRequestTimeoutMs, signal: ctx.signal };
+        const response = await ctx.request(target, body, options);
         const outcome = parseOutcome(expectKind(response, 'TxFinishResponse').outcome);
         if (outcome === undefined) throw new BasaltError('INTERNAL', `malformed finish outcome from ${target}`);
-        const matches = outcome.state === (body.commit ? 'COMMITTED' : 'ABORTED');
-        return matches ? { kind: 'outcome', outcome } : { kind: 'mismatch', outcome };
-      } catch (error) {
-        const e = asBasaltError(error);
-        const real = mismatchOutcome(e);
-        if (real !== undefined) return { kind: 'mismatch', outcome: real };
-        if (e.code === 'TX_OUTCOME_UNKNOWN') return { kind: 'unknown', error: e };
-        if (ctx.signal.aborted) return { kind: 'stopped' };
-        last = e;
-        target = this.nextFinishTarget(body.commitPartitionId, e);
-      }
+        return outcome;
+      },
+      retries: (e) => mismatchOutcome(e) === undefined && e.code !== 'TX_OUTCOME_UNKNOWN' && !ctx.signal.aborted,
+      attemptsMax: to - from + 1,
+      backoffMs: (attempt) => backoffMs(from + attempt - 1, retryBackoffMsMin, backoffMaxMs),
+      timers: ctx.timers,
+      signal: ctx.signal,
+    });
+    if (routed.kind === 'ok') {
+      const outcome = routed.response;
+      const matches = outcome.state === (body.commit ? 'COMMITTED' : 'ABORTED');
+      return matches ? { kind: 'outcome', outcome } : { kind: 'mismatch', outcome };
     }
-    return { kind: 'exhausted', error: last };
-  }
-
-  /** After a failed attempt: the holder a PRIMARY_MISS names, else the placement's guess at the next attempt. */
-  private nextFinishTarget(commitPartitionId: PartitionId, error: BasaltError): NodeName | undefined {
-    const hint = primaryMissHint(error);
-    if (hint !== undefined) this.ctx.placement.notePrimary(commitPartitionId, hint);
-    return hint;
+    const real = mismatchOutcome(routed.error);
+    if (real !== undefined) return { kind: 'mismatch', outcome: real };
+    if (routed.error.code === 'TX_OUTCOME_UNKNOWN') return { kind: 'unknown', error: routed.error };
+    if (ctx.signal.aborted) return { kind: 'stopped' };
+    return { kind: 'exhausted', error: routed.error };
   }
 
   /** The stored outcome arrived: the map goes final (rule 14), the tx is done. */
@@ -395,10 +397,12 @@ export function rolledBackError(tx: CoordinatedTx, cause: BasaltError): BasaltEr
 
 function mismatchError(tx: CoordinatedTx, body: TxFinishRequest, outcome: TxOutcome): BasaltError {
   const wanted = body.commit ? 'COMMITTED' : 'ABORTED';
-  return new BasaltError('TX_MISMATCHING_OUTCOME', `tx ${tx.id} is ${outcome.state}, not ${wanted}`, {
-    txId: tx.id,
-    outcome,
-  });
+  return new BasaltError(
+    'TX_MISMATCHING_OUTCOME',
+    `tx ${tx.id} is ${outcome.state}, not ${wanted}`,
+    { txId: tx.id, outcome },
+    { hint: { kind: 'mismatched-outcome', outcome } },
+  );
 }
 
 function outcomeUnknownError(

@@ -1,21 +1,19 @@
 /**
  * Shared pieces of the coordinator's flows: its resolved settings (every retry loop bounded by a named limit), the
- * context the flows run in, backoff, and how the coordinator reads the errors primaries send back:
- * - *unexecuted*: the request certainly did nothing (never sent, or refused before acting), so the tx may go on and
- *   a one-phase write may be resent; anything else (a timeout, a lost connection, a proposal abandoned after it may
- *   have reached followers' logs, all of which can arrive as NODE_UNAVAILABLE or TIMEOUT) leaves the outcome unknown;
- * - PRIMARY_MISS with a holder hint: where to go next;
- * - TX_MISMATCHING_OUTCOME with the outcome the commit partition stored (rule 14).
+ * context the flows run in and its routing to primaries (primary-route.ts: where to go after a PRIMARY_MISS, and
+ * whether a failed request certainly did nothing), backoff, and the outcome a TX_MISMATCHING_OUTCOME carries (the one
+ * the commit partition stored, rule 14).
  */
 import { assert } from '../core/assert.js';
-import { BasaltError, isBasaltError, provedUnexecuted } from '../core/errors.js';
-import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../core/ids.js';
+import { BasaltError, hintOf, isBasaltError } from '../core/errors.js';
+import type { HybridTimestamp, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { MAX_TIMESTAMP, MIN_TIMESTAMP } from '../hlc/timestamp.js';
 import type { CoordinatorSelf, TxPlacement, TxRequestFn } from './coordinator-ports.js';
 import type { TxOutcome } from './messages.js';
+import type { PrimaryDirectory } from './primary-route.js';
 import { TX_ID_TIMEOUT_MS_MAX } from './tx-id.js';
 import { isFinal } from './tx-state.js';
 import type { TxStateEntry, TxStateMap } from './tx-state-map.js';
@@ -110,38 +108,15 @@ export async function pause(ctx: CoordinatorContext, delayMs: number): Promise<v
   await sleep(ctx.timers, delayMs, ctx.signal);
 }
 
-export function asBasaltError(error: unknown): BasaltError {
-  if (error instanceof BasaltError) return error;
-  return new BasaltError('INTERNAL', error instanceof Error ? error.message : String(error), undefined, {
-    cause: error,
-  });
-}
+export { asBasaltError } from '../core/errors.js';
+export { isUnexecuted, mayResendAsNew } from './primary-route.js';
 
-/**
- * Codes a primary answers only when it refused a request before acting, whoever sends them. NODE_UNAVAILABLE is not
- * one: a replica or Raft driver that stops abandons proposals with it, and those may still commit through another
- * leader under the same lease. It proves nothing unless the error itself says so (`executed: 'no'`).
- */
-const UNEXECUTED_CODES = new Set(['OVERLOADED', 'INVALID_ARGUMENT', 'UNKNOWN_TABLE', 'NOT_FOUND']);
-
-/** True when the failed request certainly did nothing: its error proves it, or its code is a refusal. */
-export function isUnexecuted(error: BasaltError): boolean {
-  return provedUnexecuted(error) || UNEXECUTED_CODES.has(error.code);
-}
-
-/**
- * A failed first request to a partition (enlistment, one-phase write) that may be sent again as if new: a PRIMARY_MISS
- * (the command was refused, or applied as a deterministic no-op under a stale lease: rule 4) or a proven non-execution.
- */
-export function mayResendAsNew(error: BasaltError): boolean {
-  return error.code === 'PRIMARY_MISS' || provedUnexecuted(error);
-}
-
-/** The node a PRIMARY_MISS names as the current holder, if any. */
-export function primaryMissHint(error: unknown): NodeName | undefined {
-  if (!isBasaltError(error, 'PRIMARY_MISS')) return undefined;
-  const name = error.details?.['holderName'];
-  return typeof name === 'string' && name.length > 0 ? (name as NodeName) : undefined;
+/** The placement as a route's directory: its best guess, and what it learns from responses and misses. */
+export function placementDirectory(placement: TxPlacement): PrimaryDirectory {
+  return {
+    locate: (partitionId) => placement.primaryHint(partitionId),
+    note: (partitionId, name) => placement.notePrimary(partitionId, name),
+  };
 }
 
 /** Checks an outcome received from the wire; undefined if it is not one. */
@@ -153,10 +128,10 @@ export function parseOutcome(value: unknown): TxOutcome | undefined {
   return undefined;
 }
 
-/** The outcome a TX_MISMATCHING_OUTCOME error carries. */
+/** The outcome a TX_MISMATCHING_OUTCOME error carries (its hint, checked when it was decoded). */
 export function mismatchOutcome(error: unknown): TxOutcome | undefined {
   if (!isBasaltError(error, 'TX_MISMATCHING_OUTCOME')) return undefined;
-  return parseOutcome(error.details?.['outcome']);
+  return hintOf(error, 'mismatched-outcome')?.outcome;
 }
 
 export function isTimestamp(value: unknown): value is HybridTimestamp {

@@ -23,8 +23,8 @@ import { SeededRandom } from '../sim/random.js';
 import { Scheduler } from '../sim/scheduler.js';
 import type { CoordinatedTx } from './coordinated-tx.js';
 import { TxCoordinator } from './coordinator.js';
-import type { TxRequest, TxResponse, TxStateAnswer } from './messages.js';
-import { FakeCluster, TABLE } from './test-support.js';
+import type { TxFinishRequest, TxRequest, TxResponse, TxStateAnswer } from './messages.js';
+import { FakeCluster, primaryMissNaming, TABLE } from './test-support.js';
 import { TxStateMap } from './tx-state-map.js';
 
 const SEEDS =
@@ -117,7 +117,10 @@ async function runSeed(seed: string): Promise<void> {
         cluster.handle(to, body);
         return hang();
       }
-      if (r < 0.35) throw new BasaltError('PRIMARY_MISS', 'injected', { holderName: faultRandom.pick(cluster.nodes) });
+      if (r < 0.35) {
+        const commitPartitionId = (body as TxFinishRequest).commitPartitionId;
+        throw primaryMissNaming(commitPartitionId, faultRandom.pick(cluster.nodes), 'injected');
+      }
       return cluster.handle(to, body);
     }),
   );

@@ -8,7 +8,15 @@ import { SimClock } from '../sim/clock.js';
 import { Scheduler } from '../sim/scheduler.js';
 import type { TxCoordinatorOptions } from './coordinator-support.js';
 import type { TxFinishRequest, TxResponse } from './messages.js';
-import { coordinatorOver, FakeCluster, rejectsWith, SELF, settleWithin, TABLE } from './test-support.js';
+import {
+  coordinatorOver,
+  FakeCluster,
+  primaryMissNaming,
+  rejectsWith,
+  SELF,
+  settleWithin,
+  TABLE,
+} from './test-support.js';
 import { beginTimestampOf, makeTxId } from './tx-id.js';
 import { TxStateMap, type TxStateMapEvent } from './tx-state-map.js';
 
@@ -338,7 +346,7 @@ describe('coordinator: commit', () => {
     let calls = 0;
     cluster.script('TxFinishRequest', (to, body) => {
       calls += 1;
-      if (calls === 1) throw new BasaltError('PRIMARY_MISS', 'moved', { holderName: 'n3' });
+      if (calls === 1) throw primaryMissNaming(cluster.partition(0), 'n3', 'moved');
       if (calls === 2) return hang();
       return cluster.handle(to, body);
     });

@@ -12,7 +12,8 @@
  * Each request has the next opSeq of the tx (rule 7). Every response's writeTs is absorbed into the clock, so the
  * commitTs taken later exceeds every write. Failures:
  * - PRIMARY_MISS on a first request, or a failure that proves the request was never executed (`executed: 'no'`, e.g.
- *   not sent to a node that is down): follow the hint or try again (bounded);
+ *   not sent to a node that is down): routed again as every primary-only request is (primary-route.ts: the hint
+ *   followed, a target tried already backed off from, bounded);
  * - PRIMARY_MISS once enlisted: the primary changed under the tx; it becomes abort-only (retryable TX_ABORTED);
  * - TX_LOCK_CONFLICT (wait-die): the op fails retryably and the tx is abort-only (the whole tx is retried);
  * - a timeout, a lost connection, a proposal abandoned by a stopping replica (NODE_UNAVAILABLE without proof) or
@@ -28,7 +29,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { assert } from '../core/assert.js';
-import { BasaltError } from '../core/errors.js';
+import { BasaltError, type Execution } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Random } from '../env/random.js';
@@ -48,8 +49,7 @@ import {
   groupByPartition,
   isUnexecuted,
   mayResendAsNew,
-  pause,
-  primaryMissHint,
+  placementDirectory,
   resolveSettings,
   settleAll,
   type TxCoordinatorOptions,
@@ -62,6 +62,7 @@ import type {
   TxStateCoordinatorRequest,
   TxStateResponse,
 } from './messages.js';
+import { sendToPrimary } from './primary-route.js';
 import { TxIdGenerator, txDeadline } from './tx-id.js';
 import type { TxStateMap } from './tx-state-map.js';
 import {
@@ -355,53 +356,50 @@ export class TxCoordinator {
     }
   }
 
-  /** The first request to a partition, following PRIMARY_MISS hints (a miss did nothing), at most enlistAttemptsMax. */
-  private async enlistAttempts(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
-    const { placement, settings } = this.ctx;
-    const write = isWrite(operation);
-    let target = placement.primaryHint(partitionId);
-    for (let attempt = 1; ; attempt++) {
-      if (tx.abortCause !== undefined) throw rolledBackErrorForOp(tx, tx.abortCause);
-      if (write) tx.mayHaveWritten = true;
-      try {
-        const response = await this.send(tx, partitionId, target, operation, undefined);
-        const e = tx.enlist(partitionId, response.lease, write);
-        placement.notePrimary(partitionId, response.lease.holderName);
-        this.absorb(e, response);
-        return response.result;
-      } catch (error) {
-        const e = asBasaltError(error);
-        // A miss did nothing; neither did a request proven unexecuted (e.g. never sent to a node that is down): try
-        // elsewhere. Anything else (a proposal abandoned by a stopping replica, a timeout) may have applied: rule 7.
-        const retry = mayResendAsNew(e);
-        if (!retry || attempt >= settings.enlistAttemptsMax) {
-          throw this.operationFailed(tx, partitionId, target, e, false);
-        }
-        const next = this.nextTarget(partitionId, e);
-        // A new target may answer at once; the same one again (a lease not started or being elected) needs time.
-        if (next === target) await this.pauseOrFail(tx, partitionId, target, attempt);
-        target = next;
-      }
-    }
-  }
-
-  private async pauseOrFail(tx: CoordinatedTx, partitionId: PartitionId, target: NodeName, attempt: number) {
-    const { retryBackoffMsMin, retryBackoffMsMax } = this.ctx.settings;
-    try {
-      await pause(this.ctx, backoffMs(attempt, retryBackoffMsMin, retryBackoffMsMax));
-    } catch (error) {
-      throw this.operationFailed(tx, partitionId, target, asBasaltError(error), false);
-    }
-  }
-
   /**
-   * Where to send next after a PRIMARY_MISS or an unreachable node: the placement's best guess, which has learned
-   * the holder a miss names (and passes over a holder that is not live).
+   * The first request to a partition, routed to its primary (primary-route.ts), at most enlistAttemptsMax attempts. A
+   * miss did nothing; neither did a request proven unexecuted (e.g. never sent to a node that is down): both are sent
+   * again as new. Anything else (a proposal abandoned by a stopping replica, a timeout) may have applied: rule 7.
    */
-  private nextTarget(partitionId: PartitionId, error: BasaltError): NodeName {
-    const hint = primaryMissHint(error);
-    if (hint !== undefined) this.ctx.placement.notePrimary(partitionId, hint);
-    return this.ctx.placement.primaryHint(partitionId);
+  private async enlistAttempts(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
+    const write = isWrite(operation);
+    const routed = await sendToPrimary({
+      ...this.firstRequestRoute(partitionId),
+      beforeAttempt: () => {
+        if (tx.abortCause !== undefined) throw rolledBackErrorForOp(tx, tx.abortCause);
+      },
+      send: (to) => {
+        // Set before a write is sent (and only then): the finish must then go to the commit partition.
+        if (write) tx.mayHaveWritten = true;
+        return this.send(tx, partitionId, to, operation, undefined);
+      },
+      primaryOf: (response) => response.lease.holderName,
+    });
+    switch (routed.kind) {
+      case 'ok': {
+        const e = tx.enlist(partitionId, routed.response.lease, write);
+        this.absorb(e, routed.response);
+        return routed.response.result;
+      }
+      case 'miss':
+        throw routed.error;
+      case 'failed':
+        throw this.operationFailed(tx, partitionId, routed.target, routed.error, routed.executed, false);
+    }
+  }
+
+  /** How a tx's first request to a partition, or a one-phase write, is routed (both may be resent only as new). */
+  private firstRequestRoute(partitionId: PartitionId) {
+    const { retryBackoffMsMin, retryBackoffMsMax, enlistAttemptsMax } = this.ctx.settings;
+    return {
+      partitionId,
+      directory: placementDirectory(this.ctx.placement),
+      retries: mayResendAsNew,
+      attemptsMax: enlistAttemptsMax,
+      backoffMs: (attempt: number) => backoffMs(attempt, retryBackoffMsMin, retryBackoffMsMax),
+      timers: this.ctx.timers,
+      signal: this.ctx.signal,
+    } as const;
   }
 
   private async sendEnlisted(tx: CoordinatedTx, e: Enlistment, operation: RwOperation): Promise<RwResult> {
@@ -413,7 +411,9 @@ export class TxCoordinator {
     try {
       response = await this.send(tx, e.partitionId, e.primaryName, operation, e.token);
     } catch (error) {
-      throw this.operationFailed(tx, e.partitionId, e.primaryName, asBasaltError(error), true);
+      const failure = asBasaltError(error);
+      const executed = isUnexecuted(failure) ? 'no' : 'unknown';
+      throw this.operationFailed(tx, e.partitionId, e.primaryName, failure, executed, true);
     }
     if (!sameEnlistmentToken(response.lease.token, e.token)) {
       throw this.abortOnly(tx, primaryChangedError(tx, e.partitionId, 'a response named another lease'));
@@ -451,17 +451,21 @@ export class TxCoordinator {
     return expectKind(response, 'ReadWriteResponse');
   }
 
-  /** What an operation's failure does to the tx, and the error the operation reports. */
+  /**
+   * What an operation's failure does to the tx, and the error the operation reports. `primary`: where the request
+   * whose outcome is unknown went (none: it was never sent).
+   */
   private operationFailed(
     tx: CoordinatedTx,
     partitionId: PartitionId,
-    primary: NodeName,
+    primary: NodeName | undefined,
     error: BasaltError,
+    executed: Execution,
     enlisted: boolean,
   ): BasaltError {
     // A refusal that did nothing, or a first request that never found a primary: the tx may go on.
-    if (isUnexecuted(error) || (!enlisted && error.code === 'PRIMARY_MISS')) return error;
-    if (!enlisted) tx.noteUncertain(partitionId, primary);
+    if (executed === 'no' || (!enlisted && error.code === 'PRIMARY_MISS')) return error;
+    if (!enlisted && primary !== undefined) tx.noteUncertain(partitionId, primary);
     switch (error.code) {
       case 'PRIMARY_MISS':
         return this.abortOnly(tx, primaryChangedError(tx, partitionId, error.toData().message, error));
@@ -587,56 +591,37 @@ export class TxCoordinator {
     return { txId: tx.id, commitTs: outcome.commitTs };
   }
 
+  /**
+   * Resending a write that may have applied could apply it twice (not linearizable): only a proven non-execution or a
+   * miss is sent again; anything else reports TX_OUTCOME_UNKNOWN (onePhaseFailed).
+   */
   private async onePhase(partitionId: PartitionId, operation: RwOperation): Promise<OnePhaseResult> {
     this.checkRunning();
     const tx = this.newTx();
     tx.commitPartitionId = partitionId;
-    try {
-      const commitTs = await this.onePhaseAttempts(tx, partitionId, operation);
-      this.txStates.update(tx.id, { state: 'COMMITTED', commitTimestamp: commitTs, reason: 'one-phase' });
-      return { txId: tx.id, commitTs };
-    } catch (error) {
-      throw this.onePhaseFailed(tx, asBasaltError(error));
-    }
-  }
-
-  private async onePhaseAttempts(
-    tx: CoordinatedTx,
-    partitionId: PartitionId,
-    operation: RwOperation,
-  ): Promise<HybridTimestamp> {
-    let target = this.ctx.placement.primaryHint(partitionId);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const response = expectKind(
-          await this.ctx.request(target, onePhaseRequest(this, tx, partitionId, operation), {
-            timeoutMs: this.ctx.settings.opRequestTimeoutMs,
-            signal: this.ctx.signal,
-          }),
-          'ReadWriteResponse',
-        );
+    const routed = await sendToPrimary({
+      ...this.firstRequestRoute(partitionId),
+      send: async (to) => {
+        const body = onePhaseRequest(this, tx, partitionId, operation);
+        const options = { timeoutMs: this.ctx.settings.opRequestTimeoutMs, signal: this.ctx.signal };
+        const response = expectKind(await this.ctx.request(to, body, options), 'ReadWriteResponse');
         if (response.writeTs === undefined) throw protocolError('a one-phase write answered without its writeTs');
-        this.clock.update(response.writeTs);
-        this.ctx.placement.notePrimary(partitionId, response.lease.holderName);
-        return response.writeTs;
-      } catch (error) {
-        const e = asBasaltError(error);
-        // Resending a write that may have applied could apply it twice (not linearizable): only a proven
-        // non-execution or a miss is retried; anything else reports TX_OUTCOME_UNKNOWN (onePhaseFailed).
-        if (!mayResendAsNew(e) || attempt >= this.ctx.settings.enlistAttemptsMax) throw e;
-        const next = this.nextTarget(partitionId, e);
-        if (next === target) {
-          const { retryBackoffMsMin, retryBackoffMsMax } = this.ctx.settings;
-          await pause(this.ctx, backoffMs(attempt, retryBackoffMsMin, retryBackoffMsMax));
-        }
-        target = next;
-      }
+        return { writeTs: response.writeTs, primary: response.lease.holderName };
+      },
+      primaryOf: (written) => written.primary,
+    });
+    if (routed.kind !== 'ok') {
+      throw this.onePhaseFailed(tx, routed.error, routed.kind === 'miss' ? 'no' : routed.executed);
     }
+    const commitTs = routed.response.writeTs;
+    this.clock.update(commitTs);
+    this.txStates.update(tx.id, { state: 'COMMITTED', commitTimestamp: commitTs, reason: 'one-phase' });
+    return { txId: tx.id, commitTs };
   }
 
   /** A failed one-phase write: ABORTED if it certainly did not apply; else its entry is dropped (nobody can ask). */
-  private onePhaseFailed(tx: CoordinatedTx, error: BasaltError): BasaltError {
-    if (isUnexecuted(error) || ONE_PHASE_NOT_APPLIED.has(error.code)) {
+  private onePhaseFailed(tx: CoordinatedTx, error: BasaltError, executed: Execution): BasaltError {
+    if (executed === 'no' || ONE_PHASE_NOT_APPLIED.has(error.code)) {
       this.txStates.update(tx.id, { state: 'ABORTED', reason: 'one-phase' });
       return error;
     }

@@ -472,13 +472,9 @@ export function lockDenialError(d: LockDenial): BasaltError {
     d.reason === 'wait-die'
       ? `lock conflict on ${d.key}: tx ${d.txId} is younger than ${d.blocker ?? 'a holder'}`
       : `lock request on ${d.key} denied (${d.reason})`;
-  return new BasaltError(d.code, message, {
-    txId: d.txId,
-    key: d.key,
-    mode: d.mode,
-    reason: d.reason,
-    blocker: d.blocker,
-  });
+  const details = { txId: d.txId, key: d.key, mode: d.mode, reason: d.reason, blocker: d.blocker };
+  if (d.reason !== 'wait-die' || d.blocker === undefined) return new BasaltError(d.code, message, details);
+  return new BasaltError(d.code, message, details, { hint: { kind: 'wait-die', blocker: d.blocker } });
 }
 
 /**

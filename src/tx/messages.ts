@@ -2,8 +2,8 @@
  * The transaction protocol's messages between coordinators, partition primaries and commit partitions: readonly plain
  * data tagged by `kind` (the kinds harness filters match on), sent as request bodies through the Messenger. Requests
  * and their responses are paired by name (`XRequest` → `XResponse`); failures travel as coded errors, e.g.
- * PRIMARY_MISS (details: `{ holderName?, holderToken? }`), TX_LOCK_CONFLICT, TX_ALREADY_FINISHED,
- * TX_MISMATCHING_OUTCOME (details: `{ outcome }`), TX_OUTCOME_UNKNOWN.
+ * PRIMARY_MISS (hint: the partition, why, and the holder's name and token if known), TX_LOCK_CONFLICT,
+ * TX_ALREADY_FINISHED, TX_MISMATCHING_OUTCOME (hint: the stored outcome), TX_OUTCOME_UNKNOWN; see core/errors.ts.
  *
  * Rules carried here (DESIGN §2b): every primary-only request names the enlistment token it expects (rule 1/2/4), RW
  * requests carry `(txId, opSeq)` so a primary executes each op once (rule 7), a finish carries the commitTs chosen once

@@ -15,7 +15,7 @@ import {
   type ReadOnlyCoordinatorOptions,
   runReadOnlyTransaction,
 } from './read-only.js';
-import { FakeCluster, rejectsWith, SELF, settleWithin, TABLE } from './test-support.js';
+import { FakeCluster, primaryMissNaming, rejectsWith, SELF, settleWithin, TABLE } from './test-support.js';
 import { compareKeys } from './user-input.js';
 
 const SKEW_MS = 500;
@@ -74,7 +74,7 @@ function setup(opts: { options?: ReadOnlyCoordinatorOptions; retentionMs?: numbe
     const local = to === SELF.name && body.readTs !== undefined;
     if (local && failing.local !== undefined) throw failing.local;
     if (!local && to !== primary) {
-      throw new BasaltError('PRIMARY_MISS', `${to} is not the primary of ${p}`, { holderName: primary });
+      throw primaryMissNaming(p, primary, `${to} is not the primary of ${p}`);
     }
     if (failing.replica !== undefined) throw failing.replica;
     served.push({ to, body, atMs: scheduler.nowMs() });

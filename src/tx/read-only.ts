@@ -15,7 +15,8 @@
  * Routing, per read and partition: the replica on this node when its safe time already covers readTs (or the tx
  * accepts bounded staleness and this node hosts a replica), else the partition's primary, which serves a fresh readTs
  * at once (a fresh read never waits for idle safe-time propagation on a backup). Reads are idempotent: a failed
- * attempt (PRIMARY_MISS, a timeout, a lost connection) is retried at the primary, bounded by attemptsMax.
+ * attempt (PRIMARY_MISS, a timeout, a lost connection) is retried at the primary as every primary-only request is
+ * routed (primary-route.ts), bounded by attemptsMax.
  *
  * Implicit reads (`client.get` outside a tx, rule 19) send a ReadOnlyRequest without readTs to the primary, which
  * reads at its own `now`.
@@ -37,11 +38,12 @@ import {
   backoffMs,
   expectKind,
   groupByPartition,
-  primaryMissHint,
+  placementDirectory,
   settleAll,
 } from './coordinator-support.js';
 import { type LowWatermark, readOnlyTooOld, type WatermarkHold } from './low-watermark.js';
 import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from './messages.js';
+import { sendToPrimary } from './primary-route.js';
 import { commitOrRollBack, retryPolicy, withRetries } from './retry.js';
 import { TxIdGenerator } from './tx-id.js';
 import {
@@ -356,8 +358,8 @@ export class ReadOnlyCoordinator {
   }
 
   /**
-   * Sends the read: first to the local replica when it may serve (see `routeLocally`), then to the primary,
-   * following PRIMARY_MISS hints and retrying failures a retry may fix, at most attemptsMax attempts in all.
+   * Sends the read: first to the local replica when it may serve (see `routeLocally`), then to the primary
+   * (primary-route.ts), retrying failures a retry may fix (reads are idempotent), at most attemptsMax attempts in all.
    */
   private async attempts(
     partitionId: PartitionId,
@@ -366,24 +368,20 @@ export class ReadOnlyCoordinator {
     operation: RoOperation,
   ): Promise<ReadOnlyResponse> {
     const { attemptsMax, retryBackoffMsMin, retryBackoffMsMax } = this.settings;
-    let local = mayGoLocal && tx !== undefined && this.routeLocally(tx, partitionId);
-    let target = local ? this.self.name : this.placement.primaryHint(partitionId);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const response = await this.send(target, partitionId, tx, operation);
-        if (!local) this.placement.notePrimary(partitionId, target);
-        return response;
-      } catch (error) {
-        const e = asBasaltError(error);
-        if (!RETRYABLE_READ_CODES.has(e.code) || attempt >= attemptsMax || this.stopper.signal.aborted) throw e;
-        const next = local ? this.placement.primaryHint(partitionId) : this.nextTarget(partitionId, e);
-        if (next === target && !local) {
-          await sleep(this.timers, backoffMs(attempt, retryBackoffMsMin, retryBackoffMsMax), this.stopper.signal);
-        }
-        local = false;
-        target = next;
-      }
-    }
+    const local = mayGoLocal && tx !== undefined && this.routeLocally(tx, partitionId);
+    const routed = await sendToPrimary({
+      partitionId,
+      directory: placementDirectory(this.placement),
+      ...(local && { first: this.self.name, firstIsReplica: true }),
+      send: (to) => this.send(to, partitionId, tx, operation),
+      retries: (e) => RETRYABLE_READ_CODES.has(e.code) && !this.stopper.signal.aborted,
+      attemptsMax,
+      backoffMs: (attempt) => backoffMs(attempt, retryBackoffMsMin, retryBackoffMsMax),
+      timers: this.timers,
+      signal: this.stopper.signal,
+    });
+    if (routed.kind !== 'ok') throw routed.error;
+    return routed.response;
   }
 
   /** DESIGN "RO routing": local when its safe time covers readTs, or when the tx accepts bounded staleness. */
@@ -391,15 +389,6 @@ export class ReadOnlyCoordinator {
     const safeTime = this.local.localSafeTime(partitionId);
     if (safeTime === undefined) return false;
     return safeTime >= tx.readTs || tx.anyReplica;
-  }
-
-  private nextTarget(partitionId: PartitionId, error: BasaltError): NodeName {
-    const hint = primaryMissHint(error);
-    if (hint !== undefined) {
-      this.placement.notePrimary(partitionId, hint);
-      return hint;
-    }
-    return this.placement.primaryHint(partitionId);
   }
 
   private async send(

@@ -230,7 +230,7 @@ export class FakeCluster {
       holder !== to ||
       (body.token !== undefined && !sameEnlistmentToken(body.token, lease.token))
     ) {
-      throw new BasaltError('PRIMARY_MISS', `${to} is not the primary of ${p}`, { partitionId: p, holderName: holder });
+      throw primaryMissNaming(p, holder, `${to} is not the primary of ${p}`);
     }
     const op = body.operation;
     switch (op.op) {
@@ -322,7 +322,12 @@ export class FakeCluster {
         : { state: 'ABORTED' };
     const prior = this.outcomes.get(body.txId);
     if (prior !== undefined && prior.state !== wanted.state) {
-      throw new BasaltError('TX_MISMATCHING_OUTCOME', `tx ${body.txId} is ${prior.state}`, { outcome: prior });
+      throw new BasaltError(
+        'TX_MISMATCHING_OUTCOME',
+        `tx ${body.txId} is ${prior.state}`,
+        { outcome: prior },
+        { hint: { kind: 'mismatched-outcome', outcome: prior } },
+      );
     }
     if (prior === undefined) this.decide(body.txId, wanted);
     return { kind: 'TxFinishResponse', outcome: prior ?? wanted };
@@ -403,4 +408,27 @@ export interface CoordinatorEnv {
 /** A TxCoordinator on SELF that reaches `cluster`'s fake primaries through its request function and placement. */
 export function coordinatorOver(cluster: FakeCluster, env: CoordinatorEnv): TxCoordinator {
   return new TxCoordinator({ self: SELF, request: cluster.request, placement: cluster.placement, ...env });
+}
+
+/** A PRIMARY_MISS as a replica answers it: for `partitionId`, naming `holder` as its leaseholder when given. */
+export function primaryMissNaming(
+  partitionId: PartitionId,
+  holder: string | undefined,
+  message = 'not here',
+): BasaltError {
+  const details = holder === undefined ? { partitionId } : { partitionId, holderName: holder };
+  const named =
+    holder === undefined
+      ? undefined
+      : {
+          name: holder as NodeName,
+          token: { holder: { nodeId: `${holder}-id` as NodeId, incarnation: '1' }, start: 1n as HybridTimestamp },
+        };
+  const hint = {
+    kind: 'primary-miss',
+    partitionId,
+    reason: 'token-mismatch',
+    ...(named !== undefined && { holder: named }),
+  } as const;
+  return new BasaltError('PRIMARY_MISS', message, details, { hint });
 }

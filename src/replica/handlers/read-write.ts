@@ -34,7 +34,7 @@
  * final outcome yet: a retryable TX_LOCK_CONFLICT (reason `write-intent`) and orphan detection hears of the intent.
  */
 import { assert } from '../../core/assert.js';
-import { BasaltError, invalidArgument } from '../../core/errors.js';
+import { BasaltError, hintOf, invalidArgument } from '../../core/errors.js';
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { TimerHandle } from '../../env/timers.js';
@@ -248,7 +248,8 @@ async function acquireLocks(
         await acquired;
         break;
       } catch (error) {
-        const blocker = waitDieBlocker(error);
+        // The older holder a wait-die denial names.
+        const blocker = hintOf(error, 'wait-die')?.blocker;
         if (blocker === undefined || settled >= LIMITS.inlineCleanupsPerLockMax) throw error;
         if (!(await settledWithin(p, inline.settle(p, blocker, since)))) throw error;
       } finally {
@@ -301,13 +302,6 @@ function settledWithin(p: PartitionReplica, settle: Promise<boolean>): Promise<b
   });
 }
 
-/** The older holder a wait-die denial names. */
-function waitDieBlocker(error: unknown): TxId | undefined {
-  if (!(error instanceof BasaltError) || error.code !== 'TX_LOCK_CONFLICT') return undefined;
-  const blocker = error.details?.['blocker'];
-  return error.details?.['reason'] === 'wait-die' && typeof blocker === 'string' ? (blocker as TxId) : undefined;
-}
-
 // ------------------------------------------------------------------------------------------ lost locks
 
 /** The read or write; each foreign intent it meets is resolved and switched, then it runs again (see header). */
@@ -323,7 +317,8 @@ async function perform(
     try {
       return isWrite(operation) ? await write(p, request, lease, onProposed) : read(p, txId, operation);
     } catch (error) {
-      const key = lostLockKey(error);
+      // The key of a foreign-intent error (see `foreignIntent`).
+      const key = hintOf(error, 'foreign-intent')?.key;
       if (key === undefined) throw error;
       if (resolved >= LIMITS.lostLockResolutionsMax || !(await switchLostLock(p, txId, key, resolver))) {
         // No outcome yet: orphan detection hears of the intent (it recovers it once its coordinator is gone).
@@ -334,13 +329,6 @@ async function perform(
       p.actingLease(p.clock.now(), tokenOf(lease));
     }
   }
-}
-
-/** The key of a foreign-intent error (see `foreignIntent`). */
-function lostLockKey(error: unknown): string | undefined {
-  if (!(error instanceof BasaltError) || error.code !== 'TX_LOCK_CONFLICT') return undefined;
-  const key = error.details?.['key'];
-  return error.details?.['reason'] === 'write-intent' && typeof key === 'string' ? key : undefined;
 }
 
 /** True once the key's foreign intent is gone (switched here to its tx's final outcome, or already). */
@@ -420,12 +408,12 @@ function reportIntentOf(p: PartitionReplica, key: string): void {
 }
 
 function foreignIntent(p: PartitionReplica, key: string, intentTxId: TxId): BasaltError {
-  return new BasaltError('TX_LOCK_CONFLICT', `key ${key} holds an intent of ${intentTxId} not protected by a lock`, {
-    partitionId: p.partitionId,
-    key,
-    intentTxId,
-    reason: 'write-intent',
-  });
+  return new BasaltError(
+    'TX_LOCK_CONFLICT',
+    `key ${key} holds an intent of ${intentTxId} not protected by a lock`,
+    { partitionId: p.partitionId, key, intentTxId, reason: 'write-intent' },
+    { hint: { kind: 'foreign-intent', key, intentTxId } },
+  );
 }
 
 // ------------------------------------------------------------------------------------------ writes

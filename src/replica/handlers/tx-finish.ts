@@ -148,7 +148,12 @@ function differs(outcome: TxOutcome, request: TxFinishRequest): boolean {
 }
 
 function mismatch(txId: TxId, outcome: TxOutcome): BasaltError {
-  return new BasaltError('TX_MISMATCHING_OUTCOME', `tx ${txId} already finished as ${outcome.state}`, { outcome });
+  return new BasaltError(
+    'TX_MISMATCHING_OUTCOME',
+    `tx ${txId} already finished as ${outcome.state}`,
+    { outcome },
+    { hint: { kind: 'mismatched-outcome', outcome } },
+  );
 }
 
 /** The request's enlisted partitions with their hints, plus any stored one it lacks. */

@@ -1,13 +1,18 @@
 /**
- * One request to a partition's primary, following PRIMARY_MISS hints: the locator names a first target, a miss that
- * names the holder (`details.holderName`) redirects the next attempt there, and a miss without a hint asks the
- * locator again. At most `attemptsMax` attempts (a named limit); any other error ends the call at once, and the last
- * PRIMARY_MISS is rethrown when attempts run out. Each attempt is bounded by the request function's timeout.
+ * One resolution or recovery request to a partition's primary, routed as every primary-only request is
+ * (tx/primary-route.ts): the locator names a first target, a miss that names the holder redirects the next attempt
+ * there, and a miss without a hint asks the locator again; a target tried already waits a backoff first when the
+ * caller gives timers. At most `attemptsMax` attempts (a named limit), and none past the caller's deadline; any other
+ * error ends the call at once, and the last PRIMARY_MISS is rethrown when attempts run out. Each attempt is bounded by
+ * the request function's timeout.
  */
-import { isBasaltError } from '../../core/errors.js';
 import type { NodeName, PartitionId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
+import type { Clock } from '../../env/clock.js';
+import type { Timers } from '../../env/timers.js';
 import type { TxRequestKind, TxResponseOf } from '../../tx/messages.js';
+import { sendToPrimary } from '../../tx/primary-route.js';
+import { backoffMs } from '../../tx/retry.js';
 import type { PrimaryLocator, TxRequestFn, TxRequestOf } from './ports.js';
 
 export interface PrimaryRequestDeps {
@@ -20,6 +25,10 @@ export interface PrimaryRequestOptions {
   readonly attemptsMax?: number;
   /** Where to send first (e.g. a hint the caller already has); else the locator decides. */
   readonly firstTarget?: NodeName;
+  /** Backs off before a target is tried again (without: the caller's own loop backs off between calls). */
+  readonly timers?: Timers;
+  /** No attempt starts at or after `atMs` (the caller's resolution deadline). */
+  readonly deadline?: { readonly clock: Pick<Clock, 'monotonicMs'>; readonly atMs: number };
 }
 
 export async function requestPrimary<K extends TxRequestKind>(
@@ -28,27 +37,16 @@ export async function requestPrimary<K extends TxRequestKind>(
   body: TxRequestOf<K>,
   options: PrimaryRequestOptions,
 ): Promise<TxResponseOf[K]> {
-  const attemptsMax = options.attemptsMax ?? LIMITS.primaryRequestAttemptsMax;
-  let target = options.firstTarget;
-  let lastMiss: unknown;
-  for (let attempt = 0; attempt < attemptsMax; attempt++) {
-    const to = target ?? (await deps.locator.locate(partitionId));
-    try {
-      return await deps.request(to, body, { timeoutMs: options.timeoutMs });
-    } catch (error) {
-      if (!isBasaltError(error, 'PRIMARY_MISS')) throw error;
-      lastMiss = error;
-      target = holderHint(error.details, to);
-    }
-  }
-  throw lastMiss;
-}
-
-/** The holder a PRIMARY_MISS names, unless it names the node that just missed (then the locator decides). */
-export function holderHint(
-  details: Readonly<Record<string, unknown>> | undefined,
-  missed: NodeName,
-): NodeName | undefined {
-  const holder = details?.['holderName'];
-  return typeof holder === 'string' && holder.length > 0 && holder !== missed ? (holder as NodeName) : undefined;
+  const routed = await sendToPrimary({
+    partitionId,
+    directory: deps.locator,
+    ...(options.firstTarget !== undefined && { first: options.firstTarget }),
+    send: (to) => deps.request(to, body, { timeoutMs: options.timeoutMs }),
+    attemptsMax: options.attemptsMax ?? LIMITS.primaryRequestAttemptsMax,
+    backoffMs: (attempt) => backoffMs(attempt, LIMITS.resolutionBackoffMsMin, LIMITS.resolutionBackoffMsMax),
+    ...(options.timers !== undefined && { timers: options.timers }),
+    ...(options.deadline !== undefined && { deadline: options.deadline }),
+  });
+  if (routed.kind !== 'ok') throw routed.error;
+  return routed.response;
 }

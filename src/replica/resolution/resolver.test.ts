@@ -12,6 +12,7 @@ import { SimClock } from '../../sim/clock.js';
 import { Scheduler } from '../../sim/scheduler.js';
 import { MemoryStorageEngine } from '../../storage/storage-engine.js';
 import type { TxRequest, TxStateAnswer, TxStateResponse } from '../../tx/messages.js';
+import { primaryMissNaming } from '../../tx/test-support.js';
 import { makeTxId } from '../../tx/tx-id.js';
 import { TxStateMap } from '../../tx/tx-state-map.js';
 import type { IntentResolutionRequest } from '../handlers/intent-resolver.js';
@@ -231,9 +232,7 @@ describe('TxStateResolver: coordinator and commit partition paths', () => {
     const tx = f.tx();
     f.gone.add(COORD);
     f.reply = (to) =>
-      to === 'p0-primary'
-        ? Promise.reject(new BasaltError('PRIMARY_MISS', 'moved', { holderName: 'n3' }))
-        : answer({ state: 'ABORTED' });
+      to === 'p0-primary' ? Promise.reject(primaryMissNaming(P0, 'n3', 'moved')) : answer({ state: 'ABORTED' });
     const a = await f.settle(f.resolver.resolve(f.request(tx, f.clock.now())));
     assert.deepEqual(a, { state: 'ABORTED' });
     assert.deepEqual(

@@ -399,6 +399,8 @@ export class TxStateResolver implements IntentResolver {
     try {
       const response = await requestPrimary(this.o, request.commitPartitionId, body, {
         timeoutMs: Math.max(1, Math.min(this.requestTimeoutMs, remainingMs)),
+        timers: this.o.timers,
+        deadline: { clock: this.o.physicalClock, atMs: this.o.physicalClock.monotonicMs() + remainingMs },
       });
       const answer = answerOf(response);
       if (answer !== null) {
