@@ -11,6 +11,7 @@
  * for this peer share one system call; a microtask would flush after each callback instead.
  */
 import type { Socket } from 'node:net';
+import { assert } from '../core/assert.js';
 import type { ErrorCode } from '../core/errors.js';
 import { isBasaltError } from '../core/errors.js';
 import type { NodeName } from '../core/ids.js';
@@ -99,6 +100,8 @@ export class TcpConnection {
   /** Queues an encoded frame; all frames of this event-loop iteration are written together. */
   write(frame: readonly Buffer[]): void {
     if (this.state === 'closed') return;
+    // Frames queue only behind a scheduled flush: none waits for a later write to be sent.
+    assert(this.flushScheduled || this.batch.length === 0, 'queued frames always have a flush scheduled');
     for (const part of frame) this.batch.push(part);
     if (this.flushScheduled) return;
     this.flushScheduled = true;
@@ -150,6 +153,7 @@ export class TcpConnection {
   }
 
   private onFrame(frame: Buffer): void {
+    assert(this.state !== 'closed', 'no frame is delivered after the connection closed');
     let payload: unknown;
     try {
       payload = decode(frame);
@@ -163,6 +167,7 @@ export class TcpConnection {
   }
 
   private onHello(payload: unknown): void {
+    assert(this.state === 'handshaking', 'a hello is read only while handshaking');
     const parsed = parseHello(payload);
     if (!parsed.ok) {
       this.fail('handshake-failed', parsed.reason, 'HANDSHAKE_FAILED');
