@@ -24,6 +24,7 @@ import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import type { StoredTxMeta } from '../storage/tx-state-storage.js';
 import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../tx/messages.js';
+import { proposeCleanupCompleted } from './coalesced-proposals.js';
 import { assertHosted, type HostedPartition, type PartitionRegistry } from './handlers/hosted-partition.js';
 import { type CounterSink, NO_COUNTERS } from './resolution/ports.js';
 
@@ -301,12 +302,7 @@ export class CleanupDriver {
 
   private async markCleaned(p: HostedPartition, txId: TxId): Promise<void> {
     try {
-      await p.replica.propose((proposal) => ({
-        kind: 'TxCleanupCompleted',
-        ts: proposal.ts,
-        proposalId: proposal.id,
-        txIds: [txId],
-      }));
+      await proposeCleanupCompleted(p, txId);
     } catch (error) {
       // The record stays "not cleaned up": the rescan runs cleanup again (idempotent) and marks it.
       this.onError(error);

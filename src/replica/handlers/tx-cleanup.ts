@@ -15,10 +15,10 @@
  * cleaned by an unlock-only request (left out of `cleaned`, map untouched): only a cleanup with the tx's real
  * outcome may end it.
  *
- * Switches are coalesced per partition: while one switch command of the partition is being replicated, the switches
- * of the cleanups that arrive meanwhile wait and then go into one WriteIntentSwitchAll (at most intentSwitchBatchMax
- * txs; a lone one stays a WriteIntentSwitch), so that under load a tx costs a fraction of a Raft entry per enlisted
- * partition. Each cleanup still awaits the apply of the command that holds its switch before it releases the tx's
+ * Switches are coalesced per partition (coalesced-proposals.ts): while one switch command of the partition is being
+ * replicated, the switches of the cleanups that arrive meanwhile wait and then go into one WriteIntentSwitchAll (at
+ * most intentSwitchBatchMax txs; a lone one stays a WriteIntentSwitch), so that under load a tx costs a fraction of a
+ * Raft entry per enlisted partition. Each cleanup still awaits the apply of the command that holds its switch before it releases the tx's
  * locks; a failed proposal fails every cleanup it carried, as a single one would.
  *
  * The commit partition's cleanup driver sends these requests after the finish was answered, so a request on this
@@ -27,10 +27,11 @@
  * left to do.
  */
 import { BasaltError, invalidArgument } from '../../core/errors.js';
-import type { PartitionId, TxId } from '../../core/ids.js';
+import type { PartitionId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { UNLOCK_ONLY_OUTCOME } from '../../tx/coordinator-cleanup.js';
 import type { TxCleanupRequest, TxCleanupResponse } from '../../tx/messages.js';
+import { coalescerOf, ProposalCoalescer } from '../coalesced-proposals.js';
 import type { IntentSwitch } from '../commands.js';
 import { assertHosted, type HostedPartition, type PartitionRegistry } from './hosted-partition.js';
 
@@ -78,96 +79,31 @@ export async function cleanupPartition(p: HostedPartition, request: TxCleanupReq
   p.locks.failWaiters(txId);
   await p.operations.whenIdle(txId);
   if (!request.unlockOnly && outcome !== undefined && p.mv.rowsWrittenBy(txId).length > 0) {
-    await switchBatcher(p).switchIntents({ txId, commit: outcome.state === 'COMMITTED', commitTs: commitTs ?? null });
+    await switchCoalescer(p).submit({ txId, commit: outcome.state === 'COMMITTED', commitTs: commitTs ?? null });
   }
   p.locks.releaseAll(txId);
 }
 
-interface QueuedSwitch {
-  readonly intent: IntentSwitch;
-  /** The cleanups waiting for this switch (the same tx and outcome asked twice share one). */
-  readonly waiters: { readonly resolve: () => void; readonly reject: (error: unknown) => void }[];
-}
+const switchCoalescers = new WeakMap<HostedPartition, ProposalCoalescer<IntentSwitch>>();
 
-/**
- * The switches of one partition: at most one switch command in flight; what arrives meanwhile is queued and proposed
- * as one command when it settles. Invariant: `queue` holds no two entries of the same tx and outcome (`byKey`).
- */
-class IntentSwitchBatcher {
-  private queue: QueuedSwitch[] = [];
-  private readonly byKey = new Map<string, QueuedSwitch>();
-  private proposing = false;
-
-  constructor(private readonly p: HostedPartition) {}
-
-  /** Resolves once a command holding this switch applied here as SWITCHED; rejects as that proposal did. */
-  switchIntents(intent: IntentSwitch): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const key = `${intent.txId}/${intent.commit}/${intent.commitTs ?? ''}`;
-      const queued = this.byKey.get(key);
-      if (queued !== undefined) queued.waiters.push({ resolve, reject });
-      else {
-        const entry: QueuedSwitch = { intent, waiters: [{ resolve, reject }] };
-        this.queue.push(entry);
-        this.byKey.set(key, entry);
-      }
-      if (!this.proposing) void this.proposeQueued();
-    });
-  }
-
-  private async proposeQueued(): Promise<void> {
-    this.proposing = true;
-    while (this.queue.length > 0) {
-      const batch = this.takeBatch();
-      const switches = batch.map((q) => q.intent);
-      let failure: { error: unknown } | undefined;
-      try {
-        const applied = await this.p.replica.propose((proposal) =>
+/** The switch coalescer of a partition: one WriteIntentSwitch(All) in flight, the switches arriving meanwhile after it. */
+function switchCoalescer(p: HostedPartition): ProposalCoalescer<IntentSwitch> {
+  return coalescerOf(switchCoalescers, p, () => {
+    return new ProposalCoalescer<IntentSwitch>({
+      batchMax: LIMITS.intentSwitchBatchMax,
+      key: (one) => `${one.txId}/${one.commit}/${one.commitTs ?? ''}`,
+      distinct: (one) => one.txId,
+      propose: async (switches) => {
+        const applied = await p.replica.propose((proposal) =>
           switches.length === 1
             ? { kind: 'WriteIntentSwitch', ts: proposal.ts, proposalId: proposal.id, ...switches[0]! }
             : { kind: 'WriteIntentSwitchAll', ts: proposal.ts, proposalId: proposal.id, switches },
         );
         if (applied.kind !== 'SWITCHED') {
           const txIds = switches.map((one) => one.txId);
-          failure = { error: new BasaltError('INTERNAL', `write-intent switch answered ${applied.kind}`, { txIds }) };
+          throw new BasaltError('INTERNAL', `write-intent switch answered ${applied.kind}`, { txIds });
         }
-      } catch (error) {
-        failure = { error };
-      }
-      for (const q of batch) {
-        for (const w of q.waiters) {
-          if (failure === undefined) w.resolve();
-          else w.reject(failure.error);
-        }
-      }
-    }
-    this.proposing = false;
-  }
-
-  /** The oldest queued switches of distinct txs, at most intentSwitchBatchMax; the others stay queued in order. */
-  private takeBatch(): QueuedSwitch[] {
-    const batch: QueuedSwitch[] = [];
-    const rest: QueuedSwitch[] = [];
-    const txIds = new Set<TxId>();
-    for (const q of this.queue) {
-      if (batch.length < LIMITS.intentSwitchBatchMax && !txIds.has(q.intent.txId)) {
-        batch.push(q);
-        txIds.add(q.intent.txId);
-        this.byKey.delete(`${q.intent.txId}/${q.intent.commit}/${q.intent.commitTs ?? ''}`);
-      } else rest.push(q);
-    }
-    this.queue = rest;
-    return batch;
-  }
-}
-
-const batchers = new WeakMap<HostedPartition, IntentSwitchBatcher>();
-
-function switchBatcher(p: HostedPartition): IntentSwitchBatcher {
-  let batcher = batchers.get(p);
-  if (batcher === undefined) {
-    batcher = new IntentSwitchBatcher(p);
-    batchers.set(p, batcher);
-  }
-  return batcher;
+      },
+    });
+  });
 }
