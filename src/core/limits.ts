@@ -66,12 +66,6 @@ export const LIMITS = {
    * etcd's defaults); every group heartbeats on its own, so this sets most of an idle node's message rate.
    */
   raftHeartbeatTicks: 2,
-  /**
-   * Raft driver: while entries above the commit index are in flight, a leader's empty Append (the commit notice after a
-   * commit, or a probe) waits at most this long for the next Append to the same follower, which carries the commit
-   * too and replaces it (so neither it nor its answer is sent). Only followers may learn of a commit this much later.
-   */
-  raftEmptyAppendDelayMs: 5,
   /** Raft driver: real time between two ticks. */
   raftTickIntervalMs: 50,
   /** Raft: unanswered Appends pipelined to one follower in the replicate state. */

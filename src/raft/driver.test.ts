@@ -476,31 +476,3 @@ test('a follower answers several accepted Appends of one Ready once per leader a
     resp('n3', 3, 13),
   ]);
 });
-
-test('a commit notice waits while more entries are in flight and the next notice replaces it; the last one goes at once', async () => {
-  const c = new Cluster();
-  await c.startAll();
-  const leader = await c.waitLeader();
-  await c.run(100);
-  const driver = c.member(leader).driver;
-  const followers = c.names.filter((n) => n !== leader);
-  const emptyAppends = () =>
-    c.net.sent.filter(
-      (e) => e.message.kind === 'Append' && e.message.from === leader && e.message.entries.length === 0,
-    );
-
-  c.net.sent = [];
-  await c.settle(driver.propose(G, enc('lone')));
-  await c.run(2);
-  for (const n of followers) assert.deepEqual(c.member(n).sm.data(G), ['lone'], `${n} applied before any delay`);
-  assert.equal(emptyAppends().length, followers.length, 'one notice per follower, sent at once');
-
-  c.net.sent = [];
-  const first = driver.propose(G, enc('a'));
-  await c.run(1);
-  const second = driver.propose(G, enc('b'));
-  await c.settle(Promise.all([first, second]));
-  await c.run(2);
-  for (const n of followers) assert.deepEqual(c.member(n).sm.data(G), ['lone', 'a', 'b'], `${n} applied both`);
-  assert.equal(emptyAppends().length, followers.length, "a's notice was replaced by b's");
-});

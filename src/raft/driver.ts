@@ -5,9 +5,7 @@
  * messages (votes and answers, which promise what is now durable), restores a received snapshot and applies
  * committed entries to the state machine, then advances the core. The same code runs on real timers and TCP, or in the simulator.
  *
- * While more entries are in flight, a leader's empty Append (the commit notice after a commit, a probe) waits up to
- * `emptyAppendDelayMs` for the next Append to that follower, which replaces it; only then does it go out alone. A follower that accepted several Appends of a
- * group in one Ready answers the leader once, with the largest index
+ * A follower that accepted several Appends of a group in one Ready answers the leader once, with the largest index
  * (`withoutSubsumedAccepts`). Proposals made in one event-loop turn go into one batch (one Append per follower). A proposal resolves when its
  * entry is committed *and applied on this node*; it rejects with NOT_LEADER (and the known leader) when this node
  * cannot propose or the entry was overwritten by another leader's, and with TIMEOUT when a snapshot covered it, so
@@ -79,8 +77,6 @@ export interface RaftDriverOptions {
   readonly onGroupFailed?: (group: PartitionId, error: unknown) => void;
   /** Measures commit latency (monotonicMs); without it no latency is recorded. */
   readonly clock?: Clock;
-  /** How long a leader's empty Append waits to be replaced by the next Append (0: sent at once). */
-  readonly emptyAppendDelayMs?: number;
 }
 
 export interface Committed {
@@ -120,8 +116,6 @@ interface Group {
   lastLeader: NodeName | null;
   lastTerm: number;
   lastRole: Role;
-  /** Empty Appends waiting for the next Append to the same follower, at most one per follower. */
-  readonly heldAppends: Map<NodeName, Message>;
 }
 
 export class RaftDriver {
@@ -141,9 +135,6 @@ export class RaftDriver {
   private readonly groups = new Map<PartitionId, Group>();
   private pendingCount = 0;
   private timer: TimerHandle | null = null;
-  private readonly emptyAppendDelayMs: number;
-  /** Armed while some group holds an empty Append; sends every held one. */
-  private heldTimer: TimerHandle | null = null;
   private stopped = false;
 
   constructor(options: RaftDriverOptions) {
@@ -159,7 +150,6 @@ export class RaftDriver {
     this.onLeaderChange = options.onLeaderChange;
     this.onGroupFailed = options.onGroupFailed;
     this.clock = options.clock;
-    this.emptyAppendDelayMs = options.emptyAppendDelayMs ?? LIMITS.raftEmptyAppendDelayMs;
     this.transport.setHandler((from, envelope) => this.receive(from, envelope));
     this.armTimer();
   }
@@ -212,7 +202,6 @@ export class RaftDriver {
       lastLeader: s.leader,
       lastTerm: s.term,
       lastRole: s.role,
-      heldAppends: new Map(),
     });
     this.schedule(this.groups.get(id)!);
   }
@@ -312,9 +301,6 @@ export class RaftDriver {
     this.stopped = true;
     if (this.timer !== null) this.timers.clearTimer(this.timer);
     this.timer = null;
-    // Held empty Appends are lost, as a stopped node's messages may be.
-    if (this.heldTimer !== null) this.timers.clearTimer(this.heldTimer);
-    this.heldTimer = null;
     // A pending entry may be in followers' logs and commit under the next leader: its outcome is unknown.
     const stopped = new BasaltError('NODE_UNAVAILABLE', 'raft stopped with the proposal pending; it may still commit');
     for (const g of this.groups.values()) this.failPending(g, stopped);
@@ -416,7 +402,7 @@ export class RaftDriver {
   }
 
   private async handleReady(g: Group, rd: Ready): Promise<void> {
-    for (const message of rd.leaderMessages) this.sendLeaderMessage(g, message);
+    for (const message of rd.leaderMessages) this.transport.send(message.to, { group: g.id, message });
     // Committed entries this node already holds durably need not wait for this Ready's write: they are applied while
     // it is under way (a leader's are always such; a follower's may arrive in this very Ready, and wait for it).
     const durable = rd.snapshot === null ? g.raft.log.stableIndex() : 0;
@@ -439,42 +425,6 @@ export class RaftDriver {
       this.settleCoveredBy(g, rd.snapshot.index);
     }
     if (early < rd.committedEntries.length) await this.applyEntries(g, rd.committedEntries.slice(early));
-  }
-
-  /**
-   * A leader's message. While the leader's log holds entries above its commit index (more commits, hence more commit
-   * notices, are coming), an empty Append is held for at most emptyAppendDelayMs, replacing one held before; any later
-   * Append to that follower replaces the held one: it was made later, so its commit index is at least as high, and it
-   * is what the leader now wants the follower to see. With the log wholly committed an empty Append goes at once (the
-   * last notice of a burst is never delayed). Dropping a message is always safe in Raft; this only saves the notices
-   * of commits that the next Append reports anyway, and their answers.
-   */
-  private sendLeaderMessage(g: Group, message: Message): void {
-    if (message.kind === 'Append') {
-      const log = g.raft.log;
-      if (message.entries.length === 0 && this.emptyAppendDelayMs > 0 && log.lastIndex() > log.committed) {
-        g.heldAppends.set(message.to, message);
-        this.armHeldTimer();
-        return;
-      }
-      g.heldAppends.delete(message.to);
-    }
-    this.transport.send(message.to, { group: g.id, message });
-  }
-
-  private armHeldTimer(): void {
-    if (this.heldTimer !== null || this.stopped) return;
-    this.heldTimer = this.timers.setTimer(() => {
-      this.heldTimer = null;
-      if (this.stopped) return;
-      for (const g of this.groups.values()) {
-        if (g.heldAppends.size === 0) continue;
-        const held = [...g.heldAppends.values()];
-        g.heldAppends.clear();
-        if (g.failed) continue;
-        for (const message of held) this.transport.send(message.to, { group: g.id, message });
-      }
-    }, this.emptyAppendDelayMs);
   }
 
   private async applyEntries(g: Group, entries: readonly Entry[]): Promise<void> {
