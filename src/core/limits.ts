@@ -170,6 +170,16 @@ export const LIMITS = {
   /** Commit partition primary: backoff between cleanup rounds, doubling from min to max. */
   cleanupBackoffMsMin: 20,
   cleanupBackoffMsMax: 2_000,
+  /**
+   * Enlisted primary: write-intent switches of distinct txs one WriteIntentSwitchAll command carries (the cleanups that
+   * arrived while the partition's previous switch was being replicated; any more wait for the next command).
+   */
+  intentSwitchBatchMax: 256,
+  /**
+   * Commit partition primary: a TxCleanupCompleted command is proposed this long after the first cleanup that completed
+   * while none was pending, so that the txs finishing cleanup in that window share one Raft entry.
+   */
+  cleanupCompletedGatherMs: 50,
   /** Commit partition primary: timeout of one TxCleanupRequest. */
   cleanupRequestTimeoutMs: 5_000,
   /** Commit partition primary: cleanup runs in progress at once; past it a run is not started (the rescan retries). */

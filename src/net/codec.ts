@@ -116,8 +116,10 @@ function objectProblem(value: object, depth: number): string | undefined {
   }
   // Decoders drop a `__proto__` key (a prototype-pollution guard), so an object holding one would not round-trip.
   if (Object.hasOwn(value, '__proto__')) return 'an object with a __proto__ key is not plain data';
-  for (const item of Object.values(value)) {
-    const problem = plainDataProblem(item, depth + 1);
+  // for…in over own keys, as Object.values would see them, without building an array per object.
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) continue;
+    const problem = plainDataProblem((value as Record<string, unknown>)[key], depth + 1);
     if (problem !== undefined) return problem;
   }
   return undefined;

@@ -4,6 +4,7 @@
  * order and stops for good at the first length above the limit (the connection is then closed, so nothing after
  * the bad prefix can be trusted). Frames never alias one another; they may alias the chunks they came from.
  */
+import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
 import { encode } from './codec.js';
 
@@ -27,6 +28,8 @@ export type FrameDecoderOutput =
   | { readonly ok: true; readonly frames: readonly Buffer[] }
   | { readonly ok: false; readonly frames: readonly Buffer[]; readonly frameBytes: number };
 
+const NOTHING: FrameDecoderOutput = { ok: true, frames: [] };
+
 export class FrameDecoder {
   private readonly chunks: Buffer[] = [];
   private bufferedBytes = 0;
@@ -38,7 +41,7 @@ export class FrameDecoder {
 
   /** Adds a chunk; returns the frames it completed, or the oversized length that poisoned the stream. */
   push(chunk: Buffer): FrameDecoderOutput {
-    if (this.failed) return { ok: true, frames: [] };
+    if (this.failed) return NOTHING;
     this.chunks.push(chunk);
     this.bufferedBytes += chunk.length;
     const frames: Buffer[] = [];
@@ -54,9 +57,12 @@ export class FrameDecoder {
         this.expectedBytes = length;
       }
       if (this.bufferedBytes < this.expectedBytes) break;
-      frames.push(this.take(this.expectedBytes));
+      const frame = this.take(this.expectedBytes);
+      assert(frame.length === this.expectedBytes, 'a frame is exactly its header length');
+      frames.push(frame);
       this.expectedBytes = -1;
     }
+    assert(this.expectedBytes <= this.frameBytesMax, 'a pending frame length is within the limit');
     return { ok: true, frames };
   }
 
@@ -66,6 +72,7 @@ export class FrameDecoder {
   }
 
   private take(length: number): Buffer {
+    assert(length <= this.bufferedBytes, 'a frame is taken only once all its bytes arrived');
     this.bufferedBytes -= length;
     const first = this.chunks[0];
     if (first !== undefined && first.length >= length) {

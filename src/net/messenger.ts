@@ -22,6 +22,7 @@
  * Messages to this node's own name are delivered locally on a microtask, through the same path as remote ones.
  * Only the injected timers and transport settle its promises, so it runs unchanged in the simulator.
  */
+import { assert } from '../core/assert.js';
 import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
 import type { NodeId, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -156,6 +157,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
         detachSignal: undefined,
       };
       this.pending.set(requestId, entry);
+      assert(this.pending.size <= this.pendingRequestsMax, 'at most pendingRequestsMax requests are pending');
       entry.timer = this.timers.setTimer(() => this.fail(requestId, this.timeoutError(entry, timeoutMs)), timeoutMs);
       entry.detachSignal = this.attachSignal(requestId, entry, options.signal);
       try {
@@ -211,7 +213,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
 
   /** Why a request cannot be sent at all; each such refusal proves it was not executed. */
   private refusal(to: NodeName, body: B, timeoutMs: number, signal?: AbortSignal): BasaltError | undefined {
-    const unsent = { executed: 'no' } as const;
+    const unsent = UNSENT;
     if (this.closed) return new BasaltError('CONNECTION_CLOSED', 'messenger is closed', undefined, unsent);
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
       return new BasaltError('INVALID_ARGUMENT', 'timeoutMs > 0', undefined, unsent);
@@ -526,6 +528,9 @@ export class Messenger<B extends MessageBody = MessageBody> {
     }
   }
 }
+
+/** The options of every refusal before sending (one object: nothing is built for a request that is sent). */
+const UNSENT = { executed: 'no' } as const;
 
 function isPromiseLike<T>(value: T | Promise<T>): value is Promise<T> {
   return typeof (value as { then?: unknown } | undefined)?.then === 'function';

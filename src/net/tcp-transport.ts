@@ -21,6 +21,7 @@
  * is not plain data or too large (a bug in the caller).
  */
 import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
+import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
 import type { NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -164,8 +165,10 @@ export class TcpTransport implements Transport {
       this.diagnose({ kind: 'payload-dropped', message: `no address known for ${to}`, peer: to });
       return;
     }
-    if (link.up !== undefined && link.connection !== undefined) link.connection.write(frame);
-    else this.enqueue(link, frame);
+    if (link.up !== undefined) {
+      assert(link.connection?.isOpen === true, 'a peer is up only while its outbound connection is open');
+      link.connection.write(frame);
+    } else this.enqueue(link, frame);
   }
 
   /** Adds or re-addresses a peer and starts dialing it. */
@@ -241,6 +244,7 @@ export class TcpTransport implements Transport {
     link.queue.push(frame);
     if (link.queue.length <= this.sendQueueMax) return;
     link.queue.shift();
+    assert(link.queue.length === this.sendQueueMax, 'a send queue holds at most peerSendQueueMax frames');
     link.droppedFrames++;
     if (link.droppedFrames === 1) {
       const message = `send queue of ${link.name} is full (${this.sendQueueMax}); dropping the oldest payloads`;

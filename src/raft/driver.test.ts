@@ -10,9 +10,15 @@ import { type NodeName, nodeName, type PartitionId, partitionId } from '../core/
 import { SimClock } from '../sim/clock.js';
 import { SeededRandom } from '../sim/random.js';
 import { Scheduler } from '../sim/scheduler.js';
-import { type LeaderChange, RaftDriver, type RaftStateMachine, type RaftTransport } from './driver.js';
+import {
+  type LeaderChange,
+  RaftDriver,
+  type RaftStateMachine,
+  type RaftTransport,
+  withoutSubsumedAccepts,
+} from './driver.js';
 import { MemoryLogStorage } from './memory-log-storage.js';
-import type { Entry, Snapshot } from './types.js';
+import type { Entry, Message, Snapshot } from './types.js';
 import type { RaftEnvelope } from './wire.js';
 
 const G = partitionId('t1p0');
@@ -445,4 +451,28 @@ test('a configuration change through the driver resolves once applied, refuses a
   await assert.rejects(d.proposeConfChange(G, { type: 'add-learner', node: n4 }), (e) =>
     isBasaltError(e, 'ALREADY_EXISTS'),
   );
+});
+
+test('a follower answers several accepted Appends of one Ready once per leader and term, with the largest index; rejections all go', () => {
+  const resp = (to: string, term: number, index: number, reject = false): Message =>
+    ({ kind: 'AppendResp', from: 'n2', to, term, reject, index, hintIndex: 0, hintTerm: 0 }) as unknown as Message;
+  const heartbeatResp = { kind: 'HeartbeatResp', from: 'n2', to: 'n1', term: 3 } as unknown as Message;
+  const one = [resp('n1', 3, 10), heartbeatResp];
+  assert.equal(withoutSubsumedAccepts(one), one, 'a lone accept: the same array, nothing built');
+  const messages = [
+    resp('n1', 3, 12),
+    resp('n1', 3, 10),
+    resp('n1', 3, 9, true),
+    heartbeatResp,
+    resp('n1', 3, 14),
+    resp('n1', 4, 11),
+    resp('n3', 3, 13),
+  ];
+  assert.deepEqual(withoutSubsumedAccepts(messages), [
+    resp('n1', 3, 9, true),
+    heartbeatResp,
+    resp('n1', 3, 14),
+    resp('n1', 4, 11),
+    resp('n3', 3, 13),
+  ]);
 });

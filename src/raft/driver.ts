@@ -5,7 +5,8 @@
  * messages (votes and answers, which promise what is now durable), restores a received snapshot and applies
  * committed entries to the state machine, then advances the core. The same code runs on real timers and TCP, or in the simulator.
  *
- * Proposals made in one event-loop turn go into one batch (one Append per follower). A proposal resolves when its
+ * A follower that accepted several Appends of a group in one Ready answers the leader once, with the largest index
+ * (`withoutSubsumedAccepts`). Proposals made in one event-loop turn go into one batch (one Append per follower). A proposal resolves when its
  * entry is committed *and applied on this node*; it rejects with NOT_LEADER (and the known leader) when this node
  * cannot propose or the entry was overwritten by another leader's, and with TIMEOUT when a snapshot covered it, so
  * that its fate is unknown here. Invariants: at most one Ready per group is being handled at a time; applies happen
@@ -25,7 +26,7 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import type { ConfChange } from './conf-change.js';
 import type { LogStorage } from './log-storage.js';
 import { Raft, type RaftConfig } from './raft.js';
-import type { Entry, HardState, Ready, Role, Snapshot, Status } from './types.js';
+import type { AppendRespMessage, Entry, HardState, Message, Ready, Role, Snapshot, Status } from './types.js';
 import { isRaftEnvelope, type RaftEnvelope } from './wire.js';
 
 /** The transport as Raft needs it; the node layer adapts the messenger (or the simulated network) to it. */
@@ -417,7 +418,8 @@ export class RaftDriver {
     }
     if (write !== undefined && rd.hardState !== null) g.durableHardState = rd.hardState;
     if (this.stopped || g.failed) return;
-    for (const message of rd.messages) this.transport.send(message.to, { group: g.id, message });
+    for (const message of withoutSubsumedAccepts(rd.messages))
+      this.transport.send(message.to, { group: g.id, message });
     if (rd.snapshot !== null) {
       await this.sm.restore(g.id, rd.snapshot);
       this.settleCoveredBy(g, rd.snapshot.index);
@@ -492,6 +494,28 @@ export class RaftDriver {
     for (const q of g.queued) q.reject(error);
     g.queued = [];
   }
+}
+
+/**
+ * A Ready's messages without the accepting AppendResps that another accepting AppendResp of the same Ready to the same
+ * leader in the same term subsumes (a larger or equal index). A leader's handling of an accept is monotone in its index (match, the
+ * pipeline slots it frees, probe → replicate, the commit index), so the largest accept tells it everything the others
+ * would; a follower that received several Appends in one turn then answers once. Rejections all go out. Without two
+ * accepts the messages are returned as they are.
+ */
+export function withoutSubsumedAccepts(messages: readonly Message[]): readonly Message[] {
+  let accepts = 0;
+  for (const m of messages) if (m.kind === 'AppendResp' && !m.reject) accepts++;
+  if (accepts < 2) return messages;
+  // By leader and term: within one term a follower's log only grows along that leader's, so a larger accept holds.
+  const largest = new Map<string, AppendRespMessage>();
+  const keyOf = (m: AppendRespMessage): string => `${m.to}/${m.term}`;
+  for (const m of messages) {
+    if (m.kind !== 'AppendResp' || m.reject) continue;
+    const kept = largest.get(keyOf(m));
+    if (kept === undefined || m.index > kept.index) largest.set(keyOf(m), m);
+  }
+  return messages.filter((m) => m.kind !== 'AppendResp' || m.reject || largest.get(keyOf(m)) === m);
 }
 
 function leaderDetails(g: Group): Record<string, unknown> {

@@ -26,6 +26,7 @@ import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import type { StoredTxMeta } from '../storage/tx-state-storage.js';
 import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../tx/messages.js';
 import { followMiss } from '../tx/primary-route.js';
+import { proposeCleanupCompleted } from './coalesced-proposals.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from './partition-replica.js';
 import { type CounterSink, NO_COUNTERS } from './resolution/ports.js';
 
@@ -305,12 +306,7 @@ export class CleanupDriver {
 
   private async markCleaned(p: PartitionReplica, txId: TxId): Promise<void> {
     try {
-      await p.propose((proposal) => ({
-        kind: 'TxCleanupCompleted',
-        ts: proposal.ts,
-        proposalId: proposal.id,
-        txIds: [txId],
-      }));
+      await proposeCleanupCompleted(p, txId);
     } catch (error) {
       // The record stays "not cleaned up": the rescan runs cleanup again (idempotent) and marks it.
       this.onError(error);

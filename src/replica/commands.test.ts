@@ -47,6 +47,15 @@ const SAMPLES: readonly PartitionCommand[] = [
   finish(t, 'abort', 52, []),
   switchIntents(t, { commitTs: at(50) }, 53),
   switchIntents(t, 'abort', 54),
+  {
+    kind: 'WriteIntentSwitchAll',
+    ts: at(55),
+    proposalId: foreignProposal(),
+    switches: [
+      { txId: t, commit: true, commitTs: at(50) },
+      { txId: txIdAt(6), commit: false, commitTs: null },
+    ],
+  },
   safeTimeSync(60),
   { kind: 'TxCleanupCompleted', ts: at(61), proposalId: foreignProposal(), txIds: [t] },
   { kind: 'VacuumTxStates', ts: at(62), proposalId: foreignProposal(), txIds: [t, txIdAt(6)] },
@@ -139,6 +148,22 @@ describe('partition command codec', () => {
     assertRefused({ ...finish(t, { commitTs: at(3) }, 5), commitTs: null }, /commit needs its commitTs/);
     assertRefused({ ...switchIntents(t, 'abort', 5), commit: 1 }, /commit is not a boolean/);
     assertRefused({ ...finish(t, 'abort', 5), enlistedPartitions: [''] }, /enlistedPartitions/);
+    const all = (switches: unknown) => ({
+      kind: 'WriteIntentSwitchAll',
+      ts: at(1),
+      proposalId: foreignProposal(),
+      switches,
+    });
+    assertRefused(all([]), /non-empty/);
+    assertRefused(all([{ txId: t, commit: false, commitTs: at(3) }]), /switch: an abort has no commitTs/);
+    assertRefused(all([{ txId: t, commit: false }]), /switch: missing field commitTs/);
+    assertRefused(all([{ txId: 'bad', commit: false, commitTs: null }]), /switch: txId/);
+    const abort = { txId: t, commit: false, commitTs: null };
+    assertRefused(all([abort, abort]), /the same tx is switched twice/);
+    assertRefused(
+      all(Array.from({ length: LIMITS.intentSwitchBatchMax + 1 }, (_, i) => ({ ...abort, txId: txIdAt(i + 1) }))),
+      /more than/,
+    );
     assertRefused({ kind: 'VacuumTxStates', ts: at(1), proposalId: foreignProposal(), txIds: [] }, /non-empty/);
     assertRefused({ kind: 'VacuumTxStates', ts: at(1), proposalId: foreignProposal(), txIds: ['bad'] }, /tx id/);
   });

@@ -84,6 +84,23 @@ export interface WriteIntentSwitchCommand extends CommandBase {
   readonly commitTs: HybridTimestamp | null;
 }
 
+/** One tx's switch inside a WriteIntentSwitchAll. */
+export interface IntentSwitch {
+  readonly txId: TxId;
+  readonly commit: boolean;
+  readonly commitTs: HybridTimestamp | null;
+}
+
+/**
+ * Cleanup of several txs on an enlisted partition in one entry: applies exactly as the WriteIntentSwitch commands of
+ * `switches` would, one after the other in this order, at this one entry's effective timestamp.
+ */
+export interface WriteIntentSwitchAllCommand extends CommandBase {
+  readonly kind: 'WriteIntentSwitchAll';
+  /** Distinct txs, at least one and at most LIMITS.intentSwitchBatchMax. */
+  readonly switches: readonly IntentSwitch[];
+}
+
 /** Advances safe time on every replica when nothing else did (only its timestamp has effects). */
 export interface SafeTimeSyncCommand extends CommandBase {
   readonly kind: 'SafeTimeSync';
@@ -109,6 +126,7 @@ export type PartitionCommand =
   | UpdateAllCommand
   | FinishTxCommand
   | WriteIntentSwitchCommand
+  | WriteIntentSwitchAllCommand
   | SafeTimeSyncCommand
   | TxCleanupCompletedCommand
   | VacuumTxStatesCommand;
@@ -301,6 +319,21 @@ function txIdsProblem(value: unknown): Problem {
   return value.every(isTxId) ? undefined : 'malformed tx id';
 }
 
+function switchesProblem(value: unknown): Problem {
+  if (!Array.isArray(value) || value.length === 0) return 'switches must be a non-empty array';
+  if (value.length > LIMITS.intentSwitchBatchMax) return `more than ${LIMITS.intentSwitchBatchMax} switches`;
+  const txIds = new Set<string>();
+  for (const item of value as unknown[]) {
+    if (!isRecord(item)) return 'switch is not a record';
+    const p = fieldsProblem(item, ['txId', 'commit', 'commitTs']) ?? outcomeProblem(item);
+    if (p !== undefined) return `switch: ${p}`;
+    if (!isTxId(item['txId'])) return 'switch: txId';
+    if (txIds.has(item['txId'])) return 'the same tx is switched twice';
+    txIds.add(item['txId']);
+  }
+  return undefined;
+}
+
 function outcomeProblem(value: Rec): Problem {
   if (typeof value['commit'] !== 'boolean') return 'commit is not a boolean';
   if (value['commit']) return isTimestamp(value['commitTs']) ? undefined : 'a commit needs its commitTs';
@@ -354,6 +387,8 @@ function kindProblem(value: Rec): Problem {
         (isTxId(value['txId']) ? undefined : 'txId') ??
         outcomeProblem(value)
       );
+    case 'WriteIntentSwitchAll':
+      return fieldsProblem(value, [...BASE_FIELDS, 'switches']) ?? switchesProblem(value['switches']);
     case 'SafeTimeSync':
       return fieldsProblem(value, BASE_FIELDS);
     case 'TxCleanupCompleted':

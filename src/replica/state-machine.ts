@@ -47,12 +47,12 @@ import {
   type DataCommand,
   decodeCommand,
   type FinishTxCommand,
+  type IntentSwitch,
   type LeaseCommand,
   leaseProblem,
   type PartitionCommand,
   type TxCleanupCompletedCommand,
   type VacuumTxStatesCommand,
-  type WriteIntentSwitchCommand,
   writesOf,
 } from './commands.js';
 import { decideLease, type Lease, sameToken, tokenNames, tokenOf } from './lease.js';
@@ -282,7 +282,12 @@ export class PartitionStateMachine {
       case 'FinishTx':
         return this.applyFinish(command, e, work);
       case 'WriteIntentSwitch':
-        return this.applySwitch(command, e, work);
+        return { kind: 'SWITCHED', appliedTs: e, rows: this.applySwitch(command, work) };
+      case 'WriteIntentSwitchAll': {
+        let rows = 0;
+        for (const one of command.switches) rows += this.applySwitch(one, work);
+        return { kind: 'SWITCHED', appliedTs: e, rows };
+      }
       case 'SafeTimeSync':
         return { kind: 'SAFE_TIME', appliedTs: e };
       case 'TxCleanupCompleted':
@@ -379,8 +384,8 @@ export class PartitionStateMachine {
     };
   }
 
-  /** Cleanup: every intent of the tx committed at commitTs or aborted; the map goes final. */
-  private applySwitch(command: WriteIntentSwitchCommand, e: HybridTimestamp, work: Working): ApplyResult {
+  /** Cleanup: every intent of the tx committed at commitTs or aborted; the map goes final. Returns the rows switched. */
+  private applySwitch(command: IntentSwitch, work: Working): number {
     const { txId, commit, commitTs } = command;
     const rows = this.mv.rowsWrittenBy(txId);
     for (const rowId of rows) {
@@ -395,7 +400,7 @@ export class PartitionStateMachine {
         reason: 'cleanup-applied',
       });
     });
-    return { kind: 'SWITCHED', appliedTs: e, rows: rows.length };
+    return rows.length;
   }
 
   private applyCleanupCompleted(command: TxCleanupCompletedCommand, e: HybridTimestamp, work: Working): ApplyResult {

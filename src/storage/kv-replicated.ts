@@ -44,6 +44,13 @@ export abstract class KvReplicatedPartition<M extends AppliedMeta> implements Re
   private readonly onDestroy: () => void;
   private readonly layout: KvPartitionLayout<M>;
   private destroyed = false;
+  /**
+   * The meta record as last read or written here, valid while the store's `rollbacks` equals `cachedAt`: this object
+   * is the only writer of its meta record (restore and destroy drop the cache), so the applied position is not read
+   * back and decoded on every apply.
+   */
+  private cachedMeta: M | undefined;
+  private cachedAt = -1;
 
   protected constructor(store: KvStore, partitionId: PartitionId, onDestroy: () => void, layout: KvPartitionLayout<M>) {
     this.store = store;
@@ -103,11 +110,13 @@ export abstract class KvReplicatedPartition<M extends AppliedMeta> implements Re
   restore(snapshot: Iterable<Uint8Array>): void {
     this.checkLive();
     const { namespace, tables } = this.layout;
+    this.cachedMeta = undefined;
     this.store.atomically(() => restoreChunks(this.store, namespace, tables, this.prefix, snapshot));
   }
 
   destroy(): void {
     this.checkLive();
+    this.cachedMeta = undefined;
     this.store.atomically(() => clearPartition(this.store, this.layout.tables, this.prefix));
     this.destroyed = true;
     this.onDestroy();
@@ -119,6 +128,14 @@ export abstract class KvReplicatedPartition<M extends AppliedMeta> implements Re
   }
 
   protected meta(): M {
+    if (this.cachedMeta !== undefined && this.cachedAt === this.store.rollbacks) return this.cachedMeta;
+    const meta = this.readMeta();
+    this.cachedMeta = meta;
+    this.cachedAt = this.store.rollbacks;
+    return meta;
+  }
+
+  private readMeta(): M {
     const bytes = this.store.get(this.layout.metaTable, this.prefix);
     if (bytes === undefined) return this.layout.initialMeta;
     const fields = decode(bytes);
@@ -137,5 +154,7 @@ export abstract class KvReplicatedPartition<M extends AppliedMeta> implements Re
   protected putMeta(meta: M): void {
     const fields = [meta.index, meta.term, meta.ts, ...this.layout.extraFields(meta)];
     this.store.put(this.layout.metaTable, this.prefix, encode(fields));
+    this.cachedMeta = meta;
+    this.cachedAt = this.store.rollbacks;
   }
 }

@@ -45,6 +45,11 @@ export interface KvStore extends KvReader {
   delete(table: TableName, key: Uint8Array): void;
   /** Runs `fn` with all its writes in one atomic, isolated step; nested calls join the outer step. */
   atomically<T>(fn: () => T): T;
+  /**
+   * How many times writes were undone so far: an outermost atomic step that threw (its writes rolled back), or a
+   * simulated crash. A cache of records read or written through this store is valid only while this is unchanged.
+   */
+  readonly rollbacks: number;
   view(): KvView;
   /** Resolves once every write made before the call is durable. */
   flush(): Promise<void>;

@@ -17,6 +17,7 @@ export class LmdbKvStore implements KvStore {
   private readonly root: RootDatabase;
   private readonly dbs: ReadonlyMap<TableName, BinaryDb>;
   private depth = 0;
+  private rollbackCount = 0;
 
   constructor(root: RootDatabase) {
     this.root = root;
@@ -58,10 +59,16 @@ export class LmdbKvStore implements KvStore {
     try {
       return this.root.transactionSync(fn) as T;
     } catch (error) {
+      // LMDB aborted the transaction: none of its writes happened.
+      this.rollbackCount++;
       throw this.closedOr(error);
     } finally {
       this.depth--;
     }
+  }
+
+  get rollbacks(): number {
+    return this.rollbackCount;
   }
 
   /** Turns a failure caused by a closed environment into STORAGE_CLOSED; anything else passes through. */

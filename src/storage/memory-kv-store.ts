@@ -77,6 +77,8 @@ export class MemoryKvStore implements KvStore {
   /** Undo log of every write since the last flush, when tracking is on. */
   private readonly unflushed: UndoEntry[] | undefined;
 
+  private rollbackCount = 0;
+
   constructor(options: { readonly trackUnflushed?: boolean } = {}) {
     this.unflushed = options.trackUnflushed === true ? [] : undefined;
   }
@@ -138,7 +140,12 @@ export class MemoryKvStore implements KvStore {
     return lost;
   }
 
+  get rollbacks(): number {
+    return this.rollbackCount;
+  }
+
   private rollback(undo: readonly UndoEntry[]): void {
+    this.rollbackCount++;
     for (let i = undo.length - 1; i >= 0; i--) {
       const [table, text, previous] = undo[i]!;
       if (previous === undefined) this.table(table).remove(text);

@@ -624,6 +624,52 @@ describe('TxFinishRequest and cleanup', () => {
     assert.equal(typeof fits, 'function');
   });
 
+  it('cleanups that arrive while a switch is replicated go into one WriteIntentSwitchAll; each tx keeps its locks until that entry applied', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const txs = [h.newTx(), h.newTx(), h.newTx()];
+    for (const [i, tx] of txs.entries()) {
+      await h.rw(primary, rwRequest(P1, tx, 1, { op: 'put', key: `c${i}`, value: i }));
+    }
+    await h.converge();
+    const commitTs = h.coord.now();
+    const hosted = h.hosted(primary, P1);
+    const switched: { kind: string; txIds: readonly TxId[]; lockedAtApply: readonly boolean[] }[] = [];
+    primary.replicas.get(P1)!.stateMachine.onApplied((entries) => {
+      for (const { command } of entries) {
+        if (command?.kind === 'WriteIntentSwitch' || command?.kind === 'WriteIntentSwitchAll') {
+          const txIds = command.kind === 'WriteIntentSwitch' ? [command.txId] : command.switches.map((s) => s.txId);
+          const lockedAtApply = txIds.map((tx) => hosted.locks.locksOf(tx).length > 0);
+          switched.push({ kind: command.kind, txIds, lockedAtApply });
+        }
+      }
+    });
+    const cleanups = txs.map((txId) =>
+      h.call<TxCleanupResponse>(primary.name, {
+        kind: 'TxCleanupRequest',
+        txId,
+        partitions: [P1],
+        unlockOnly: false,
+        outcome: { state: 'COMMITTED', commitTs },
+      }),
+    );
+    for (const cleanup of cleanups) assert.deepEqual((await h.settle(cleanup)).cleaned, [P1]);
+    assert.deepEqual(switched, [
+      { kind: 'WriteIntentSwitch', txIds: [txs[0]], lockedAtApply: [true] },
+      { kind: 'WriteIntentSwitchAll', txIds: [txs[1], txs[2]], lockedAtApply: [true, true] },
+    ]);
+    for (const tx of txs) assert.deepEqual(hosted.locks.locksOf(tx), [], 'released after the apply');
+    await h.converge();
+    for (const m of h.members.values()) {
+      const mv = h.hosted(m, P1).mv;
+      for (const [i, tx] of txs.entries()) {
+        const read = mv.readLatest(mv.rowIdOf(`c${i}`)!);
+        assert.ok(read.kind === 'committed' && read.value === i && read.commitTs === commitTs, `${m.name} c${i}`);
+        assert.equal(m.map.entry(tx)?.state, 'COMMITTED', `${m.name}: ${tx}`);
+      }
+    }
+  });
+
   it('a cleanup for a partition this node is not primary of answers PRIMARY_MISS', async () => {
     const h = await Cluster.start(SEED);
     const backup = h.backups(P1)[0]!;

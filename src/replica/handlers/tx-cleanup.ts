@@ -5,7 +5,8 @@
  *    the sender re-resolves its primary; if none was cleaned the whole request answers that PRIMARY_MISS);
  * 2. close the tx's operation record (no new operation of the tx runs here), map → final ('cleanup-request') when an
  *    outcome is given, fail the tx's lock waiters, wait for its operations in flight;
- * 3. unless unlock-only: if the tx has intents here, propose WriteIntentSwitch and await its apply;
+ * 3. unless unlock-only: if the tx has intents here, propose its write-intent switch (coalesced, below) and await
+ *    its apply;
  * 4. release every lock of the tx.
  * Idempotent: a repeated cleanup finds no intents and no locks and answers success again. Unlock-only (a tx that
  * wrote nothing anywhere) skips the switch; it still waits for operations in flight, so that none acquires a lock
@@ -13,6 +14,12 @@
  * vacuumed after the retention rather than kept PENDING for good. A partition that holds an intent of the tx is not
  * cleaned by an unlock-only request (left out of `cleaned`, map untouched): only a cleanup with the tx's real
  * outcome may end it.
+ *
+ * Switches are coalesced per partition (coalesced-proposals.ts): while one switch command of the partition is being
+ * replicated, the switches of the cleanups that arrive meanwhile wait and then go into one WriteIntentSwitchAll (at
+ * most intentSwitchBatchMax txs; a lone one stays a WriteIntentSwitch), so that under load a tx costs a fraction of a
+ * Raft entry per enlisted partition. Each cleanup still awaits the apply of the command that holds its switch before it releases the tx's
+ * locks; a failed proposal fails every cleanup it carried, as a single one would.
  *
  * The commit partition's cleanup driver sends these requests after the finish was answered, so a request on this
  * primary may meet a finished tx's locks first: `cleanupPartition` then runs in line, as this request would
@@ -24,6 +31,8 @@ import type { PartitionId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { UNLOCK_ONLY_OUTCOME } from '../../tx/coordinator-cleanup.js';
 import type { TxCleanupRequest, TxCleanupResponse } from '../../tx/messages.js';
+import { coalescerOf, ProposalCoalescer } from '../coalesced-proposals.js';
+import type { IntentSwitch } from '../commands.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition-replica.js';
 
 export async function handleTxCleanup(
@@ -70,17 +79,31 @@ export async function cleanupPartition(p: PartitionReplica, request: TxCleanupRe
   p.locks.failWaiters(txId);
   await p.operations.whenIdle(txId);
   if (!request.unlockOnly && outcome !== undefined && p.mv.rowsWrittenBy(txId).length > 0) {
-    const applied = await p.propose((proposal) => ({
-      kind: 'WriteIntentSwitch',
-      ts: proposal.ts,
-      proposalId: proposal.id,
-      txId,
-      commit: outcome.state === 'COMMITTED',
-      commitTs: commitTs ?? null,
-    }));
-    if (applied.kind !== 'SWITCHED') {
-      throw new BasaltError('INTERNAL', `write-intent switch of ${txId} answered ${applied.kind}`);
-    }
+    await switchCoalescer(p).submit({ txId, commit: outcome.state === 'COMMITTED', commitTs: commitTs ?? null });
   }
   p.locks.releaseAll(txId);
+}
+
+const switchCoalescers = new WeakMap<PartitionReplica, ProposalCoalescer<IntentSwitch>>();
+
+/** The switch coalescer of a partition: one WriteIntentSwitch(All) in flight, the switches arriving meanwhile after it. */
+function switchCoalescer(p: PartitionReplica): ProposalCoalescer<IntentSwitch> {
+  return coalescerOf(switchCoalescers, p, () => {
+    return new ProposalCoalescer<IntentSwitch>({
+      batchMax: LIMITS.intentSwitchBatchMax,
+      key: (one) => `${one.txId}/${one.commit}/${one.commitTs ?? ''}`,
+      distinct: (one) => one.txId,
+      propose: async (switches) => {
+        const applied = await p.propose((proposal) =>
+          switches.length === 1
+            ? { kind: 'WriteIntentSwitch', ts: proposal.ts, proposalId: proposal.id, ...switches[0]! }
+            : { kind: 'WriteIntentSwitchAll', ts: proposal.ts, proposalId: proposal.id, switches },
+        );
+        if (applied.kind !== 'SWITCHED') {
+          const txIds = switches.map((one) => one.txId);
+          throw new BasaltError('INTERNAL', `write-intent switch answered ${applied.kind}`, { txIds });
+        }
+      },
+    });
+  });
 }
