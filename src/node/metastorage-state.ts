@@ -304,7 +304,7 @@ export class MetaState {
   private createTable(c: Extract<MetaCommand, { kind: 'CreateTable' }>): MetaResult {
     const existing = this.tablesByName.get(c.name);
     if (existing !== undefined) return { status: 'ALREADY_EXISTS', table: existing };
-    const nodes = this.membersByName.size > 0 ? this.activeMembers() : [...new Set(c.nodes)].sort().map(nodeName);
+    const nodes = this.placementNodes(c);
     const problem = tableProblem(c.name, c, nodes.length) ?? this.capacityProblem();
     if (problem !== undefined) return { status: 'INVALID', message: problem };
     const table: TableDescriptor = {
@@ -329,6 +329,18 @@ export class MetaState {
     this.tablesByName.delete(c.name);
     this.retiringById.set(table.id, { table, dropTs: c.ts, retireAfter: addMs(c.ts, Math.max(0, c.graceMs)) });
     return { status: 'OK', table };
+  }
+
+  /**
+   * The nodes a new table is placed on: those the command names (the proposer's live ones), restricted to the active
+   * members once members are recorded; all active members when fewer of those remain than the table has replicas.
+   */
+  private placementNodes(c: Extract<MetaCommand, { kind: 'CreateTable' }>): NodeName[] {
+    const named = [...new Set(c.nodes)].sort().map(nodeName);
+    if (this.membersByName.size === 0) return named;
+    const active = this.activeMembers();
+    const live = named.filter((n) => active.includes(n));
+    return live.length >= c.replicas ? live : active;
   }
 
   private initMembers(c: Extract<MetaCommand, { kind: 'InitMembers' }>): MetaResult {
