@@ -30,4 +30,6 @@ export interface Transport {
   setHandler(handler: TransportHandler): void;
   /** Closes every connection; later sends are dropped. */
   close(): Promise<void>;
+  /** Dials `name` at `address` from now on (transports that route by address; others need no call). */
+  addPeer?(name: NodeName, address: string): void;
 }

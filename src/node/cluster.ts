@@ -11,7 +11,7 @@
  */
 import { BasaltError } from '../core/errors.js';
 import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
-import { META_GROUP, partitionIndexOf, tablePartitionId } from '../core/partitioning.js';
+import { META_GROUP, partitionIndexOf, tableIdOf, tablePartitionId } from '../core/partitioning.js';
 import { sleep, type Timers } from '../env/timers.js';
 import type { TxStateView } from '../tx/tx-state-map.js';
 import type { BasaltNode, NodeMetrics, NodeStopOptions } from './basalt-node.js';
@@ -80,12 +80,17 @@ export function defaultNodeNames(count: number): NodeName[] {
   return Array.from({ length: count }, (_, i) => `n${i + 1}` as NodeName);
 }
 const READY_TIMEOUT_MS = 30_000;
+/** How long a harness waits for partitions to move (a join, a removal, a rebalance). */
+const MOVE_TIMEOUT_MS = 120_000;
 
 /** Builds the client whose coordinator is node `node` (the client layer supplies it; see `startCluster`). */
 export type ClientFactory<C> = (cluster: Cluster<C>, node: NodeName) => C;
 
 export class Cluster<C = never> {
-  readonly nodes: readonly NodeName[];
+  /** The current members, in the order they came: the founders, then the nodes added (and not removed). */
+  private readonly members: NodeName[];
+  /** Every name this cluster ever had (a removed name is not given again). */
+  private readonly everNamed = new Set<NodeName>();
   readonly network: ClusterNetwork;
   readonly simulation: SimulationControls | undefined;
   private readonly env: ClusterEnvironment;
@@ -98,7 +103,8 @@ export class Cluster<C = never> {
   private constructor(env: ClusterEnvironment, names: readonly NodeName[], clientFactory?: ClientFactory<C>) {
     this.env = env;
     this.clientFactory = clientFactory;
-    this.nodes = [...names];
+    this.members = [...names];
+    for (const n of names) this.everNamed.add(n);
     this.network = env.network;
     this.simulation = env.simulation;
   }
@@ -126,6 +132,64 @@ export class Cluster<C = never> {
       throw error;
     }
     return cluster;
+  }
+
+  /** The nodes that are members now (DESIGN §4 `cluster.nodes`): founders and added nodes, minus removed ones. */
+  get nodes(): readonly NodeName[] {
+    return [...this.members];
+  }
+
+  /**
+   * Starts a new node (default name: the next free `n<k>`) that joins the running cluster, and resolves once the
+   * metastorage lists it as an active member; partitions move onto it from then on (`rebalanced` waits for them).
+   */
+  addNode(name?: string): Promise<NodeName> {
+    const n = (name ?? this.nextName()) as NodeName;
+    if (this.everNamed.has(n))
+      throw new BasaltError('ALREADY_EXISTS', `node name ${n} is or was in use in this cluster`);
+    this.everNamed.add(n);
+    this.members.push(n);
+    const joined = this.exclusive(n, async () => {
+      await this.launch(n);
+      await this.poll(() => this.isActiveMember(n), { what: `${n} recorded as a member` });
+      await this.untilCaughtUp(n);
+    });
+    return this.env.drive(joined.then(() => n));
+  }
+
+  /**
+   * Removes a node from the cluster. Gracefully (default): its replicas move to the other members first, then it is
+   * stopped. `dead`: it is crashed if still running, and its replicas are rebuilt on the others from the survivors.
+   * Resolves once the metastorage no longer lists it (every replica it held is elsewhere).
+   */
+  removeNode(name: string, options: { readonly dead?: boolean } = {}): Promise<void> {
+    const n = this.known(name);
+    const dead = options.dead === true;
+    return this.env.drive(
+      (async () => {
+        if (dead && this.running.has(n)) await this.halt(n, (x, node) => this.env.crashNode(x, node));
+        const via = this.anyNode(n);
+        await via.metastorage.removeNode(n, { dead });
+        await this.poll(() => !this.freshestView().members?.some((m) => m.name === n), {
+          what: `${n} removed (its replicas moved away)`,
+          timeoutMs: MOVE_TIMEOUT_MS,
+        });
+        if (this.running.has(n)) await this.halt(n, (x, node) => this.env.stopNode(x, node));
+        this.members.splice(this.members.indexOf(n), 1);
+      })(),
+    );
+  }
+
+  /**
+   * Resolves once no partition is moving: the metastorage lists no target, and every partition has its table's
+   * replica count (or every member, if fewer) on running nodes that host it.
+   */
+  rebalanced(options: WaitOptions = {}): Promise<void> {
+    return this.waitFor(() => this.isRebalanced(), {
+      what: 'partitions rebalanced',
+      timeoutMs: MOVE_TIMEOUT_MS,
+      ...options,
+    });
   }
 
   /** Runs `promise` to completion (drives virtual time under the simulator). */
@@ -366,13 +430,46 @@ export class Cluster<C = never> {
     return best.metastorage.view();
   }
 
-  /** A running node to send metastorage commands through: the first by name. */
-  private anyNode(): BasaltNode {
-    for (const name of this.nodes) {
-      const node = this.running.get(name);
+  /** A running node to send metastorage commands through: the first member by name (other than `except`). */
+  private anyNode(except?: NodeName): BasaltNode {
+    for (const name of this.members) {
+      const node = name === except ? undefined : this.running.get(name);
       if (node !== undefined) return node;
     }
     throw new BasaltError('NODE_UNAVAILABLE', 'no node of the cluster is running');
+  }
+
+  private nextName(): NodeName {
+    for (let k = this.everNamed.size + 1; ; k++) {
+      const name = `n${k}` as NodeName;
+      if (!this.everNamed.has(name)) return name;
+    }
+  }
+
+  private isActiveMember(name: NodeName): boolean {
+    return this.freshestView().members?.some((m) => m.name === name && m.state === 'active') === true;
+  }
+
+  private isRebalanced(): boolean {
+    const view = this.freshestView();
+    if ((view.targets ?? []).length > 0) return false;
+    const active = (view.members ?? []).filter((m) => m.state === 'active').length;
+    const replicasOf = new Map(view.tables.map((t) => [t.id, t.replicas]));
+    for (const [partition, replicas] of view.assignments) {
+      const want = replicasOf.get(tableIdOf(partition as PartitionId) ?? -1);
+      if (want === undefined) continue;
+      if (active > 0 && replicas.length !== Math.min(want, active)) return false;
+      for (const name of replicas) {
+        if (
+          !this.running
+            .get(name as NodeName)
+            ?.hostedPartitions()
+            .has(partition as PartitionId)
+        )
+          return false;
+      }
+    }
+    return true;
   }
 
   private require(name: NodeName): BasaltNode {
@@ -382,8 +479,8 @@ export class Cluster<C = never> {
   }
 
   private known(name: string): NodeName {
-    if (!this.nodes.includes(name as NodeName)) {
-      throw new BasaltError('INVALID_ARGUMENT', `no node named ${name} in this cluster`, { nodes: this.nodes });
+    if (!this.members.includes(name as NodeName)) {
+      throw new BasaltError('INVALID_ARGUMENT', `no node named ${name} in this cluster`, { nodes: this.members });
     }
     return name as NodeName;
   }

@@ -60,6 +60,7 @@ import {
   type NodeStorage,
   type NodeTuning,
 } from './basalt-node.js';
+import { ClusterMembers } from './cluster-members.js';
 import { COORDINATOR_SERVICE, CoordinatorService } from './coordinator-service.js';
 import { GroupStateMachines } from './group-state-machines.js';
 import { Membership } from './membership.js';
@@ -68,6 +69,7 @@ import { Metastorage } from './metastorage.js';
 import type { MetaView } from './metastorage-state.js';
 import { OwnedTimers } from './owned-timers.js';
 import type { PartitionHostFactory, ReplicaLayer } from './partition-host.js';
+import { PartitionMover } from './partition-mover.js';
 import { PartitionReconciler } from './partition-reconciler.js';
 import {
   holderHint,
@@ -98,8 +100,15 @@ export interface NodeOptions extends NodeRoles {
   readonly timers: Timers;
   readonly random: Random;
   readonly storage: NodeStorage;
-  /** Every node name of the cluster; the first three (or fewer) are the metastorage members. */
+  /**
+   * The node names the cluster was founded with (the same on every node, in any order); the first three in sorted
+   * order are the metastorage members. A node joining a running cluster (`join`) is not among them.
+   */
   readonly nodes: readonly NodeName[];
+  /** This node joins a running cluster: it asks to become a member (see cluster-members.ts). */
+  readonly join?: boolean;
+  /** Where the other nodes dial this one (recorded with its membership); absent in the simulator. */
+  readonly advertise?: string;
   readonly tuning?: NodeTuning;
   /** Failures of background work (a partition that failed to start, a Raft group that failed). */
   readonly onError?: (error: unknown) => void;
@@ -124,7 +133,7 @@ export async function startNode(options: NodeOptions): Promise<BasaltNode> {
 export function composeNode(options: NodeOptions): BasaltNode {
   const tuning = options.tuning ?? {};
   const self = options.transport.self;
-  if (!options.nodes.includes(self.name)) {
+  if (options.join !== true && !options.nodes.includes(self.name)) {
     throw new BasaltError('INVALID_ARGUMENT', `node ${self.name} is not among the cluster's nodes`, {
       nodes: options.nodes,
     });
@@ -146,7 +155,8 @@ export function composeNode(options: NodeOptions): BasaltNode {
     onClockSkew: () => counters.add(NODE_COUNTERS.clockSkewRefusals),
     ...(options.onDiagnostic !== undefined && { onDiagnostic: options.onDiagnostic }),
   });
-  const nodes = [...new Set(options.nodes)];
+  // Sorted: every node must derive the same metastorage members from the same names, whatever order it was given.
+  const nodes = [...new Set(options.nodes)].sort();
   const membership = new Membership({
     self,
     nowMs: () => clock.monotonicMs(),
@@ -228,6 +238,7 @@ export function composeNode(options: NodeOptions): BasaltNode {
       txStates,
       request,
       metaView,
+      metaCurrent: () => metastorage.isCurrent(),
       hints: replicas.hints,
       localReplicas: localReplicaView(replicas.partitions),
       lowWatermark: replicas.lowWatermark,
@@ -283,6 +294,33 @@ export function composeNode(options: NodeOptions): BasaltNode {
     () => [...storage.engine.partitions(), ...storage.log.groups()],
   );
 
+  // 6b. Membership and partition moves: this node's record, its peers' addresses, the moves its groups lead.
+  const members = new ClusterMembers({
+    self: self.name,
+    founders: nodes,
+    advertise: options.advertise,
+    view: metaView,
+    initMembers: (founders) => metastorage.initMembers(founders.map((name) => ({ name }))),
+    join: (name, address) => metastorage.joinNode(name, address),
+    addPeer: options.transport.addPeer?.bind(options.transport),
+    setMemberCount: (count) => membership.setMemberCount(count),
+    timers,
+    onRefused: errors.report,
+  });
+  const mover = new PartitionMover({
+    self: self.name,
+    view: metaView,
+    status: (group) => raft.status(group),
+    matchOf: (group, node) => raft.matchOf(group, node),
+    proposeConfChange: (group, change) => raft.proposeConfChange(group, change),
+    transferLeader: (group, to) => raft.transferLeader(group, to),
+    report: (group, voters) => metastorage.reportReplicas(group, voters),
+    isLive: (name) => name === self.name || membership.liveIdOf(name) !== undefined,
+    timers,
+    count: (name) => counters.add(name),
+    onError: errors.report,
+  });
+
   // 7. The node and its services.
   const node = new BasaltNode({
     self,
@@ -305,8 +343,31 @@ export function composeNode(options: NodeOptions): BasaltNode {
     heartbeatIntervalMs: tuning.heartbeatIntervalMs ?? LIMITS.nodeHeartbeatIntervalMs,
   });
   node.addService(COORDINATOR_SERVICE, coordinator);
+  node.addService(CLUSTER_MEMBERS_SERVICE, clusterMembersService(members, mover));
   for (const factory of options.services ?? []) node.addService(factory.name, factory.create(node));
   return node;
+}
+
+/** The service of this node's membership agent and partition mover: running from construction, stopped with it. */
+export const CLUSTER_MEMBERS_SERVICE = 'cluster-members';
+
+export interface ClusterMembersService {
+  readonly members: ClusterMembers;
+  readonly mover: PartitionMover;
+  stop(): void;
+}
+
+function clusterMembersService(members: ClusterMembers, mover: PartitionMover): ClusterMembersService {
+  members.start();
+  mover.start();
+  return {
+    members,
+    mover,
+    stop: () => {
+      members.stop();
+      mover.stop();
+    },
+  };
 }
 
 /** What the replica layer uses of the core. */
@@ -336,7 +397,8 @@ function composeReplicaLayer(c: ReplicaLayerComponents): ReplicaLayer {
   };
   const partitions = new PartitionDirectory();
   const hints = new PrimaryHints(
-    (p) => partitions.replicasOf(p) ?? replicasFromView(c.metaView(), p),
+    // The current assignment first: a partition that moved is no longer where it was started.
+    (p) => replicasFromView(c.metaView(), p) ?? partitions.replicasOf(p),
     (p) => localLeaseHolder(partitions.get(p), hlc.current()),
     (name) => name === self.name || c.membership.liveIdOf(name) !== undefined,
   );

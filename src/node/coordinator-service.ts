@@ -39,6 +39,8 @@ export interface CoordinatorComponents {
   readonly txStates: TxStateMap;
   readonly request: TxRequestFn;
   readonly metaView: () => MetaView;
+  /** Whether the view was recently confirmed current with the metastorage leader (Metastorage.isCurrent). */
+  readonly metaCurrent: () => boolean;
   readonly hints: PrimaryHints;
   /** The replicas hosted on this node, for RO reads served without a message. */
   readonly localReplicas: LocalReplicaView;
@@ -61,7 +63,7 @@ export class CoordinatorService implements NodeService {
   constructor(components: CoordinatorComponents, options: TxCoordinatorOptions = {}) {
     const { self, hlc, timers, request, counters } = components;
     this.self = self;
-    const placement = new MetaPlacement(components.metaView, components.hints);
+    const placement = new MetaPlacement(components.metaView, components.hints, components.metaCurrent);
     const clockWithinBound = components.clockWithinBound;
     this.readOnly = new ReadOnlyCoordinator({
       self,
@@ -113,6 +115,8 @@ export class MetaPlacement implements TxPlacement {
   constructor(
     private readonly view: () => MetaView,
     private readonly hints: PrimaryHints,
+    /** True when the view may be trusted to say a table does not exist (see Metastorage.isCurrent). */
+    private readonly current: () => boolean = () => true,
   ) {}
 
   partitionOf(table: string, key: string): PartitionId {
@@ -143,12 +147,15 @@ export class MetaPlacement implements TxPlacement {
   private table(name: string): TableDescriptor {
     const view = this.view();
     const table = view.tables.find((t) => t.name === name);
-    // A node that has not learned the metastorage state yet (just started) cannot tell a missing table from one it
-    // has not heard of: that is a transient refusal, retryable and certainly not executed, not UNKNOWN_TABLE.
-    if (table === undefined && view.revision === 0) {
+    // A node that has not learned the metastorage state yet (just started), or may lag behind it (a follower that
+    // has not applied the whole log, just after a restart), cannot tell a missing table from one it has not heard of:
+    // that is a transient refusal, retryable and certainly not executed, not UNKNOWN_TABLE.
+    if (table === undefined && (view.revision === 0 || !this.current())) {
       throw new BasaltError(
         'NODE_UNAVAILABLE',
-        'this node does not know the cluster metadata yet',
+        view.revision === 0
+          ? 'this node does not know the cluster metadata yet'
+          : 'this node is checking that its cluster metadata is current',
         { table: name },
         {
           executed: 'no',

@@ -68,7 +68,7 @@ export class Membership {
   private readonly superseded = new Map<NodeId, NodeName>();
   /** When each unknown id was first asked about; bounded by goneIdsMax (oldest dropped). */
   private readonly unknownSince = new Map<NodeId, number>();
-  private readonly memberCount: number | undefined;
+  private memberCount: number | undefined;
   private readonly listeners = new Set<MembershipListener>();
   private verdictCache: { readonly atMs: number; readonly verdict: ClockVerdict } | undefined;
 
@@ -81,6 +81,11 @@ export class Membership {
     this.clockOffsetBoundMs =
       options.clockOffsetBoundMs ?? LIMITS.maxClockSkewMsDefault * LIMITS.clockOffsetBoundFraction;
     assert(this.timeoutMs > 0 && this.goneIdsMax > 0, 'membership limits must be positive');
+  }
+  /** The cluster's member count changed (a node joined or was removed): see the "unknown to a fully live cluster" rule. */
+  setMemberCount(count: number): void {
+    assert(Number.isSafeInteger(count) && count > 0, 'a cluster has at least one member', count);
+    this.memberCount = count;
   }
 
   /** A connection to `peer` completed its handshake. */

@@ -109,6 +109,9 @@ export type MetaCommand =
 
 export type MemberState = 'active' | 'leaving';
 
+/** Voters of the metastorage group: the first founders by name (basalt-node.ts META_MEMBERS_MAX). */
+const META_VOTERS = 3;
+
 export interface MemberRecord {
   readonly name: string;
   /** Where its peers dial it (its advertised address), when it told. */
@@ -116,6 +119,8 @@ export interface MemberRecord {
   readonly state: MemberState;
   /** Declared dead (`RemoveNode` with `dead`): its replicas are removed before they are replaced. */
   readonly dead?: boolean;
+  /** A voter of the metastorage group (the first founders, by name; the group does not move). */
+  readonly meta?: boolean;
 }
 
 /** A member as a command names it. */
@@ -304,7 +309,7 @@ export class MetaState {
   private createTable(c: Extract<MetaCommand, { kind: 'CreateTable' }>): MetaResult {
     const existing = this.tablesByName.get(c.name);
     if (existing !== undefined) return { status: 'ALREADY_EXISTS', table: existing };
-    const nodes = this.membersByName.size > 0 ? this.activeMembers() : [...new Set(c.nodes)].sort().map(nodeName);
+    const nodes = this.placementNodes(c);
     const problem = tableProblem(c.name, c, nodes.length) ?? this.capacityProblem();
     if (problem !== undefined) return { status: 'INVALID', message: problem };
     const table: TableDescriptor = {
@@ -331,13 +336,29 @@ export class MetaState {
     return { status: 'OK', table };
   }
 
+  /**
+   * The nodes a new table is placed on: those the command names (the proposer's live ones), restricted to the active
+   * members once members are recorded; all active members when fewer of those remain than the table has replicas.
+   */
+  private placementNodes(c: Extract<MetaCommand, { kind: 'CreateTable' }>): NodeName[] {
+    const named = [...new Set(c.nodes)].sort().map(nodeName);
+    if (this.membersByName.size === 0) return named;
+    const active = this.activeMembers();
+    const live = named.filter((n) => active.includes(n));
+    return live.length >= c.replicas ? live : active;
+  }
+
   private initMembers(c: Extract<MetaCommand, { kind: 'InitMembers' }>): MetaResult {
     if (this.membersByName.size === 0) {
       const specs = [...new Map(c.members.map((m) => [m.name, m])).values()];
       if (specs.length === 0 || specs.length > LIMITS.clusterMembersMax) {
         return { status: 'INVALID', message: `a cluster has 1 to ${LIMITS.clusterMembersMax} members` };
       }
-      for (const m of specs) this.membersByName.set(nodeName(m.name), memberRecord(m, 'active'));
+      const meta = new Set(specs.map((m) => m.name).sort().slice(0, META_VOTERS));
+      for (const m of specs) {
+        const record = memberRecord(m, 'active');
+        this.membersByName.set(nodeName(m.name), meta.has(m.name) ? { ...record, meta: true } : record);
+      }
     }
     return { status: 'MEMBERS', members: this.members() };
   }
@@ -353,8 +374,9 @@ export class MetaState {
     if (existing === undefined && this.membersByName.size >= LIMITS.clusterMembersMax) {
       return { status: 'INVALID', message: `the cluster has ${LIMITS.clusterMembersMax} members` };
     }
-    // A member that joins again (a restart, maybe on a new address) keeps its replicas.
-    this.membersByName.set(name, memberRecord({ name, address: c.address }, 'active'));
+    // A member that joins again (a restart, maybe on a new address) keeps its replicas (and its metastorage vote).
+    const record = memberRecord({ name, address: c.address }, 'active');
+    this.membersByName.set(name, existing?.meta === true ? { ...record, meta: true } : record);
     if (existing === undefined) this.replan();
     return { status: 'MEMBERS', members: this.members() };
   }
@@ -369,6 +391,14 @@ export class MetaState {
       return {
         status: 'INVALID',
         message: `removing ${name} would leave ${remaining} nodes for tables of ${needed} replicas`,
+      };
+    }
+    // The metastorage group keeps its founding voters: a removal may take at most a minority of them.
+    const metaLeft = this.members().filter((m) => m.meta === true && m.state === 'active' && m.name !== name).length;
+    if (existing.meta === true && existing.state === 'active' && metaLeft * 2 <= META_VOTERS) {
+      return {
+        status: 'INVALID',
+        message: `${name} votes in the metastorage group and removing it would leave ${metaLeft} of its ${META_VOTERS} voters`,
       };
     }
     const dead = c.dead || existing.dead === true;
@@ -577,8 +607,12 @@ function isMemberSpec(value: unknown): value is MemberSpec {
 
 function isMemberRecord(value: unknown): value is MemberRecord {
   if (!isMemberSpec(value)) return false;
-  const { state, dead } = value as unknown as Record<string, unknown>;
-  return (state === 'active' || state === 'leaving') && (dead === undefined || typeof dead === 'boolean');
+  const { state, dead, meta } = value as unknown as Record<string, unknown>;
+  return (
+    (state === 'active' || state === 'leaving') &&
+    (dead === undefined || typeof dead === 'boolean') &&
+    (meta === undefined || meta === true)
+  );
 }
 
 function isAssignmentList(value: unknown): value is readonly (readonly [string, readonly string[]])[] {

@@ -77,6 +77,8 @@ interface Watcher {
 /** Pause between two attempts of a command or a watch that failed. */
 const RETRY_PAUSE_MS = 50;
 /** Poll period while handing the leadership over before a stop. */
+/** How long a confirmation that this node's metadata was current counts (see `isCurrent`). */
+export const META_CONFIRM_FRESH_MS = 1_000;
 const HAND_OVER_POLL_MS = 10;
 /** One attempt of a command at one member; a healthy leader applies it in milliseconds. */
 const COMMAND_ATTEMPT_TIMEOUT_MS = 3_000;
@@ -87,6 +89,11 @@ export class Metastorage implements GroupStateMachine {
   private readonly watchWaitMs: number;
   private readonly commandTimeoutMs: number;
   private state = new MetaState();
+  /** `state.view()` as of the last change (built once per change: readers ask for it on every request). */
+  private cachedView: MetaView | undefined;
+  /** The leader's revision as last asked (see `isCurrent`), and when (monotonic ms). */
+  private confirmed: { readonly revision: number; readonly atMs: number } | undefined;
+  private confirming = false;
   private leaderHint: NodeName | undefined;
   private nextTarget = 0;
   private readonly watchers = new Set<Watcher>();
@@ -144,11 +151,54 @@ export class Metastorage implements GroupStateMachine {
   }
 
   view(): MetaView {
-    return this.state.view();
+    this.cachedView ??= this.state.view();
+    return this.cachedView;
   }
 
   tables(): TableDescriptor[] {
     return this.state.tables();
+  }
+
+  /**
+   * Whether this node's state was, within the last `META_CONFIRM_FRESH_MS`, at least the revision the metastorage
+   * leader had: only then may a table missing here be reported missing (a node that lags behind the log, e.g. just
+   * after a restart, would otherwise answer UNKNOWN_TABLE for a table that exists). When not, it asks the leader for
+   * its revision in the background, so that a retry shortly after can tell.
+   */
+  isCurrent(): boolean {
+    const { clock, self } = this.options;
+    const now = clock.monotonicMs();
+    if (this.isMember && this.leader() === self) return this.appliedAll();
+    const c = this.confirmed;
+    if (c !== undefined && now - c.atMs <= META_CONFIRM_FRESH_MS && this.state.revision >= c.revision) return true;
+    if (!this.confirming) void this.confirm();
+    return false;
+  }
+
+  /** A member that applied every entry its log holds (a leader's log holds every committed entry). */
+  private appliedAll(): boolean {
+    const status = this.options.raft.status(META_GROUP);
+    return status !== undefined && status.applied >= status.lastIndex;
+  }
+
+  private async confirm(): Promise<void> {
+    const leader = this.leader();
+    this.confirming = true;
+    try {
+      const target = leader !== undefined && leader !== this.options.self ? leader : this.nextMember();
+      const atMs = this.options.clock.monotonicMs();
+      const response = await this.options.messenger.request<Extract<NodeMessage, { kind: 'MetaWatchResponse' }>>(
+        target,
+        { kind: 'MetaWatchRequest', sinceRevision: -1 },
+        { timeoutMs: COMMAND_ATTEMPT_TIMEOUT_MS, signal: this.stopSignal.signal },
+      );
+      const view = response.view === null ? undefined : parseMetaView(response.view);
+      if (view !== undefined) this.confirmed = { revision: view.revision, atMs };
+    } catch {
+      // Asked again on the next miss.
+    } finally {
+      this.confirming = false;
+    }
   }
 
   table(name: string): TableDescriptor | undefined {
@@ -162,7 +212,7 @@ export class Metastorage implements GroupStateMachine {
   }
 
   async createTable(name: string, options: TableOptions): Promise<TableDescriptor> {
-    const problem = tableProblem(name, options, new Set(this.options.nodes).size);
+    const problem = tableProblem(name, options, this.nodeCount());
     if (problem !== undefined) throw new BasaltError('INVALID_ARGUMENT', problem, { table: name });
     const result = await this.execute({
       kind: 'CreateTable',
@@ -176,13 +226,21 @@ export class Metastorage implements GroupStateMachine {
     return tableOf(result);
   }
 
+  /** The nodes replicas may go to: the active members once recorded, else the nodes this one started with. */
+  private nodeCount(): number {
+    const active = this.state.activeMembers().length;
+    return active > 0 ? active : new Set(this.options.nodes).size;
+  }
+
   /**
    * The nodes a new table's replicas are drawn from: the live ones (this node included) when there are enough of
    * them, so that a table created while a node is down gets replicas that can elect; else every node.
    */
   private placementNodes(replicas: number): string[] {
-    const live = this.options.nodes.filter((n) => n === this.options.self || this.options.isLive(n));
-    return live.length >= replicas ? live : [...this.options.nodes];
+    const active = this.state.activeMembers();
+    const nodes = active.length > 0 ? active : this.options.nodes;
+    const live = nodes.filter((n) => n === this.options.self || this.options.isLive(n));
+    return live.length >= replicas ? live : [...nodes];
   }
 
   async dropTable(name: string): Promise<TableDescriptor> {
@@ -246,6 +304,7 @@ export class Metastorage implements GroupStateMachine {
 
   apply(entries: readonly Entry[]): void {
     for (const e of entries) this.state.apply(e.index, e.kind === 'data' ? decodeMetaCommand(e.data) : undefined);
+    this.cachedView = undefined;
     this.published();
   }
 
@@ -255,6 +314,7 @@ export class Metastorage implements GroupStateMachine {
 
   restore(snapshot: Snapshot): void {
     this.state = MetaState.fromView(decodeMetaView(snapshot.data));
+    this.cachedView = undefined;
     this.published();
   }
 
@@ -369,6 +429,8 @@ export class Metastorage implements GroupStateMachine {
   // ------------------------------------------------------------------ watch
 
   private onWatchRequest(sinceRevision: number): NodeMessage | Promise<NodeMessage> {
+    // A confirmation (see `isCurrent`) is answered only by a member whose state holds every entry of its log.
+    if (sinceRevision < 0 && this.isMember && !this.appliedAll()) return this.watchAnswer(null);
     if (this.state.revision > sinceRevision) return this.watchAnswer();
     if (this.watchers.size >= LIMITS.metaWatchersMax) return this.watchAnswer(null);
     return new Promise<NodeMessage>((answer) => {
@@ -399,7 +461,7 @@ export class Metastorage implements GroupStateMachine {
         w.answer(answer);
       }
     }
-    this.options.onView(this.state.view());
+    this.options.onView(this.view());
   }
 
   private async watchLoop(): Promise<void> {
@@ -417,6 +479,7 @@ export class Metastorage implements GroupStateMachine {
         const view = response.view === null ? undefined : parseMetaView(response.view);
         if (view !== undefined && view.revision > this.state.revision) {
           this.state = MetaState.fromView(view);
+          this.cachedView = undefined;
           this.options.onView(view);
         }
       } catch {

@@ -94,6 +94,8 @@ export class RealClusterEnvironment implements ClusterEnvironment {
         random: this.random,
         storage,
         nodes: this.options.names,
+        join: !this.options.names.includes(name),
+        ...(this.address(name) !== undefined && { advertise: this.address(name)! }),
         ...(this.options.tuning !== undefined && { tuning: this.options.tuning }),
         onError: (error) => this.options.onError?.(name, error),
       });
@@ -133,9 +135,13 @@ export class RealClusterEnvironment implements ClusterEnvironment {
     this.tcp.clear();
   }
 
+  /** The node's clock (a node added after the start gets its own on first use). */
   private clock(name: NodeName): RealClock {
-    const clock = this.clocks.get(name);
-    if (clock === undefined) throw new BasaltError('INVALID_ARGUMENT', `unknown node ${name}`);
+    let clock = this.clocks.get(name);
+    if (clock === undefined) {
+      clock = new RealClock();
+      this.clocks.set(name, clock);
+    }
     return clock;
   }
 
@@ -143,7 +149,8 @@ export class RealClusterEnvironment implements ClusterEnvironment {
     if (this.memory !== undefined) return this.memory.endpoint(self);
     const host = this.options.host ?? '127.0.0.1';
     const index = this.options.names.indexOf(self.name);
-    const port = this.ports.get(self.name) ?? (this.options.basePort ? this.options.basePort + index : 0);
+    // A node added after the start (not among the names) listens on an ephemeral port.
+    const port = this.ports.get(self.name) ?? (this.options.basePort && index >= 0 ? this.options.basePort + index : 0);
     const peers: Record<string, string> = {};
     for (const [name, address] of this.addresses) if (name !== self.name) peers[name] = address;
     const transport = await this.listen(self, host, port, peers);

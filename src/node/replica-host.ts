@@ -372,9 +372,11 @@ export class ReplicaPartitionHost implements PartitionHost {
     return decision?.handedOver ?? true;
   }
 
+  /** A live voter of the group's current configuration (it changes as the partition moves) other than this node. */
   private liveSuccessor(entry: Hosted): NodeName | undefined {
-    const { membership, self } = this.context;
-    return entry.replicas.find((name) => name !== self && membership.canSucceed(name));
+    const { membership, self, raft } = this.context;
+    const voters = raft.status(entry.replica.partitionId)?.voters ?? entry.replicas;
+    return voters.find((name) => name !== self && membership.canSucceed(name));
   }
 }
 

@@ -284,6 +284,12 @@ export class RaftDriver {
     return this.groups.get(group)?.raft.status();
   }
 
+  /** Leader only: the highest log index `node` is known to hold in `group` (undefined otherwise). */
+  matchOf(group: PartitionId, node: NodeName): number | undefined {
+    const g = this.groups.get(group);
+    return g === undefined || g.raft.status().role !== 'leader' ? undefined : g.raft.progressOf(node)?.match;
+  }
+
   groupIds(): PartitionId[] {
     return [...this.groups.keys()];
   }

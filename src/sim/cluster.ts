@@ -189,6 +189,7 @@ export class SimClusterEnvironment implements ClusterEnvironment {
       random: env.random,
       storage: this.disk(env.name),
       nodes: this.options.names,
+      join: !this.options.names.includes(env.name),
       ...(this.options.tuning !== undefined && { tuning: this.options.tuning }),
       onError: env.reportError,
     });

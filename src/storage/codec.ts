@@ -1,7 +1,7 @@
 /**
  * The on-disk encoding of storage records and user values: msgpack (msgpackr, `useRecords: false`, so every record
  * decodes on its own without shared structures). bigint timestamps round-trip as bigint; binary values come back as
- * fresh copies (`copyBuffers`), so a caller mutating a returned Uint8Array can never reach stored bytes.
+ * fresh copies (`copyBuffers`), always Buffers, so a caller mutating a returned one can never reach stored bytes.
  * This module is local to storage on purpose: storage may not import src/net.
  */
 import { Packr } from 'msgpackr';
@@ -30,7 +30,11 @@ export function decodeWithViews(bytes: Uint8Array): unknown {
 
 function unpackWith(unpacker: Packr, bytes: Uint8Array): unknown {
   try {
-    return unpacker.unpack(bytes);
+    // Byte arrays decode as the source's own type: from a Buffer view they are Buffers whatever the store handed
+    // back (a Buffer from LMDB, a plain Uint8Array from memory), so a value's type never depends on where it was read.
+    return unpacker.unpack(
+      Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+    );
   } catch (error) {
     throw new BasaltError('STORAGE_CORRUPTED', 'stored bytes are not valid msgpack', undefined, { cause: error });
   }

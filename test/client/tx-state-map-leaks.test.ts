@@ -158,7 +158,8 @@ describe('tx state map leaks (simulated)', () => {
       const tx = await cluster.client(coordinator).begin();
       await tx.put(T, key, 'orphan');
       const hosted = () => hostOf(cluster, primary).partition(partition as PartitionId)!;
-      assert.ok(hosted().mv.rowsWrittenBy(tx.id).length > 0, 'an intent');
+      // A pipelined write answers once proposed: its intent is there once the primary applied it.
+      await cluster.waitFor(() => hosted().mv.rowsWrittenBy(tx.id).length > 0, { what: 'an intent', timeoutMs: 2_000 });
       assert.ok(hosted().locks.locksOf(tx.id).length > 0, 'locks');
       await cluster.stopNode(coordinator);
       const survivors = cluster.nodes.filter((n) => n !== coordinator);

@@ -1,0 +1,104 @@
+/**
+ * This node's part in the cluster's membership (metastorage members, metastorage-state.ts):
+ *  - bootstrap: while the metastorage has no members recorded, it proposes the nodes the cluster was founded with
+ *    (`InitMembers`; the first to apply wins, the others are answered with it);
+ *  - its own record: a node that is not a member asks to join (`JoinNode`, with the address it advertises), and a
+ *    founding member whose record lacks its advertised address adds it the same way; a node the cluster removed is
+ *    told so once and stops asking (it must not come back under the same name);
+ *  - peers: every member with an address is dialed there (a node that joined after this one started, or one that
+ *    moved), and liveness counts the recorded members;
+ *  - moves: the partition mover runs beside it (partition-mover.ts).
+ * One check at a time, every `MEMBERS_CHECK_INTERVAL_MS` on the injected timers; a failed command is retried by the
+ * next check.
+ */
+import { isBasaltError } from '../core/errors.js';
+import type { NodeName } from '../core/ids.js';
+import { PeriodicTask, type Timers } from '../env/timers.js';
+import type { MemberRecord, MetaView } from './metastorage-state.js';
+
+export const MEMBERS_CHECK_INTERVAL_MS = 200;
+
+export interface ClusterMembersPorts {
+  readonly self: NodeName;
+  /** The nodes the cluster was founded with (every node is configured with the same ones). */
+  readonly founders: readonly NodeName[];
+  /** Where the others dial this node; undefined where addresses mean nothing (the simulator). */
+  readonly advertise: string | undefined;
+  readonly view: () => MetaView;
+  readonly initMembers: (founders: readonly NodeName[]) => Promise<unknown>;
+  readonly join: (name: NodeName, address: string) => Promise<unknown>;
+  /** Dials `name` at `address` from now on (absent where the transport needs no addresses). */
+  readonly addPeer: ((name: NodeName, address: string) => void) | undefined;
+  readonly setMemberCount: (count: number) => void;
+  readonly timers: Timers;
+  /** Told once, when the cluster refuses this node (e.g. its name was removed). */
+  readonly onRefused: (error: unknown) => void;
+}
+
+export class ClusterMembers {
+  private readonly task: PeriodicTask;
+  private readonly dialed = new Map<NodeName, string>();
+  private refused = false;
+  private memberCount = 0;
+
+  constructor(private readonly ports: ClusterMembersPorts) {
+    this.task = new PeriodicTask(
+      ports.timers,
+      MEMBERS_CHECK_INTERVAL_MS,
+      () => this.check(),
+      () => {},
+    );
+  }
+
+  start(): void {
+    this.task.start();
+  }
+
+  stop(): void {
+    this.task.stop();
+  }
+
+  /** One check (see the module comment); resolves when its command, if any, settled. */
+  check(): Promise<unknown> | undefined {
+    const { ports } = this;
+    const view = ports.view();
+    if (view.revision === 0) return undefined;
+    const members = view.members ?? [];
+    if (members.length === 0) return ports.initMembers(ports.founders).catch(() => undefined);
+    this.dial(members);
+    const mine = members.find((m) => m.name === ports.self);
+    if (this.refused) return undefined;
+    if ((view.removed ?? []).includes(ports.self)) {
+      this.refuse(new Error(`${ports.self} was removed from the cluster`));
+      return undefined;
+    }
+    const address = ports.advertise ?? '';
+    if (mine === undefined || (ports.advertise !== undefined && mine.state === 'active' && mine.address !== address)) {
+      return ports.join(ports.self, address).catch((error: unknown) => {
+        if (isBasaltError(error, 'INVALID_ARGUMENT')) this.refuse(error);
+      });
+    }
+    return undefined;
+  }
+
+  private dial(members: readonly MemberRecord[]): void {
+    const count = members.length;
+    if (count !== this.memberCount) {
+      this.memberCount = count;
+      this.ports.setMemberCount(count);
+    }
+    if (this.ports.addPeer === undefined) return;
+    for (const m of members) {
+      const name = m.name as NodeName;
+      if (name === this.ports.self || m.address === undefined || m.address === '') continue;
+      if (this.dialed.get(name) === m.address) continue;
+      this.dialed.set(name, m.address);
+      this.ports.addPeer(name, m.address);
+    }
+  }
+
+  private refuse(error: unknown): void {
+    this.refused = true;
+    this.ports.onRefused(error);
+  }
+}
