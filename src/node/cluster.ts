@@ -264,6 +264,11 @@ export class Cluster<C = never> {
     return { partition, primary: this.primaryOf(partition, replicas), replicas };
   }
 
+  /** Every partition's replicas, from the freshest metastorage state among running nodes (moves included). */
+  assignments(): ReadonlyMap<PartitionId, readonly NodeName[]> {
+    return new Map(this.freshestView().assignments.map(([p, r]) => [p as PartitionId, r as NodeName[]]));
+  }
+
   /** The Raft leader of `group` among running nodes (a node that is leader in the highest term). */
   leaderOf(group: PartitionId): NodeName | undefined {
     let best: { name: NodeName; term: number } | undefined;

@@ -305,7 +305,8 @@ export function composeNode(options: NodeOptions): BasaltNode {
     addPeer: options.transport.addPeer?.bind(options.transport),
     setMemberCount: (count) => membership.setMemberCount(count),
     timers,
-    onRefused: errors.report,
+    // Expected of a node the cluster removed (it learns so before it is stopped): counted, not a failure.
+    onRefused: () => counters.add(CLUSTER_MEMBERS_COUNTERS.refusals),
   });
   const mover = new PartitionMover({
     self: self.name,
@@ -350,6 +351,11 @@ export function composeNode(options: NodeOptions): BasaltNode {
 
 /** The service of this node's membership agent and partition mover: running from construction, stopped with it. */
 export const CLUSTER_MEMBERS_SERVICE = 'cluster-members';
+
+export const CLUSTER_MEMBERS_COUNTERS = {
+  /** The cluster refused this node's membership (its name was removed, or its join was invalid). */
+  refusals: 'members.refusals',
+} as const;
 
 export interface ClusterMembersService {
   readonly members: ClusterMembers;

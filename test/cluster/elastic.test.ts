@@ -90,8 +90,7 @@ class Bank {
 function assertPlaced(cluster: TestCluster, replicas: number): void {
   const members = cluster.nodes;
   const load = new Map<string, number>(members.map((n) => [n, 0]));
-  const view = cluster.basaltNode(members[0]!)!.metastorage.view();
-  for (const [partition, list] of view.assignments) {
+  for (const [partition, list] of cluster.assignments()) {
     assert.equal(list.length, Math.min(replicas, members.length), `${partition} has ${list}`);
     for (const n of list) {
       assert.ok(members.includes(n as NodeName), `${partition} on member ${n}`);
@@ -183,7 +182,8 @@ async function elasticRun(seed: string): Promise<void> {
 }
 
 describe('an elastic cluster (simulated)', () => {
-  for (const seed of ['elastic-1', 'elastic-2']) {
+  // elastic-10: the node removed gracefully learned of its removal before it was stopped (it reported that as a failure).
+  for (const seed of ['elastic-1', 'elastic-2', 'elastic-10']) {
     it(`grows 3 → 5, loses one gracefully and one dead, under transfers and RO audits (seed ${seed})`, () =>
       elasticRun(seed));
   }
