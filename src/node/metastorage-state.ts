@@ -354,7 +354,12 @@ export class MetaState {
       if (specs.length === 0 || specs.length > LIMITS.clusterMembersMax) {
         return { status: 'INVALID', message: `a cluster has 1 to ${LIMITS.clusterMembersMax} members` };
       }
-      const meta = new Set(specs.map((m) => m.name).sort().slice(0, META_VOTERS));
+      const meta = new Set(
+        specs
+          .map((m) => m.name)
+          .sort()
+          .slice(0, META_VOTERS),
+      );
       for (const m of specs) {
         const record = memberRecord(m, 'active');
         this.membersByName.set(nodeName(m.name), meta.has(m.name) ? { ...record, meta: true } : record);
