@@ -8,8 +8,8 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { NodeId, PartitionId, TxId } from '../src/core/ids.js';
 import { hybridTimestamp } from '../src/hlc/timestamp.js';
-import { makeTxId } from '../src/tx/tx-id.js';
-import { TxStateMap } from '../src/tx/tx-state-map.js';
+import { makeTxId } from '../src/tx/core/tx-id.js';
+import { TxStateMap } from '../src/tx/core/tx-state-map.js';
 
 export interface MapMemory {
   readonly entries: number;

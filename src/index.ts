@@ -10,7 +10,7 @@ import type { PartitionHostFactory } from './node/partition-host.js';
 import { RealClusterEnvironment } from './node/real-cluster.js';
 import type { ReplicaHostOptions } from './node/replica-host.js';
 import { SimClusterEnvironment } from './sim/cluster.js';
-import type { TxCoordinatorOptions } from './tx/coordinator-support.js';
+import type { TxCoordinatorOptions } from './tx/coordinator/settings.js';
 
 export type {
   BeginOptions,
@@ -47,8 +47,8 @@ export type { TableDescriptor, TableOptions } from './node/metastorage-state.js'
 export type { ClusterNetwork, DroppedMessages, HeldMessages, NetworkFilter } from './node/network-filters.js';
 export type { PartitionHost, PartitionHostFactory } from './node/partition-host.js';
 export type { ReplicaHostOptions } from './node/replica-host.js';
-export type { TxCoordinatorOptions } from './tx/coordinator-support.js';
-export type { TxStateView } from './tx/tx-state-map.js';
+export type { TxCoordinatorOptions } from './tx/coordinator/settings.js';
+export type { TxStateView } from './tx/core/tx-state-map.js';
 
 export interface ClusterOptions {
   /** Number of nodes, named n1..nN (default 3). */

@@ -66,8 +66,15 @@ describe('tidy', () => {
     assert.equal(sideways.length, 1);
     const sim = checkSource('src/node/node.ts', "export { SimNetwork } from '../sim/network.js';");
     assert.equal(sim.length, 1);
-    const down = checkSource('src/tx/coordinator.ts', "import { HybridClock } from '../hlc/index.js';");
+    const down = checkSource('src/tx/coordinator/coordinator.ts', "import { HybridClock } from '../../hlc/index.js';");
     assert.deepEqual(down, []);
+    const cores = checkSource('src/tx/core/tx-state-map.ts', "import { x } from '../coordinator/coordinator.js';");
+    assert.deepEqual(
+      cores.map((v) => v.message),
+      ['tx/core must not import tx/coordinator'],
+    );
+    const flows = checkSource('src/tx/coordinator/read-only.ts', "import { x } from '../core/tx-state-map.js';");
+    assert.deepEqual(flows, []);
   });
 
   it('keeps line numbers when stripping comments', () => {

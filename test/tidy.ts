@@ -3,7 +3,8 @@
  *   1. determinism: no direct wall clock, timers, randomness or high-resolution time outside src/env/real-*
  *      (src/cli and src/sim are allowed: the CLI is the process edge, the simulator drains microtasks on the real loop);
  *   2. layering: imports follow DESIGN.md §1, `core → env → hlc → {storage, raft, net} → tx → replica → node →
- *      client → sim → cli`; modules on one level never import each other, and nothing imports a higher level.
+ *      client → sim → cli`; modules on one level never import each other, and nothing imports a higher level; inside
+ *      tx/, the synchronous cores (tx/core) never import the coordinator's flows (tx/coordinator).
  * Test files (*.test.ts) and src/index.ts are exempt from the layer rule; test files also from the determinism rule.
  */
 
@@ -128,7 +129,12 @@ export function checkSource(file: string, source: string): Violation[] {
       const specifier = match[1] ?? match[2];
       if (specifier === undefined || !specifier.startsWith('.')) continue;
       const line = source.slice(0, match.index).split('\n').length;
-      const target = layerOf(resolveImport(file, specifier));
+      const resolved = resolveImport(file, specifier);
+      // Inside tx/: the synchronous cores never depend on the coordinator's flows built on them.
+      if (file.startsWith('src/tx/core/') && resolved.startsWith('src/tx/coordinator/')) {
+        violations.push({ file, line, rule: 'layering', message: 'tx/core must not import tx/coordinator' });
+      }
+      const target = layerOf(resolved);
       if (target === undefined || target === from) continue;
       const targetLevel = LAYERS[target];
       if (fromLevel === undefined || targetLevel === undefined) {

@@ -23,19 +23,19 @@ import type { Cluster } from '../node/cluster.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import type { Value } from '../storage/mv-partition-storage.js';
-import type { TxCoordinator } from '../tx/coordinator.js';
-import { beginReadOnly, type ReadOnlyCoordinator, runReadOnlyTransaction } from '../tx/read-only.js';
-import { retryPolicy, withRetries } from '../tx/retry.js';
+import type { TxCoordinator } from '../tx/coordinator/coordinator.js';
+import { beginReadOnly, type ReadOnlyCoordinator, runReadOnlyTransaction } from '../tx/coordinator/read-only.js';
+import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import {
   beginTransaction,
   type Transaction as CoordinatedTransaction,
   type RunTransactionOptions,
   runTransaction,
-} from '../tx/transaction.js';
-import type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/user-input.js';
+} from '../tx/coordinator/transaction.js';
+import type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
 
 export type { Value } from '../storage/mv-partition-storage.js';
-export type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/user-input.js';
+export type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
 
 export interface BeginOptions {
   /** A lock-free read-only transaction reading a snapshot at its read timestamp (the coordinator's `now`). */

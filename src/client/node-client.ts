@@ -13,9 +13,9 @@ import { sleep } from '../env/timers.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
-import { beginReadOnly } from '../tx/read-only.js';
-import { retryPolicy, withRetries } from '../tx/retry.js';
-import { beginTransaction, runTransaction } from '../tx/transaction.js';
+import { beginReadOnly } from '../tx/coordinator/read-only.js';
+import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
+import { beginTransaction, runTransaction } from '../tx/coordinator/transaction.js';
 import type { Value } from './client.js';
 import type { BackendTransaction, ClientBackend, RemoteBeginOptions } from './server.js';
 

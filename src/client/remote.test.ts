@@ -15,7 +15,7 @@ import { type Client, startCluster } from '../index.js';
 import { decode } from '../net/codec.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import type { Cluster } from '../node/cluster.js';
-import { timeoutOf } from '../tx/tx-id.js';
+import { timeoutOf } from '../tx/core/tx-id.js';
 import { startClientServer } from './cluster-server.js';
 import { nodeClient } from './node-client.js';
 import { CLIENT_MAGIC } from './protocol.js';

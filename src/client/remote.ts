@@ -25,9 +25,9 @@ import { decode } from '../net/codec.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import { parseHostPort } from '../net/tcp-transport.js';
 import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
-import { commitOrRollBack, retryPolicy, withRetries } from '../tx/retry.js';
-import type { RunTransactionOptions } from '../tx/transaction.js';
-import { checkReadOptions } from '../tx/user-input.js';
+import { commitOrRollBack, retryPolicy, withRetries } from '../tx/coordinator/retry.js';
+import type { RunTransactionOptions } from '../tx/coordinator/transaction.js';
+import { checkReadOptions } from '../tx/core/user-input.js';
 import type { KeyValue, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
 import {
   type ClientRequest,

@@ -72,7 +72,7 @@ export interface MissHolder {
   };
 }
 
-/** A tx outcome as a mismatch carries it (the shape of tx/messages.ts's TxOutcome). */
+/** A tx outcome as a mismatch carries it (the shape of tx/core/messages.ts's TxOutcome). */
 export type HintOutcome =
   | { readonly state: 'ABORTED' }
   | { readonly state: 'COMMITTED'; readonly commitTs: HybridTimestamp };

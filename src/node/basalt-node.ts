@@ -26,7 +26,7 @@ import type { LeaderChange, RaftCoreOptions, RaftDriver } from '../raft/driver.j
 import type { LogStorage } from '../raft/log-storage.js';
 import { LEASE_COUNTERS } from '../replica/lease-metrics.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
-import type { TxStateMap, TxStateView } from '../tx/tx-state-map.js';
+import type { TxStateMap, TxStateView } from '../tx/core/tx-state-map.js';
 import type { GroupStateMachines } from './group-state-machines.js';
 import type { Membership, MembershipListener } from './membership.js';
 import type { NodeMessage } from './messages.js';

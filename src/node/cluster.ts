@@ -13,7 +13,7 @@ import { BasaltError } from '../core/errors.js';
 import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { META_GROUP, partitionIndexOf, tableIdOf, tablePartitionId } from '../core/partitioning.js';
 import { sleep, type Timers } from '../env/timers.js';
-import type { TxStateView } from '../tx/tx-state-map.js';
+import type { TxStateView } from '../tx/core/tx-state-map.js';
 import type { BasaltNode, NodeMetrics, NodeStopOptions } from './basalt-node.js';
 import type { MetaView, TableDescriptor, TableOptions } from './metastorage-state.js';
 import type { ClusterNetwork } from './network-filters.js';

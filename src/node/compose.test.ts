@@ -11,7 +11,7 @@ import { SimClock } from '../sim/clock.js';
 import { SeededRandom } from '../sim/random.js';
 import { Scheduler } from '../sim/scheduler.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
-import { TX_REQUEST_KINDS, type TxRequest, type TxResponse } from '../tx/messages.js';
+import { TX_REQUEST_KINDS, type TxRequest, type TxResponse } from '../tx/core/messages.js';
 import { composeNode } from './compose.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from './coordinator-service.js';
 import { MemoryNetwork } from './memory-transport.js';
@@ -30,7 +30,7 @@ function composed() {
   });
 }
 
-test('a composed node answers every request kind of tx/messages.ts: each is registered once, by the table', async () => {
+test('a composed node answers every request kind of tx/core/messages.ts: each is registered once, by the table', async () => {
   const node = composed();
   const messenger = node.messenger.as<TxRequest | TxResponse>();
   for (const kind of TX_REQUEST_KINDS) {

@@ -44,11 +44,11 @@ import { registerTxRequests, txRequestTable } from '../replica/request-table.js'
 import { membershipPeers, ReplicaResolution } from '../replica/resolution/replica-resolution.js';
 import { TxSweep } from '../replica/resolution/tx-sweep.js';
 import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
-import type { TxRequestFn } from '../tx/coordinator-ports.js';
-import type { TxCoordinatorOptions } from '../tx/coordinator-support.js';
-import { LowWatermark } from '../tx/low-watermark.js';
-import type { TxRequest, TxResponse } from '../tx/messages.js';
-import { TxStateMap } from '../tx/tx-state-map.js';
+import type { TxRequestFn } from '../tx/coordinator/coordinator-ports.js';
+import type { TxCoordinatorOptions } from '../tx/coordinator/settings.js';
+import { LowWatermark } from '../tx/core/low-watermark.js';
+import type { TxRequest, TxResponse } from '../tx/core/messages.js';
+import { TxStateMap } from '../tx/core/tx-state-map.js';
 import {
   BasaltNode,
   IncarnationErrors,

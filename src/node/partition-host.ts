@@ -30,8 +30,8 @@ import type { ReplicaResolution } from '../replica/resolution/replica-resolution
 import type { TxSweep } from '../replica/resolution/tx-sweep.js';
 import type { TxStateVacuumDriver } from '../replica/vacuum.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
-import type { LowWatermark } from '../tx/low-watermark.js';
-import type { TxStateMap } from '../tx/tx-state-map.js';
+import type { LowWatermark } from '../tx/core/low-watermark.js';
+import type { TxStateMap } from '../tx/core/tx-state-map.js';
 import { EmptyStateMachine, type GroupStateMachines } from './group-state-machines.js';
 import type { Membership } from './membership.js';
 import type { MetaView } from './metastorage-state.js';

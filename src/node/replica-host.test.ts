@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { partitionIndexOf } from '../core/partitioning.js';
-import { primaryMissNaming } from '../tx/test-support.js';
+import { primaryMissNaming } from '../tx/coordinator/test-support.js';
 import { MetaPlacement } from './coordinator-service.js';
 import type { MetaView } from './metastorage-state.js';
 import { holderHint, isExpectedFailure, PrimaryHints } from './replica-host.js';

@@ -7,7 +7,7 @@
  *
  * A run: enlisted partitions are grouped by their primary node (a hint first: the coordinator's enlistment, else the
  * locator), one TxCleanupRequest per node; partitions not reported cleaned (PRIMARY_MISS, timeout, failure) go next
- * to the holder their miss names, else to the primary the locator finds again (tx/primary-route.ts's rule), and are
+ * to the holder their miss names, else to the primary the locator finds again (tx/coordinator/primary-route.ts's rule), and are
  * retried after a doubling backoff capped at `cleanupBackoffMsMax`, for at most `cleanupAttemptsMax` rounds. A run
  * also ends once this replica no longer acts as the commit partition's primary (the next primary re-drives on gaining
  * primacy). Concurrent runs of one tx share one.
@@ -24,8 +24,8 @@ import type { NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import type { StoredTxMeta } from '../storage/tx-state-storage.js';
-import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../tx/messages.js';
-import { followMiss } from '../tx/primary-route.js';
+import { followMiss } from '../tx/coordinator/primary-route.js';
+import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../tx/core/messages.js';
 import { proposeCleanupCompleted } from './coalesced-proposals.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from './partition-replica.js';
 import { type CounterSink, NO_COUNTERS } from './resolution/ports.js';

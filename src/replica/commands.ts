@@ -16,7 +16,7 @@ import { LIMITS } from '../core/limits.js';
 import { MAX_TIMESTAMP } from '../hlc/timestamp.js';
 import { decode, encode } from '../net/codec.js';
 import type { Value } from '../storage/mv-partition-storage.js';
-import { isTxId } from '../tx/tx-id.js';
+import { isTxId } from '../tx/core/tx-id.js';
 import { isWellFormedLease, type Lease, type LeaseToken } from './lease.js';
 
 /** Identifies one proposal: the proposing replica incarnation and its counter (unique within that incarnation). */

@@ -6,7 +6,7 @@
  *
  * GC is local, never replicated: replicas may hold different amounts of old history, which no read can tell, since
  * every RO read checks readTs ≥ the watermark of the node whose storage it reads (handlers/read-only.ts), and the
- * watermark never goes back (tx/low-watermark.ts). Bounded work: one gc() call of at most rowsPerRound rows per
+ * watermark never goes back (tx/core/low-watermark.ts). Bounded work: one gc() call of at most rowsPerRound rows per
  * partition per round; while a partition reports more work the next round follows after a 0 ms timer (other work
  * runs in between), else after intervalMs. A partition whose storage fails (destroyed under the round) is reported
  * through onError and skipped; the others go on.

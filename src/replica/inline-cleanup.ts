@@ -32,10 +32,10 @@
  */
 import type { NodeId, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import { outcomeOfEntry } from '../tx/coordinator-support.js';
-import type { TxOutcome, TxStateCommitPartitionRequest } from '../tx/messages.js';
-import { nodeIdOf } from '../tx/tx-id.js';
-import { isFinal } from '../tx/tx-state.js';
+import type { TxOutcome, TxStateCommitPartitionRequest } from '../tx/core/messages.js';
+import { outcomeOfEntry } from '../tx/core/outcome.js';
+import { nodeIdOf } from '../tx/core/tx-id.js';
+import { isFinal } from '../tx/core/tx-state.js';
 import type { PrimaryLocator } from './cleanup-driver.js';
 import { cleanupPartition } from './handlers/tx-cleanup.js';
 import type { PartitionReplica } from './partition-replica.js';

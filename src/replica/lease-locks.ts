@@ -13,8 +13,8 @@ import { BasaltError } from '../core/errors.js';
 import type { TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
-import { type LockDenial, LockManager, type LockWaitHandle, lockDenialError } from '../tx/lock-manager.js';
-import type { LockStep } from '../tx/lock-modes.js';
+import { type LockDenial, LockManager, type LockWaitHandle, lockDenialError } from '../tx/core/lock-manager.js';
+import type { LockStep } from '../tx/core/lock-modes.js';
 import { type LeaseToken, sameToken } from './lease.js';
 import type { CounterSink } from './resolution/ports.js';
 

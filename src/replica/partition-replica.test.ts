@@ -17,7 +17,7 @@ import { SimClock } from '../sim/clock.js';
 import { SeededRandom } from '../sim/random.js';
 import { Scheduler } from '../sim/scheduler.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
-import { TxStateMap } from '../tx/tx-state-map.js';
+import { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
 import { decodeCommand, isDataCommand } from './commands.js';
 import { simRaftTransport } from './handlers/test-cluster.js';

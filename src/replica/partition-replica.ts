@@ -29,11 +29,11 @@ import { maxTimestamp, physicalMs } from '../hlc/timestamp.js';
 import type { MvPartitionStorage } from '../storage/mv-partition-storage.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
 import type { TxStateStorage } from '../storage/tx-state-storage.js';
-import type { LockManager } from '../tx/lock-manager.js';
-import type { LockStep } from '../tx/lock-modes.js';
-import type { LeaseInfo, ReadWriteResponse } from '../tx/messages.js';
-import { txDeadline } from '../tx/tx-id.js';
-import type { TxStateMap } from '../tx/tx-state-map.js';
+import type { LockManager } from '../tx/core/lock-manager.js';
+import type { LockStep } from '../tx/core/lock-modes.js';
+import type { LeaseInfo, ReadWriteResponse } from '../tx/core/messages.js';
+import { txDeadline } from '../tx/core/tx-id.js';
+import type { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
 import type { PartitionCommand, RowWrite } from './commands.js';
 import {

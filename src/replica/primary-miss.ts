@@ -1,7 +1,7 @@
 /**
  * The PRIMARY_MISS error a replica answers when it may not act as primary for a request: its typed hint carries the
  * partition, the reason and the lease this replica knows (the holder's name and lease token), so the sender can go
- * to the holder next (core/errors.ts `hintOf`, tx/primary-route.ts).
+ * to the holder next (core/errors.ts `hintOf`, tx/coordinator/primary-route.ts).
  */
 import { BasaltError } from '../core/errors.js';
 import type { PartitionId } from '../core/ids.js';

@@ -1,5 +1,5 @@
 /**
- * The one request table: its type is a record over every request kind of tx/messages.ts (a kind without a handler
+ * The one request table: its type is a record over every request kind of tx/core/messages.ts (a kind without a handler
  * does not compile), and a table built from its parts answers every kind and registers exactly those kinds.
  */
 import assert from 'node:assert/strict';
@@ -10,9 +10,9 @@ import type { PeerIdentity } from '../env/transport.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { SimClock } from '../sim/clock.js';
 import { Scheduler } from '../sim/scheduler.js';
-import { TX_REQUEST_KINDS, type TxRequestKind, type TxStateResponse } from '../tx/messages.js';
-import { makeTxId } from '../tx/tx-id.js';
-import { TxStateMap } from '../tx/tx-state-map.js';
+import { TX_REQUEST_KINDS, type TxRequestKind, type TxStateResponse } from '../tx/core/messages.js';
+import { makeTxId } from '../tx/core/tx-id.js';
+import { TxStateMap } from '../tx/core/tx-state-map.js';
 import { LocalIntentResolver } from './handlers/intent-resolver.js';
 import { TxFinishHandler } from './handlers/tx-finish.js';
 import { PartitionDirectory } from './partition-directory.js';
@@ -74,7 +74,7 @@ describe('the request table', () => {
     assert.equal(typeof handler, 'function');
   });
 
-  it('has a handler for every request kind of tx/messages.ts, and for no other kind', () => {
+  it('has a handler for every request kind of tx/core/messages.ts, and for no other kind', () => {
     const { table: built } = table();
     assert.deepEqual([...tableKinds(built)].sort(), [...TX_REQUEST_KINDS].sort());
     for (const kind of TX_REQUEST_KINDS) assert.equal(typeof built[kind], 'function', `${kind} has a handler`);

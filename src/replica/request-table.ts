@@ -1,5 +1,5 @@
 /**
- * The one table of the transaction protocol's request kinds (tx/messages.ts) a node answers: kind → handler, one
+ * The one table of the transaction protocol's request kinds (tx/core/messages.ts) a node answers: kind → handler, one
  * handler file per kind. The table's type is a record over every `TxRequestKind`, so a kind added to the protocol
  * without a handler here does not compile; the node registers the whole table with its messenger in one call.
  *
@@ -11,8 +11,8 @@
 import type { HybridTimestamp, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { PeerIdentity } from '../env/transport.js';
-import type { TxRequestOf } from '../tx/coordinator-ports.js';
-import type { TxRequestKind, TxResponseOf, TxStateCoordinatorRequest, TxStateResponse } from '../tx/messages.js';
+import type { TxRequestOf } from '../tx/coordinator/coordinator-ports.js';
+import type { TxRequestKind, TxResponseOf, TxStateCoordinatorRequest, TxStateResponse } from '../tx/core/messages.js';
 import type { IntentResolver } from './handlers/intent-resolver.js';
 import { handleLeaseConfirm } from './handlers/lease-confirm.js';
 import { handleReadOnly } from './handlers/read-only.js';

@@ -40,8 +40,8 @@ import type { MvPartitionStorage } from '../storage/mv-partition-storage.js';
 import { TOMBSTONE } from '../storage/mv-partition-storage.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
 import type { TxMeta, TxStateStorage } from '../storage/tx-state-storage.js';
-import { txDeadline } from '../tx/tx-id.js';
-import type { TxStateMap } from '../tx/tx-state-map.js';
+import { txDeadline } from '../tx/core/tx-id.js';
+import type { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { ApplyResult, PrimaryMissReason } from './apply-result.js';
 import {
   type DataCommand,

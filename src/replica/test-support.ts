@@ -9,8 +9,8 @@ import { hybridTimestamp } from '../hlc/timestamp.js';
 import type { Entry } from '../raft/types.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import { MemoryStorageEngine, type StorageEngine } from '../storage/storage-engine.js';
-import { makeTxId } from '../tx/tx-id.js';
-import { TxStateMap } from '../tx/tx-state-map.js';
+import { makeTxId } from '../tx/core/tx-id.js';
+import { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
 import {
   encodeCommand,

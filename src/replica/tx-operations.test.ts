@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
 import type { HybridTimestamp, NodeId } from '../core/ids.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
-import { makeTxId } from '../tx/tx-id.js';
+import { makeTxId } from '../tx/core/tx-id.js';
 import { TxOperations } from './tx-operations.js';
 
 const at = (ms: number): HybridTimestamp => hybridTimestamp(ms);

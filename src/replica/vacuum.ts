@@ -29,8 +29,8 @@ import { PeriodicTask, type Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { addMs } from '../hlc/timestamp.js';
 import type { TxStateStorage } from '../storage/tx-state-storage.js';
-import { beginTimestampOf, txDeadline } from '../tx/tx-id.js';
-import type { TxStateMap } from '../tx/tx-state-map.js';
+import { beginTimestampOf, txDeadline } from '../tx/core/tx-id.js';
+import type { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
 import type { PartitionReplica } from './partition-replica.js';
 

@@ -11,8 +11,8 @@ import { physicalMs } from '../../src/hlc/timestamp.js';
 import type { BasaltNode } from '../../src/node/basalt-node.js';
 import { ReplicaPartitionHost } from '../../src/node/replica-host.js';
 import type { StoredTxMeta } from '../../src/storage/tx-state-storage.js';
-import { beginTimestampOf } from '../../src/tx/tx-id.js';
-import { isFinal } from '../../src/tx/tx-state.js';
+import { beginTimestampOf } from '../../src/tx/core/tx-id.js';
+import { isFinal } from '../../src/tx/core/tx-state.js';
 import type { TestCluster } from './support.js';
 
 export interface Leftover {

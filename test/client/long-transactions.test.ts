@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LIMITS } from '../../src/core/limits.js';
 import { startCluster, type TxId } from '../../src/index.js';
-import { timeoutOf } from '../../src/tx/tx-id.js';
+import { timeoutOf } from '../../src/tx/core/tx-id.js';
 import { keysInDistinctPartitions, rejectsWith, withSimCluster } from './support.js';
 
 const T = 'accounts';

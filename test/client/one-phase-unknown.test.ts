@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { NodeName } from '../../src/index.js';
 import type { ReplicaPartitionHost } from '../../src/node/replica-host.js';
-import { rowLockKey } from '../../src/tx/lock-modes.js';
+import { rowLockKey } from '../../src/tx/core/lock-modes.js';
 import { rejectsWith, type TestCluster, withSimCluster } from './support.js';
 
 const T = 'accounts';

@@ -17,8 +17,8 @@ import type { Messenger } from '../../net/messenger.js';
 import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
-import { isUnexecuted, mayResendAsNew } from '../../tx/coordinator-support.js';
-import { partitionLockKey, rowLockKey } from '../../tx/lock-modes.js';
+import { isUnexecuted, mayResendAsNew } from '../../tx/coordinator/primary-route.js';
+import { partitionLockKey, rowLockKey } from '../../tx/core/lock-modes.js';
 import type {
   EnlistmentToken,
   LeaseConfirmResponse,
@@ -32,8 +32,8 @@ import type {
   TxFinishResponse,
   TxRequest,
   TxResponse,
-} from '../../tx/messages.js';
-import { TX_REQUEST_KINDS } from '../../tx/messages.js';
+} from '../../tx/core/messages.js';
+import { TX_REQUEST_KINDS } from '../../tx/core/messages.js';
 import { CleanupDriver } from '../cleanup-driver.js';
 import { tokenOf } from '../lease.js';
 import { registerTxRequests, type TxHandlerRegistry, txRequestTable } from '../request-table.js';

@@ -13,8 +13,8 @@
  * coordinator and commit partition paths (rules 12, 16) come with the resolution issue.
  */
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
-import type { TxOutcome, TxStateAnswer } from '../../tx/messages.js';
-import type { TxStateMap } from '../../tx/tx-state-map.js';
+import type { TxOutcome, TxStateAnswer } from '../../tx/core/messages.js';
+import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 
 export interface IntentResolutionRequest {
   /** The tx owning the intent, and its commit partition (from the intent). */

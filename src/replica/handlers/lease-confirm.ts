@@ -3,7 +3,7 @@
  * whether it still acts under the enlisted token. The primary absorbs commitTs first (so every later write here gets
  * a larger timestamp) and says yes only if it still acts under that very token, with commitTs below the expiration.
  */
-import type { LeaseConfirmRequest, LeaseConfirmResponse } from '../../tx/messages.js';
+import type { LeaseConfirmRequest, LeaseConfirmResponse } from '../../tx/core/messages.js';
 import type { PartitionReplica } from '../partition-replica.js';
 
 export function handleLeaseConfirm(p: PartitionReplica, request: LeaseConfirmRequest): LeaseConfirmResponse {

@@ -19,8 +19,8 @@ import { invalidArgument } from '../../core/errors.js';
 import type { HybridTimestamp } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { type ReadResult, type RowValue, TOMBSTONE } from '../../storage/mv-partition-storage.js';
-import { readOnlyTooOld } from '../../tx/low-watermark.js';
-import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from '../../tx/messages.js';
+import { readOnlyTooOld } from '../../tx/core/low-watermark.js';
+import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from '../../tx/core/messages.js';
 import type { PartitionReplica } from '../partition-replica.js';
 import { type IntentResolver, isIntentVisible } from './intent-resolver.js';
 

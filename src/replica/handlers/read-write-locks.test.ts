@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { partitionId } from '../../core/ids.js';
-import { type LockStep, partitionLockKey, rowLockKey } from '../../tx/lock-modes.js';
+import { type LockStep, partitionLockKey, rowLockKey } from '../../tx/core/lock-modes.js';
 import { operationLockPlan } from './read-write.js';
 
 const P = partitionId('t_0');

@@ -29,8 +29,8 @@
 import { BasaltError, invalidArgument } from '../../core/errors.js';
 import type { PartitionId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
-import { UNLOCK_ONLY_OUTCOME } from '../../tx/coordinator-cleanup.js';
-import type { TxCleanupRequest, TxCleanupResponse } from '../../tx/messages.js';
+import { UNLOCK_ONLY_OUTCOME } from '../../tx/coordinator/coordinator-cleanup.js';
+import type { TxCleanupRequest, TxCleanupResponse } from '../../tx/core/messages.js';
 import { coalescerOf, ProposalCoalescer } from '../coalesced-proposals.js';
 import type { IntentSwitch } from '../commands.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition-replica.js';

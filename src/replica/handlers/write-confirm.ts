@@ -7,7 +7,7 @@
  * locks here are marked finishing (lock-manager.ts): a younger request then waits for them to be released by the
  * cleanup instead of dying and retrying, which is what a hot key needs, and wait-die stays deadlock free.
  */
-import type { WriteConfirmRequest, WriteConfirmResponse } from '../../tx/messages.js';
+import type { WriteConfirmRequest, WriteConfirmResponse } from '../../tx/core/messages.js';
 import type { PartitionReplica } from '../partition-replica.js';
 
 export async function handleWriteConfirm(

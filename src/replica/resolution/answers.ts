@@ -6,8 +6,8 @@
 import { BasaltError } from '../../core/errors.js';
 import type { TxId } from '../../core/ids.js';
 import type { StoredTxMeta } from '../../storage/tx-state-storage.js';
-import { isTimestamp } from '../../tx/coordinator-support.js';
-import type { TxOutcome, TxStateAnswer, TxStateResponse } from '../../tx/messages.js';
+import type { TxOutcome, TxStateAnswer, TxStateResponse } from '../../tx/core/messages.js';
+import { isTimestamp } from '../../tx/core/outcome.js';
 
 /** The answer of a TxStateResponse; null when the answerer has no state. Throws INTERNAL on a malformed response. */
 export function answerOf(response: TxStateResponse | undefined): TxStateAnswer | null {

@@ -25,17 +25,17 @@
 import { BasaltError, invalidArgument } from '../../core/errors.js';
 import type { NodeId, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
-import { answerCoordinatorStateRequest } from '../../tx/coordinator-state-request.js';
-import { isTimestamp, outcomeOfEntry, waitForFinal } from '../../tx/coordinator-support.js';
+import { answerCoordinatorStateRequest } from '../../tx/coordinator/coordinator-state-request.js';
 import type {
   TxOutcome,
   TxRecoveryRequest,
   TxStateAnswer,
   TxStateCommitPartitionRequest,
   TxStateResponse,
-} from '../../tx/messages.js';
-import { isTxId, nodeIdOf } from '../../tx/tx-id.js';
-import { isFinal } from '../../tx/tx-state.js';
+} from '../../tx/core/messages.js';
+import { isTimestamp, outcomeOfEntry, waitForFinal } from '../../tx/core/outcome.js';
+import { isTxId, nodeIdOf } from '../../tx/core/tx-id.js';
+import { isFinal } from '../../tx/core/tx-state.js';
 import type { CleanupDriver } from '../cleanup-driver.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition-replica.js';
 import { answerOf, outcomeOfRecord, stateResponse } from './answers.js';

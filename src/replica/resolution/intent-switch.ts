@@ -20,7 +20,7 @@ import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Timers } from '../../env/timers.js';
 import type { MvPartitionStorage } from '../../storage/mv-partition-storage.js';
-import type { TxOutcome } from '../../tx/messages.js';
+import type { TxOutcome } from '../../tx/core/messages.js';
 import { type CounterSink, NO_COUNTERS, RESOLUTION_COUNTERS } from './ports.js';
 
 /** Finds this node's MVCC storage of a hosted partition (the node's PartitionDirectory: `get(p)?.mv`). */

@@ -20,11 +20,11 @@
  */
 import type { NodeId, TxId } from '../../core/ids.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
-import { outcomeOfEntry } from '../../tx/coordinator-support.js';
-import type { TxOutcome } from '../../tx/messages.js';
-import { nodeIdOf } from '../../tx/tx-id.js';
-import { isFinal } from '../../tx/tx-state.js';
-import type { TxStateMap } from '../../tx/tx-state-map.js';
+import type { TxOutcome } from '../../tx/core/messages.js';
+import { outcomeOfEntry } from '../../tx/core/outcome.js';
+import { nodeIdOf } from '../../tx/core/tx-id.js';
+import { isFinal } from '../../tx/core/tx-state.js';
+import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { LostLockRequest } from '../handlers/intent-resolver.js';
 import { answerOf, isFinalAnswer } from './answers.js';
 import type { CounterSink, PeerDirectory, PrimaryLocator, TxRequestFn } from './ports.js';

@@ -23,9 +23,9 @@
 import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
-import { nodeIdOf } from '../../tx/tx-id.js';
-import { isFinal } from '../../tx/tx-state.js';
-import type { TxStateMap } from '../../tx/tx-state-map.js';
+import { nodeIdOf } from '../../tx/core/tx-id.js';
+import { isFinal } from '../../tx/core/tx-state.js';
+import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { PartitionReplica } from '../partition-replica.js';
 import {
   type CounterSink,

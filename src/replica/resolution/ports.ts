@@ -8,7 +8,7 @@
  */
 import type { NodeId, NodeName } from '../../core/ids.js';
 
-export type { TxRequestFn, TxRequestOf, TxRequestOptions } from '../../tx/coordinator-ports.js';
+export type { TxRequestFn, TxRequestOf, TxRequestOptions } from '../../tx/coordinator/coordinator-ports.js';
 export type { PrimaryLocator } from '../handlers/tx-finish.js';
 
 /** This node: its stable name and this incarnation's ephemeral id (a coordinatorId equal to `id` is this node). */

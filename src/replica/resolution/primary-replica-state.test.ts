@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
 import { hybridTimestamp } from '../../hlc/timestamp.js';
 import { MemoryStorageEngine } from '../../storage/storage-engine.js';
-import { makeTxId } from '../../tx/tx-id.js';
+import { makeTxId } from '../../tx/core/tx-id.js';
 import { inferFromChain } from './primary-replica-state.js';
 
 const P1 = 't1p1' as PartitionId;

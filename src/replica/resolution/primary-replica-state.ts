@@ -18,10 +18,10 @@
 import { invalidArgument } from '../../core/errors.js';
 import type { HybridTimestamp, TxId } from '../../core/ids.js';
 import type { MvPartitionStorage } from '../../storage/mv-partition-storage.js';
-import { isTimestamp, outcomeOfEntry, waitForFinal } from '../../tx/coordinator-support.js';
-import type { TxStateAnswer, TxStatePrimaryReplicaRequest, TxStateResponse } from '../../tx/messages.js';
-import { isTxId } from '../../tx/tx-id.js';
-import { isFinal } from '../../tx/tx-state.js';
+import type { TxStateAnswer, TxStatePrimaryReplicaRequest, TxStateResponse } from '../../tx/core/messages.js';
+import { isTimestamp, outcomeOfEntry, waitForFinal } from '../../tx/core/outcome.js';
+import { isTxId } from '../../tx/core/tx-id.js';
+import { isFinal } from '../../tx/core/tx-state.js';
 import type { PartitionReplica } from '../partition-replica.js';
 import { stateResponse, timeoutError } from './answers.js';
 

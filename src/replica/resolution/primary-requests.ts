@@ -1,6 +1,6 @@
 /**
  * One resolution or recovery request to a partition's primary, routed as every primary-only request is
- * (tx/primary-route.ts): the locator names a first target, a miss that names the holder redirects the next attempt
+ * (tx/coordinator/primary-route.ts): the locator names a first target, a miss that names the holder redirects the next attempt
  * there, and a miss without a hint asks the locator again; a target tried already waits a backoff first when the
  * caller gives timers. At most `attemptsMax` attempts (a named limit), and none past the caller's deadline; any other
  * error ends the call at once, and the last PRIMARY_MISS is rethrown when attempts run out. Each attempt is bounded by
@@ -10,9 +10,9 @@ import type { NodeName, PartitionId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
 import type { Timers } from '../../env/timers.js';
-import type { TxRequestKind, TxResponseOf } from '../../tx/messages.js';
-import { sendToPrimary } from '../../tx/primary-route.js';
-import { backoffMs } from '../../tx/retry.js';
+import { sendToPrimary } from '../../tx/coordinator/primary-route.js';
+import { backoffMs } from '../../tx/coordinator/retry.js';
+import type { TxRequestKind, TxResponseOf } from '../../tx/core/messages.js';
 import type { PrimaryLocator, TxRequestFn, TxRequestOf } from './ports.js';
 
 export interface PrimaryRequestDeps {

@@ -9,8 +9,8 @@ import type { NodeId, NodeName, PartitionId } from '../../core/ids.js';
 import { HybridClock } from '../../hlc/hybrid-clock.js';
 import { SimClock } from '../../sim/clock.js';
 import { Scheduler } from '../../sim/scheduler.js';
-import { makeTxId } from '../../tx/tx-id.js';
-import { TxStateMap } from '../../tx/tx-state-map.js';
+import { makeTxId } from '../../tx/core/tx-id.js';
+import { TxStateMap } from '../../tx/core/tx-state-map.js';
 import { PartitionDirectory } from '../partition-directory.js';
 import { membershipPeers, ReplicaResolution } from './replica-resolution.js';
 

@@ -13,7 +13,7 @@ import type { Clock } from '../../env/clock.js';
 import type { Timers } from '../../env/timers.js';
 import type { PeerIdentity } from '../../env/transport.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
-import type { TxStateMap } from '../../tx/tx-state-map.js';
+import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { CleanupDriver } from '../cleanup-driver.js';
 import type { PartitionRegistry, PartitionReplica } from '../partition-replica.js';
 import { CommitPartitionStates } from './commit-partition-state.js';

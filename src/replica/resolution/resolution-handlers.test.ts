@@ -21,7 +21,7 @@ import { addMs } from '../../hlc/timestamp.js';
 import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
-import { rowLockKey } from '../../tx/lock-modes.js';
+import { rowLockKey } from '../../tx/core/lock-modes.js';
 import type {
   EnlistmentToken,
   ReadOnlyResponse,
@@ -34,7 +34,7 @@ import type {
   TxStateAnswer,
   TxStateCommitPartitionRequest,
   TxStateResponse,
-} from '../../tx/messages.js';
+} from '../../tx/core/messages.js';
 import { CleanupDriver } from '../cleanup-driver.js';
 import {
   type ClusterMember,

@@ -1,0 +1,42 @@
+/**
+ * What the transaction coordinator needs from the node, as narrow injected interfaces: a typed request function (the
+ * node's Messenger fits) and a placement view (table metadata and best-guess primaries). With these two faked, a test
+ * plays every primary and commit partition the coordinator talks to.
+ */
+import type { NodeId, NodeName, PartitionId } from '../../core/ids.js';
+import type { TxRequest, TxRequestKind, TxResponseOf } from '../core/messages.js';
+
+export type TxRequestOf<K extends TxRequestKind> = Extract<TxRequest, { readonly kind: K }>;
+
+export interface TxRequestOptions {
+  readonly timeoutMs: number;
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Sends `body` to node `to` and resolves with its response body, or rejects with a coded BasaltError: the remote
+ * error as sent (PRIMARY_MISS, TX_LOCK_CONFLICT, ...), TIMEOUT, CONNECTION_CLOSED (outcome unknown), CANCELLED, ...
+ */
+export type TxRequestFn = <K extends TxRequestKind>(
+  to: NodeName,
+  body: TxRequestOf<K>,
+  options: TxRequestOptions,
+) => Promise<TxResponseOf[K]>;
+
+/** Where keys live and who probably serves them. Synchronous: answered from the node's metastorage view. */
+export interface TxPlacement {
+  /** The partition holding `key` of `table`; throws UNKNOWN_TABLE for a table that does not exist. */
+  partitionOf(table: string, key: string): PartitionId;
+  /** Every partition of `table`, in partition index order; throws UNKNOWN_TABLE. */
+  partitionsOf(table: string): readonly PartitionId[];
+  /** Best guess of the partition's primary: the leaseholder if known, else one of its replicas. */
+  primaryHint(partitionId: PartitionId): NodeName;
+  /** Learned from a PRIMARY_MISS hint or a successful response: `name` is (or was just now) the primary. */
+  notePrimary(partitionId: PartitionId, name: NodeName): void;
+}
+
+/** The coordinator's own node: its stable name and this incarnation's ephemeral id (the tx's coordinatorId). */
+export interface CoordinatorSelf {
+  readonly name: NodeName;
+  readonly id: NodeId;
+}

@@ -1,0 +1,175 @@
+/**
+ * Checks of what a user hands to a transaction (API misuse throws INVALID_ARGUMENT before anything is sent): table
+ * names, keys (well-formed Unicode, at most keyBytesMax UTF-8 bytes), values (JSON-compatible data or a Uint8Array,
+ * at most valueBytesMax bytes encoded), batch sizes, scan options and read options (an options object holds only the
+ * keys it names: a misspelt option is refused, not ignored). Also the key order every merge uses: the order
+ * of UTF-8 bytes, which is the order of Unicode code points (not JavaScript's UTF-16 code unit order).
+ */
+import { invalidArgument } from '../../core/errors.js';
+import { LIMITS } from '../../core/limits.js';
+import { encode } from '../../storage/codec.js';
+import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
+import { validateKey } from '../../storage/version-chain.js';
+
+/** Values nested deeper than this are refused (the wire codec adds a few levels of envelope around a value). */
+const VALUE_DEPTH_MAX = LIMITS.codecDepthMax - 8;
+
+export function checkTable(table: unknown): string {
+  if (typeof table !== 'string' || table.length === 0) throw invalidArgument('a table name must be a non-empty string');
+  return table;
+}
+
+export function checkKey(key: unknown): string {
+  if (typeof key !== 'string') throw invalidArgument('a key must be a string');
+  validateKey(key);
+  return key;
+}
+
+export function checkKeys(keys: unknown): readonly string[] {
+  if (!Array.isArray(keys)) throw invalidArgument('keys must be an array of strings');
+  checkBatchSize(keys.length);
+  for (const key of keys) checkKey(key);
+  return keys as readonly string[];
+}
+
+export interface KeyValue {
+  readonly key: string;
+  readonly value: Value;
+}
+
+export function checkEntries(entries: unknown): readonly KeyValue[] {
+  if (!Array.isArray(entries)) throw invalidArgument('entries must be an array of { key, value }');
+  checkBatchSize(entries.length);
+  for (const entry of entries) {
+    if (typeof entry !== 'object' || entry === null) throw invalidArgument('an entry must be { key, value }');
+    checkKey((entry as { key?: unknown }).key);
+    checkValue((entry as { value?: unknown }).value);
+  }
+  return entries as readonly KeyValue[];
+}
+
+function checkBatchSize(n: number): void {
+  if (n > LIMITS.txBatchKeysMax) {
+    throw invalidArgument(`a batch holds at most ${LIMITS.txBatchKeysMax} keys`, {
+      size: n,
+      txBatchKeysMax: LIMITS.txBatchKeysMax,
+    });
+  }
+}
+
+/** A value must be JSON-compatible data (finite numbers, plain objects and arrays) or a Uint8Array. */
+export function checkValue(value: unknown): Value {
+  if (!(value instanceof Uint8Array)) checkJson(value, 0);
+  const bytes = encode(value).length;
+  if (bytes > LIMITS.valueBytesMax) {
+    throw invalidArgument(`value is ${bytes} bytes encoded, above the limit of ${LIMITS.valueBytesMax}`, {
+      valueBytes: bytes,
+      valueBytesMax: LIMITS.valueBytesMax,
+    });
+  }
+  return value as Value;
+}
+
+function checkJson(value: unknown, depth: number): void {
+  if (depth > VALUE_DEPTH_MAX) throw invalidArgument(`a value may nest at most ${VALUE_DEPTH_MAX} levels`);
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return;
+    case 'number':
+      if (!Number.isFinite(value)) throw invalidArgument('a number in a value must be finite (JSON-compatible)');
+      return;
+    case 'object':
+      if (value === null) return;
+      if (Array.isArray(value)) {
+        for (const item of value) checkJson(item, depth + 1);
+        return;
+      }
+      if (!isPlainObject(value)) throw invalidArgument('an object in a value must be a plain object (JSON-compatible)');
+      for (const item of Object.values(value)) checkJson(item, depth + 1);
+      return;
+    default:
+      throw invalidArgument(`a value may not hold ${typeof value} (JSON-compatible data or a Uint8Array only)`);
+  }
+}
+
+function isPlainObject(value: object): boolean {
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+export interface ReadOptions {
+  /**
+   * Read-write transactions only (`SELECT ... FOR UPDATE`): lock the rows read exclusively, as a write of them would
+   * (IX on the partition + X on each row instead of IS + S), so a read-modify-write does not need an S→X upgrade
+   * that wait-die may refuse. The value read is the same.
+   */
+  readonly forUpdate?: boolean;
+}
+
+const READ_OPTION_KEYS: ReadonlySet<string> = new Set(['forUpdate']);
+
+/** Whether `options` (a `ReadOptions`, or undefined) asks for a locking read; anything else is INVALID_ARGUMENT. */
+export function checkReadOptions(options: unknown): boolean {
+  if (options === undefined) return false;
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw invalidArgument('read options must be an object { forUpdate? }');
+  }
+  for (const key of Object.keys(options)) {
+    if (!READ_OPTION_KEYS.has(key)) throw invalidArgument(`unknown read option ${JSON.stringify(key.slice(0, 64))}`);
+  }
+  const forUpdate = (options as { forUpdate?: unknown }).forUpdate;
+  if (forUpdate !== undefined && typeof forUpdate !== 'boolean') {
+    throw invalidArgument('read option forUpdate must be a boolean', { forUpdate: typeof forUpdate });
+  }
+  return forUpdate === true;
+}
+
+export interface ScanOptions {
+  /** Most rows returned (default and maximum LIMITS.storageScanRowsMax). */
+  readonly limit?: number;
+}
+
+/** A scan range as the public API takes it: `{ prefix }` or `{ start?, end? }` (`[start, end)`). */
+export type ScanRange = { readonly prefix: string } | { readonly start?: string; readonly end?: string };
+
+export function checkScanRange(range: unknown): KeyRange {
+  if (typeof range !== 'object' || range === null)
+    throw invalidArgument('a scan range is { prefix } or { start, end }');
+  const r = range as { prefix?: unknown; start?: unknown; end?: unknown };
+  if (r.prefix !== undefined) {
+    if (r.start !== undefined || r.end !== undefined) throw invalidArgument('a scan range has a prefix or bounds');
+    return { kind: 'prefix', prefix: checkKey(r.prefix) };
+  }
+  const start = r.start === undefined ? undefined : checkKey(r.start);
+  const end = r.end === undefined ? undefined : checkKey(r.end);
+  if (start !== undefined && end !== undefined && compareKeys(start, end) > 0) {
+    throw invalidArgument('a scan range must not start after its end', { start, end });
+  }
+  return { kind: 'range', start, end };
+}
+
+export function checkScanLimit(options: ScanOptions | undefined): number {
+  const limit = options?.limit ?? LIMITS.storageScanRowsMax;
+  if (!Number.isInteger(limit) || limit < 1 || limit > LIMITS.storageScanRowsMax) {
+    throw invalidArgument(`a scan limit is an integer in [1, ${LIMITS.storageScanRowsMax}]`, { limit });
+  }
+  return limit;
+}
+
+/** Orders keys as storage does (UTF-8 bytes = code points): negative when `a` sorts first. */
+export function compareKeys(a: string, b: string): number {
+  if (a === b) return 0;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const ca = a.charCodeAt(i);
+    const cb = b.charCodeAt(i);
+    if (ca === cb) continue;
+    // Code units differ: surrogates (U+D800–DFFF) stand for code points above U+FFFF, which sort after every BMP unit.
+    const sa = ca >= 0xd800 && ca <= 0xdfff;
+    const sb = cb >= 0xd800 && cb <= 0xdfff;
+    if (sa !== sb) return sa ? 1 : -1;
+    return ca - cb;
+  }
+  return a.length - b.length;
+}
