@@ -1,6 +1,6 @@
 /**
- * Administrative commands against a running cluster: `basalt table create|list` over the client protocol
- * (`--connect host:port`), and `basalt status` from the nodes' `/metrics` and `/health` endpoints (`--metrics
+ * Administrative commands against a running cluster: `basalt table create|list` and `basalt node list|remove` over
+ * the client protocol (`--connect host:port`), and `basalt status` from the nodes' `/metrics` and `/health` endpoints (`--metrics
  * host:port,...`): which nodes answer (with the partitions each is primary of and its Raft commit latency p50/p99,
  * estimated from the exported histogram's buckets), and for every partition its Raft leader, its primary (leaseholder) as the
  * nodes know it, the term, each replica's applied index and the largest lag among them. Status reads only what the nodes export, so a node that
@@ -30,6 +30,33 @@ export async function tableList(address: string): Promise<void> {
     const tables = await client.tables();
     if (tables.length === 0) log('no tables');
     for (const t of tables) log(`${t.name}\tid ${t.id}\t${t.partitions} partitions\t${t.replicas} replicas`);
+  } finally {
+    await client.close();
+  }
+}
+
+export async function nodeList(address: string): Promise<void> {
+  const client = await connect(address);
+  try {
+    for (const m of await client.members()) {
+      const flags = [m.state, ...(m.dead === true ? ['dead'] : []), ...(m.meta === true ? ['metastorage'] : [])];
+      log(`${m.name}\t${m.address || '-'}\t${flags.join(' ')}`);
+    }
+  } finally {
+    await client.close();
+  }
+}
+
+/** Starts removing a node; its replicas move (or, dead, are rebuilt) in the background: `basalt node list` shows it. */
+export async function nodeRemove(address: string, name: string, dead: boolean): Promise<void> {
+  const client = await connect(address);
+  try {
+    await client.removeNode(name, { dead });
+    log(
+      dead
+        ? `node ${name} declared dead: its replicas are being rebuilt on the other nodes`
+        : `node ${name} is leaving: its replicas move to the other nodes, then it may be stopped`,
+    );
   } finally {
     await client.close();
   }

@@ -44,14 +44,14 @@ async function freeRange(count: number): Promise<number> {
 
 test('basalt --help lists every command with a description; basalt start --help lists its flags', async () => {
   const help = await basalt('--help');
-  for (const command of ['start', 'cluster', 'local', 'table', 'status', 'demo']) {
+  for (const command of ['start', 'cluster', 'local', 'table', 'node', 'status', 'demo']) {
     assert.match(help, new RegExp(`^  ${command}( \\[options\\])? +\\w`, 'm'), command);
   }
-  assert.doesNotMatch(help, /^ {2}node\b/m, 'basalt node is gone (basalt start replaces it)');
   assert.match(await basalt('table', '--help'), /create.*\n.*list/s);
+  assert.match(await basalt('node', '--help'), /list.*\n.*remove/s);
   const startHelp = await basalt('start', '--help');
-  const flags = ['config', 'name', 'host', 'port', 'data', 'memory', 'peers', 'client-port', 'metrics-port', 'table'];
-  for (const flag of [...flags, 'no-fsync', 'log-level', 'log-file', 'status-interval']) {
+  const flags = ['config', 'name', 'host', 'port', 'advertise', 'data', 'memory', 'peers', 'join', 'client-port'];
+  for (const flag of [...flags, 'metrics-port', 'table', 'no-fsync', 'log-level', 'log-file', 'status-interval']) {
     assert.match(startHelp, new RegExp(`^  --${flag}\\b`, 'm'), flag);
   }
 });

@@ -11,7 +11,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
 import { EXIT_CODES } from '../sim/workload/run.js';
 import { WORKLOADS, type WorkloadName } from '../sim/workload/workload.js';
-import { DEFAULT_CONNECT, DEFAULT_METRICS, status, tableCreate, tableList } from './admin.js';
+import { DEFAULT_CONNECT, DEFAULT_METRICS, nodeList, nodeRemove, status, tableCreate, tableList } from './admin.js';
 import { runBench } from './bench-command.js';
 import { runCluster } from './cluster-command.js';
 import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
@@ -28,6 +28,7 @@ import {
   CONFIG_KEYS,
   DEFAULT_HOST,
   DEFAULT_STATUS_INTERVAL_MS,
+  joinAddress,
   type PartialStartSettings,
   readStartConfig,
   resolveStartSettings,
@@ -47,6 +48,7 @@ interface StartFlags {
   readonly memory?: boolean;
   readonly fsync?: boolean;
   readonly peers?: PeerEntry[];
+  readonly join?: string;
   readonly clientPort?: number;
   readonly metricsPort?: number;
   readonly table?: TableSpec[];
@@ -75,6 +77,11 @@ program
     '--peers <list>',
     'the other nodes, comma separated, each name=host:port or host:port (name learned)',
     peerList,
+  )
+  .option(
+    '--join <host:port>',
+    'join the running cluster of the node at this peer address (instead of --peers); partitions move onto it',
+    joinFlag,
   )
   .option('--client-port <port>', 'serve connect() clients on this port (0: an ephemeral port)', port)
   .option('--metrics-port <port>', 'serve /metrics (Prometheus) and /health over HTTP (0: an ephemeral port)', port)
@@ -161,6 +168,23 @@ table
   .option('--connect <host:port>', 'a node client port', DEFAULT_CONNECT)
   .action(async (options: { connect: string }) => {
     await tableList(options.connect);
+  });
+
+const nodes = program.command('node').description('list the members of a running cluster, remove one');
+nodes
+  .command('list')
+  .description('list the members: name, address, active or leaving')
+  .option('--connect <host:port>', 'a node client port', DEFAULT_CONNECT)
+  .action(async (options: { connect: string }) => {
+    await nodeList(options.connect);
+  });
+nodes
+  .command('remove <name>')
+  .description('remove a node: its replicas move to the others first (--dead: it is gone; rebuild them elsewhere)')
+  .option('--dead', 'the node is gone for good: rebuild its replicas from the survivors', false)
+  .option('--connect <host:port>', 'a node client port (of another node)', DEFAULT_CONNECT)
+  .action(async (name: string, options: { dead: boolean; connect: string }) => {
+    await nodeRemove(options.connect, name, options.dead);
   });
 
 program
@@ -341,6 +365,14 @@ program
 function nemesisList(value: string): NemesisFault[] {
   try {
     return parseNemesis(value);
+  } catch (error) {
+    throw new InvalidArgumentError(error instanceof Error ? error.message : String(error));
+  }
+}
+
+function joinFlag(value: string): string {
+  try {
+    return joinAddress(value);
   } catch (error) {
     throw new InvalidArgumentError(error instanceof Error ? error.message : String(error));
   }

@@ -12,13 +12,14 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { nodeClient } from '../client/node-client.js';
 import { ClientServer } from '../client/server.js';
-import { isBasaltError } from '../core/errors.js';
+import { BasaltError, isBasaltError } from '../core/errors.js';
 import { type NodeName, nodeId, nodeName } from '../core/ids.js';
 import { META_GROUP, tablePartitionId } from '../core/partitioning.js';
 import { RealClock } from '../env/real-clock.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import type { DiagnosticListener } from '../net/diagnostics.js';
+import { probePeer } from '../net/probe.js';
 import { TcpTransport } from '../net/tcp-transport.js';
 import type { BasaltNode, NodeStorage } from '../node/basalt-node.js';
 import { startNode } from '../node/compose.js';
@@ -36,6 +37,7 @@ const PEER_DISCOVERY_TIMEOUT_MS = 120_000;
 const WAITING_REPORT_MS = 5_000;
 const READY_WAIT_MS = 60_000;
 const POLL_MS = 50;
+const JOIN_PROBE_INTERVAL_MS = 500;
 
 export async function runStart(options: StartSettings): Promise<void> {
   const stopRequested = untilSignal();
@@ -76,38 +78,60 @@ export async function runStart(options: StartSettings): Promise<void> {
   log(`node ${name} listening on ${transport.address}${advertisedNote} (id ${self.id})`);
   const aborted = new AbortController();
   void stopRequested.then(() => aborted.abort());
-  let members: Map<NodeName, string> | undefined;
+  // Founders: the members the cluster was started with (every node's hello carries them). A node started with
+  // --peers is one of them; a node started with --join learns them from the node it joins.
+  let founders: NodeName[] | undefined;
+  let joinVia: NodeName | undefined;
   try {
-    members = await discoverPeers({
-      self,
-      peers: options.peers,
-      timers,
-      timeoutMs: PEER_DISCOVERY_TIMEOUT_MS,
-      signal: aborted.signal,
-      onWaiting: waitingReporter(name),
-    });
+    if (options.join !== undefined) {
+      const joined = await probeCluster(self, options.join, timers, aborted.signal, name);
+      if (joined !== undefined) {
+        founders = [...joined.members];
+        joinVia = joined.peer;
+      }
+    } else {
+      const members = await discoverPeers({
+        self,
+        peers: options.peers,
+        timers,
+        timeoutMs: PEER_DISCOVERY_TIMEOUT_MS,
+        signal: aborted.signal,
+        onWaiting: waitingReporter(name),
+      });
+      if (members !== undefined) {
+        founders = [name, ...members.keys()];
+        for (const [peer, address] of members) transport.addPeer(peer, address);
+      }
+    }
   } finally {
-    if (members === undefined) {
+    if (founders === undefined) {
       await transport.close();
       await storage.close?.();
     }
   }
-  if (members === undefined) {
+  if (founders === undefined) {
     log(`basalt: node ${name} stopped before its peers answered`);
     logger.flush();
     return;
   }
   // Members first: the hellos to the peers then carry them, and a peer that runs with other members is refused.
-  transport.setMembers([name, ...members.keys()]);
-  for (const [peer, address] of members) transport.addPeer(peer, address);
-  log(`basalt: node ${name} members: ${[name, ...members.keys()].join(', ')}`);
+  transport.setMembers(founders);
+  transport.setAdvertised(peerAddress);
+  if (joinVia !== undefined && options.join !== undefined) {
+    transport.addPeer(joinVia, options.join);
+    log(`basalt: node ${name} joins the cluster of ${joinVia} (founded by ${founders.join(', ')})`);
+  } else {
+    log(`basalt: node ${name} members: ${founders.join(', ')}`);
+  }
   const node = await startNode({
     transport,
     clock: new RealClock(),
     timers,
     random,
     storage,
-    nodes: [name, ...members.keys()],
+    nodes: founders,
+    advertise: peerAddress,
+    ...(joinVia !== undefined && { join: true, metaSeeds: [joinVia] }),
     onDiagnostic: transportDiagnostics(name, logger),
     onError: (error) => {
       log(`basalt: node ${name}: ${String(error)}`);
@@ -245,6 +269,44 @@ function status(node: BasaltNode): string {
     `hosted partitions: ${m.hostedPartitions}, raft leaderships: ${m.raftLeaderships}, ` +
     `live peers: ${m.livePeers.join(',') || 'none'}`
   );
+}
+
+/**
+ * Probes the node at `address` until it answers as a member of a running cluster (its hello lists the founders), for
+ * at most the discovery timeout; undefined if stopped first. A founder's name may not join (it restarts with --peers).
+ */
+async function probeCluster(
+  self: { readonly name: NodeName; readonly id: ReturnType<typeof nodeId> },
+  address: string,
+  timers: RealTimers,
+  signal: AbortSignal,
+  name: NodeName,
+): Promise<{ readonly peer: NodeName; readonly members: readonly NodeName[] } | undefined> {
+  const deadline = Date.now() + PEER_DISCOVERY_TIMEOUT_MS;
+  let reported = '';
+  while (!signal.aborted) {
+    const result = await probePeer({ self, address, timers });
+    if (result.ok && result.members !== undefined) {
+      if (result.members.includes(name)) {
+        throw new BasaltError(
+          'INVALID_ARGUMENT',
+          `${name} founded this cluster: restart it with the --peers it was started with, not --join`,
+        );
+      }
+      return { peer: result.peer.name, members: result.members };
+    }
+    const why = result.ok ? `${result.peer.name} at ${address} is not part of a running cluster yet` : result.reason;
+    if (why !== reported) log(`basalt: node ${name} waiting to join through ${address}: ${why}`);
+    reported = why;
+    if (Date.now() > deadline) {
+      throw new BasaltError(
+        'TIMEOUT',
+        `no running cluster answered at ${address} within ${PEER_DISCOVERY_TIMEOUT_MS} ms`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, JOIN_PROBE_INTERVAL_MS));
+  }
+  return undefined;
 }
 
 /** Polls `condition` on real time; false if it did not hold within `timeoutMs`. */

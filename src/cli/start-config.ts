@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { BasaltError } from '../core/errors.js';
+import { parseHostPort } from '../net/tcp-transport.js';
 import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
 import { type PeerEntry, peerEntry } from './discovery.js';
 import { type LogLevel, logLevel } from './logging.js';
@@ -30,6 +31,8 @@ export interface StartSettings {
   readonly fsync: boolean;
   /** The other nodes. */
   readonly peers: readonly PeerEntry[];
+  /** A node of a running cluster this one joins (`host:port` of its peer port), instead of `peers`. */
+  readonly join?: string;
   readonly clientPort?: number;
   readonly metricsPort?: number;
   readonly tables: readonly TableSpec[];
@@ -105,6 +108,7 @@ const FILE_KEYS: Readonly<Record<string, KeyParser>> = {
   memory: (v) => ({ memory: boolean(v) }),
   fsync: (v) => ({ fsync: boolean(v) }),
   peers: (v) => ({ peers: strings(v).map(peerEntry) }),
+  join: (v) => ({ join: joinAddress(nonEmptyString(v)) }),
   clientPort: (v) => ({ clientPort: port(String(number(v))) }),
   metricsPort: (v) => ({ metricsPort: port(String(number(v))) }),
   tables: (v) => ({ tables: strings(v).reduce<TableSpec[]>((all, spec) => tableSpec(spec, all), []) }),
@@ -161,6 +165,9 @@ export function resolveStartSettings(file: PartialStartSettings, flags: PartialS
   const { name, port: peerPort, data, memory = false } = merged;
   if (name === undefined) throw new BasaltError('INVALID_ARGUMENT', 'a node name is required (--name or "name")');
   if (peerPort === undefined) throw new BasaltError('INVALID_ARGUMENT', 'a peer port is required (--port or "port")');
+  if (merged.join !== undefined && (merged.peers ?? []).length > 0) {
+    throw new BasaltError('INVALID_ARGUMENT', '--join and --peers exclude each other: a joining node learns its peers');
+  }
   if (data === undefined && !memory) {
     throw new BasaltError('INVALID_ARGUMENT', 'a data directory is required (--data or "data"), or --memory');
   }
@@ -176,6 +183,12 @@ export function resolveStartSettings(file: PartialStartSettings, flags: PartialS
     logLevel: merged.logLevel ?? 'info',
     statusIntervalMs: merged.statusIntervalMs ?? DEFAULT_STATUS_INTERVAL_MS,
   };
+}
+
+/** `--join host:port`: a peer port of a running cluster's node. Throws INVALID_ARGUMENT. */
+export function joinAddress(value: string): string {
+  parseHostPort(value);
+  return value;
 }
 
 function invalid(path: string, problem: string): BasaltError {

@@ -12,7 +12,7 @@ import { LIMITS } from '../core/limits.js';
 import { sleep } from '../env/timers.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
-import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
+import type { MemberRecord, TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import { beginReadOnly } from '../tx/coordinator/read-only.js';
 import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import { beginTransaction, runTransaction } from '../tx/coordinator/transaction.js';
@@ -89,6 +89,14 @@ class NodeClient implements ClientBackend {
 
   tables(): Promise<TableDescriptor[]> {
     return Promise.resolve(this.basalt.metastorage.tables());
+  }
+
+  members(): readonly MemberRecord[] {
+    return this.basalt.metastorage.view().members ?? [];
+  }
+
+  removeNode(name: string, dead: boolean): Promise<readonly MemberRecord[]> {
+    return this.basalt.metastorage.removeNode(name, { dead });
   }
 
   /** Waits (bounded by the metastorage command timeout) until this node's view has, or lacks, the table. */

@@ -80,6 +80,8 @@ interface RequestFields {
   readonly createTable: { readonly name: string; readonly options: { partitions: number; replicas: number } };
   readonly dropTable: { readonly name: string };
   readonly tables: Readonly<Record<never, never>>;
+  readonly members: Readonly<Record<never, never>>;
+  readonly removeNode: { readonly name: string; readonly dead?: boolean };
 }
 
 export type RequestKind = keyof RequestFields;
@@ -203,6 +205,8 @@ const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
   createTable: { required: { name: string, options: tableOptions }, optional: {} },
   dropTable: { required: { name: string }, optional: {} },
   tables: { required: {}, optional: {} },
+  members: { required: {}, optional: {} },
+  removeNode: { required: { name: string }, optional: { dead: boolean } },
 };
 
 /** Validates one decoded frame as a request. Never throws. */

@@ -24,7 +24,7 @@ import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import { decode } from '../net/codec.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import { parseHostPort } from '../net/tcp-transport.js';
-import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
+import type { MemberRecord, TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import { commitOrRollBack, retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import type { RunTransactionOptions } from '../tx/coordinator/transaction.js';
 import { checkReadOptions } from '../tx/core/user-input.js';
@@ -86,6 +86,13 @@ export interface RemoteClient {
   dropTable(name: string): Promise<void>;
   /** Unlike the embedded client's, a Promise: the list is the server's. */
   tables(): Promise<TableDescriptor[]>;
+  /** The cluster's members (name, address, active or leaving), as the server's node knows them. */
+  members(): Promise<MemberRecord[]>;
+  /**
+   * Removes a member: gracefully (its replicas move to the others first), or `dead` (it is gone for good: its
+   * replicas are rebuilt from the survivors). Resolves once the removal is recorded; the moves follow.
+   */
+  removeNode(name: string, options?: { readonly dead?: boolean }): Promise<MemberRecord[]>;
   /** Ends the connection; the server rolls back the transactions still open on it. */
   close(): Promise<void>;
 }
@@ -412,9 +419,27 @@ class TcpClient implements RemoteClient {
     return tables;
   }
 
+  async members(): Promise<MemberRecord[]> {
+    return membersOf(await this.connection.call({ kind: 'members' }));
+  }
+
+  async removeNode(name: string, options: { readonly dead?: boolean } = {}): Promise<MemberRecord[]> {
+    return membersOf(await this.connection.call({ kind: 'removeNode', name, dead: options.dead === true }));
+  }
+
   close(): Promise<void> {
     return this.connection.close();
   }
+}
+
+function membersOf(result: unknown): MemberRecord[] {
+  const members = isRecord(result) ? result['members'] : undefined;
+  const valid = (m: unknown): m is MemberRecord =>
+    isRecord(m) && typeof m['name'] === 'string' && (m['state'] === 'active' || m['state'] === 'leaving');
+  if (!Array.isArray(members) || !members.every(valid)) {
+    throw new BasaltError('MALFORMED_FRAME', 'the server answered without a list of members');
+  }
+  return members;
 }
 
 class TcpTransaction implements RemoteTransaction {

@@ -26,7 +26,7 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import { decode } from '../net/codec.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnosticKind } from '../net/diagnostics.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
-import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
+import type { MemberRecord, TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import type { KeyValue, ScanOptions, ScanRange, Transaction, Value } from './client.js';
 import {
   CLIENT_MAGIC,
@@ -64,6 +64,10 @@ export interface ClientBackend {
   createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
   dropTable(name: string): Promise<void>;
   tables(): readonly TableDescriptor[] | Promise<readonly TableDescriptor[]>;
+  /** The cluster's members as the metastorage records them (absent: this backend cannot tell). */
+  members?(): readonly MemberRecord[];
+  /** Starts removing a member: gracefully (its replicas move first), or `dead` (rebuilt from the survivors). */
+  removeNode?(name: string, dead: boolean): Promise<readonly MemberRecord[]>;
 }
 
 export interface ClientServerOptions {
@@ -211,6 +215,9 @@ class ClientSession {
   private readonly queued: ClientRequest[] = [];
   private paused = false;
   private timer: TimerHandle | undefined;
+  /** Frames answered during this event-loop iteration, written together by one `flush`. */
+  private batch: Buffer[] = [];
+  private flushScheduled = false;
 
   constructor(
     private readonly socket: Socket,
@@ -250,6 +257,7 @@ class ClientSession {
   /** Flushes what was written, then closes: the peer reads the refusal before the connection ends. */
   private end(): void {
     if (this.state === 'closed') return;
+    this.flush();
     this.socket.end();
     this.finish();
     // A peer that does not read must not keep the socket: it is destroyed after the hello timeout at the latest.
@@ -390,6 +398,16 @@ class ClientSession {
         return this.backend.dropTable(request.name).then(() => ({}));
       case 'tables':
         return Promise.resolve(this.backend.tables()).then((tables) => ({ tables: [...tables] }));
+      case 'members': {
+        const members = this.backend.members?.();
+        if (members === undefined) throw new BasaltError('NOT_IMPLEMENTED', 'this server does not know the members');
+        return Promise.resolve({ members: [...members] });
+      }
+      case 'removeNode': {
+        const remove = this.backend.removeNode?.bind(this.backend);
+        if (remove === undefined) throw new BasaltError('NOT_IMPLEMENTED', 'this server cannot remove nodes');
+        return remove(request.name, request.dead === true).then((members) => ({ members: [...members] }));
+      }
       default:
         throw new BasaltError('INTERNAL', `request kind ${String((request as { kind: unknown }).kind)} has no handler`);
     }
@@ -503,9 +521,26 @@ class ClientSession {
     this.write(encodeFrame(payload, this.limits.frameBytesMax));
   }
 
+  /** Queues a frame; the frames of one event-loop iteration go out in one socket write (as tcp-connection.ts does). */
   private write(frame: readonly [Buffer, Buffer]): void {
     if (this.state === 'closed') return;
-    this.socket.write(Buffer.concat(frame));
+    this.batch.push(frame[0], frame[1]);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    this.timers.setTimer(this.flushNow, 0);
+  }
+
+  private readonly flushNow = (): void => this.flush();
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.batch.length === 0 || this.socket.destroyed) {
+      this.batch = [];
+      return;
+    }
+    const bytes = Buffer.concat(this.batch);
+    this.batch = [];
+    this.socket.write(bytes);
     if (this.socket.writableLength > this.limits.writeBufferBytesMax) {
       this.events.diagnose('connection-error', `client does not drain: ${this.socket.writableLength} bytes buffered`);
       this.close();

@@ -32,4 +32,6 @@ export interface Transport {
   close(): Promise<void>;
   /** Dials `name` at `address` from now on (transports that route by address; others need no call). */
   addPeer?(name: NodeName, address: string): void;
+  /** Whether this transport already has an address for `name` (given by configuration or learned). */
+  knowsPeer?(name: NodeName): boolean;
 }

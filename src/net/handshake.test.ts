@@ -44,6 +44,16 @@ describe('handshake', () => {
     assert.equal(memberMismatch(names('n1', 'n2'), probe, 'at x:1'), undefined, 'a hello without one is accepted');
   });
 
+  it('a node that joined later carries the founders without its own name, and the address it is dialed at', () => {
+    const parsed = parseHello({ ...base, members: ['n1', 'n3'], address: '10.0.0.2:7000' });
+    assert.deepEqual(parsed, {
+      ok: true,
+      peer: { name: base.name, id: base.id },
+      members: ['n1', 'n3'],
+      address: '10.0.0.2:7000',
+    });
+  });
+
   it('refuses malformed fingerprints and extra fields', () => {
     const long = 'x'.repeat(LIMITS.identityCharsMax + 1);
     const many = Array.from({ length: LIMITS.clusterMembersMax + 1 }, (_, i) => `n${String(i).padStart(5, '0')}`);
@@ -55,8 +65,9 @@ describe('handshake', () => {
       [{ ...base, members: ['n1', 2] }, /member 1 is not a non-empty string/],
       [{ ...base, members: ['n2', long] }, /longer than/],
       [{ ...base, members: many }, /more than 1024 names/],
-      [{ ...base, members: ['n1', 'n3'] }, /does not include hello.name/],
       [{ ...base, members: ['n2'], extra: 1 }, /exactly magic, protocolVersion, name, id and optionally members/],
+      [{ ...base, address: 'nowhere' }, /address: not a host:port/],
+      [{ ...base, address: 7000 }, /address: not a string/],
       [{ ...base, extra: 1 }, /exactly/],
       [{ ...base, members: undefined }, /members: not an array/],
     ];

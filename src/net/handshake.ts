@@ -26,20 +26,31 @@ export interface Hello {
   readonly protocolVersion: number;
   readonly name: NodeName;
   readonly id: NodeId;
-  /** Sorted, distinct member names including `name`; absent while the node does not know them yet. */
+  /**
+   * The cluster's founding members, sorted and distinct; absent while the node does not know them yet. A node that
+   * joined the cluster later carries them too, without its own name.
+   */
   readonly members?: readonly NodeName[];
+  /** Where this node's peers dial it (`host:port`, its advertised address), when it listens for peers. */
+  readonly address?: string;
 }
 
 /** What a peer's accepted hello says about it. */
 export interface PeerHello {
   readonly peer: PeerIdentity;
   readonly members?: readonly NodeName[];
+  /** Where the peer says it is dialed. */
+  readonly address?: string;
 }
 
 /** Our hello; `members` must be a fingerprint (see `memberFingerprint`). */
-export function hello(self: PeerIdentity, members?: readonly NodeName[]): Hello {
+export function hello(self: PeerIdentity, members?: readonly NodeName[], address?: string): Hello {
   const base = { magic: HANDSHAKE_MAGIC, protocolVersion: PROTOCOL_VERSION, name: self.name, id: self.id };
-  return members === undefined ? base : { ...base, members };
+  return {
+    ...base,
+    ...(members !== undefined && { members }),
+    ...(address !== undefined && { address }),
+  };
 }
 
 /**
@@ -58,8 +69,13 @@ export type ParsedHello = ({ readonly ok: true } & PeerHello) | { readonly ok: f
 export function parseHello(value: unknown): ParsedHello {
   const reason = helloProblem(value);
   if (reason !== undefined) return { ok: false, reason };
-  const { name, id, members } = value as Hello;
-  return members === undefined ? { ok: true, peer: { name, id } } : { ok: true, peer: { name, id }, members };
+  const { name, id, members, address } = value as Hello;
+  return {
+    ok: true,
+    peer: { name, id },
+    ...(members !== undefined && { members }),
+    ...(address !== undefined && { address }),
+  };
 }
 
 /**
@@ -97,16 +113,27 @@ function helloProblem(value: unknown): string | undefined {
     return `protocol version ${String(fields['protocolVersion'])}, expected ${PROTOCOL_VERSION}`;
   }
   const hasMembers = Object.hasOwn(fields, 'members');
-  if (Object.keys(fields).length !== (hasMembers ? 5 : 4)) {
-    return 'hello must have exactly magic, protocolVersion, name, id and optionally members';
+  const hasAddress = Object.hasOwn(fields, 'address');
+  if (Object.keys(fields).length !== 4 + (hasMembers ? 1 : 0) + (hasAddress ? 1 : 0)) {
+    return 'hello must have exactly magic, protocolVersion, name, id and optionally members and address';
   }
   const identity = nameProblem(fields['name'], 'hello.name') ?? nameProblem(fields['id'], 'hello.id');
-  if (identity !== undefined || !hasMembers) return identity;
-  const members = fields['members'];
-  const problem = membersProblem(members);
-  if (problem !== undefined) return `hello.members: ${problem}`;
-  const own = (members as readonly string[]).includes(fields['name'] as string);
-  return own ? undefined : 'hello.members does not include hello.name';
+  if (identity !== undefined) return identity;
+  if (hasAddress && addressProblem(fields['address']) !== undefined) {
+    return `hello.address: ${addressProblem(fields['address'])}`;
+  }
+  if (!hasMembers) return undefined;
+  const problem = membersProblem(fields['members']);
+  return problem === undefined ? undefined : `hello.members: ${problem}`;
+}
+
+function addressProblem(address: unknown): string | undefined {
+  if (typeof address !== 'string' || address.length === 0 || address.length > LIMITS.identityCharsMax) {
+    return `not a string of 1 to ${LIMITS.identityCharsMax} characters`;
+  }
+  const colon = address.lastIndexOf(':');
+  const port = Number(address.slice(colon + 1));
+  return colon > 0 && Number.isInteger(port) && port >= 1 && port <= 65_535 ? undefined : 'not a host:port';
 }
 
 function membersProblem(members: unknown): string | undefined {

@@ -49,6 +49,7 @@ export class TcpConnection {
   private state: ConnectionState = 'handshaking';
   private remote: PeerIdentity | undefined;
   private remoteMembers: readonly NodeName[] | undefined;
+  private remoteAddress: string | undefined;
   private readonly decoder: FrameDecoder;
   private handshakeTimer: TimerHandle | undefined;
   private batch: Buffer[] = [];
@@ -84,6 +85,11 @@ export class TcpConnection {
   }
 
   /** The member names the peer's hello listed, if it listed any. */
+  /** Where the peer says it is dialed (its hello's address), once open. */
+  get peerAddress(): string | undefined {
+    return this.remoteAddress;
+  }
+
   get peerMembers(): readonly NodeName[] | undefined {
     return this.remoteMembers;
   }
@@ -181,6 +187,7 @@ export class TcpConnection {
     this.clearHandshakeTimer();
     this.remote = parsed.peer;
     this.remoteMembers = parsed.members;
+    this.remoteAddress = parsed.address;
     this.state = 'open';
     this.events.onOpen(this);
   }

@@ -94,6 +94,8 @@ export class TcpTransport implements Transport {
   private readonly diagnose: DiagnosticListener;
   /** Our member fingerprint (sorted, distinct), undefined while unknown. */
   private members: readonly NodeName[] | undefined;
+  /** Where peers dial this node, sent in every hello (`setAdvertised`); peers that know no address use it. */
+  private advertised: string | undefined;
   /** Peer name → the member list last reported as differing from ours; at most `clusterMembersMax` entries. */
   private readonly reportedMismatches = new Map<NodeName, string>();
   private closed = false;
@@ -169,6 +171,16 @@ export class TcpTransport implements Transport {
       assert(link.connection?.isOpen === true, 'a peer is up only while its outbound connection is open');
       link.connection.write(frame);
     } else this.enqueue(link, frame);
+  }
+
+  knowsPeer(name: NodeName): boolean {
+    return this.links.has(name);
+  }
+
+  /** The address later hellos name for this node (its advertised peer address). */
+  setAdvertised(address: string): void {
+    parseHostPort(address);
+    this.advertised = address;
   }
 
   /** Adds or re-addresses a peer and starts dialing it. */
@@ -326,6 +338,9 @@ export class TcpTransport implements Transport {
     previous?.close();
     const link = this.links.get(peer.name);
     if (link?.up !== undefined && link.up.id !== peer.id) link.connection?.close();
+    // A peer this node has no address for (one that joined the cluster after it started) is dialed where it says.
+    const address = connection.peerAddress;
+    if (link === undefined && address !== undefined && !this.closed) this.addPeer(peer.name, address);
   }
 
   /** A refusal when the peer's hello lists other members than ours; silent when reported before for that list. */
@@ -369,7 +384,7 @@ export class TcpTransport implements Transport {
   private track(socket: Socket, label: string, events: ConstructorParameters<typeof TcpConnection>[4]): TcpConnection {
     const connection = new TcpConnection(
       socket,
-      hello(this.self, this.members),
+      hello(this.self, this.members, this.advertised),
       this.options.timers,
       this.connectionLimits,
       events,

@@ -109,6 +109,8 @@ export interface NodeOptions extends NodeRoles {
   readonly join?: boolean;
   /** Where the other nodes dial this one (recorded with its membership); absent in the simulator. */
   readonly advertise?: string;
+  /** Nodes to ask for the metastorage state besides its members (a joining node: the node it joins through). */
+  readonly metaSeeds?: readonly NodeName[];
   readonly tuning?: NodeTuning;
   /** Failures of background work (a partition that failed to start, a Raft group that failed). */
   readonly onError?: (error: unknown) => void;
@@ -197,6 +199,7 @@ export function composeNode(options: NodeOptions): BasaltNode {
     self: self.name,
     members: nodes.slice(0, META_MEMBERS_MAX),
     nodes,
+    seeds: options.metaSeeds ?? [],
     messenger: nodeMessenger,
     raft,
     stateMachines,
@@ -302,7 +305,14 @@ export function composeNode(options: NodeOptions): BasaltNode {
     view: metaView,
     initMembers: (founders) => metastorage.initMembers(founders.map((name) => ({ name }))),
     join: (name, address) => metastorage.joinNode(name, address),
-    addPeer: options.transport.addPeer?.bind(options.transport),
+    // A member is dialed at its recorded address only if nothing told this node where it is: configured addresses
+    // (a proxy, a translated network) stand.
+    addPeer:
+      options.transport.addPeer === undefined
+        ? undefined
+        : (name, address) => {
+            if (options.transport.knowsPeer?.(name) !== true) options.transport.addPeer?.(name, address);
+          },
     setMemberCount: (count) => membership.setMemberCount(count),
     timers,
     // Expected of a node the cluster removed (it learns so before it is stopped): counted, not a failure.

@@ -48,6 +48,8 @@ export interface MetastorageOptions {
   readonly self: NodeName;
   /** Voters of the meta group. */
   readonly members: readonly NodeName[];
+  /** Other nodes a non-member may ask for the state (and route commands through) until it reaches a member. */
+  readonly seeds?: readonly NodeName[];
   /** Every node of the cluster (assignments draw from these). */
   readonly nodes: readonly NodeName[];
   readonly messenger: Messenger<NodeMessage>;
@@ -400,7 +402,8 @@ export class Metastorage implements GroupStateMachine {
   }
 
   private nextMember(): NodeName {
-    const { members, self } = this.options;
+    const { self } = this.options;
+    const members = [...this.options.members, ...(this.options.seeds ?? [])];
     for (let i = 0; i < members.length; i++) {
       const candidate = members[(this.nextTarget + i) % members.length]!;
       if (candidate === self || this.options.isLive(candidate)) {

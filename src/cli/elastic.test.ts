@@ -1,0 +1,171 @@
+/**
+ * An elastic cluster of real processes: three `basalt start` processes (LMDB, TCP), a bank workload over `connect()`;
+ * two more nodes join with `--join` and partitions move onto them while transfers run; one of the original three is
+ * killed with kill -9, removed as dead (`removeNode(name, { dead })`, what `basalt node remove --dead` sends) and
+ * replaced by a sixth node that joins. Checked: the members as the cluster lists them after each step, the new nodes
+ * hosting partitions, every acknowledged transfer's record at the end, and balances moved by exactly the transfers
+ * that applied.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { connect, type RemoteClient } from '../client/remote.js';
+import { ChildNode } from './child-node.js';
+import { freePorts } from './test-support.js';
+
+const TABLE = 'bank';
+const ACCOUNTS = 6;
+const INITIAL_BALANCE = 100;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const account = (i: number): string => `acct/${i}`;
+/** The two distinct accounts transfer `id` moves one unit between. */
+const ends = (id: number): [number, number] => [id % ACCOUNTS, (id + 1 + (id % (ACCOUNTS - 1))) % ACCOUNTS];
+
+async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    assert.ok(Date.now() < deadline, `${what} within ${timeoutMs} ms`);
+    await sleep(200);
+  }
+}
+
+/** The partitions a node says it hosts in its latest status line. */
+function hosted(child: ChildNode): number {
+  const lines = [...child.output.matchAll(/hosted partitions: (\d+)/g)];
+  return lines.length === 0 ? 0 : Number(lines[lines.length - 1]![1]);
+}
+
+test('nodes join a running cluster, partitions move onto them under transfers; a killed node is replaced', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'basalt-elastic-'));
+  const ports = await freePorts(12);
+  const peerPort = (i: number) => ports[i - 1]!;
+  const clientPort = (i: number) => ports[5 + i]!;
+  const procs = new Map<string, ChildNode>();
+  const common = (i: number) => [
+    '--name',
+    `n${i}`,
+    '--port',
+    String(peerPort(i)),
+    '--data',
+    join(dataDir, `n${i}`),
+    '--client-port',
+    String(clientPort(i)),
+    '--status-interval',
+    '500',
+  ];
+  const founder = (i: number) => {
+    const peers = [1, 2, 3].filter((j) => j !== i).map((j) => `n${j}=127.0.0.1:${peerPort(j)}`);
+    return ['start', ...common(i), '--peers', peers.join(','), '--table', `${TABLE}:4:3`];
+  };
+  const joiner = (i: number) => ['start', ...common(i), '--join', `127.0.0.1:${peerPort(1)}`];
+  const launch = (i: number, args: string[]): ChildNode => {
+    const child = new ChildNode(args);
+    procs.set(`n${i}`, child);
+    return child;
+  };
+  const ready = (child: ChildNode) => child.waitFor(/basalt: node n\d ready/, 60_000);
+  let client: RemoteClient | undefined;
+  const acknowledged: number[] = [];
+  const unknown: number[] = [];
+  let stopping = false;
+  let workers: Promise<void>[] = [];
+  try {
+    await Promise.all([1, 2, 3].map((i) => ready(launch(i, founder(i)))));
+    client = await connect(`127.0.0.1:${clientPort(1)}`, { timeoutMs: 10_000 });
+    const bank = client;
+    await bank.transaction(
+      (tx) =>
+        tx.putAll(
+          TABLE,
+          Array.from({ length: ACCOUNTS }, (_, i) => ({ key: account(i), value: INITIAL_BALANCE })),
+        ),
+      { retries: 50 },
+    );
+    let next = 0;
+    const transfer = async (): Promise<void> => {
+      const id = next++;
+      const [from, to] = ends(id).map(account) as [string, string];
+      try {
+        await bank.transaction(
+          async (tx) => {
+            const [a, b] = (await tx.getAll(TABLE, [from, to])) as [number, number];
+            await tx.put(TABLE, from, a - 1);
+            await tx.put(TABLE, to, b + 1);
+            await tx.put(TABLE, `xfer/${id}`, id);
+          },
+          { retries: 30 },
+        );
+        acknowledged.push(id);
+      } catch (error) {
+        if ((error as { code?: string }).code === 'TX_OUTCOME_UNKNOWN') unknown.push(id);
+        await sleep(50);
+      }
+    };
+    workers = [0, 1].map(async () => {
+      while (!stopping) await transfer();
+    });
+    await until('transfers before the joins', () => acknowledged.length >= 10);
+
+    await Promise.all([4, 5].map((i) => ready(launch(i, joiner(i)))));
+    await until('five active members', async () => {
+      const members = await bank.members();
+      return members.filter((m) => m.state === 'active').length === 5;
+    });
+    await until('the joined nodes host partitions', () => hosted(procs.get('n4')!) > 0 && hosted(procs.get('n5')!) > 0);
+    const afterJoin = acknowledged.length;
+    await until('transfers go on after the joins', () => acknowledged.length >= afterJoin + 10);
+
+    procs.get('n3')!.signal('SIGKILL');
+    assert.equal((await procs.get('n3')!.exited).signal, 'SIGKILL');
+    await bank.removeNode('n3', { dead: true });
+    await until(
+      'n3 removed once its replicas were rebuilt elsewhere',
+      async () => !(await bank.members()).some((m) => m.name === 'n3'),
+      90_000,
+    );
+    await ready(launch(6, joiner(6)));
+    await until('the replacement hosts partitions', () => hosted(procs.get('n6')!) > 0, 90_000);
+    const members = (await bank.members()).map((m) => `${m.name}:${m.state}`).sort();
+    assert.deepEqual(members, ['n1:active', 'n2:active', 'n4:active', 'n5:active', 'n6:active']);
+    const afterReplace = acknowledged.length;
+    await until('transfers go on after the replacement', () => acknowledged.length >= afterReplace + 10);
+    stopping = true;
+    await Promise.all(workers);
+
+    const ids = [...acknowledged, ...unknown];
+    const state = await bank.transaction(
+      async (tx) => ({
+        balances: (await tx.getAll(
+          TABLE,
+          Array.from({ length: ACCOUNTS }, (_, i) => account(i)),
+        )) as number[],
+        records: await tx.getAll(
+          TABLE,
+          ids.map((id) => `xfer/${id}`),
+        ),
+      }),
+      { retries: 100, readOnly: true },
+    );
+    for (const [i, id] of acknowledged.entries()) {
+      assert.equal(state.records[i], id, `acknowledged transfer ${id} is there`);
+    }
+    const expected = Array.from({ length: ACCOUNTS }, () => INITIAL_BALANCE);
+    for (const [i, id] of ids.entries()) {
+      if (state.records[i] === undefined) continue;
+      const [from, to] = ends(id);
+      expected[from]! -= 1;
+      expected[to]! += 1;
+    }
+    assert.deepEqual(state.balances, expected, 'the balances are moved by exactly the transfers that applied');
+    process.stdout.write(`# elastic: ${acknowledged.length} transfers acknowledged, ${unknown.length} unknown\n`);
+  } finally {
+    stopping = true;
+    await Promise.all(workers).catch(() => undefined);
+    await client?.close().catch(() => undefined);
+    for (const child of procs.values()) child.signal('SIGKILL');
+    await Promise.all([...procs.values()].map((c) => c.exited));
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
