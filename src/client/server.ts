@@ -521,13 +521,15 @@ class ClientSession {
     this.write(encodeFrame(payload, this.limits.frameBytesMax));
   }
 
-  /** Queues a frame; the frames of one event-loop iteration go out in one socket write (as tcp-connection.ts does). */
+  /** Queues a frame; the frames answered in one turn of work go out in one socket write. */
   private write(frame: readonly [Buffer, Buffer]): void {
     if (this.state === 'closed') return;
     this.batch.push(frame[0], frame[1]);
     if (this.flushScheduled) return;
     this.flushScheduled = true;
-    this.timers.setTimer(this.flushNow, 0);
+    // Before the event loop moves on: the responses settled by one batch of work share a write, and a lone one
+    // waits for nothing else (a 0 ms timer would hold it for the rest of the loop's iteration).
+    queueMicrotask(this.flushNow);
   }
 
   private readonly flushNow = (): void => this.flush();
