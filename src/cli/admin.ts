@@ -3,7 +3,8 @@
  * the client protocol (`--connect host:port`), and `basalt status` from the nodes' `/metrics` and `/health` endpoints (`--metrics
  * host:port,...`): which nodes answer (with the partitions each is primary of and its Raft commit latency p50/p99,
  * estimated from the exported histogram's buckets), and for every partition its Raft leader, its primary (leaseholder) as the
- * nodes know it, the term, each replica's applied index and the largest lag among them. Status reads only what the nodes export, so a node that
+ * nodes know it, the term, each replica's applied index and the largest lag among them, then the partitions moving to
+ * new replicas (from the node with the freshest metastorage view). Status reads only what the nodes export, so a node that
  * is down shows as down and its replicas' figures are missing rather than guessed.
  */
 import { connect } from '../client/remote.js';
@@ -118,6 +119,17 @@ export async function status(metricsAddresses: readonly string[]): Promise<numbe
   }
   log('groups (metastorage and partitions):');
   for (const line of groupLines(views)) log(`  ${line}`);
+  // The freshest node's view of the moves: the one with the highest metastorage revision.
+  const freshest = views
+    .filter((v) => v.up)
+    .sort(
+      (a, b) =>
+        (b.samples.find((s) => s.name === 'basalt_meta_revision')?.value ?? 0) -
+        (a.samples.find((s) => s.name === 'basalt_meta_revision')?.value ?? 0),
+    )[0];
+  const moves = (freshest?.samples ?? []).filter((s) => s.name === 'basalt_moves_in_progress' && s.labels['partition']);
+  log(moves.length === 0 ? 'moves in progress: none' : `moves in progress: ${moves.length}`);
+  for (const m of moves) log(`  ${m.labels['partition']} → ${m.labels['to']}`);
   return views.filter((v) => v.up).length;
 }
 

@@ -39,7 +39,8 @@ function hosted(child: ChildNode): number {
 
 test('nodes join a running cluster, partitions move onto them under transfers; a killed node is replaced', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'basalt-elastic-'));
-  const ports = await freePorts(12);
+  const ports = await freePorts(13);
+  const metricsPort = ports[12]!;
   const peerPort = (i: number) => ports[i - 1]!;
   const clientPort = (i: number) => ports[5 + i]!;
   const procs = new Map<string, ChildNode>();
@@ -57,7 +58,8 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
   ];
   const founder = (i: number) => {
     const peers = [1, 2, 3].filter((j) => j !== i).map((j) => `n${j}=127.0.0.1:${peerPort(j)}`);
-    return ['start', ...common(i), '--peers', peers.join(','), '--table', `${TABLE}:4:3`];
+    const metrics = i === 1 ? ['--metrics-port', String(metricsPort)] : [];
+    return ['start', ...common(i), '--peers', peers.join(','), '--table', `${TABLE}:4:3`, ...metrics];
   };
   const joiner = (i: number) => ['start', ...common(i), '--join', `127.0.0.1:${peerPort(1)}`];
   const launch = (i: number, args: string[]): ChildNode => {
@@ -114,6 +116,11 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
       return members.filter((m) => m.state === 'active').length === 5;
     });
     await until('the joined nodes host partitions', () => hosted(procs.get('n4')!) > 0 && hosted(procs.get('n5')!) > 0);
+    // /metrics (what `basalt status` reads) shows the members and the moves in progress.
+    await until('n1 exports five active members', async () => {
+      const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      return /^basalt_members\{[^}]*state="active"[^}]*\} 5$/m.test(text) && /^basalt_moves_in_progress/m.test(text);
+    });
     const afterJoin = acknowledged.length;
     await until('transfers go on after the joins', () => acknowledged.length >= afterJoin + 10);
 

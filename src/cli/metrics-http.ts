@@ -119,6 +119,19 @@ function renderNode(out: MetricsText, node: BasaltNode): void {
   out.metric('basalt_raft_leaderships', 'gauge', 'Raft groups this node leads', [[{}, m.raftLeaderships]]);
   out.metric('basalt_live_peers', 'gauge', 'peers this node sees live', [[{}, m.livePeers.length]]);
   out.metric('basalt_meta_revision', 'gauge', 'metastorage revision applied here', [[{}, m.metaRevision]]);
+  const view = node.metastorage.view();
+  out.metric('basalt_members', 'gauge', 'cluster members as this node knows them, by state', [
+    [{ state: 'active' }, (view.members ?? []).filter((x) => x.state === 'active').length],
+    [{ state: 'leaving' }, (view.members ?? []).filter((x) => x.state === 'leaving').length],
+  ]);
+  out.metric(
+    'basalt_moves_in_progress',
+    'gauge',
+    'partitions moving to a new set of replicas (metastorage targets), and to where',
+    (view.targets ?? []).length === 0
+      ? [[{}, 0]]
+      : (view.targets ?? []).map(([partition, replicas]) => [{ partition, to: replicas.join(',') }, 1]),
+  );
   out.metric('basalt_hosted_partitions', 'gauge', 'partition replicas hosted here', [[{}, m.hostedPartitions]]);
   out.metric('basalt_tx_state_entries', 'gauge', 'entries of the volatile tx state map', [[{}, m.txStateEntries]]);
   out.metric('basalt_pending_requests', 'gauge', 'requests to peers awaiting a response', [[{}, m.pendingRequests]]);
