@@ -2,7 +2,7 @@
  * An elastic cluster of real processes: three `basalt start` processes (LMDB, TCP), a bank workload over `connect()`;
  * two more nodes join with `--join` and partitions move onto them while transfers run; one of the original three is
  * killed with kill -9, removed as dead (`removeNode(name, { dead })`, what `basalt node remove --dead` sends) and
- * replaced by a sixth node that joins. Checked: the members as the cluster lists them after each step, the new nodes
+ * replaced by a sixth node that joins; a node that lost its disk and joins again under its name is refused. Checked: the members as the cluster lists them after each step, the new nodes
  * hosting partitions, every acknowledged transfer's record at the end, and balances moved by exactly the transfers
  * that applied.
  */
@@ -138,6 +138,17 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
     assert.deepEqual(members, ['n1:active', 'n2:active', 'n4:active', 'n5:active', 'n6:active']);
     const afterReplace = acknowledged.length;
     await until('transfers go on after the replacement', () => acknowledged.length >= afterReplace + 10);
+    // n5 loses its disk and comes back empty under its old name: refused, it hosts nothing (it would be an empty
+    // voter of the partitions it holds); the cluster goes on with the other replicas.
+    procs.get('n5')!.signal('SIGKILL');
+    await procs.get('n5')!.exited;
+    rmSync(join(dataDir, 'n5'), { recursive: true, force: true });
+    const reborn = launch(5, joiner(5));
+    await reborn.waitFor(/would rejoin as an empty replica/, 60_000);
+    await sleep(1_500);
+    assert.equal(hosted(reborn), 0, 'the refused node hosts no partition');
+    const afterRefusal = acknowledged.length;
+    await until('transfers go on beside the refused node', () => acknowledged.length >= afterRefusal + 10);
     stopping = true;
     await Promise.all(workers);
 

@@ -11,12 +11,46 @@
  * One check at a time, every `MEMBERS_CHECK_INTERVAL_MS` on the injected timers; a failed command is retried by the
  * next check.
  */
-import { isBasaltError } from '../core/errors.js';
+import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { NodeName } from '../core/ids.js';
 import { PeriodicTask, type Timers } from '../env/timers.js';
 import type { MemberRecord, MetaView } from './metastorage-state.js';
 
 export const MEMBERS_CHECK_INTERVAL_MS = 200;
+
+/**
+ * A node that joins with no stored data must not take the place of a member that still votes in partitions under its
+ * name: it would come back as an empty voter of their groups (a Raft voter whose log is gone can make a majority forget
+ * committed entries). Decided on the first view that lists this node as a member: if it is already a replica of a
+ * partition there, the name was in use before this incarnation joined, and the node hosts nothing (the views stop
+ * reaching its partition reconciler). A name that is new is not in any assignment when its record first appears.
+ */
+export class RejoinGuard {
+  private decision: 'allow' | 'refuse' | undefined;
+
+  constructor(
+    private readonly self: NodeName,
+    /** This node joins (`--join`) and has no stored partition or Raft log. */
+    private readonly emptyJoin: boolean,
+  ) {}
+
+  /** Whether `view` may reach the partition reconciler; the error to report once when the node is refused. */
+  admit(view: MetaView): { readonly admit: boolean; readonly refusal?: BasaltError } {
+    if (!this.emptyJoin || this.decision === 'allow') return { admit: true };
+    if (this.decision === 'refuse') return { admit: false };
+    if (!(view.members ?? []).some((m) => m.name === this.self)) return { admit: true };
+    const voter = view.assignments.some(([, replicas]) => replicas.includes(this.self));
+    this.decision = voter ? 'refuse' : 'allow';
+    if (!voter) return { admit: true };
+    const refusal = new BasaltError(
+      'INVALID_ARGUMENT',
+      `${this.self} is a member that still holds replicas, and this node has no data: it would rejoin as an empty ` +
+        `replica. Remove the old one first (basalt node remove --dead ${this.self}) or join under a new name`,
+      { node: this.self },
+    );
+    return { admit: false, refusal };
+  }
+}
 
 export interface ClusterMembersPorts {
   readonly self: NodeName;

@@ -60,7 +60,7 @@ import {
   type NodeStorage,
   type NodeTuning,
 } from './basalt-node.js';
-import { ClusterMembers } from './cluster-members.js';
+import { ClusterMembers, RejoinGuard } from './cluster-members.js';
 import { COORDINATOR_SERVICE, CoordinatorService } from './coordinator-service.js';
 import { GroupStateMachines } from './group-state-machines.js';
 import { Membership } from './membership.js';
@@ -194,7 +194,11 @@ export function composeNode(options: NodeOptions): BasaltNode {
     return undefined;
   });
 
-  // 2. The metastorage. Its views go to the reconciler (step 6) from `start` on, never during construction.
+  // 2. The metastorage. Its views go to the reconciler (step 6) from `start` on, never during construction; a node that
+  // joins with no data under a name that still holds replicas is refused (cluster-members.ts RejoinGuard).
+  const emptyJoin =
+    options.join === true && storage.log.groups().length === 0 && storage.engine.partitions().length === 0;
+  const rejoin = new RejoinGuard(self.name, emptyJoin);
   const metastorage = new Metastorage({
     self: self.name,
     members: nodes.slice(0, META_MEMBERS_MAX),
@@ -209,7 +213,11 @@ export function composeNode(options: NodeOptions): BasaltNode {
     random: random.fork('meta'),
     isLive: (name) => membership.liveIdOf(name) !== undefined,
     canSucceed: (name) => membership.canSucceed(name),
-    onView: (view: MetaView) => reconciler.update(view),
+    onView: (view: MetaView) => {
+      const { admit, refusal } = rejoin.admit(view);
+      if (refusal !== undefined) errors.report(refusal);
+      if (admit) reconciler.update(view);
+    },
     ...(tuning.metaWatchWaitMs !== undefined && { watchWaitMs: tuning.metaWatchWaitMs }),
   });
   const metaView = () => metastorage.view();
