@@ -3,9 +3,11 @@
  * fsync) holds one table of one partition loaded with `--mb` megabytes; a fourth node joins and the node leaving
  * (`removeNode`, graceful) hands its replica over: the new replica catches up (a snapshot of the partition, then the
  * log) and is promoted, then the old one is removed. A client keeps writing to the partition throughout; its put
- * latencies before and during the move are reported, with the catch-up rate (megabytes loaded / move time).
+ * latencies before and during the move are reported, with the catch-up rate (megabytes loaded / move time) and the
+ * longest time between two acknowledged puts. `--leaving primary` removes the partition's primary (its lease is handed
+ * off to a remaining replica, rule 5) instead of a follower.
  *
- *   node dist/bench/move.js [--mb 64] [--value-bytes 1024]
+ *   node dist/bench/move.js [--mb 64] [--value-bytes 1024] [--leaving follower|primary]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,6 +34,9 @@ function summary(latencies: readonly number[]): string {
 async function main(): Promise<void> {
   const mb = arg('mb', 64);
   const valueBytes = arg('value-bytes', 1024);
+  const leavingIndex = process.argv.indexOf('--leaving');
+  const leavingRole = leavingIndex < 0 ? 'follower' : process.argv[leavingIndex + 1];
+  if (leavingRole !== 'follower' && leavingRole !== 'primary') throw new Error('--leaving is follower or primary');
   const dataDir = mkdtempSync(join(tmpdir(), 'basalt-move-'));
   const log = (line: string) => process.stderr.write(`move: ${line}\n`);
   const cluster = await startCluster({ nodes: 3, transport: 'tcp', dataDir });
@@ -55,22 +60,30 @@ async function main(): Promise<void> {
     const latencies = { before: [] as number[], during: [] as number[], after: [] as number[] };
     let writing = true;
     let n = 0;
+    let lastAck = performance.now();
+    const maxGap = { before: 0, during: 0, after: 0 };
     const writer = (async () => {
       while (writing) {
         const t = performance.now();
         try {
           await client.put('moving', `w${n++ % 1000}`, n);
-          latencies[phase].push(performance.now() - t);
-        } catch {
-          latencies[phase].push(performance.now() - t);
-        }
+          const now = performance.now();
+          maxGap[phase] = Math.max(maxGap[phase], now - lastAck);
+          lastAck = now;
+        } catch {}
+        latencies[phase].push(performance.now() - t);
       }
     })();
     await new Promise((r) => setTimeout(r, 3_000));
     phase = 'during';
     const moveStart = performance.now();
     const joined = await cluster.addNode();
-    await cluster.removeNode('n3');
+    const primary = cluster.placement('moving', 'k0').primary;
+    const leaving =
+      leavingRole === 'primary' && primary !== undefined
+        ? primary
+        : (['n3', 'n2', 'n1'].find((n) => n !== primary) ?? 'n3');
+    await cluster.removeNode(leaving);
     await cluster.rebalanced();
     const moveSeconds = (performance.now() - moveStart) / 1000;
     phase = 'after';
@@ -79,12 +92,16 @@ async function main(): Promise<void> {
     await writer;
     const placement = cluster.assignments();
     log(
-      `moved the partition's replica from n3 to ${joined} in ${moveSeconds.toFixed(1)} s: ${(mb / moveSeconds).toFixed(1)} MB/s`,
+      `moved the partition's replica from ${leaving} (${leaving === primary ? 'the primary' : 'a follower'}) to ${joined} in ${moveSeconds.toFixed(1)} s: ${(mb / moveSeconds).toFixed(1)} MB/s`,
     );
     log(`replicas now ${[...placement.values()].map((r) => r.join(',')).join(' ')}`);
     log(`puts before the move: ${summary(latencies.before)}`);
     log(`puts during the move: ${summary(latencies.during)}`);
     log(`puts after the move:  ${summary(latencies.after)}`);
+    const gap = (ms: number) => `${ms.toFixed(0)} ms`;
+    log(
+      `longest time between two acknowledged puts: before ${gap(maxGap.before)}, during ${gap(maxGap.during)}, after ${gap(maxGap.after)}`,
+    );
     log(`a 1 GB partition at this rate: about ${(1024 / (mb / moveSeconds)).toFixed(0)} s`);
   } finally {
     await cluster.stop();

@@ -333,6 +333,7 @@ export function composeNode(options: NodeOptions): BasaltNode {
     matchOf: (group, node) => raft.matchOf(group, node),
     proposeConfChange: (group, change) => raft.proposeConfChange(group, change),
     transferLeader: (group, to) => raft.transferLeader(group, to),
+    readyToHandOff: (group, pauseMs) => replicas.partitions.get(group)?.prepareHandOff(pauseMs) ?? true,
     report: (group, voters) => metastorage.reportReplicas(group, voters),
     isLive: (name) => name === self.name || membership.liveIdOf(name) !== undefined,
     timers,

@@ -5,7 +5,13 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import { applyConfChange, type ConfChange, type ConfState, confState } from '../raft/conf-change.js';
 import type { Status } from '../raft/types.js';
 import { EMPTY_META_VIEW, type MetaView } from './metastorage-state.js';
-import { MOVE_COUNTERS, PartitionMover } from './partition-mover.js';
+import {
+  HAND_OFF_PAUSE_MS,
+  HAND_OFF_PLANNED_CHECKS,
+  MOVE_CHECK_INTERVAL_MS,
+  MOVE_COUNTERS,
+  PartitionMover,
+} from './partition-mover.js';
 
 const P = partitionId('t1p0');
 const names = (...n: string[]): NodeName[] => n.map(nodeName);
@@ -26,11 +32,18 @@ class Group {
   readonly reports: string[] = [];
   readonly counts = new Map<string, number>();
   readonly transfers: string[] = [];
+  /** Checks the leader's lease still lets it act for (a planned hand-off waits them out); the pauses asked. */
+  actingChecks = 0;
+  /** A transfer makes this node a follower (false: the successor never takes the leadership). */
+  transferTakes = true;
+  readonly pauses: number[] = [];
   failNext = false;
   view: MetaView;
 
   constructor(voters: readonly string[], target: readonly string[]) {
     this.conf = confState(names(...voters));
+    // The voters are in step with the leader; a learner catches up when a test says so.
+    for (const voter of voters) this.caughtUp.add(nodeName(voter));
     this.view = { ...EMPTY_META_VIEW, assignments: [[P, voters]], targets: [[P, target]] };
   }
 
@@ -69,9 +82,13 @@ class Group {
         this.lastIndex++;
         this.changes.push(`${change.type} ${change.node}`);
       },
+      readyToHandOff: (_g, pauseMs) => {
+        this.pauses.push(pauseMs);
+        return this.actingChecks-- <= 0;
+      },
       transferLeader: (_g, to) => {
         this.transfers.push(to);
-        this.role = 'follower';
+        if (this.transferTakes) this.role = 'follower';
         return true;
       },
       report: async (_g, voters) => {
@@ -117,6 +134,28 @@ test('a leader the target drops hands its leadership over and stops moving the p
   assert.deepEqual(group.changes, ['add-learner n4', 'promote n4']);
   assert.deepEqual(group.transfers, ['n2']);
   assert.equal(group.role, 'follower', 'the new leader removes n1');
+});
+
+test('the leadership moves only once the leader lease no longer lets it act; renewals are paused meanwhile', async () => {
+  const group = new Group(['n1', 'n2', 'n3', 'n4'], ['n2', 'n3', 'n4']);
+  group.actingChecks = 3;
+  const mover = group.mover();
+  await checks(mover, 3);
+  assert.deepEqual(group.transfers, [], 'no transfer while the lease still lets n1 act');
+  assert.deepEqual(group.pauses, [HAND_OFF_PAUSE_MS, HAND_OFF_PAUSE_MS, HAND_OFF_PAUSE_MS], 'each check pauses again');
+  assert.ok(HAND_OFF_PAUSE_MS > MOVE_CHECK_INTERVAL_MS, 'a pause outlasts the interval between two checks');
+  await checks(mover, 1);
+  assert.deepEqual(group.transfers, ['n2']);
+});
+
+test('a hand-off whose successor never takes the leadership stops pausing renewals after a bounded number of checks', async () => {
+  const group = new Group(['n1', 'n2', 'n3', 'n4'], ['n2', 'n3', 'n4']);
+  group.actingChecks = Number.POSITIVE_INFINITY;
+  group.transferTakes = false;
+  const mover = group.mover();
+  await checks(mover, HAND_OFF_PLANNED_CHECKS + 5);
+  assert.equal(group.pauses.length, HAND_OFF_PLANNED_CHECKS, 'renewals were paused for the planned checks only');
+  assert.deepEqual(group.transfers, ['n2', 'n2', 'n2', 'n2', 'n2'], 'then plain transfers are tried, as at any time');
 });
 
 test('a dead voter the target drops is removed before its replacement is added', async () => {

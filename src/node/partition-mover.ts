@@ -2,8 +2,11 @@
  * Moves partitions to their targets (metastorage `targets`), on the node that leads each partition's Raft group. One
  * step at a time per partition (placement.ts `nextMoveStep`): a learner is added on a target node, promoted once its
  * log caught up with the leader's, and only then is a replica the target drops removed; a dead voter the target drops
- * is removed first; a leader the target drops hands its leadership to a target voter before it is removed (its lease
- * then lapses and the new leader's node takes it under rule 5, as at any leader change). Every configuration the group
+ * is removed first; a leader the target drops hands its leadership to a target voter before it is removed. That
+ * hand-off is planned (rule 5): the leader's replica first stops renewing its lease and keeps serving until the lease
+ * no longer lets it act, and only then does the leadership move, so the successor's lease, which starts at the
+ * current expiration, follows within the stasis window, rather than a whole lease after a leader that left an
+ * unexpired lease behind. Every configuration the group
  * reaches is reported to the metastorage (`ReportReplicas`), which makes it the assignment and drops the target once
  * reached; a leader that finds its group already at the target (its predecessor died before reporting) reports it.
  *
@@ -23,6 +26,14 @@ import { nextMoveStep } from './placement.js';
 export const MOVE_CHECK_INTERVAL_MS = 200;
 /** A learner within this many entries of the leader's last index counts as caught up. */
 export const MOVE_CATCH_UP_LAG_MAX = 16;
+/** A planned hand-off pauses the leader's lease renewals this long per check (renewals resume once checks stop). */
+export const HAND_OFF_PAUSE_MS = 5 * MOVE_CHECK_INTERVAL_MS;
+/**
+ * A planned hand-off is tried for this many checks (enough for a whole lease to run out, and an election); if the
+ * leadership has not moved by then (the successor cannot take it), the leader renews its lease again and goes on with
+ * plain transfers, so a hand-off that cannot happen never leaves its partition without a lease for long.
+ */
+export const HAND_OFF_PLANNED_CHECKS = 40;
 
 export const MOVE_COUNTERS = {
   steps: 'moves.steps',
@@ -39,6 +50,11 @@ export interface PartitionMoverPorts {
   readonly matchOf: (group: PartitionId, node: NodeName) => number | undefined;
   readonly proposeConfChange: (group: PartitionId, change: ConfChange) => Promise<unknown>;
   readonly transferLeader: (group: PartitionId, to: NodeName) => boolean;
+  /**
+   * Before the leadership moves away: pauses this node's lease renewals on `group` for `pauseMs`, and says whether its
+   * lease no longer lets it act (true also when it holds none), i.e. whether the leadership may move now.
+   */
+  readonly readyToHandOff: (group: PartitionId, pauseMs: number) => boolean;
   /** Records the voters a group reached (metastorage ReportReplicas). */
   readonly report: (group: PartitionId, voters: readonly NodeName[]) => Promise<unknown>;
   readonly isLive: (node: NodeName) => boolean;
@@ -50,6 +66,8 @@ export interface PartitionMoverPorts {
 export class PartitionMover {
   private readonly task: PeriodicTask;
   private readonly inFlight = new Set<PartitionId>();
+  /** Consecutive checks at a `transfer-leader` step, per partition. */
+  private readonly handOffChecks = new Map<PartitionId, number>();
 
   constructor(private readonly ports: PartitionMoverPorts) {
     this.task = new PeriodicTask(ports.timers, MOVE_CHECK_INTERVAL_MS, () => this.check(), ports.onError);
@@ -71,17 +89,20 @@ export class PartitionMover {
   /** One check: a step for every moving partition this node leads and has no step in flight for. */
   check(): undefined {
     const view = this.ports.view();
+    const handingOff = new Set<PartitionId>();
     for (const [id, target] of view?.targets ?? []) {
       const group = partitionId(id);
       if (this.inFlight.has(group)) continue;
       const status = this.ports.status(group);
       if (status === undefined || status.role !== 'leader' || status.pendingConfIndex > status.applied) continue;
-      this.step(group, status, target as NodeName[]);
+      if (this.step(group, status, target as NodeName[])) handingOff.add(group);
     }
+    for (const group of this.handOffChecks.keys()) if (!handingOff.has(group)) this.handOffChecks.delete(group);
     return undefined;
   }
 
-  private step(group: PartitionId, status: Status, target: readonly NodeName[]): void {
+  /** Takes the next step of `group`; true if that step is handing the leadership off. */
+  private step(group: PartitionId, status: Status, target: readonly NodeName[]): boolean {
     const { ports } = this;
     const step = nextMoveStep({
       conf: { voters: status.voters, learners: status.learners },
@@ -92,14 +113,19 @@ export class PartitionMover {
     });
     switch (step.kind) {
       case 'wait':
-        return;
-      case 'transfer-leader':
+        return false;
+      case 'transfer-leader': {
+        const checks = (this.handOffChecks.get(group) ?? 0) + 1;
+        this.handOffChecks.set(group, checks);
+        const planned = checks <= HAND_OFF_PLANNED_CHECKS;
+        if (planned && !ports.readyToHandOff(group, HAND_OFF_PAUSE_MS)) return true;
         if (ports.transferLeader(group, step.to)) ports.count(MOVE_COUNTERS.steps);
-        return;
+        return true;
+      }
       case 'done':
         // At the target, and the view still lists it: the report of the last step is missing or not applied yet.
         this.run(group, () => ports.report(group, status.voters), MOVE_COUNTERS.completed);
-        return;
+        return false;
       default: {
         const change: ConfChange = { type: step.kind, node: step.node };
         this.run(
@@ -114,6 +140,7 @@ export class PartitionMover {
           },
           MOVE_COUNTERS.steps,
         );
+        return false;
       }
     }
   }

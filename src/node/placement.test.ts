@@ -133,7 +133,8 @@ describe('nextMoveStep', () => {
     const { leader: first, ...rest } = options;
     let leader = first ?? start.voters[0]!;
     const steps: MoveStep[] = [];
-    const caughtUp = new Set<NodeName>();
+    // The founding voters are in step with the leader; a learner catches up after one wait.
+    const caughtUp = new Set<NodeName>(start.voters);
     for (let i = 0; i < 20; i++) {
       const step = nextMoveStep({
         conf,
@@ -174,6 +175,20 @@ describe('nextMoveStep', () => {
     const kinds = steps.map((s) => s.kind);
     assert.deepEqual(kinds, ['add-learner', 'wait', 'promote', 'transfer-leader', 'remove', 'done']);
     assert.deepEqual(steps[3], { kind: 'transfer-leader', to: 'n2' });
+  });
+
+  it('the leadership goes to a target voter that caught up, before one that lags (it may never take it)', () => {
+    const lagging = nodeName('n2');
+    assert.deepEqual(
+      nextMoveStep({
+        conf: confState(names('n1', 'n2', 'n3')),
+        target: names('n2', 'n3'),
+        leader: nodeName('n1'),
+        caughtUp: (n) => n !== lagging,
+        live: everyoneLive,
+      }),
+      { kind: 'transfer-leader', to: 'n3' },
+    );
   });
 
   it('a dead voter the target drops is removed before its replacement is added', () => {

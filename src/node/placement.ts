@@ -151,7 +151,7 @@ export interface MoveInput {
   readonly target: readonly NodeName[];
   /** The group's current leader (the node deciding). */
   readonly leader: NodeName;
-  /** Whether a learner's log has caught up with the leader's (close enough to count in a quorum at once). */
+  /** Whether a replica's log has caught up with the leader's (close enough to count in a quorum at once). */
   readonly caughtUp: (node: NodeName) => boolean;
   readonly live: (node: NodeName) => boolean;
 }
@@ -173,6 +173,9 @@ export function nextMoveStep(input: MoveInput): MoveStep {
   const leaving = conf.voters.find((n) => !wanted.has(n));
   if (leaving === undefined) return { kind: 'done' };
   if (leaving !== leader) return { kind: 'remove', node: leaving };
-  const successor = target.find((n) => n !== leader && input.live(n)) ?? target.find((n) => n !== leader);
+  const successor =
+    target.find((n) => n !== leader && input.live(n) && input.caughtUp(n)) ??
+    target.find((n) => n !== leader && input.live(n)) ??
+    target.find((n) => n !== leader);
   return successor === undefined ? { kind: 'done' } : { kind: 'transfer-leader', to: successor };
 }

@@ -19,7 +19,7 @@ import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { pointLockPlan } from '../tx/core/lock-modes.js';
 import { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { Lease } from './lease.js';
-import { PartitionReplica } from './partition-replica.js';
+import { PartitionReplica, type UpkeepFacts } from './partition-replica.js';
 import { LogBuilder, leaseCommand, PARTITION, txIdAt } from './test-support.js';
 
 const SKEW_MS = 20;
@@ -117,5 +117,42 @@ describe('PartitionReplica lock table per lease', () => {
     assert.deepEqual(partition.locks.locksOf(tx1), [], 'the locks of the old lease are gone');
     assert.equal(await waiting, 'TX_ABORTED', 'the waiter of the old lease failed');
     assert.deepEqual(partition.locks.locksOf(tx2), []);
+  });
+});
+
+describe('PartitionReplica.prepareHandOff', () => {
+  it('pauses renewals while asked, answers ready only once the lease stops letting it act, then renews again', () => {
+    const { scheduler, partition, lease } = setup(0, 1_000);
+    // The holder's term: renewals need an applied entry of the leader's own term.
+    const raft: UpkeepFacts = {
+      raft: { isLeader: true, term: partition.stateMachine.appliedTerm() },
+      successor: undefined,
+      occasion: { kind: 'tick' },
+    };
+    // 5 s lease, renewal margin 2 s, stasis 2·20 ms: a renewal is due from 2.96 s on.
+    scheduler.runSync({ forMs: 3_000 });
+    assert.equal(partition.prepareHandOff(1_000), false, 'the lease still lets the holder act');
+    assert.equal(partition.decideUpkeep(raft).lease.kind, 'none', 'no renewal while paused');
+    assert.equal(
+      (partition.decideUpkeep(raft).lease as { reason?: string }).reason,
+      'renewals-paused',
+      'the renewal that was due is held back',
+    );
+    for (let at = 3_000; at <= 4_800; at += 200) {
+      assert.equal(partition.prepareHandOff(1_000), false, `still acting at ${at} ms`);
+      if (at < 4_800) scheduler.runSync({ forMs: 200 });
+    }
+    scheduler.runSync({ forMs: 190 });
+    assert.equal(partition.prepareHandOff(1_000), true, 'in the stasis window: the leadership may move');
+    assert.equal(partition.leaseView().lease?.expiration, lease.expiration, 'the lease was never renewed');
+    // The move gave up (nobody asks any more): once the pause ran out the holder renews again.
+    scheduler.runSync({ forMs: 1_001 });
+    const resumed = partition.decideUpkeep(raft).lease;
+    assert.equal(resumed.kind, 'propose', 'renewals resume once the pause ran out');
+  });
+
+  it("answers ready at once for a lease that is not this replica's", () => {
+    const { partition } = setup(0, 1_000, 'other');
+    assert.equal(partition.prepareHandOff(1_000), true);
   });
 });

@@ -148,6 +148,8 @@ export class PartitionReplica {
   private readonly clockWithinBound: () => boolean;
   private leaseProposalInFlight = false;
   private handingOver = false;
+  /** Monotonic ms until which this replica does not renew its lease (a planned leadership move). */
+  private renewalsPausedUntilMs = Number.NEGATIVE_INFINITY;
   /** Acted as primary at the last upkeep tick (to notice gaining primacy). */
   private wasActing = false;
   private stopped = false;
@@ -224,6 +226,7 @@ export class PartitionReplica {
    */
   decideUpkeep(facts: UpkeepFacts): UpkeepDecision {
     const ticks = facts.occasion.kind === 'tick' && facts.raft !== undefined && !this.stopped;
+    const nowMs = this.physicalClock.monotonicMs();
     const decision = decideUpkeep({
       ...facts,
       self: this.self,
@@ -234,10 +237,11 @@ export class PartitionReplica {
       now: ticks ? this.clock.now() : this.clock.current(),
       leaseProposalInFlight: this.leaseProposalInFlight,
       handingOver: this.handingOver,
+      renewalsPaused: nowMs < this.renewalsPausedUntilMs,
       clockWithinBound: this.clockWithinBound(),
       stopped: this.stopped,
       lastSafeTimeAdvanceMs: this.lastSafeTimeAdvanceMs,
-      nowMs: this.physicalClock.monotonicMs(),
+      nowMs,
       proposalsInFlight: this.proposals.inFlightCount,
       ...(this.safeTimeSyncIdleMs === undefined ? {} : { safeTimeSyncIdleMs: this.safeTimeSyncIdleMs }),
       wasActing: this.wasActing,
@@ -287,6 +291,20 @@ export class PartitionReplica {
    */
   handOver(): void {
     this.handingOver = true;
+  }
+
+  /**
+   * A planned move of the leadership away from this replica (rebalancing): renewals pause for `pauseMs` (the caller
+   * asks again while the move still wants it; once it stops asking, renewals resume), so that this replica's lease
+   * runs out while it keeps serving. True once its lease no longer lets it act (past the acting window, or not its
+   * lease): the leadership may move now, and the successor's lease starts at the current expiration (rule 5), so
+   * requests wait no longer than the stasis window plus an election, instead of a whole lease after a move that left
+   * an unexpired lease behind on a replica that no longer leads.
+   */
+  prepareHandOff(pauseMs: number): boolean {
+    this.renewalsPausedUntilMs = this.physicalClock.monotonicMs() + pauseMs;
+    const view = this.leaseView();
+    return !view.mine || view.phase === 'stasis' || view.phase === 'expired' || view.phase === 'none';
   }
 
   /**

@@ -87,6 +87,17 @@ describe('lease proposals by the leader', () => {
     });
   });
 
+  it('a planned hand-off pauses renewals only: the first lease and a takeover are still proposed', () => {
+    const own = lease(SELF, 1_000, 2_000);
+    assert.deepEqual(decideLeaseAction(input({ lease: own, now: at(1_900), renewalsPaused: true })), {
+      kind: 'none',
+      reason: 'renewals-paused',
+    });
+    assert.equal(decideLeaseAction(input({ lease: null, renewalsPaused: true })).kind, 'propose');
+    const theirs = lease(OTHER, 500, 1_500);
+    assert.equal(decideLeaseAction(input({ lease: theirs, now: at(1_000), renewalsPaused: true })).kind, 'propose');
+  });
+
   it("rule 5: someone else's lease is taken over from its expiration, never earlier", () => {
     const theirs = lease(OTHER, 500, 1_500);
     const action = decideLeaseAction(input({ lease: theirs, now: at(1_000) }));

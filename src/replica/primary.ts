@@ -80,6 +80,12 @@ export interface LeaseActionInput {
   readonly leaseProposalInFlight: boolean;
   /** The holder is handing its lease over (graceful shutdown or rebalancing): it stops renewing (rule 5). */
   readonly handingOver?: boolean;
+  /**
+   * The leadership is about to move to another replica (a planned move): the holder stops renewing but keeps acting,
+   * so that its lease runs out while it still serves and the successor's lease, starting at the expiration, follows
+   * with no more than the stasis window between them (rule 5).
+   */
+  readonly renewalsPaused?: boolean;
   /** Rule 19: false while this node's clock is beyond the bound; it then proposes no lease at all. */
   readonly clockWithinBound?: boolean;
 }
@@ -93,6 +99,7 @@ export type LeaseAction =
         | 'proposal-in-flight'
         | 'lease-fresh'
         | 'handing-over'
+        | 'renewals-paused'
         | 'clock-offset'
         | 'stopped'
         | 'no-raft-group'
@@ -120,6 +127,7 @@ export function decideLeaseAction(input: LeaseActionInput): LeaseAction {
   }
   if (sameHolder(lease.holder, self)) {
     if (input.handingOver === true) return { kind: 'none', reason: 'handing-over' };
+    if (input.renewalsPaused === true) return { kind: 'none', reason: 'renewals-paused' };
     const renewAt = addMs(actingEnd(lease, timing.maxClockSkewMs), -timing.renewMarginMs);
     if (now < renewAt) return { kind: 'none', reason: 'lease-fresh' };
     // duration > 2·skew + margin and now ≥ expiration − 2·skew − margin, so this always raises the expiration.
@@ -282,6 +290,8 @@ export interface UpkeepInput {
   readonly leaseProposalInFlight: boolean;
   /** The holder is handing its lease over (rule 5): it stops renewing. */
   readonly handingOver: boolean;
+  /** A planned leadership move: the holder stops renewing, and keeps acting until its lease runs out. */
+  readonly renewalsPaused?: boolean;
   /** Rule 19: false while this node's clock is beyond the bound from the majority. */
   readonly clockWithinBound: boolean;
   /** The replica object stopped: it proposes nothing any more. */
@@ -343,7 +353,7 @@ function decideTick(input: UpkeepInput): UpkeepDecision {
   const actions: UpkeepAction[] = [];
   const lease: LeaseAction = input.stopped
     ? { kind: 'none', reason: 'stopped' }
-    : decideLeaseAction({ ...input, ...raft, handingOver: input.handingOver, clockWithinBound });
+    : decideLeaseAction({ ...input, ...raft, clockWithinBound });
   if (lease.kind === 'propose') actions.push({ kind: 'propose-lease', proposal: lease });
   const sync =
     !input.stopped &&
