@@ -26,6 +26,15 @@ describe('RejoinGuard', () => {
     assert.deepEqual(later, { admit: false }, 'refused for good, reported once');
   });
 
+  it('refuses an empty node joining under a name that votes in the metastorage group', () => {
+    const guard = new RejoinGuard(n4, true);
+    const base = view(['n1', 'n4'], [['t1p0', ['n1']]]);
+    const members = (base.members ?? []).map((m) => (m.name === 'n4' ? { ...m, meta: true } : m));
+    const refused = guard.admit({ ...base, members });
+    assert.equal(refused.admit, false);
+    assert.ok(isBasaltError(refused.refusal, 'INVALID_ARGUMENT'));
+  });
+
   it('admits a new name: no record yet, then a record with no replicas (moves onto it come later)', () => {
     const guard = new RejoinGuard(n4, true);
     assert.deepEqual(guard.admit(view(['n1'], [['t1p0', ['n1']]])), { admit: true });

@@ -34,12 +34,17 @@ export class RejoinGuard {
     private readonly emptyJoin: boolean,
   ) {}
 
-  /** Whether `view` may reach the partition reconciler; the error to report once when the node is refused. */
+  /**
+   * Whether `view` may reach the partition reconciler (and start the metastorage group here); the error to report once
+   * when the node is refused.
+   */
   admit(view: MetaView): { readonly admit: boolean; readonly refusal?: BasaltError } {
     if (!this.emptyJoin || this.decision === 'allow') return { admit: true };
     if (this.decision === 'refuse') return { admit: false };
     if (!(view.members ?? []).some((m) => m.name === this.self)) return { admit: true };
-    const voter = view.assignments.some(([, replicas]) => replicas.includes(this.self));
+    const voter =
+      view.assignments.some(([, replicas]) => replicas.includes(this.self)) ||
+      (view.members ?? []).some((m) => m.name === this.self && m.meta === true);
     this.decision = voter ? 'refuse' : 'allow';
     if (!voter) return { admit: true };
     const refusal = new BasaltError(

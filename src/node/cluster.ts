@@ -181,8 +181,9 @@ export class Cluster<C = never> {
   }
 
   /**
-   * Resolves once no partition is moving: the metastorage lists no target, and every partition has its table's
-   * replica count (or every member, if fewer) on running nodes that host it.
+   * Resolves once no partition is moving: the metastorage lists no target (nor one of its own group, whose voters all
+   * run it), and every partition has its table's replica count (or every member, if fewer) on running nodes that host
+   * it.
    */
   rebalanced(options: WaitOptions = {}): Promise<void> {
     return this.waitFor(() => this.isRebalanced(), {
@@ -457,7 +458,11 @@ export class Cluster<C = never> {
 
   private isRebalanced(): boolean {
     const view = this.freshestView();
-    if ((view.targets ?? []).length > 0) return false;
+    if ((view.targets ?? []).length > 0 || view.metaTarget !== undefined) return false;
+    // Every metastorage voter runs the group.
+    for (const m of view.members ?? []) {
+      if (m.meta === true && this.running.get(m.name as NodeName)?.metastorage.isMember !== true) return false;
+    }
     const active = (view.members ?? []).filter((m) => m.state === 'active').length;
     const replicasOf = new Map(view.tables.map((t) => [t.id, t.replicas]));
     for (const [partition, replicas] of view.assignments) {

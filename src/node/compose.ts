@@ -218,6 +218,8 @@ export function composeNode(options: NodeOptions): BasaltNode {
       if (refusal !== undefined) errors.report(refusal);
       if (admit) reconciler.update(view);
     },
+    // A node refused as an empty rejoin does not start the metastorage group either (it would be an empty voter).
+    mayRunGroup: (view: MetaView) => rejoin.admit(view).admit,
     ...(tuning.metaWatchWaitMs !== undefined && { watchWaitMs: tuning.metaWatchWaitMs }),
   });
   const metaView = () => metastorage.view();

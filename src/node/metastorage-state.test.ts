@@ -12,6 +12,7 @@ import {
   encodeMetaView,
   type MetaCommand,
   MetaState,
+  parseMetaView,
 } from './metastorage-state.js';
 
 const NODES = ['n1', 'n2', 'n3', 'n4', 'n5'];
@@ -243,8 +244,52 @@ describe('members', () => {
   function completeMoves(state: MetaState): number {
     const targets = state.view().targets ?? [];
     for (const [p, replicas] of targets) run(state, report(p, [...replicas].reverse()));
+    const meta = state.view().metaTarget;
+    if (meta !== undefined) run(state, report('meta', meta));
     return targets.length;
   }
+
+  const metaVoters = (state: MetaState) => state.metaVoters().join(',');
+
+  it('a metastorage voter that leaves hands its vote to a member that votes nowhere; forgotten once reported', () => {
+    const state = new MetaState();
+    run(state, init('n1', 'n2', 'n3', 'n4', 'n5'));
+    assert.equal(metaVoters(state), 'n1,n2,n3', 'the first founders by name');
+    assert.equal(state.view().metaTarget, undefined);
+    run(state, remove('n2'));
+    assert.deepEqual(state.view().metaTarget, ['n1', 'n3', 'n4'], 'n2 is replaced by the first member voting nowhere');
+    assert.deepEqual(names(state), ['n1:active', 'n2:leaving', 'n3:active', 'n4:active', 'n5:active']);
+    // The group's leader reports each configuration it reaches: a learner promoted, then the leaver removed.
+    run(state, report('meta', ['n1', 'n2', 'n3', 'n4']));
+    assert.equal(metaVoters(state), 'n1,n2,n3,n4');
+    assert.ok(names(state).includes('n2:leaving'), 'still a voter: not forgotten');
+    run(state, report('meta', ['n1', 'n3', 'n4']));
+    assert.equal(metaVoters(state), 'n1,n3,n4');
+    assert.equal(state.view().metaTarget, undefined, 'the target was reached');
+    assert.deepEqual(names(state), ['n1:active', 'n3:active', 'n4:active', 'n5:active'], 'n2 is forgotten');
+    assert.deepEqual(state.view().removed, ['n2']);
+  });
+
+  it('without a member to take its vote, the group shrinks by a minority only; a joining member restores it', () => {
+    const state = new MetaState();
+    run(state, init('n1', 'n2', 'n3'));
+    run(state, remove('n3'));
+    assert.deepEqual(state.view().metaTarget, ['n1', 'n2']);
+    run(state, report('meta', ['n1', 'n2']));
+    const refused = run(state, remove('n2'));
+    assert.ok(
+      refused?.status === 'INVALID' && /leave 1 of its 3 voters/.test(refused.message),
+      JSON.stringify(refused),
+    );
+    assert.deepEqual(names(state), ['n1:active', 'n2:active']);
+    run(state, join('n4'));
+    assert.deepEqual(state.view().metaTarget, ['n1', 'n2', 'n4'], 'a member that joins a short group gets a vote');
+    const roundTrip = decodeMetaView(encodeMetaView(state.view()));
+    assert.deepEqual(roundTrip.metaTarget, ['n1', 'n2', 'n4'], 'the target survives a snapshot');
+    assert.deepEqual(MetaState.fromView(roundTrip).view(), state.view());
+    assert.equal(parseMetaView({ ...state.view(), metaTarget: [] }), undefined, 'an empty target is malformed');
+    assert.equal(parseMetaView({ ...state.view(), metaTarget: [7] }), undefined, 'a target of non-names is malformed');
+  });
 
   const names = (state: MetaState) => state.members().map((m) => `${m.name}:${m.state}`);
 

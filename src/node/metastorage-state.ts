@@ -40,7 +40,7 @@
 import { BasaltError } from '../core/errors.js';
 import { type HybridTimestamp, type NodeName, nodeName, type PartitionId, partitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import { tableIdOf, tablePartitionId } from '../core/partitioning.js';
+import { META_GROUP, tableIdOf, tablePartitionId } from '../core/partitioning.js';
 import { addMs, asTimestamp, NULL_TIMESTAMP } from '../hlc/timestamp.js';
 import { decode, encode } from '../net/codec.js';
 import { planPlacement } from './placement.js';
@@ -109,8 +109,12 @@ export type MetaCommand =
 
 export type MemberState = 'active' | 'leaving';
 
-/** Voters of the metastorage group: the first founders by name (basalt-node.ts META_MEMBERS_MAX). */
-const META_VOTERS = 3;
+/**
+ * Voters the metastorage group keeps: the first founders by name to begin with (basalt-node.ts META_MEMBERS_MAX); a
+ * voter that leaves the cluster is replaced by an active member that votes in nothing yet, and a member that joins
+ * while the group has fewer voters becomes one.
+ */
+export const META_VOTERS = 3;
 
 export interface MemberRecord {
   readonly name: string;
@@ -119,7 +123,7 @@ export interface MemberRecord {
   readonly state: MemberState;
   /** Declared dead (`RemoveNode` with `dead`): its replicas are removed before they are replaced. */
   readonly dead?: boolean;
-  /** A voter of the metastorage group (the first founders, by name; the group does not move). */
+  /** A voter of the metastorage group, as last reported by its leader (the first founders, by name, at first). */
   readonly meta?: boolean;
 }
 
@@ -168,6 +172,11 @@ export interface MetaView {
    * configuration changes from the log, as every other replica did.
    */
   readonly origins?: readonly (readonly [string, readonly string[]])[];
+  /**
+   * The voters the metastorage group moves to, while it moves (a voter left the cluster, or a member joined a group
+   * with fewer than META_VOTERS voters); absent when the voters are where they should be.
+   */
+  readonly metaTarget?: readonly string[];
 }
 
 export const EMPTY_META_VIEW: MetaView = {
@@ -194,6 +203,7 @@ export class MetaState {
   private readonly removedNames = new Set<NodeName>();
   private readonly targetsById = new Map<PartitionId, readonly NodeName[]>();
   private readonly originsById = new Map<PartitionId, readonly NodeName[]>();
+  private metaTargetNodes: readonly NodeName[] | undefined;
 
   get revision(): number {
     return this.revisionValue;
@@ -252,6 +262,18 @@ export class MetaState {
     return this.targetsById.get(partition);
   }
 
+  /** The metastorage group's voters as last reported (the members flagged `meta`), sorted by name. */
+  metaVoters(): NodeName[] {
+    return this.members()
+      .filter((m) => m.meta === true)
+      .map((m) => nodeName(m.name));
+  }
+
+  /** The voters the metastorage group moves to, while it moves. */
+  metaTarget(): readonly NodeName[] | undefined {
+    return this.metaTargetNodes;
+  }
+
   /** The voters the partition's Raft group started with. */
   origin(partition: PartitionId): readonly NodeName[] | undefined {
     return this.originsById.get(partition) ?? this.assignmentsById.get(partition);
@@ -285,6 +307,7 @@ export class MetaState {
       removed: [...this.removedNames].sort(),
       targets: [...this.targetsById].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
       origins: [...this.originsById].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+      ...(this.metaTargetNodes === undefined ? {} : { metaTarget: [...this.metaTargetNodes] }),
     };
   }
 
@@ -303,6 +326,7 @@ export class MetaState {
     for (const [p, nodes] of view.origins ?? view.assignments) {
       state.originsById.set(partitionId(p), nodes.map(nodeName));
     }
+    if (view.metaTarget !== undefined) state.metaTargetNodes = view.metaTarget.map(nodeName);
     return state;
   }
 
@@ -382,7 +406,10 @@ export class MetaState {
     // A member that joins again (a restart, maybe on a new address) keeps its replicas (and its metastorage vote).
     const record = memberRecord({ name, address: c.address }, 'active');
     this.membersByName.set(name, existing?.meta === true ? { ...record, meta: true } : record);
-    if (existing === undefined) this.replan();
+    if (existing === undefined) {
+      this.replan();
+      this.replanMeta();
+    }
     return { status: 'MEMBERS', members: this.members() };
   }
 
@@ -398,17 +425,18 @@ export class MetaState {
         message: `removing ${name} would leave ${remaining} nodes for tables of ${needed} replicas`,
       };
     }
-    // The metastorage group keeps its founding voters: a removal may take at most a minority of them.
-    const metaLeft = this.members().filter((m) => m.meta === true && m.state === 'active' && m.name !== name).length;
-    if (existing.meta === true && existing.state === 'active' && metaLeft * 2 <= META_VOTERS) {
+    // The metastorage group moves its vote to another member; without one, it may shrink by a minority only.
+    const metaAfter = this.metaPlan(name);
+    if (existing.state === 'active' && this.metaVoting(name) && metaAfter.length * 2 <= META_VOTERS) {
       return {
         status: 'INVALID',
-        message: `${name} votes in the metastorage group and removing it would leave ${metaLeft} of its ${META_VOTERS} voters`,
+        message: `${name} votes in the metastorage group and removing it would leave ${metaAfter.length} of its ${META_VOTERS} voters (no other member can take its vote)`,
       };
     }
     const dead = c.dead || existing.dead === true;
     this.membersByName.set(name, { ...existing, state: 'leaving', ...(dead && { dead: true }) });
     this.replan();
+    this.replanMeta();
     this.forgetLeft();
     return { status: 'MEMBERS', members: this.members() };
   }
@@ -417,6 +445,7 @@ export class MetaState {
     const partition = partitionId(c.partition);
     const current = this.assignmentsById.get(partition);
     const replicas = [...new Set(c.replicas)].map(nodeName);
+    if (partition === META_GROUP) return this.reportMetaVoters(replicas);
     if (current === undefined) return { status: 'INVALID', message: `no partition ${partition} is assigned` };
     if (replicas.length === 0) return { status: 'INVALID', message: `a partition keeps at least one replica` };
     this.assignmentsById.set(partition, replicas);
@@ -448,6 +477,44 @@ export class MetaState {
     }
   }
 
+  /** The metastorage group's leader reached the voters `voters`: they are flagged, and a reached target dropped. */
+  private reportMetaVoters(voters: readonly NodeName[]): MetaResult {
+    if (voters.length === 0) return { status: 'INVALID', message: 'the metastorage group keeps at least one voter' };
+    for (const m of this.membersByName.values()) {
+      const name = nodeName(m.name);
+      const meta = voters.includes(name);
+      if ((m.meta === true) === meta) continue;
+      const { meta: _, ...rest } = m;
+      this.membersByName.set(name, meta ? { ...rest, meta: true } : rest);
+    }
+    if (this.metaTargetNodes !== undefined && sameSet(this.metaTargetNodes, voters)) this.metaTargetNodes = undefined;
+    this.forgetLeft();
+    return { status: 'ASSIGNED', partition: META_GROUP, replicas: [...voters] };
+  }
+
+  /** `name` votes in the metastorage group, or is to. */
+  private metaVoting(name: NodeName): boolean {
+    return (this.metaTargetNodes ?? this.metaVoters()).includes(name);
+  }
+
+  /**
+   * The metastorage voters once `leaving` (if given) is gone: those voting now (or the target, while moving) that stay
+   * active, then active members that vote in nothing, by name, up to META_VOTERS.
+   */
+  private metaPlan(leaving?: NodeName): NodeName[] {
+    const active = this.activeMembers().filter((n) => n !== leaving);
+    const kept = (this.metaTargetNodes ?? this.metaVoters()).filter((n) => active.includes(n));
+    const added = active.filter((n) => !kept.includes(n)).slice(0, Math.max(0, META_VOTERS - kept.length));
+    return [...kept, ...added];
+  }
+
+  /** Recomputes the metastorage group's target from the active members (none when its voters are already there). */
+  private replanMeta(): void {
+    if (this.membersByName.size === 0) return;
+    const plan = this.metaPlan();
+    this.metaTargetNodes = plan.length === 0 || sameSet(plan, this.metaVoters()) ? undefined : plan;
+  }
+
   /** Leaving members that nothing names any more are forgotten, and their names kept as removed. */
   private forgetLeft(): void {
     for (const m of this.membersByName.values()) {
@@ -455,6 +522,7 @@ export class MetaState {
       const name = nodeName(m.name);
       const named = (lists: Iterable<readonly NodeName[]>) => [...lists].some((l) => l.includes(name));
       if (named(this.assignmentsById.values()) || named(this.targetsById.values())) continue;
+      if (m.meta === true || this.metaTargetNodes?.includes(name) === true) continue;
       this.membersByName.delete(name);
       this.removedNames.add(name);
     }
@@ -667,6 +735,10 @@ export function parseMetaView(value: unknown): MetaView | undefined {
   if (!isAssignmentList(targets)) return undefined;
   const origins = value['origins'] ?? value['assignments'];
   if (!isAssignmentList(origins)) return undefined;
+  const metaTarget = value['metaTarget'];
+  if (metaTarget !== undefined && !(Array.isArray(metaTarget) && metaTarget.length > 0 && metaTarget.every(isName))) {
+    return undefined;
+  }
   return { ...(value as unknown as MetaView), retiring, members, removed, targets, origins };
 }
 

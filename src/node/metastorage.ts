@@ -1,7 +1,13 @@
 /**
- * The metastorage service of one node. Members (the first three node names) run the `meta` Raft group with
- * `MetaState` as its state machine; every node, member or not, keeps the latest state it knows and reports each newer
- * revision to `onView` (the node then starts and stops its partition replicas).
+ * The metastorage service of one node. Members run the `meta` Raft group with `MetaState` as its state machine; every
+ * node, member or not, keeps the latest state it knows and reports each newer revision to `onView` (the node then
+ * starts and stops its partition replicas).
+ *
+ * Members: the first three founders by name to begin with. The group moves like a partition (partition-mover.ts, the
+ * view's `metaTarget`): a node the target names that does not run the group yet starts it when it learns so (it is
+ * then a learner the leader catches up, then a voter), and a node that runs the group from its stored log (a member
+ * that restarted) starts it at once. While a new member's group catches up, it keeps showing the state it watched, so
+ * that nothing it reported goes backwards.
  *
  * How non-members learn the state: a watch long-poll. A non-member asks a member (the known leader first, else the
  * next live member in turn) for anything newer than its revision; the member answers at once if it has something,
@@ -64,6 +70,8 @@ export interface MetastorageOptions {
   readonly isLive: (name: NodeName) => boolean;
   /** Whether a peer may take the leadership over before a stop (live and not stopping itself; default `isLive`). */
   readonly canSucceed?: (name: NodeName) => boolean;
+  /** Whether a watched view that names this node a metastorage voter may start the group here (default yes). */
+  readonly mayRunGroup?: (view: MetaView) => boolean;
   /** Called with every newer state this node learns, in revision order. */
   readonly onView: (view: MetaView) => void;
   readonly watchWaitMs?: number;
@@ -86,11 +94,14 @@ const HAND_OVER_POLL_MS = 10;
 const COMMAND_ATTEMPT_TIMEOUT_MS = 3_000;
 
 export class Metastorage implements GroupStateMachine {
-  readonly isMember: boolean;
+  private member: boolean;
   private readonly options: MetastorageOptions;
   private readonly watchWaitMs: number;
   private readonly commandTimeoutMs: number;
+  /** The newest state this node knows: what it reports, answers and serves. */
   private state = new MetaState();
+  /** A member's Raft state machine: `state` itself once it caught up with what this node had watched. */
+  private machine: MetaState | undefined;
   /** `state.view()` as of the last change (built once per change: readers ask for it on every request). */
   private cachedView: MetaView | undefined;
   /** The leader's revision as last asked (see `isCurrent`), and when (monotonic ms). */
@@ -104,7 +115,7 @@ export class Metastorage implements GroupStateMachine {
 
   constructor(options: MetastorageOptions) {
     this.options = options;
-    this.isMember = options.members.includes(options.self);
+    this.member = options.members.includes(options.self) || options.raft.hasStoredGroup(META_GROUP);
     this.watchWaitMs = options.watchWaitMs ?? LIMITS.metaWatchWaitMs;
     this.commandTimeoutMs = options.commandTimeoutMs ?? LIMITS.metaCommandTimeoutMs;
   }
@@ -116,12 +127,48 @@ export class Metastorage implements GroupStateMachine {
       m.handle('MetaCommandRequest', (body) => this.onCommandRequest(body.command)),
       m.handle('MetaWatchRequest', (body) => this.onWatchRequest(body.sinceRevision)),
     );
-    if (this.isMember) {
-      this.unsubscribe.push(this.options.stateMachines.register(META_GROUP, this));
-      await this.options.raft.addGroup(META_GROUP, this.options.members);
+    if (this.member) {
+      await this.runGroup();
     } else {
       void this.watchLoop();
     }
+  }
+
+  /** This node runs the metastorage group (it votes in it, or is to). */
+  get isMember(): boolean {
+    return this.member;
+  }
+
+  /** Starts the group here: from its stored log, or empty (a learner the leader catches up). */
+  private async runGroup(): Promise<void> {
+    this.member = true;
+    this.machine = this.state.revision === 0 ? this.state : new MetaState();
+    this.unsubscribe.push(this.options.stateMachines.register(META_GROUP, this));
+    await this.options.raft.addGroup(META_GROUP, this.options.members);
+  }
+
+  /** A watched view names this node among the metastorage group's voters or its target: it starts the group. */
+  private joinGroupIfNamed(view: MetaView): void {
+    if (this.member || this.stopSignal.signal.aborted) return;
+    const self = this.options.self;
+    const named =
+      view.metaTarget?.includes(self) === true || (view.members ?? []).some((m) => m.name === self && m.meta);
+    if (!named || this.options.mayRunGroup?.(view) === false) return;
+    this.runGroup().catch((error: unknown) => {
+      // The group could not start (the node is stopping): watch again.
+      this.member = false;
+      this.machine = undefined;
+      if (!this.stopSignal.signal.aborted) void this.watchLoop();
+      void error;
+    });
+  }
+
+  /** Voters of the metastorage group as this node knows them: its Raft status if it runs the group, else the state. */
+  private metaVoters(): readonly NodeName[] {
+    const status = this.member ? this.options.raft.status(META_GROUP) : undefined;
+    if (status !== undefined) return status.voters;
+    const recorded = this.state.metaVoters();
+    return recorded.length > 0 ? recorded : this.options.members;
   }
 
   /**
@@ -130,11 +177,11 @@ export class Metastorage implements GroupStateMachine {
    * `waitMs` has passed.
    */
   async handOver(waitMs: number): Promise<void> {
-    const { raft, clock, timers, self, members, isLive } = this.options;
+    const { raft, clock, timers, self, isLive } = this.options;
     const canSucceed = this.options.canSucceed ?? isLive;
     const deadlineMs = clock.monotonicMs() + waitMs;
     while (raft.status(META_GROUP)?.role === 'leader' && clock.monotonicMs() < deadlineMs) {
-      const to = members.find((name) => name !== self && canSucceed(name));
+      const to = this.metaVoters().find((name) => name !== self && canSucceed(name));
       if (to === undefined) return;
       raft.transferLeader(META_GROUP, to);
       await sleep(timers, HAND_OVER_POLL_MS);
@@ -301,21 +348,33 @@ export class Metastorage implements GroupStateMachine {
   // ------------------------------------------------------------------ state machine (members)
 
   appliedIndex(): number {
-    return this.state.revision;
+    return this.requireMachine().revision;
   }
 
   apply(entries: readonly Entry[]): void {
-    for (const e of entries) this.state.apply(e.index, e.kind === 'data' ? decodeMetaCommand(e.data) : undefined);
-    this.cachedView = undefined;
-    this.published();
+    const machine = this.requireMachine();
+    for (const e of entries) machine.apply(e.index, e.kind === 'data' ? decodeMetaCommand(e.data) : undefined);
+    this.caughtUp(machine);
   }
 
   snapshot(): Uint8Array {
-    return encodeMetaView(this.state.view());
+    return encodeMetaView(this.requireMachine().view());
   }
 
   restore(snapshot: Snapshot): void {
-    this.state = MetaState.fromView(decodeMetaView(snapshot.data));
+    this.machine = MetaState.fromView(decodeMetaView(snapshot.data));
+    this.caughtUp(this.machine);
+  }
+
+  private requireMachine(): MetaState {
+    if (this.machine === undefined) throw new BasaltError('INTERNAL', 'the metastorage group does not run here');
+    return this.machine;
+  }
+
+  /** The state machine advanced: once it holds what this node had, it is the state, and newer states are told. */
+  private caughtUp(machine: MetaState): void {
+    if (machine !== this.state && machine.revision < this.state.revision) return;
+    this.state = machine;
     this.cachedView = undefined;
     this.published();
   }
@@ -355,7 +414,7 @@ export class Metastorage implements GroupStateMachine {
 
   private async proposeLocally(command: MetaCommand): Promise<MetaResult> {
     await this.options.raft.propose(META_GROUP, encodeMetaCommand(command));
-    const result = this.state.resultOf(command.requestId);
+    const result = this.requireMachine().resultOf(command.requestId);
     if (result === undefined) throw new BasaltError('INTERNAL', 'an applied metastorage command left no result');
     return result;
   }
@@ -403,7 +462,7 @@ export class Metastorage implements GroupStateMachine {
 
   private nextMember(): NodeName {
     const { self } = this.options;
-    const members = [...this.options.members, ...(this.options.seeds ?? [])];
+    const members = [...new Set([...this.metaVoters(), ...this.options.members, ...(this.options.seeds ?? [])])];
     for (let i = 0; i < members.length; i++) {
       const candidate = members[(this.nextTarget + i) % members.length]!;
       if (candidate === self || this.options.isLive(candidate)) {
@@ -418,7 +477,9 @@ export class Metastorage implements GroupStateMachine {
 
   private learnLeader(target: NodeName, error: unknown): void {
     const hinted = isBasaltError(error, 'NOT_LEADER') ? error.details?.['leader'] : undefined;
-    if (typeof hinted === 'string' && hinted !== target && this.options.members.includes(hinted as NodeName)) {
+    const known = (name: string) =>
+      this.metaVoters().includes(name as NodeName) || this.options.members.includes(name as NodeName);
+    if (typeof hinted === 'string' && hinted !== target && known(hinted)) {
       this.leaderHint = hinted as NodeName;
     } else {
       this.leaderHint = undefined;
@@ -469,7 +530,7 @@ export class Metastorage implements GroupStateMachine {
 
   private async watchLoop(): Promise<void> {
     const signal = this.stopSignal.signal;
-    while (!signal.aborted) {
+    while (!signal.aborted && !this.member) {
       const target =
         this.leaderHint !== undefined && this.options.isLive(this.leaderHint) ? this.leaderHint : this.nextMember();
       try {
@@ -480,10 +541,11 @@ export class Metastorage implements GroupStateMachine {
         );
         this.leaderHint = (response.leader ?? undefined) as NodeName | undefined;
         const view = response.view === null ? undefined : parseMetaView(response.view);
-        if (view !== undefined && view.revision > this.state.revision) {
+        if (view !== undefined && view.revision > this.state.revision && !this.member) {
           this.state = MetaState.fromView(view);
           this.cachedView = undefined;
           this.options.onView(view);
+          this.joinGroupIfNamed(view);
         }
       } catch {
         this.leaderHint = undefined;

@@ -10,6 +10,9 @@
  * reaches is reported to the metastorage (`ReportReplicas`), which makes it the assignment and drops the target once
  * reached; a leader that finds its group already at the target (its predecessor died before reporting) reports it.
  *
+ * The metastorage group moves by the same steps toward the view's `metaTarget`, on the node that leads it; its reports
+ * set the members' `meta` flags.
+ *
  * Nothing here reads a clock or a timer directly: a `PeriodicTask` on the injected timers checks every
  * `MOVE_CHECK_INTERVAL_MS`, and a partition whose step is in flight is skipped until it settled. A step that fails
  * (lost leadership, a change refused, a timeout) is counted and tried again on a later check, from the configuration
@@ -17,6 +20,7 @@
  */
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { partitionId } from '../core/ids.js';
+import { META_GROUP } from '../core/partitioning.js';
 import { PeriodicTask, type Timers } from '../env/timers.js';
 import type { ConfChange } from '../raft/conf-change.js';
 import type { Status } from '../raft/types.js';
@@ -90,7 +94,10 @@ export class PartitionMover {
   check(): undefined {
     const view = this.ports.view();
     const handingOff = new Set<PartitionId>();
-    for (const [id, target] of view?.targets ?? []) {
+    const moving = [...(view?.targets ?? [])];
+    // The metastorage group moves the same way, on the node that leads it.
+    if (view?.metaTarget !== undefined) moving.push([META_GROUP, view.metaTarget]);
+    for (const [id, target] of moving) {
       const group = partitionId(id);
       if (this.inFlight.has(group)) continue;
       const status = this.ports.status(group);

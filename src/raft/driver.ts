@@ -206,6 +206,11 @@ export class RaftDriver {
     this.schedule(this.groups.get(id)!);
   }
 
+  /** Whether this node's log storage holds state of `group` (it ran here before, and was not removed). */
+  hasStoredGroup(id: PartitionId): boolean {
+    return this.storage.groups().includes(id);
+  }
+
   /** Replicates `data` in `group`; resolves once it is committed and applied here. */
   propose(group: PartitionId, data: Uint8Array): Promise<Committed> {
     const g = this.groups.get(group);
