@@ -95,7 +95,7 @@ async function main() {
   const procs = NODES.map((name, i) => {
     const peers = NODES.flatMap((n, j) => (j === i ? [] : [`${n}=127.0.0.1:${ports[j]}`])).join(',');
     const args = ['--name', name, '--port', String(ports[i]), '--peers', peers, '--data', join(dir, name)];
-    args.push('--client-port', String(ports[NODES.length + i]), '--table', table, '--status-interval', '600000');
+    args.push('--client-port', String(ports[NODES.length + i]), '--table', table, '--status-interval', '2000');
     if (!opts.fsync) args.push('--no-fsync');
     const nodeArgs = opts.profile === null ? [] : ['--cpu-prof', '--cpu-prof-dir', opts.profile];
     return new Proc(name, args, nodeArgs);
@@ -120,6 +120,10 @@ async function main() {
       `total: ${total.toFixed(1)}% of a core for ${opts.partitions} idle partitions ` +
         `(${opts.replicas} replicas, ${NODES.length} nodes, fsync ${opts.fsync ? 'on' : 'off'}, ${wallS.toFixed(1)} s)`,
     );
+    for (const p of procs) {
+      const lines = p.output.split('\n').filter((l) => l.startsWith('status: '));
+      console.log(`${p.name} ${lines[lines.length - 1] ?? '(no status line)'}`);
+    }
     if (opts.write) await writeAfterIdle(ports[NODES.length]);
   } finally {
     for (const p of procs) p.child.kill('SIGINT');
@@ -140,7 +144,9 @@ async function writeAfterIdle(clientPort) {
     console.log(`put after idle: ${(performance.now() - t).toFixed(1)} ms`);
     t = performance.now();
     const got = await client.get('idle', 'k');
-    console.log(`get after idle: ${(performance.now() - t).toFixed(1)} ms, read back ${JSON.stringify(got) === JSON.stringify(value) ? 'the value written' : `WRONG ${JSON.stringify(got)}`}`);
+    console.log(
+      `get after idle: ${(performance.now() - t).toFixed(1)} ms, read back ${JSON.stringify(got) === JSON.stringify(value) ? 'the value written' : `WRONG ${JSON.stringify(got)}`}`,
+    );
   } finally {
     await client.close();
   }

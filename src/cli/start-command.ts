@@ -266,7 +266,7 @@ function status(node: BasaltNode): string {
   const meta = node.metastorage.leader() ?? 'none';
   return (
     `metastorage revision ${m.metaRevision} leader ${meta}, tables: ${node.metastorage.tables().length}, ` +
-    `hosted partitions: ${m.hostedPartitions}, raft leaderships: ${m.raftLeaderships}, ` +
+    `hosted partitions: ${m.hostedPartitions}, raft leaderships: ${m.raftLeaderships} (quiet groups: ${m.raftQuietGroups}), ` +
     `live peers: ${m.livePeers.join(',') || 'none'}`
   );
 }

@@ -154,7 +154,7 @@ export class RaftDriver {
   private readonly commitLatency = new Histogram(LATENCY_BUCKETS_MS);
   private readonly groups = new Map<PartitionId, Group>();
   private pendingCount = 0;
-  private readonly quiescence: QuiescenceOptions | undefined;
+  private quiescence: QuiescenceOptions | undefined;
   private readonly quietCheckTicks: number;
   private ticks = 0;
   private timer: TimerHandle | null = null;
@@ -315,6 +315,20 @@ export class RaftDriver {
     const poked = g.raft.pokeLeader();
     this.schedule(g);
     return poked;
+  }
+
+  /**
+   * Installs (or, with undefined, removes) what lets idle groups go quiet (the owner of the groups may come after the
+   * driver). Removing it wakes every quiet group.
+   */
+  quiesceWith(options: QuiescenceOptions | undefined): void {
+    this.quiescence = options;
+    if (options !== undefined) return;
+    for (const g of this.groups.values()) {
+      if (!g.raft.isQuiet) continue;
+      g.raft.wake();
+      this.schedule(g);
+    }
   }
 
   /** Whether `group` is quiet here (false when it does not run here). */
