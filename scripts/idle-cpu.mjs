@@ -7,6 +7,7 @@
 // Usage: node scripts/idle-cpu.mjs [--partitions 64] [--replicas 3] [--seconds 30] [--settle 5] [--no-fsync]
 //                                  [--profile DIR]   (also run each node under `node --cpu-prof`, profiles into DIR)
 //                                  [--write]         (after the window: one put, then an RO get of it, timed)
+//                                  [--no-rest]       (without BASALT_IDLE_REST=1: idle partitions keep renewing)
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -19,7 +20,16 @@ const NODES = ['n1', 'n2', 'n3'];
 const READY_TIMEOUT_MS = 120_000;
 
 function parseArgs(argv) {
-  const opts = { partitions: 64, replicas: 3, seconds: 30, settle: 5, fsync: true, profile: null, write: false };
+  const opts = {
+    partitions: 64,
+    replicas: 3,
+    seconds: 30,
+    settle: 8,
+    fsync: true,
+    profile: null,
+    write: false,
+    rest: true,
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => {
@@ -34,6 +44,7 @@ function parseArgs(argv) {
     else if (a === '--no-fsync') opts.fsync = false;
     else if (a === '--profile') opts.profile = resolve(next());
     else if (a === '--write') opts.write = true;
+    else if (a === '--no-rest') opts.rest = false;
     else throw new Error(`unknown argument ${a}`);
   }
   return opts;
@@ -62,10 +73,13 @@ function cpuTicks(pid) {
 const TICKS_PER_S = 100;
 
 class Proc {
-  constructor(name, args, nodeArgs) {
+  constructor(name, args, nodeArgs, rest) {
     this.name = name;
     this.output = '';
-    this.child = spawn(process.execPath, [...nodeArgs, MAIN, 'start', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, [...nodeArgs, MAIN, 'start', ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, BASALT_IDLE_REST: rest ? '1' : '0' },
+    });
     const append = (chunk) => {
       this.output += chunk.toString();
       if (this.output.length > 1_000_000) this.output = this.output.slice(-500_000);
@@ -98,7 +112,7 @@ async function main() {
     args.push('--client-port', String(ports[NODES.length + i]), '--table', table, '--status-interval', '2000');
     if (!opts.fsync) args.push('--no-fsync');
     const nodeArgs = opts.profile === null ? [] : ['--cpu-prof', '--cpu-prof-dir', opts.profile];
-    return new Proc(name, args, nodeArgs);
+    return new Proc(name, args, nodeArgs, opts.rest);
   });
   try {
     const readyStart = Date.now();

@@ -75,6 +75,11 @@ export interface ReplicaHostOptions {
   readonly txTimeoutMs?: number;
   readonly lockWaitTimeoutMs?: number;
   readonly safeTimeSyncIdleMs?: number;
+  /**
+   * Idle partitions rest and their Raft groups go quiet (see Rest above). Off by default: a resting holder's lease
+   * lapses, and harnesses that wait for "every partition has a primary" would wait for a request first.
+   */
+  readonly rest?: boolean;
   /** Unused this long, a partition rests (partition-replica.ts "Rest"; default LIMITS.replicaRestAfterMsDefault). */
   readonly restAfterMs?: number;
   /** Period of the upkeep timer while no partition is awake (default LIMITS.replicaRestingUpkeepIntervalMs). */
@@ -206,13 +211,15 @@ export class ReplicaPartitionHost implements PartitionHost {
     this.cleanups.start();
     this.sweep.start();
     this.unsubscribe.push(context.onLeaderChange((change) => this.leaderChanged(change.group, change.role)));
-    context.raft.quiesceWith({
-      peerLive: (name) => context.membership.liveIdOf(name) !== undefined,
-      idle: (group) => this.hosted.get(group)?.replica.isResting ?? false,
-      // A follower's read waits for safe time: this node's replica (its leader's) wakes and proposes.
-      onWakeRequest: (group) => this.hosted.get(group)?.replica.touch(),
-    });
-    this.unsubscribe.push(() => context.raft.quiesceWith(undefined));
+    if (options.rest === true) {
+      context.raft.quiesceWith({
+        peerLive: (name) => context.membership.liveIdOf(name) !== undefined,
+        idle: (group) => this.hosted.get(group)?.replica.isResting ?? false,
+        // A follower's read waits for safe time: this node's replica (its leader's) wakes and proposes.
+        onWakeRequest: (group) => this.hosted.get(group)?.replica.touch(),
+      });
+      this.unsubscribe.push(() => context.raft.quiesceWith(undefined));
+    }
     this.arm();
   }
 
@@ -361,7 +368,7 @@ export class ReplicaPartitionHost implements PartitionHost {
         if (this.stopped) return;
         for (const partitionId of this.awake) {
           const replica = this.hosted.get(partitionId)?.replica;
-          if (replica?.mayRest() === true) {
+          if (this.options.rest === true && replica?.mayRest() === true) {
             replica.rest();
             this.awake.delete(partitionId);
           } else this.upkeep(partitionId, TICK);
