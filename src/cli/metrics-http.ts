@@ -117,6 +117,7 @@ function renderNode(out: MetricsText, node: BasaltNode): void {
   ]);
   out.metric('basalt_raft_groups', 'gauge', 'Raft groups this node is a member of', [[{}, m.raftGroups]]);
   out.metric('basalt_raft_leaderships', 'gauge', 'Raft groups this node leads', [[{}, m.raftLeaderships]]);
+  out.metric('basalt_raft_quiet_groups', 'gauge', 'Raft groups quiet on this node (idle)', [[{}, m.raftQuietGroups]]);
   out.metric('basalt_live_peers', 'gauge', 'peers this node sees live', [[{}, m.livePeers.length]]);
   out.metric('basalt_meta_revision', 'gauge', 'metastorage revision applied here', [[{}, m.metaRevision]]);
   const view = node.metastorage.view();

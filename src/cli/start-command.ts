@@ -133,6 +133,8 @@ export async function runStart(options: StartSettings): Promise<void> {
     advertise: peerAddress,
     ...(joinVia !== undefined && { join: true, metaSeeds: [joinVia] }),
     onDiagnostic: transportDiagnostics(name, logger),
+    // Idle partitions rest and their Raft groups go quiet (replica-host.ts "Rest"); opt-in for now.
+    ...(process.env['BASALT_IDLE_REST'] === '1' && { replicas: { rest: true } }),
     onError: (error) => {
       log(`basalt: node ${name}: ${String(error)}`);
       logger.error({ err: String(error) }, 'background failure');
@@ -266,7 +268,7 @@ function status(node: BasaltNode): string {
   const meta = node.metastorage.leader() ?? 'none';
   return (
     `metastorage revision ${m.metaRevision} leader ${meta}, tables: ${node.metastorage.tables().length}, ` +
-    `hosted partitions: ${m.hostedPartitions}, raft leaderships: ${m.raftLeaderships}, ` +
+    `hosted partitions: ${m.hostedPartitions}, raft leaderships: ${m.raftLeaderships} (quiet groups: ${m.raftQuietGroups}), ` +
     `live peers: ${m.livePeers.join(',') || 'none'}`
   );
 }

@@ -137,6 +137,17 @@ export const LIMITS = {
    * a Raft entry, fsynced on every replica, so a shorter period costs an idle cluster disk and CPU.
    */
   safeTimeSyncIdleMsDefault: 1_000,
+  /**
+   * Replica: a partition nobody used for this long (no request, proposal or waiting read), with nothing in flight and
+   * no lock held, rests: its holder stops renewing the lease and proposing idle SafeTimeSyncs, and its Raft group may
+   * go quiet. The first request wakes it (a lapsed lease is renewed while that request waits for it).
+   */
+  replicaRestAfterMsDefault: 3_000,
+  /**
+   * Replica host: period of the upkeep timer while every hosted partition rests (it only flushes then; a wake re-arms
+   * the short one). Each timer wake of an idle process costs CPU, however little it does.
+   */
+  replicaRestingUpkeepIntervalMs: 1_000,
   /** Replica: callbacks waiting for one partition's applied safe time to reach a timestamp. */
   safeTimeWaitersMax: 100_000,
   /** Replica: one node's proposals taken (timestamp registered in flight) and not yet applied or abandoned. */

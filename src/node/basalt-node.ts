@@ -97,6 +97,8 @@ export interface NodeMetrics {
   readonly recoveries: number;
   readonly raftGroups: number;
   readonly raftLeaderships: number;
+  /** Raft groups quiet on this node (idle: no ticks, no heartbeats; raft.ts "Quiescence"). */
+  readonly raftQuietGroups: number;
   /** Milliseconds from propose to committed and applied, of this node's proposals as Raft leader (all groups). */
   readonly raftCommitLatencyMs: HistogramSnapshot;
   /**
@@ -323,6 +325,7 @@ export class BasaltNode {
       recoveries: this.counters.get('recovery.aborts'),
       raftGroups: groups.length,
       raftLeaderships: groups.filter((g) => this.raft.status(g)?.role === 'leader').length,
+      raftQuietGroups: groups.filter((g) => this.raft.isQuiet(g)).length,
       raftCommitLatencyMs: this.raft.commitLatencyMs(),
       leases: {
         changes: this.counters.get(LEASE_COUNTERS.changes),

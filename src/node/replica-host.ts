@@ -19,6 +19,12 @@
  * cleanups its commit partition records still owe (`recoverCleanups`). The cleanup driver rescans them on a timer;
  * each hosted partition's lock conflicts feed the in-line cleanup.
  *
+ * Rest (partition-replica.ts): the timer runs the upkeep of awake partitions only. One that may rest is put to rest
+ * and leaves the timer; its Raft group may then go quiet (the driver asks `isResting`, and wakes a quiet follower
+ * once node liveness says its leader's node is gone). A touch (a request, a data proposal, a read, a leader change
+ * here) wakes it and runs its upkeep at once, so a lapsed lease is proposed while the first request waits for it; a
+ * read that waits for safe time on a follower pokes the leader's node, whose replica wakes in turn.
+ *
  * Primaries as this node knows them (`PrimaryHints`): a locally hosted replica's applied lease is the truth; for other
  * partitions the last holder a response or a PRIMARY_MISS named, else a rotating guess among the assigned replicas
  * (a wrong guess answers PRIMARY_MISS with the holder's name, which is learned). The coordinator's placement and the
@@ -69,6 +75,15 @@ export interface ReplicaHostOptions {
   readonly txTimeoutMs?: number;
   readonly lockWaitTimeoutMs?: number;
   readonly safeTimeSyncIdleMs?: number;
+  /**
+   * Idle partitions rest and their Raft groups go quiet (see Rest above). Off by default: a resting holder's lease
+   * lapses, and harnesses that wait for "every partition has a primary" would wait for a request first.
+   */
+  readonly rest?: boolean;
+  /** Unused this long, a partition rests (partition-replica.ts "Rest"; default LIMITS.replicaRestAfterMsDefault). */
+  readonly restAfterMs?: number;
+  /** Period of the upkeep timer while no partition is awake (default LIMITS.replicaRestingUpkeepIntervalMs). */
+  readonly restingUpkeepIntervalMs?: number;
 }
 
 const UPKEEP_INTERVAL_MS_DEFAULT = 25;
@@ -169,8 +184,12 @@ export class ReplicaPartitionHost implements PartitionHost {
   private readonly context: ReplicaHostContext;
   private readonly options: ReplicaHostOptions;
   private readonly hosted = new Map<PartitionId, Hosted>();
+  /** Partitions whose upkeep the timer runs: every hosted one that does not rest. */
+  private readonly awake = new Set<PartitionId>();
   private readonly unsubscribe: (() => void)[] = [];
   private timer: TimerHandle | undefined;
+  /** The armed timer is the slow one (no partition was awake). */
+  private timerResting = false;
   private readonly timing: LeaseTiming;
   private stopped = false;
 
@@ -191,7 +210,16 @@ export class ReplicaPartitionHost implements PartitionHost {
     this.vacuum.start();
     this.cleanups.start();
     this.sweep.start();
-    this.unsubscribe.push(context.onLeaderChange((change) => this.upkeep(change.group, TICK)));
+    this.unsubscribe.push(context.onLeaderChange((change) => this.leaderChanged(change.group, change.role)));
+    if (options.rest === true) {
+      context.raft.quiesceWith({
+        peerLive: (name) => context.membership.liveIdOf(name) !== undefined,
+        idle: (group) => this.hosted.get(group)?.replica.isResting ?? false,
+        // A follower's read waits for safe time: this node's replica (its leader's) wakes and proposes.
+        onWakeRequest: (group) => this.hosted.get(group)?.replica.touch(),
+      });
+      this.unsubscribe.push(() => context.raft.quiesceWith(undefined));
+    }
     this.arm();
   }
 
@@ -211,6 +239,7 @@ export class ReplicaPartitionHost implements PartitionHost {
       timing: this.timing,
       ...(options.txTimeoutMs !== undefined && { txTimeoutMs: options.txTimeoutMs }),
       ...(options.safeTimeSyncIdleMs !== undefined && { safeTimeSyncIdleMs: options.safeTimeSyncIdleMs }),
+      ...(options.restAfterMs !== undefined && { restAfterMs: options.restAfterMs }),
       clockWithinBound: () => context.membership.clockWithinBound(),
       timers: context.timers,
       ...(options.lockWaitTimeoutMs !== undefined && { lockWaitTimeoutMs: options.lockWaitTimeoutMs }),
@@ -227,7 +256,9 @@ export class ReplicaPartitionHost implements PartitionHost {
     // Every apply may change the lease (a first lease, a takeover): decide at once rather than on the next tick.
     entry.undo.push(replica.stateMachine.onApplied(() => this.upkeep(partitionId, TICK)));
     entry.undo.push(replica.stateMachine.onLeaseChange(leaseCounting(context.counters, replica.self)));
+    entry.undo.push(replica.onWake((reason) => this.woken(partitionId, reason)));
     this.hosted.set(partitionId, entry);
+    this.wake(partitionId);
     try {
       await context.raft.addGroup(partitionId, replicas);
     } catch (error) {
@@ -310,19 +341,64 @@ export class ReplicaPartitionHost implements PartitionHost {
     const entry = this.hosted.get(partitionId);
     if (entry === undefined) return;
     this.hosted.delete(partitionId);
+    this.awake.delete(partitionId);
     entry.replica.stop();
     for (const undo of entry.undo.reverse()) undo();
   }
 
+  /** `partitionId`'s upkeep runs on the timer again, which ticks fast from now on. */
+  private wake(partitionId: PartitionId): void {
+    this.awake.add(partitionId);
+    if (!this.timerResting || this.timer === undefined || this.stopped) return;
+    this.context.timers.clearTimer(this.timer);
+    this.arm();
+  }
+
+  /**
+   * The upkeep timer: every `upkeepIntervalMs` while a partition is awake, else only every
+   * `restingUpkeepIntervalMs` (for the flush; an idle node should not wake its process 40 times a second).
+   */
   private arm(): void {
     const interval = this.options.upkeepIntervalMs ?? UPKEEP_INTERVAL_MS_DEFAULT;
-    this.timer = this.context.timers.setTimer(() => {
-      this.timer = undefined;
-      if (this.stopped) return;
-      for (const partitionId of this.hosted.keys()) this.upkeep(partitionId, TICK);
-      this.context.storage.flush().catch(this.context.onError);
-      this.arm();
-    }, interval);
+    const resting = this.awake.size === 0;
+    this.timerResting = resting;
+    this.timer = this.context.timers.setTimer(
+      () => {
+        this.timer = undefined;
+        if (this.stopped) return;
+        for (const partitionId of this.awake) {
+          const replica = this.hosted.get(partitionId)?.replica;
+          if (this.options.rest === true && replica?.mayRest() === true) {
+            replica.rest();
+            this.awake.delete(partitionId);
+          } else this.upkeep(partitionId, TICK);
+        }
+        this.context.storage.flush().catch(this.context.onError);
+        this.arm();
+      },
+      resting ? (this.options.restingUpkeepIntervalMs ?? LIMITS.replicaRestingUpkeepIntervalMs) : interval,
+    );
+  }
+
+  /** A leader change is a use of the partition here: a new leader takes the lease over at once. */
+  private leaderChanged(partitionId: PartitionId, role: string): void {
+    const replica = this.hosted.get(partitionId)?.replica;
+    if (replica === undefined) return;
+    replica.touch();
+    this.upkeep(partitionId, TICK);
+    // Reads waiting here for safe time asked the former leader: ask the new one.
+    if (role !== 'leader' && replica.readWaiterCount > 0) this.context.raft.pokeLeader(partitionId);
+  }
+
+  /** A resting replica was used: its upkeep runs again (now, and on the timer); a waiting read asks the leader. */
+  private woken(partitionId: PartitionId, reason: 'used' | 'safe-time'): void {
+    if (this.stopped || !this.hosted.has(partitionId)) return;
+    if (reason === 'used') {
+      this.wake(partitionId);
+      this.upkeep(partitionId, TICK);
+      return;
+    }
+    if (this.context.raft.status(partitionId)?.role !== 'leader') this.context.raft.pokeLeader(partitionId);
   }
 
   /**

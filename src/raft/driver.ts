@@ -12,6 +12,12 @@
  * that its fate is unknown here. Invariants: at most one Ready per group is being handled at a time; applies happen
  * in log order; pending proposals are bounded by `raftPendingProposalsMax`.
  *
+ * Quiescence (raft.ts): with `quiescence` options, a leader group the owner calls idle and whose driver has no
+ * proposal pending goes quiet instead of ticking; quiet groups are not ticked. Every `quietCheckTicks` ticks each
+ * quiet follower asks node liveness about its leader's node and wakes once it is gone (DESIGN rule 17: connection
+ * down or heartbeats unanswered for the liveness timeout), so it campaigns; while that node lives it stays quiet.
+ * `pokeLeader` wakes a group here and asks its leader's node for attention; that node's `onWakeRequest` hears it.
+ *
  * Commit latency: with a clock, each proposal carries the monotonic time of its `propose` call, and when it resolves
  * (committed in its own term and applied here) the elapsed time goes into one fixed-bucket histogram for all groups.
  * Nothing is kept per proposal beyond the pending record it already has, so memory stays bounded by the same limit.
@@ -59,6 +65,18 @@ export interface LeaderChange {
   readonly role: Role;
 }
 
+/** Lets idle groups go quiet (raft.ts "Quiescence"). */
+export interface QuiescenceOptions {
+  /** Whether `name`'s node is live (node liveness): a quiet follower wakes once its leader's is not. */
+  readonly peerLive: (name: NodeName) => boolean;
+  /** Whether the owner of `group` has nothing for it to do: asked of a leader group before each of its ticks. */
+  readonly idle: (group: PartitionId) => boolean;
+  /** A follower of `group` on another node asked this node for attention (a read there waits for safe time). */
+  readonly onWakeRequest?: (group: PartitionId) => void;
+  /** Quiet followers check their leader's liveness every this many ticks (default: the election timeout's). */
+  readonly checkTicks?: number;
+}
+
 export type RaftCoreOptions = Partial<Omit<RaftConfig, 'self' | 'voters' | 'learners' | 'random' | 'restore'>>;
 
 export interface RaftDriverOptions {
@@ -77,6 +95,8 @@ export interface RaftDriverOptions {
   readonly onGroupFailed?: (group: PartitionId, error: unknown) => void;
   /** Measures commit latency (monotonicMs); without it no latency is recorded. */
   readonly clock?: Clock;
+  /** Without it no group ever goes quiet. */
+  readonly quiescence?: QuiescenceOptions;
 }
 
 export interface Committed {
@@ -134,6 +154,9 @@ export class RaftDriver {
   private readonly commitLatency = new Histogram(LATENCY_BUCKETS_MS);
   private readonly groups = new Map<PartitionId, Group>();
   private pendingCount = 0;
+  private quiescence: QuiescenceOptions | undefined;
+  private readonly quietCheckTicks: number;
+  private ticks = 0;
   private timer: TimerHandle | null = null;
   private stopped = false;
 
@@ -150,6 +173,8 @@ export class RaftDriver {
     this.onLeaderChange = options.onLeaderChange;
     this.onGroupFailed = options.onGroupFailed;
     this.clock = options.clock;
+    this.quiescence = options.quiescence;
+    this.quietCheckTicks = options.quiescence?.checkTicks ?? options.raft?.electionTicks ?? LIMITS.raftElectionTicks;
     this.transport.setHandler((from, envelope) => this.receive(from, envelope));
     this.armTimer();
   }
@@ -285,6 +310,37 @@ export class RaftDriver {
     return started;
   }
 
+  /**
+   * Wakes `group` here and, on a follower, asks the leader's node for attention (its `onWakeRequest`): false when this
+   * node follows no known leader of it.
+   */
+  pokeLeader(group: PartitionId): boolean {
+    const g = this.groups.get(group);
+    if (g === undefined || g.failed || this.stopped) return false;
+    const poked = g.raft.pokeLeader();
+    this.schedule(g);
+    return poked;
+  }
+
+  /**
+   * Installs (or, with undefined, removes) what lets idle groups go quiet (the owner of the groups may come after the
+   * driver). Removing it wakes every quiet group.
+   */
+  quiesceWith(options: QuiescenceOptions | undefined): void {
+    this.quiescence = options;
+    if (options !== undefined) return;
+    for (const g of this.groups.values()) {
+      if (!g.raft.isQuiet) continue;
+      g.raft.wake();
+      this.schedule(g);
+    }
+  }
+
+  /** Whether `group` is quiet here (false when it does not run here). */
+  isQuiet(group: PartitionId): boolean {
+    return this.groups.get(group)?.raft.isQuiet ?? false;
+  }
+
   status(group: PartitionId): Status | undefined {
     return this.groups.get(group)?.raft.status();
   }
@@ -328,13 +384,38 @@ export class RaftDriver {
   private armTimer(): void {
     this.timer = this.timers.setTimer(() => {
       if (this.stopped) return;
+      const checkQuiet = ++this.ticks % this.quietCheckTicks === 0;
       for (const g of this.groups.values()) {
         if (g.failed) continue;
+        if (g.raft.isQuiet) {
+          if (checkQuiet) this.checkQuietFollower(g);
+          continue;
+        }
+        if (this.mayQuiesce(g) && g.raft.quiesce()) {
+          this.schedule(g);
+          continue;
+        }
         g.raft.tick();
         this.schedule(g);
       }
       this.armTimer();
     }, this.tickIntervalMs);
+  }
+
+  /** A leader group with nothing pending here whose owner calls it idle (the core checks the rest). */
+  private mayQuiesce(g: Group): boolean {
+    const q = this.quiescence;
+    if (q === undefined || !g.raft.isLeader || g.busy || g.pending.size > 0 || g.queued.length > 0) return false;
+    return q.idle(g.id);
+  }
+
+  /** A quiet follower whose leader's node is gone wakes, so that it campaigns (rule 17 decides "gone"). */
+  private checkQuietFollower(g: Group): void {
+    const q = this.quiescence;
+    const leader = g.raft.leader;
+    if (g.raft.isLeader || (q !== undefined && leader !== null && q.peerLive(leader))) return;
+    g.raft.wake();
+    this.schedule(g);
   }
 
   private receive(from: NodeName, envelope: unknown): void {
@@ -346,6 +427,7 @@ export class RaftDriver {
     if (g === undefined || g.failed) return;
     g.raft.step(m);
     this.schedule(g);
+    if (m.kind === 'HeartbeatResp' && m.wake === true) this.quiescence?.onWakeRequest?.(g.id);
   }
 
   // ---------------------------------------------------------------- the Ready loop

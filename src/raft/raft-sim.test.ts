@@ -17,13 +17,15 @@ const membershipSeedCount = Number(process.env['RAFT_MEMBERSHIP_SEEDS'] ?? 200);
 const membershipSeeds =
   only !== undefined ? [Number(only)] : Array.from({ length: membershipSeedCount }, (_, i) => i + 1);
 
-function runSeed(seed: number, membership = false): ReturnType<typeof runRaftSimulation> {
+function runSeed(seed: number, membership = false, quiescence = false): ReturnType<typeof runRaftSimulation> {
   const size = Number(process.env['RAFT_SIZE'] ?? (seed % 2 === 0 ? 5 : 3));
   try {
-    return runRaftSimulation(new SeededRandom(seed), { size, membership });
+    return runRaftSimulation(new SeededRandom(seed), { size, membership, quiescence });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    const what = membership ? 'raft simulation with membership changes' : 'raft simulation';
+    const what =
+      (membership ? 'raft simulation with membership changes' : 'raft simulation') +
+      (quiescence ? ' and quiescence' : '');
     throw new Error(
       `${what} failed for seed ${seed} (${size} nodes); replay with RAFT_SEED=${seed} RAFT_SIZE=${size}: ${message}`,
       {
@@ -78,6 +80,29 @@ test(`every seed keeps Raft safe while configurations change under faults (${mem
  * change not yet applied on it), 984 without rule 2's wait for a new leader's own noop (each with the simulation's
  * in-flight check off; with it on, that check fails them first). Both run 5 voters and 2 spares.
  */
+const quietSeedCount = Number(process.env['RAFT_QUIET_SEEDS'] ?? 200);
+const quietSeeds = only !== undefined ? [Number(only)] : Array.from({ length: quietSeedCount }, (_, i) => i + 1);
+
+test(`every seed keeps Raft safe and converges with idle groups going quiet under faults (${quietSeeds.length} seeds)`, () => {
+  const totals = { acked: 0, quiesced: 0, leaderGoneWakes: 0, elections: 0, confApplied: 0 };
+  for (const seed of quietSeeds) {
+    // Odd seeds also change configurations, so that quiet groups meet membership changes too.
+    const r = runSeed(seed, seed % 2 === 1, true);
+    totals.acked += r.acked;
+    totals.quiesced += r.stats.quiesced;
+    totals.leaderGoneWakes += r.stats.leaderGoneWakes;
+    totals.elections += r.stats.elections;
+    totals.confApplied += r.stats.confApplied;
+  }
+  // Groups went quiet often, quiet followers woke when their leader's node went away, and work still got done.
+  assert.ok(totals.quiesced >= quietSeeds.length, `only ${totals.quiesced} quiescences`);
+  assert.ok(totals.acked > quietSeeds.length * 10, `only ${totals.acked} acknowledged proposals`);
+  if (quietSeeds.length >= 50) {
+    assert.ok(totals.leaderGoneWakes > 0, 'no quiet follower ever woke for a gone leader');
+    assert.ok(totals.confApplied > 0, 'no configuration change met quiescence');
+  }
+});
+
 test('fixed seeds that lost committed entries without the membership rules stay safe', () => {
   for (const seed of [558, 984]) {
     const r = runRaftSimulation(new SeededRandom(seed), { size: 5, membership: true });

@@ -37,6 +37,20 @@
  * or added without having applied that yet. A candidate asks only the voters of its configuration and counts only
  * their answers. A leader that applies its own removal steps down; a leader stops replicating to a node once its
  * removal is applied.
+ *
+ * Quiescence (CockroachDB's quiesced ranges, TiKV's hibernate regions): an idle group stops ticking, so it costs no
+ * heartbeats. `quiesce()` on a leader whose log is committed, applied and durable up to its last index, held by every
+ * member, with no transfer, snapshot or configuration change pending, sends each member a Heartbeat marked `quiesce`
+ * and goes quiet; a follower that then holds exactly that log up to that commit goes quiet too and does not answer.
+ * A quiet node's `tick` does nothing. It wakes on `wake()`, on a proposal, a configuration change or a transfer, and
+ * on any message of its group except its leader's quiesce Heartbeat and a plain HeartbeatResp (which asks nothing);
+ * waking restarts its election and heartbeat counts, and a leader's check-quorum period. Safety does not depend on
+ * it: only ticks stop, and every message is handled as before. Liveness does: a quiet follower never campaigns, so
+ * whoever drives the core must wake it once the leader's node is gone (the driver asks node liveness), and a
+ * follower that misses the quiesce Heartbeat keeps ticking and campaigns, which wakes the others. A quiet follower
+ * also keeps leader stickiness (it neither votes nor adopts a higher term from a (pre)vote), since its election count
+ * stays where the quiesce Heartbeat reset it. `pokeLeader()` lets a follower's owner ask the leader's node for work
+ * (a HeartbeatResp marked `wake`, which wakes a quiet leader).
  */
 import { assert, unreachable } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
@@ -143,6 +157,8 @@ export class Raft {
   /** Leader: no configuration change is proposed while this is above the applied index (rule 2 above). */
   private pendingConfIndex = 0;
 
+  /** Ticks do nothing until a message, proposal or `wake` (Quiescence in the header); false in every new role. */
+  private quiet = false;
   private outbox: Message[] = [];
   /** A leader's replication messages, which may leave before the Ready that holds them is durable. */
   private leaderOutbox: Message[] = [];
@@ -183,12 +199,14 @@ export class Raft {
   // ---------------------------------------------------------------- inputs
 
   tick(): void {
+    if (this.quiet) return;
     if (this.role === 'leader') this.tickLeader();
     else this.tickElection();
   }
 
   step(m: Message): void {
     assert(m.to === this.self, 'a message is stepped into the node it is for', m.to, this.self);
+    if (this.quiet && !this.keepsQuiet(m)) this.wake();
     // Messages from outside this node's configuration count too: nodes switch configurations at different times.
     if (m.term > this.term) {
       if (m.kind === 'PreVote' || m.kind === 'Vote') {
@@ -223,6 +241,7 @@ export class Raft {
     }
     const uncommitted = this.log.lastIndex() - this.log.committed;
     if (uncommitted + batch.length > this.uncommittedEntriesMax) return { status: 'OVERLOADED', uncommitted };
+    this.wake();
     const first = this.log.lastIndex() + 1;
     this.appendEntries(batch.map((data, i) => makeEntry(first + i, this.term, 'data', data)));
     this.broadcastAppend();
@@ -259,6 +278,7 @@ export class Raft {
       this.log.applied,
       this.pendingConfIndex,
     );
+    this.wake();
     const index = this.log.lastIndex() + 1;
     this.appendEntries([makeEntry(index, this.term, 'conf', encodeConfChange(change))]);
     this.pendingConfIndex = index;
@@ -270,12 +290,60 @@ export class Raft {
   transferLeader(to: NodeName): boolean {
     if (this.role !== 'leader' || to === this.self || !isVoter(this.conf, to)) return false;
     if (this.transferee === to) return true;
+    this.wake();
     this.transferee = to;
     // The transfer must finish within one election timeout or it is abandoned (tickLeader).
     this.electionElapsed = 0;
     const pr = this.progress.get(to)!;
     if (pr.match === this.log.lastIndex()) this.send({ kind: 'TimeoutNow', to });
     else this.sendAppend(to, true);
+    return true;
+  }
+
+  /**
+   * A leader with nothing left to replicate goes quiet (Quiescence in the header): every member is told with a quiesce
+   * Heartbeat. Returns whether this node is quiet now; false, with nothing done, when anything is in flight.
+   */
+  quiesce(): boolean {
+    if (this.quiet) return true;
+    if (!this.mayQuiesce()) return false;
+    const commit = logIndex(this.log.committed);
+    for (const peer of this.progress.keys()) {
+      if (peer !== this.self) this.send({ kind: 'Heartbeat', to: peer, commit, quiesce: true });
+    }
+    this.quiet = true;
+    return true;
+  }
+
+  /** The group is quiet on this node (Quiescence in the header). */
+  get isQuiet(): boolean {
+    return this.quiet;
+  }
+
+  /** The leader this node follows (itself when leader), or null. */
+  get leader(): NodeName | null {
+    return this.lead;
+  }
+
+  get isLeader(): boolean {
+    return this.role === 'leader';
+  }
+
+  /** Leaves the quiet state (a no-op when awake): ticks count again from zero. */
+  wake(): void {
+    if (!this.quiet) return;
+    this.quiet = false;
+    this.electionElapsed = 0;
+    this.heartbeatElapsed = 0;
+    // A new check-quorum period: only what is heard from now on counts (the last answers may be hours old).
+    if (this.role === 'leader') for (const [peer, pr] of this.progress) if (peer !== this.self) pr.recentActive = false;
+  }
+
+  /** A follower wakes and asks its leader's node for attention (a HeartbeatResp marked `wake`); false without one. */
+  pokeLeader(): boolean {
+    if (this.role !== 'follower' || this.lead === null || this.lead === this.self) return false;
+    this.wake();
+    this.send({ kind: 'HeartbeatResp', to: this.lead, wake: true });
     return true;
   }
 
@@ -360,7 +428,24 @@ export class Raft {
       voters: this.conf.voters,
       learners: this.conf.learners,
       pendingConfIndex: logIndex(this.pendingConfIndex),
+      quiet: this.quiet,
     };
+  }
+
+  /** Nothing is in flight: the log is committed, applied and durable to its end on this leader and every member. */
+  private mayQuiesce(): boolean {
+    if (this.role !== 'leader' || this.transferee !== null || this.commitToBroadcast) return false;
+    const last = this.log.lastIndex();
+    if (this.log.committed !== last || this.log.applied !== last || this.log.stableIndex() !== last) return false;
+    if (this.log.pendingSnapshot !== null || this.pendingConfIndex > this.log.applied) return false;
+    for (const [peer, pr] of this.progress) if (peer !== this.self && pr.match !== last) return false;
+    return true;
+  }
+
+  /** The messages that leave a quiet node quiet: its leader's quiesce Heartbeat and a plain HeartbeatResp. */
+  private keepsQuiet(m: Message): boolean {
+    if (m.kind === 'HeartbeatResp') return m.wake !== true && m.term === this.term;
+    return m.kind === 'Heartbeat' && m.quiesce === true && m.from === this.lead && m.term === this.term;
   }
 
   /** Leader only: each member's (match, next, state), for tests and metrics. */
@@ -430,6 +515,7 @@ export class Raft {
     this.transferee = null;
     this.commitToBroadcast = false;
     this.pendingConfIndex = 0;
+    this.quiet = false;
   }
 
   private becomeFollower(term: number, lead: NodeName | null): void {
@@ -730,6 +816,12 @@ export class Raft {
 
   private handleHeartbeat(m: HeartbeatMessage): void {
     this.log.commitTo(Math.min(m.commit, this.log.lastIndex()));
+    const caughtUp = this.log.lastIndex() === m.commit && this.log.committed === m.commit;
+    if (m.quiesce === true && caughtUp && this.log.pendingSnapshot === null) {
+      // Quiet, and silent: an answer would only tell the quiet leader what it knows.
+      this.quiet = true;
+      return;
+    }
     this.send({ kind: 'HeartbeatResp', to: m.from });
   }
 

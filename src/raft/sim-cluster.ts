@@ -18,6 +18,11 @@
  * input: a leader's log never holds more than one configuration change above its applied index (one in flight), and
  * every node's configuration is the one its log implies at its applied index, which is the one the applied history
  * implies there (so no node acts on a configuration other nodes did not commit).
+ *
+ * Quiescence (`quiescence`): at each of its ticks a leader with no proposal of its own pending tries to go quiet
+ * instead of ticking; a quiet follower asks the simulated node liveness about its leader (up, and linked both ways)
+ * and wakes once it is gone; a quiet node does not tick. `runRaftSimulation` then alternates busy and idle stretches,
+ * so that groups go quiet and wake under every fault.
  */
 import { assert } from '../core/assert.js';
 import { logIndex, type NodeName, nodeName, term as toTerm } from '../core/ids.js';
@@ -73,6 +78,8 @@ export interface SimClusterOptions {
   /** Applied entries kept before a node compacts its log into a snapshot. */
   readonly compactEvery?: number;
   readonly raft?: Partial<Omit<RaftConfig, 'self' | 'voters' | 'learners' | 'random' | 'restore'>>;
+  /** Idle leaders go quiet, and quiet followers wake once their leader's node is gone (see the header). */
+  readonly quiescence?: boolean;
 }
 
 /** What survives a crash. */
@@ -118,6 +125,7 @@ export class SimCluster {
   private readonly tickPeriods: ReadonlyMap<NodeName, number>;
   private readonly compactEvery: number;
   private readonly raftOptions: SimClusterOptions['raft'];
+  readonly quiescence: boolean;
   private queue: InFlight[] = [];
   private seq = 0;
   now = 0;
@@ -155,6 +163,9 @@ export class SimCluster {
     committedPromote: 0,
     committedRemove: 0,
     selfRemovals: 0,
+    /** Leaders that went quiet, and quiet followers woken because their leader's node was gone. */
+    quiesced: 0,
+    leaderGoneWakes: 0,
   };
 
   constructor(options: SimClusterOptions) {
@@ -163,6 +174,7 @@ export class SimCluster {
     this.unitsPerTick = options.unitsPerTick ?? 10;
     this.compactEvery = options.compactEvery ?? Number.POSITIVE_INFINITY;
     this.raftOptions = options.raft;
+    this.quiescence = options.quiescence ?? false;
     this.names = Array.from({ length: options.size + (options.spares ?? 0) }, (_, i) => nodeName(`n${i + 1}`));
     this.initialConf = confState(this.names.slice(0, options.size));
     this.confAfter = [this.initialConf];
@@ -223,7 +235,7 @@ export class SimCluster {
   /** Ticks one node `count` times and handles its Readies (no delivery). */
   tick(name: NodeName | string, count = 1): void {
     for (let i = 0; i < count; i++) {
-      this.raft(name).tick();
+      this.tickNode(name as NodeName, this.live.get(name as NodeName)!);
       this.handleReady(name as NodeName);
     }
   }
@@ -303,7 +315,7 @@ export class SimCluster {
   /** Ticks every live node `count` times, delivering everything after each round. */
   tickAll(count = 1): void {
     for (let i = 0; i < count; i++) {
-      for (const l of this.live.values()) l.raft.tick();
+      for (const [name, l] of this.live) this.tickNode(name, l);
       this.stabilize();
     }
   }
@@ -318,6 +330,30 @@ export class SimCluster {
     this.disks.set(name as NodeName, { hardState, snapshot: null, entries });
     this.live.delete(name as NodeName);
     this.start(name as NodeName);
+  }
+
+  /** Node liveness as `from` sees it: `to` is up and the network links them both ways. */
+  peerLive(from: NodeName | string, to: NodeName | string): boolean {
+    if (!this.live.has(to as NodeName)) return false;
+    if (this.cut.has(`${from}>${to}`) || this.cut.has(`${to}>${from}`)) return false;
+    return this.sides === null || this.sides.get(from as NodeName) === this.sides.get(to as NodeName);
+  }
+
+  /** One tick of a node, as a driver with quiescence gives it (see the header); a plain tick without quiescence. */
+  private tickNode(name: NodeName, l: Live): void {
+    if (this.quiescence) {
+      const raft = l.raft;
+      if (raft.isQuiet) {
+        const leader = raft.leader;
+        if (raft.isLeader || (leader !== null && this.peerLive(name, leader))) return;
+        raft.wake();
+        this.stats.leaderGoneWakes++;
+      } else if (raft.isLeader && l.pending.size === 0 && raft.quiesce()) {
+        this.stats.quiesced++;
+        return;
+      }
+    }
+    l.raft.tick();
   }
 
   // ---------------------------------------------------------------- the seeded run
@@ -337,7 +373,7 @@ export class SimCluster {
       // Nodes tick out of phase with one another, as real nodes do.
       const l = this.live.get(n);
       if (l !== undefined && (this.now + i * 3) % this.tickPeriods.get(n)! === 0) {
-        l.raft.tick();
+        this.tickNode(n, l);
         this.checkLeader(l.raft);
       }
     }
@@ -710,7 +746,12 @@ export interface SimRunOptions {
   readonly faultUnits?: number;
   /** Units the healed cluster gets to apply every acknowledged proposal everywhere. */
   readonly convergeUnitsMax?: number;
+  /** Idle leaders go quiet; proposals then come in busy stretches between idle ones (`QUIET_STRETCH_UNITS`). */
+  readonly quiescence?: boolean;
 }
+
+/** With quiescence, the safety phase alternates busy and idle stretches this long. */
+const QUIET_STRETCH_UNITS = 300;
 
 /**
  * One seeded run: a safety phase under faults drawn from `random`, then a liveness phase in which the network heals,
@@ -752,10 +793,12 @@ export function runRaftSimulation(random: Random, options: SimRunOptions): SimRu
     compactEvery,
     raft: applyEntriesMax === undefined ? raft : { ...raft, applyEntriesMax },
     tickDriftUnitsMax,
+    quiescence: options.quiescence === true,
   });
   const faultUnits = options.faultUnits ?? 3000;
   for (let u = 0; u < faultUnits; u++) {
-    cluster.stepUnit(proposeRate, confChangeRate);
+    const idle = options.quiescence === true && Math.floor(u / QUIET_STRETCH_UNITS) % 2 === 1;
+    cluster.stepUnit(idle ? 0 : proposeRate, idle ? 0 : confChangeRate);
     if (u % 100 === 0) cluster.checkLogMatching();
   }
   cluster.healAll();

@@ -87,9 +87,18 @@ export type AppendRespMessage = Envelope & {
   readonly hintIndex: LogIndex;
   readonly hintTerm: Term;
 };
-/** `commit` is min(follower's match, leader's commit), so a follower never commits beyond what it is known to hold. */
-export type HeartbeatMessage = Envelope & { readonly kind: 'Heartbeat'; readonly commit: LogIndex };
-export type HeartbeatRespMessage = Envelope & { readonly kind: 'HeartbeatResp' };
+/**
+ * `commit` is min(follower's match, leader's commit), so a follower never commits beyond what it is known to hold.
+ * `quiesce`: the leader goes quiet (raft.ts "Quiescence"); a follower holding exactly the log up to `commit` goes
+ * quiet too and does not answer.
+ */
+export type HeartbeatMessage = Envelope & {
+  readonly kind: 'Heartbeat';
+  readonly commit: LogIndex;
+  readonly quiesce?: boolean;
+};
+/** `wake`: a follower asks its leader's node for attention (a read there waits for safe time, raft.ts "Quiescence"). */
+export type HeartbeatRespMessage = Envelope & { readonly kind: 'HeartbeatResp'; readonly wake?: boolean };
 export type SnapshotMessage = Envelope & { readonly kind: 'Snapshot'; readonly snapshot: Snapshot };
 /** The leader tells a caught-up transferee to campaign at once. */
 export type TimeoutNowMessage = Envelope & { readonly kind: 'TimeoutNow' };
@@ -150,6 +159,8 @@ export interface Status {
   readonly learners: readonly NodeName[];
   /** Leader: the index of the latest configuration change it may not have applied yet (0 when none). */
   readonly pendingConfIndex: LogIndex;
+  /** The group is quiet here: ticks do nothing until a message, a proposal or `wake` (raft.ts "Quiescence"). */
+  readonly quiet?: boolean;
 }
 
 /** A proposal is an expected outcome, never an exception: only a leader not transferring away accepts one. */

@@ -11,7 +11,7 @@ export interface RaftEnvelope {
   readonly message: Message;
 }
 
-type FieldType = 'index' | 'bool' | 'entries' | 'snapshot';
+type FieldType = 'index' | 'bool' | 'optionalBool' | 'entries' | 'snapshot';
 
 /** Fields each kind carries besides from, to and term. */
 const FIELDS: Readonly<Record<MessageKind, Readonly<Record<string, FieldType>>>> = {
@@ -21,8 +21,8 @@ const FIELDS: Readonly<Record<MessageKind, Readonly<Record<string, FieldType>>>>
   VoteResp: { reject: 'bool' },
   Append: { prevIndex: 'index', prevTerm: 'index', entries: 'entries', commit: 'index' },
   AppendResp: { reject: 'bool', index: 'index', hintIndex: 'index', hintTerm: 'index' },
-  Heartbeat: { commit: 'index' },
-  HeartbeatResp: {},
+  Heartbeat: { commit: 'index', quiesce: 'optionalBool' },
+  HeartbeatResp: { wake: 'optionalBool' },
   Snapshot: { snapshot: 'snapshot' },
   TimeoutNow: {},
 };
@@ -64,6 +64,8 @@ function checkField(type: FieldType, v: unknown): boolean {
       return isIndex(v);
     case 'bool':
       return typeof v === 'boolean';
+    case 'optionalBool':
+      return v === undefined || typeof v === 'boolean';
     case 'entries':
       return isEntries(v);
     case 'snapshot':

@@ -14,6 +14,17 @@
  * acts as primary, once its readable safe time (now, or just below its smallest proposal in flight) covers it.
  * Waiters are re-checked after every apply; each has a timeout on the injected timers.
  *
+ * Rest (idle partitions): a replica nobody used for `restAfterMs` (no request, proposal or waiting read), with no
+ * proposal in flight, no lock held or waited for and no write awaiting confirmation, may be put to rest by its host
+ * (`mayRest`, `rest`): its upkeep then proposes nothing (no lease renewal, no idle SafeTimeSync), so the lease may
+ * lapse and the Raft group may go quiet. `touch` (every request, data proposal and read; not the upkeep's own
+ * proposals, which would keep it awake forever) wakes it: its wake listeners run
+ * at once (the host resumes its upkeep, which renews a lapsed lease), and a primary-only request waits for that lease
+ * (`untilLeaseStart`) instead of answering PRIMARY_MISS. A read that must wait for safe time also asks for it
+ * (`onWake` with 'safe-time': the host pokes the Raft leader's node, whose upkeep then proposes). Rules 1–6 are
+ * untouched: a lapsed lease is renewed by an ordinary extension (rule 3: it applies only while still current), and
+ * until it applies the replica does not act.
+ *
  * Everything here is synchronous except the proposals' promises, which only the Raft driver (through `submit` and the
  * state machine's apply) settles, and the waits on injected timers. The object is never reused after `stop`.
  */
@@ -90,6 +101,8 @@ export interface PartitionReplicaOptions {
   readonly txTimeoutMs?: number;
   readonly txStateRetentionMs?: number;
   readonly safeTimeSyncIdleMs?: number;
+  /** Unused this long, the replica may rest (see Rest in the header); default LIMITS.replicaRestAfterMsDefault. */
+  readonly restAfterMs?: number;
   /** Rule 19: false while this node's clock is beyond the bound; the replica then neither acts nor proposes leases. */
   readonly clockWithinBound?: () => boolean;
   readonly timers: Timers;
@@ -102,6 +115,9 @@ export interface PartitionReplicaOptions {
 }
 
 export type UnprotectedIntentListener = (txId: TxId, commitPartitionId: PartitionId) => void;
+
+/** Why a resting replica is woken: it was used, or a read here waits for safe time (ask the leader for it). */
+export type WakeReason = 'used' | 'safe-time';
 
 /** What the host adds to an upkeep decision: the group's Raft state here, who could lead instead, the occasion. */
 export interface UpkeepFacts {
@@ -147,6 +163,13 @@ export class PartitionReplica {
   private readonly safeTimeSyncIdleMs: number | undefined;
   private readonly clockWithinBound: () => boolean;
   private leaseProposalInFlight = false;
+  /** The Lease command in flight (settles once applied or abandoned), for requests that wait for it. */
+  private leaseProposal: Promise<unknown> | null = null;
+  private readonly restAfterMs: number;
+  /** Monotonic ms of the last use (request, proposal, read). */
+  private lastUsedMs: number;
+  private resting = false;
+  private readonly wakeListeners = new Set<(reason: WakeReason) => void>();
   private handingOver = false;
   /** Monotonic ms until which this replica does not renew its lease (a planned leadership move). */
   private renewalsPausedUntilMs = Number.NEGATIVE_INFINITY;
@@ -167,6 +190,8 @@ export class PartitionReplica {
     this.submit = options.submit;
     this.timing = options.timing ?? leaseTiming(options.clock.maxClockSkewMs);
     this.safeTimeSyncIdleMs = options.safeTimeSyncIdleMs;
+    this.restAfterMs = options.restAfterMs ?? LIMITS.replicaRestAfterMsDefault;
+    this.lastUsedMs = options.physicalClock.monotonicMs();
     this.clockWithinBound = options.clockWithinBound ?? (() => true);
     this.proposals = new ProposalTracker(this.self, options.clock);
     this.stateMachine = new PartitionStateMachine({
@@ -240,6 +265,7 @@ export class PartitionReplica {
       renewalsPaused: nowMs < this.renewalsPausedUntilMs,
       clockWithinBound: this.clockWithinBound(),
       stopped: this.stopped,
+      resting: this.resting,
       lastSafeTimeAdvanceMs: this.lastSafeTimeAdvanceMs,
       nowMs,
       proposalsInFlight: this.proposals.inFlightCount,
@@ -279,10 +305,59 @@ export class PartitionReplica {
     this.leaseProposalInFlight = true;
     const done = (): void => {
       this.leaseProposalInFlight = false;
+      this.leaseProposal = null;
     };
-    this.propose((p) => ({ kind: 'Lease', ts: p.ts, proposalId: p.id, lease: action.lease, replaces: action.replaces }))
-      .then(done, done)
-      .catch(() => {});
+    const proposal = this.propose((p) => ({
+      kind: 'Lease',
+      ts: p.ts,
+      proposalId: p.id,
+      lease: action.lease,
+      replaces: action.replaces,
+    })).then(done, done);
+    // A proposal refused at once has already settled (and cleared the flag): nothing to wait for then.
+    if (this.leaseProposalInFlight) this.leaseProposal = proposal;
+    proposal.catch(() => {});
+  }
+
+  // ---------------------------------------------------------------------------------------- rest
+
+  /** The partition is used now; a resting replica wakes (see Rest in the header). */
+  touch(): void {
+    this.lastUsedMs = this.physicalClock.monotonicMs();
+    if (!this.resting) return;
+    this.resting = false;
+    // A lease renewed after a rest counts as primacy gained: the owed cleanups run again (idempotent), since the
+    // rescans skipped this partition while its lease had lapsed.
+    this.wasActing = false;
+    for (const listener of this.wakeListeners) listener('used');
+  }
+
+  /** Listens for wakes: 'used' after a rest, 'safe-time' whenever a read here waits for safe time. */
+  onWake(listener: (reason: WakeReason) => void): () => void {
+    this.wakeListeners.add(listener);
+    return () => this.wakeListeners.delete(listener);
+  }
+
+  /** Nobody used the partition for `restAfterMs`, and nothing of it is in flight or held here. */
+  mayRest(): boolean {
+    if (this.stopped || this.resting || this.handingOver) return this.resting;
+    if (this.physicalClock.monotonicMs() - this.lastUsedMs < this.restAfterMs) return false;
+    return (
+      this.proposals.inFlightCount === 0 &&
+      !this.leaseProposalInFlight &&
+      this.readWaiters.size === 0 &&
+      this.pipeline.size === 0 &&
+      this.locks.keyCount === 0
+    );
+  }
+
+  /** Puts the replica to rest (after `mayRest`): its upkeep proposes nothing until `touch`. */
+  rest(): void {
+    this.resting = true;
+  }
+
+  get isResting(): boolean {
+    return this.resting;
   }
 
   /**
@@ -371,7 +446,14 @@ export class PartitionReplica {
    * otherwise at once with `now` (the caller's primacy check then answers).
    */
   async untilLeaseStart(now: HybridTimestamp, token?: LeaseToken): Promise<HybridTimestamp> {
-    const check = this.checkPrimary(now, token);
+    this.touch();
+    let check = this.checkPrimary(now, token);
+    if (check.kind !== 'ok' && LAPSED.has(check.reason) && this.leaseProposal !== null && !this.stopped) {
+      // Our own Lease command is on its way (a rested holder renewing its lapsed lease, a first lease): wait for it.
+      await settledWithin(this.leaseProposal, this.leaseStartWaitMs, this.timers);
+      now = this.clock.now();
+      check = this.checkPrimary(now, token);
+    }
     if (check.kind === 'ok' || check.reason !== 'not-started' || check.start === undefined) return now;
     const waitMs = physicalMs(check.start) - physicalMs(now) + 1;
     if (waitMs > this.leaseStartWaitMs || this.stopped) return now;
@@ -408,6 +490,7 @@ export class PartitionReplica {
 
   /** Proposes an Update (one write) or UpdateAll under `token`, with the next sequence number of that lease. */
   proposeData(data: DataProposal): Promise<ApplyResult> {
+    this.touch();
     return this.propose((p) => {
       const base = {
         ts: p.ts,
@@ -485,14 +568,33 @@ export class PartitionReplica {
 
   /** Resolves once `readTs` is readable here; TIMEOUT after `timeoutMs`, OVERLOADED when too many wait. */
   waitReadable(readTs: HybridTimestamp, timeoutMs: number = this.readWaitMs): Promise<void> {
+    this.touch();
     if (this.readableAt(readTs)) return Promise.resolve();
     if (this.stopped) return Promise.reject(stoppedError(this.partitionId));
-    return this.readWaiters.wait(readTs, timeoutMs);
+    const wait = this.readWaiters.wait(readTs, timeoutMs);
+    // Safe time moves only with applies: ask for one (the leader's upkeep renews a lapsed lease or syncs safe time).
+    for (const listener of this.wakeListeners) listener('safe-time');
+    return wait;
   }
 
   get readWaiterCount(): number {
     return this.readWaiters.size;
   }
+}
+
+/** The PRIMARY_MISS reasons our own Lease command in flight may cure. */
+const LAPSED: ReadonlySet<string> = new Set(['no-lease', 'ended', 'not-holder']);
+
+/** Resolves once `promise` settles or `timeoutMs` passed, whichever is first (never rejects). */
+function settledWithin(promise: Promise<unknown>, timeoutMs: number, timers: Timers): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = timers.setTimer(resolve, timeoutMs);
+    const done = (): void => {
+      timers.clearTimer(timer);
+      resolve();
+    };
+    promise.then(done, done);
+  });
 }
 
 function stoppedError(partitionId: PartitionId): BasaltError {

@@ -103,7 +103,8 @@ export type LeaseAction =
         | 'clock-offset'
         | 'stopped'
         | 'no-raft-group'
-        | 'drain-poll';
+        | 'drain-poll'
+        | 'resting';
     }
   | LeaseProposal;
 
@@ -296,6 +297,8 @@ export interface UpkeepInput {
   readonly clockWithinBound: boolean;
   /** The replica object stopped: it proposes nothing any more. */
   readonly stopped: boolean;
+  /** Nobody uses the partition (partition-replica.ts "Rest"): no lease renewal and no idle SafeTimeSync. */
+  readonly resting?: boolean;
   /** Monotonic ms when applied safe time last moved here, and now. */
   readonly lastSafeTimeAdvanceMs: number;
   readonly nowMs: number;
@@ -328,7 +331,8 @@ export interface UpkeepDecision {
 /**
  * Everything the upkeep of one replica decides, as a pure function of what it sees:
  * - a tick proposes what `decideLeaseAction` calls for and an idle SafeTimeSync (never both: a lease proposal in
- *   flight advances safe time too); a leader whose clock is beyond the bound hands its group to a live successor
+ *   flight advances safe time too), and neither while the replica rests (nobody uses the partition: its lease may
+ *   lapse, rules 1 and 3 still decide when it acts, and the first request wakes it); a leader whose clock is beyond the bound hands its group to a live successor
  *   (rule 19: it proposes no lease, so that one takes the lease over once the current one lapses); and a replica that
  *   acts as primary now but did not at the previous tick re-runs the cleanups it owes;
  * - a drain poll times the hand-over (rule 5): a leader keeps serving under its own lease while that lets it act, unless
@@ -353,10 +357,13 @@ function decideTick(input: UpkeepInput): UpkeepDecision {
   const actions: UpkeepAction[] = [];
   const lease: LeaseAction = input.stopped
     ? { kind: 'none', reason: 'stopped' }
-    : decideLeaseAction({ ...input, ...raft, clockWithinBound });
+    : input.resting === true
+      ? { kind: 'none', reason: 'resting' }
+      : decideLeaseAction({ ...input, ...raft, clockWithinBound });
   if (lease.kind === 'propose') actions.push({ kind: 'propose-lease', proposal: lease });
   const sync =
     !input.stopped &&
+    input.resting !== true &&
     lease.kind !== 'propose' &&
     shouldProposeSafeTimeSync({
       ...raft,

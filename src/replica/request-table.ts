@@ -58,8 +58,12 @@ export function txRequestTable(parts: TxRequestTableParts): TxRequestTable {
   const { partitions, resolver, inline, finish, commitPartition, coordinator } = parts;
   const stateWaitMs = parts.stateWaitMs ?? LIMITS.txStateWaitMsDefault;
   const readOnly = { resolver, ...(parts.lowWatermark !== undefined && { lowWatermark: parts.lowWatermark }) };
-  const hosted = (body: { readonly partitionId: PartitionId }) =>
-    assertHosted(partitions.get(body.partitionId), body.partitionId);
+  // Every request to a hosted partition uses it: a resting replica wakes (partition-replica.ts "Rest").
+  const hosted = (body: { readonly partitionId: PartitionId }) => {
+    const p = assertHosted(partitions.get(body.partitionId), body.partitionId);
+    p.touch();
+    return p;
+  };
   return {
     ReadWriteRequest: async (body) => handleReadWrite(hosted(body), body, resolver, inline),
     ReadOnlyRequest: async (body) => handleReadOnly(hosted(body), body, readOnly),

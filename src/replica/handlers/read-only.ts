@@ -35,7 +35,7 @@ export async function handleReadOnly(
   request: ReadOnlyRequest,
   deps: ReadOnlyDeps,
 ): Promise<ReadOnlyResponse> {
-  const readTs = request.readTs ?? implicitReadTs(p);
+  const readTs = request.readTs ?? (await implicitReadTs(p));
   if (readTs <= 0n) throw invalidArgument('readTs must be positive');
   await p.waitReadable(readTs);
   const watermark = deps.lowWatermark?.();
@@ -43,9 +43,9 @@ export async function handleReadOnly(
   return { kind: 'ReadOnlyResponse', readTs, result: await readAt(p, request.operation, readTs, deps.resolver) };
 }
 
-/** Rule 19: an implicit read happens on the primary at its `now`. */
-function implicitReadTs(p: PartitionReplica): HybridTimestamp {
-  const now = p.clock.now();
+/** Rule 19: an implicit read happens on the primary at its `now` (after waiting for a lease on its way, rule 1). */
+async function implicitReadTs(p: PartitionReplica): Promise<HybridTimestamp> {
+  const now = await p.untilLeaseStart(p.clock.now());
   p.actingLease(now);
   return now;
 }
