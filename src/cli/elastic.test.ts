@@ -7,7 +7,7 @@
  * that applied.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -35,6 +35,23 @@ async function until(what: string, condition: () => boolean | Promise<boolean>, 
 function hosted(child: ChildNode): number {
   const lines = [...child.output.matchAll(/hosted partitions: (\d+)/g)];
   return lines.length === 0 ? 0 : Number(lines[lines.length - 1]![1]);
+}
+
+/** On a failure: every node's output goes to a kept directory, and the last lines of each to the test's output. */
+function keepOutputs(
+  procs: ReadonlyMap<string, ChildNode>,
+  summary: string,
+  files: Readonly<Record<string, string>>,
+): void {
+  const dir = mkdtempSync(join(tmpdir(), 'basalt-elastic-failed-'));
+  process.stdout.write(`# elastic failed (${summary}); node outputs kept in ${dir}\n`);
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+  for (const line of (files['failures.txt'] ?? '').split('\n').slice(-8)) process.stdout.write(`# ${line}\n`);
+  for (const [name, child] of procs) {
+    writeFileSync(join(dir, `${name}.log`), child.output);
+    const tail = child.output.trimEnd().split('\n').slice(-12);
+    for (const line of tail) process.stdout.write(`# ${name}: ${line}\n`);
+  }
 }
 
 test('nodes join a running cluster, partitions move onto them under transfers; a killed node is replaced', async () => {
@@ -71,6 +88,12 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
   let client: RemoteClient | undefined;
   const acknowledged: number[] = [];
   const unknown: number[] = [];
+  /** What the last transfer attempts did, for the report of a failed run. */
+  const failures: string[] = [];
+  const note = (line: string): void => {
+    failures.push(line);
+    if (failures.length > 200) failures.shift();
+  };
   let stopping = false;
   let workers: Promise<void>[] = [];
   try {
@@ -90,18 +113,31 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
       const id = next++;
       const [from, to] = ends(id).map(account) as [string, string];
       try {
+        let attempt = 0;
         await bank.transaction(
           async (tx) => {
-            const [a, b] = (await tx.getAll(TABLE, [from, to])) as [number, number];
-            await tx.put(TABLE, from, a - 1);
-            await tx.put(TABLE, to, b + 1);
-            await tx.put(TABLE, `xfer/${id}`, id);
+            attempt += 1;
+            note(`${new Date().toISOString()} transfer ${id} attempt ${attempt} begins`);
+            try {
+              const [a, b] = (await tx.getAll(TABLE, [from, to])) as [number, number];
+              await tx.put(TABLE, from, a - 1);
+              await tx.put(TABLE, to, b + 1);
+              await tx.put(TABLE, `xfer/${id}`, id);
+            } catch (error) {
+              const code = (error as { code?: string }).code;
+              note(
+                `${new Date().toISOString()} transfer ${id} attempt ${attempt}: ${code} ${(error as Error).message}`,
+              );
+              throw error;
+            }
           },
           { retries: 30 },
         );
         acknowledged.push(id);
       } catch (error) {
-        if ((error as { code?: string }).code === 'TX_OUTCOME_UNKNOWN') unknown.push(id);
+        const code = (error as { code?: string }).code;
+        if (code === 'TX_OUTCOME_UNKNOWN') unknown.push(id);
+        note(`${new Date().toISOString()} transfer ${id} failed: ${code ?? ''} ${(error as Error).message}`);
         await sleep(50);
       }
     };
@@ -178,6 +214,15 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
     }
     assert.deepEqual(state.balances, expected, 'the balances are moved by exactly the transfers that applied');
     process.stdout.write(`# elastic: ${acknowledged.length} transfers acknowledged, ${unknown.length} unknown\n`);
+  } catch (error) {
+    const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`)
+      .then((r) => r.text())
+      .catch((e: unknown) => String(e));
+    keepOutputs(procs, `${acknowledged.length} transfers acknowledged, ${unknown.length} unknown`, {
+      'failures.txt': failures.join('\n'),
+      'n1-metrics.txt': metrics,
+    });
+    throw error;
   } finally {
     stopping = true;
     await Promise.all(workers).catch(() => undefined);

@@ -144,6 +144,10 @@ export class MetaPlacement implements TxPlacement {
     this.hints.note(partitionId, name);
   }
 
+  forgetPrimary(partitionId: PartitionId, name: NodeName): void {
+    this.hints.forget(partitionId, name);
+  }
+
   private table(name: string): TableDescriptor {
     const view = this.view();
     const table = view.tables.find((t) => t.name === name);

@@ -6,6 +6,8 @@ import { describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { partitionIndexOf } from '../core/partitioning.js';
+import { primaryMissError } from '../replica/primary-miss.js';
+import { placementDirectory, sendToPrimary } from '../tx/coordinator/primary-route.js';
 import { primaryMissNaming } from '../tx/coordinator/test-support.js';
 import { MetaPlacement } from './coordinator-service.js';
 import type { MetaView } from './metastorage-state.js';
@@ -84,6 +86,32 @@ describe('MetaPlacement', () => {
       () => placement.partitionOf('nope', 'k'),
       (e) => isBasaltError(e, 'UNKNOWN_TABLE'),
     );
+  });
+
+  it('a learned primary that misses naming nobody (the partition moved off it) is forgotten, not asked for ever', async () => {
+    // The coordinator's node had served as primary, so it learned itself; the partition then moved to n2, n3, n4.
+    const moved = new PrimaryHints(
+      () => [n('n2'), n('n3'), n('n4')],
+      () => undefined,
+    );
+    const directory = placementDirectory(new MetaPlacement(() => view, moved));
+    moved.note(P, n('n1'));
+    const sent: string[] = [];
+    const result = await sendToPrimary({
+      partitionId: P,
+      directory,
+      attemptsMax: 6,
+      backoffMs: () => 1,
+      send: async (to) => {
+        sent.push(to);
+        if (to === 'n1') throw primaryMissError(P, 'not-hosted', null);
+        if (to !== 'n3') throw primaryMissNaming(P, 'n3');
+        return 'served';
+      },
+    });
+    assert.equal(result.kind, 'ok', `sent to ${sent.join(', ')}`);
+    assert.equal(sent[0], 'n1');
+    assert.equal(sent[sent.length - 1], 'n3');
   });
 
   it('answers primaries from the hints and learns from notes', () => {

@@ -33,6 +33,8 @@ export interface TxPlacement {
   primaryHint(partitionId: PartitionId): NodeName;
   /** Learned from a PRIMARY_MISS hint or a successful response: `name` is (or was just now) the primary. */
   notePrimary(partitionId: PartitionId, name: NodeName): void;
+  /** `name` missed without naming a holder: it is not to be guessed first again (optional: a fixed placement). */
+  forgetPrimary?(partitionId: PartitionId, name: NodeName): void;
 }
 
 /** The coordinator's own node: its stable name and this incarnation's ephemeral id (the tx's coordinatorId). */

@@ -33,6 +33,12 @@ class ScriptedDirectory implements PrimaryDirectory {
   note(_partitionId: PartitionId, name: NodeName): void {
     this.noted.push(name);
   }
+
+  readonly forgotten: NodeName[] = [];
+
+  forget(_partitionId: PartitionId, name: NodeName): void {
+    this.forgotten.push(name);
+  }
 }
 
 function setup() {
@@ -112,13 +118,16 @@ describe('sendToPrimary', () => {
 
   it('a miss without a hint asks the directory again: its rotating guesses are tried at once, a repeat waits', async () => {
     const { route, sent } = setup();
+    const directory = new ScriptedDirectory(['n1', 'n2', 'n3', 'n1']);
     const result = await route(
       () => {
         throw primaryMissNaming(P, undefined);
       },
-      { directory: new ScriptedDirectory(['n1', 'n2', 'n3', 'n1']), attemptsMax: 4 },
+      { directory, attemptsMax: 4 },
     );
     assert.equal(result.kind, 'miss');
+    // Each node that missed naming nobody is forgotten: a directory that had learned it guesses instead.
+    assert.deepEqual(directory.forgotten, ['n1', 'n2', 'n3', 'n1']);
     assert.deepEqual(
       sent.map((s) => [s.to, s.atMs]),
       [

@@ -45,6 +45,8 @@ export interface PrimaryDirectory {
   locate(partitionId: PartitionId): NodeName | Promise<NodeName>;
   /** Learns that `name` is (or was just now) the primary; a directory that only guesses leaves it out. */
   note?(partitionId: PartitionId, name: NodeName): void;
+  /** Learns that `name` is not the primary and named none (a miss without a holder): guess again next time. */
+  forget?(partitionId: PartitionId, name: NodeName): void;
 }
 
 export interface PrimaryRouteOptions<R> {
@@ -120,7 +122,11 @@ export function followMiss(
 ): NodeName | undefined {
   const hint = primaryMissOf(error);
   const holder = hint?.partitionId === partitionId ? hint.holder?.name : undefined;
-  if (holder === undefined) return undefined;
+  if (holder === undefined) {
+    // A miss that names nobody (the node does not host the partition, or knows no holder): not to be asked first again.
+    if (hint !== undefined && missed !== undefined) directory?.forget?.(partitionId, missed);
+    return undefined;
+  }
   directory?.note?.(partitionId, holder);
   return holder === missed ? undefined : holder;
 }
@@ -232,5 +238,6 @@ export function placementDirectory(placement: TxPlacement): PrimaryDirectory {
   return {
     locate: (partitionId) => placement.primaryHint(partitionId),
     note: (partitionId, name) => placement.notePrimary(partitionId, name),
+    forget: (partitionId, name) => placement.forgetPrimary?.(partitionId, name),
   };
 }
