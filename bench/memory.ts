@@ -6,7 +6,7 @@
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import type { NodeId, PartitionId, TxId } from '../src/core/ids.js';
+import { freshNodeId, type PartitionId, type TxId } from '../src/core/ids.js';
 import { hybridTimestamp } from '../src/hlc/timestamp.js';
 import { makeTxId } from '../src/tx/core/tx-id.js';
 import { TxStateMap } from '../src/tx/core/tx-state-map.js';
@@ -21,7 +21,7 @@ export interface MapMemory {
 export function measureTxStateMapBytes(n = 100_000): MapMemory {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as () => void;
-  const nodeId = '3cbcd116-d5c9-401f-8529-a0a1e8bbeab3' as NodeId;
+  const nodeId = freshNodeId('3cbcd116-d5c9-401f-8529-a0a1e8bbeab3');
   const partition = 't1p3' as PartitionId;
   // A copy through JSON makes each id one flat string, as decoded from a request (a template literal is a rope).
   const idOf = (i: number) =>
@@ -30,7 +30,8 @@ export function measureTxStateMapBytes(n = 100_000): MapMemory {
     ) as TxId;
   const fill = (ids: readonly TxId[] | undefined): { size: number; bytes: number } => {
     let now = 0;
-    const map = new TxStateMap({ clock: { monotonicMs: () => now++ }, entriesMax: 2 * n });
+    // Fractional, as performance.now() is.
+    const map = new TxStateMap({ clock: { monotonicMs: () => (now += 0.37) }, entriesMax: 2 * n });
     gc();
     gc();
     const before = process.memoryUsage().heapUsed;

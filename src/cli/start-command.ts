@@ -13,7 +13,7 @@ import { resolve } from 'node:path';
 import { nodeClient } from '../client/node-client.js';
 import { ClientServer } from '../client/server.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
-import { type NodeName, nodeId, nodeName } from '../core/ids.js';
+import { freshNodeId, type NodeName, type nodeId, nodeName } from '../core/ids.js';
 import { META_GROUP, tablePartitionId } from '../core/partitioning.js';
 import { RealClock } from '../env/real-clock.js';
 import { RealRandom } from '../env/real-random.js';
@@ -49,7 +49,7 @@ export async function runStart(options: StartSettings): Promise<void> {
   });
   const random = new RealRandom();
   const timers = new RealTimers();
-  const self = { name, id: nodeId(random.uuid()) };
+  const self = { name, id: freshNodeId(random.uuid()) };
   // Storage before the transport: once peers can reach this node, it must be able to answer them without a pause.
   const dataDir = options.data === undefined ? undefined : resolve(options.data);
   const storage: NodeStorage =

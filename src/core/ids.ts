@@ -8,7 +8,10 @@ export type Brand<T, B extends string> = T & { readonly [brand]: B };
 
 /** Transaction id; its text order is the order of begin timestamps (older tx = smaller id). See src/tx. */
 export type TxId = Brand<string, 'TxId'>;
-/** Ephemeral node id: a fresh UUID at every node start. A restarted node is a different NodeId. */
+/**
+ * Ephemeral node id: fresh at every node start (`freshNodeId`: 96 random bits as 16 base64url characters). A restarted
+ * node is a different NodeId. Every tx id carries its coordinator's, so its length is paid in every tx state entry.
+ */
 export type NodeId = Brand<string, 'NodeId'>;
 /** Stable node name from configuration (`n1`, `n2`, ...). */
 export type NodeName = Brand<string, 'NodeName'>;
@@ -28,6 +31,16 @@ export type HybridTimestamp = Brand<bigint, 'HybridTimestamp'>;
 
 export const txId = (s: string): TxId => s as TxId;
 export const nodeId = (s: string): NodeId => s as NodeId;
+
+/**
+ * A new ephemeral node id from `uuid` (a UUID drawn from the node's Random): its first 96 random bits as 16 base64url
+ * characters ([A-Za-z0-9_-], what a tx id allows), 20 characters shorter than the UUID itself.
+ */
+export function freshNodeId(uuid: string): NodeId {
+  const hex = uuid.replaceAll('-', '').slice(0, 24);
+  if (!/^[0-9a-f]{24}$/i.test(hex)) throw new Error(`not a UUID: ${uuid}`);
+  return Buffer.from(hex, 'hex').toString('base64url') as NodeId;
+}
 export const nodeName = (s: string): NodeName => s as NodeName;
 export const partitionId = (s: string): PartitionId => s as PartitionId;
 export const rowId = (s: string): RowId => s as RowId;

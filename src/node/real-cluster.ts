@@ -13,7 +13,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RootDatabase } from 'lmdb';
 import { BasaltError } from '../core/errors.js';
-import { type NodeName, nodeId } from '../core/ids.js';
+import { freshNodeId, type NodeName, type nodeId } from '../core/ids.js';
 import { RealClock } from '../env/real-clock.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
@@ -75,7 +75,7 @@ export class RealClusterEnvironment implements ClusterEnvironment {
   }
 
   async startNode(name: NodeName): Promise<BasaltNode> {
-    const self = { name, id: nodeId(this.random.uuid()) };
+    const self = { name, id: freshNodeId(this.random.uuid()) };
     // Storage first: once the transport is up, peers reach this node, and it must answer them without a pause.
     const storage = await this.openStorage(name);
     let transport: Transport;

@@ -516,7 +516,8 @@ describe('rule 15: vacuum horizon', () => {
     const results = applyAll(r, new LogBuilder(), [finish(t, 'abort', 200), cleanupCompleted([t, txIdAt(1, 7)], 201)]);
     assert.deepEqual(results[1], { kind: 'CLEANUP_MARKED', appliedTs: at(201), marked: 1 });
     assert.equal(r.engine.txStatePartition(PARTITION).get(t)?.cleanupCompleted, true);
-    assert.notEqual(r.map.entry(t)?.cleanupCompletedAtMs, undefined);
+    assert.equal(r.map.entry(t)?.cleanupCompleted, true);
+    assert.notEqual(r.map.entry(t)?.retentionFromMs, undefined);
   });
 });
 

@@ -10,7 +10,7 @@
  *   - every failure the world raises names the seed.
  */
 import { type BasaltError, invalidArgument } from '../core/errors.js';
-import { type NodeId, type NodeName, nodeId, nodeName } from '../core/ids.js';
+import { freshNodeId, type NodeId, type NodeName, nodeName } from '../core/ids.js';
 import type { Timers } from '../env/timers.js';
 import type { Transport } from '../env/transport.js';
 import { SimClock, type SimClockOptions } from './clock.js';
@@ -235,7 +235,7 @@ export class SimWorld {
 
   private start(slot: NodeSlot): SimNodeEnv {
     slot.incarnation++;
-    const id = nodeId(this.ids.uuid());
+    const id = freshNodeId(this.ids.uuid());
     slot.lastId = id;
     const owner = `${slot.name}#${slot.incarnation}`;
     const timers = this.scheduler.timers(owner);

@@ -204,40 +204,47 @@ describe('tx state map: merge rule', () => {
     assert.equal(map.entry(tx(1))?.state, 'COMMITTED');
   });
 
-  it('the write check refuses a changed final state, a changed field or stamp, a cleared retention flag', () => {
+  it('the write check refuses a changed final state, a changed field or retention start, a cleared flag', () => {
     const committed: TxStateEntry = {
       state: 'COMMITTED',
       coordinatorId: COORD,
       commitTimestamp: TS1,
       commitPartitionId: CP,
-      finalAtMs: 10,
       retainUntilCleanup: true,
-      cleanupCompletedAtMs: undefined,
+      cleanupCompleted: false,
+      retentionFromMs: undefined,
     };
     checkTxStateEntry(tx(1), committed);
-    checkTxStateSuccession(tx(1), committed, { ...committed, cleanupCompletedAtMs: 20 });
+    const done = { ...committed, cleanupCompleted: true, retentionFromMs: 20 };
+    checkTxStateSuccession(tx(1), committed, done);
     const broken: Partial<TxStateEntry>[] = [
       { state: 'ABORTED' },
       { coordinatorId: OTHER },
       { commitTimestamp: TS2 },
       { commitPartitionId: partitionId('t1p1') },
-      { finalAtMs: 11 },
-      { retainUntilCleanup: false },
+      { retentionFromMs: 30 },
+      { cleanupCompleted: false },
     ];
     for (const change of broken) {
       assert.throws(
-        () => checkTxStateSuccession(tx(1), committed, { ...committed, ...change }),
+        () => checkTxStateSuccession(tx(1), done, { ...done, ...change }),
         AssertionError,
         Object.keys(change)[0],
       );
     }
-    const done = { ...committed, cleanupCompletedAtMs: 20 };
-    assert.throws(() => checkTxStateSuccession(tx(1), done, { ...done, cleanupCompletedAtMs: 30 }), AssertionError);
+    assert.throws(
+      () => checkTxStateSuccession(tx(1), committed, { ...committed, retainUntilCleanup: false }),
+      AssertionError,
+    );
+    // Gaining retainUntilCleanup is the one change of a retention start allowed.
+    const unheld = { ...committed, retainUntilCleanup: false, retentionFromMs: 10 };
+    checkTxStateSuccession(tx(1), unheld, committed);
     assert.throws(() => checkTxStateEntry(tx(1), { ...committed, commitTimestamp: undefined }), AssertionError);
-    assert.throws(() => checkTxStateEntry(tx(1), { ...committed, finalAtMs: undefined }), AssertionError);
-    const pending = { ...committed, state: 'PENDING' as const, finalAtMs: undefined };
-    assert.throws(() => checkTxStateEntry(tx(1), { ...pending, finalAtMs: 5 }), AssertionError);
-    assert.throws(() => checkTxStateEntry(tx(1), { ...pending, cleanupCompletedAtMs: 5 }), AssertionError);
+    assert.throws(() => checkTxStateEntry(tx(1), { ...committed, retentionFromMs: 5 }), AssertionError);
+    assert.throws(() => checkTxStateEntry(tx(1), { ...unheld, retentionFromMs: undefined }), AssertionError);
+    const pending = { ...committed, state: 'PENDING' as const };
+    assert.throws(() => checkTxStateEntry(tx(1), { ...pending, retentionFromMs: 5 }), AssertionError);
+    assert.throws(() => checkTxStateEntry(tx(1), { ...pending, cleanupCompleted: true }), AssertionError);
   });
 
   it('a commitTs named with any state but FINISHING or COMMITTED is a bug', () => {
@@ -505,6 +512,9 @@ describe('tx state map: vacuum', () => {
       fc.property(fc.array(opArb, { maxLength: 60 }), (ops) => {
         const { map, clock } = newMap();
         const retentionMs = 20;
+        // The header's rule, kept beside the map: when each entry's retention starts (undefined: it may not be
+        // vacuumed yet).
+        const model = new Map<number, { retain: boolean; cleaned: boolean; from: number | undefined }>();
         for (const op of ops) {
           if (op.kind === 'update') {
             const commitTimestamp = op.state === 'COMMITTED' ? TS1 : undefined;
@@ -514,17 +524,29 @@ describe('tx state map: vacuum', () => {
               commitTimestamp,
               retainUntilCleanup: op.hold,
             };
-            map.update(tx(op.tx), u);
-          } else if (op.kind === 'cleanup') map.markCleanupCompleted(tx(op.tx));
-          else if (op.kind === 'tick') clock.ms += op.ms;
+            const wasFinal = isFinal(map.entry(tx(op.tx))?.state);
+            if (map.update(tx(op.tx), u).kind !== 'applied') continue;
+            const m = model.get(op.tx) ?? { retain: false, cleaned: false, from: undefined };
+            model.set(op.tx, m);
+            const gained = op.hold && !m.retain;
+            m.retain ||= op.hold;
+            if (!isFinal(op.state)) continue;
+            if (!wasFinal) m.from = m.retain && !m.cleaned ? undefined : clock.ms;
+            else if (gained) m.from = m.cleaned ? clock.ms : undefined;
+          } else if (op.kind === 'cleanup') {
+            const m = model.get(op.tx);
+            if (!map.markCleanupCompleted(tx(op.tx))) continue;
+            assert.ok(m !== undefined);
+            if (m.retain && !m.cleaned) m.from = clock.ms;
+            m.cleaned = true;
+          } else if (op.kind === 'tick') clock.ms += op.ms;
           else {
-            const before = new Map([0, 1, 2, 3, 4, 5].map((n) => [n, map.entry(tx(n))]));
             map.vacuum(clock.ms, retentionMs);
-            for (const [n, e] of before) {
-              if (e === undefined) continue;
-              const from = !isFinal(e.state) ? undefined : e.retainUntilCleanup ? e.cleanupCompletedAtMs : e.finalAtMs;
-              const due = from !== undefined && from + retentionMs <= clock.ms;
-              assert.equal(map.entry(tx(n)) === undefined, due, `tx ${n} ${e.state} from ${from}`);
+            for (const [n, m] of model) {
+              const due = m.from !== undefined && m.from + retentionMs <= clock.ms;
+              assert.equal(map.entry(tx(n)) === undefined, due, `tx ${n} from ${m.from}`);
+              if (due) model.delete(n);
+              else assert.equal(map.entry(tx(n))?.retentionFromMs, m.from, `tx ${n}'s retention start`);
             }
           }
         }

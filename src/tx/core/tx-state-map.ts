@@ -14,9 +14,10 @@
  * - Each update point moves the entry to the states it stands for only (`REASON_TARGETS`: a replica touch to PENDING,
  *   a finish or cleanup to a final state, a gone coordinator to ABANDONED, ...). A final state never changes, a set
  *   field never changes, and the bookkeeping stamps are set once; `store` checks all of this on every write.
- * - Vacuum removes only final entries, and only once their retention period has passed since `vacuumFrom`: the moment
- *   cleanup completed for entries marked `retainUntilCleanup` (coordinator, commit partition), else the moment the
- *   entry became final here. Non-final entries are never vacuumed; the only other removal is `remove`: a coordinator
+ * - Vacuum removes only final entries, and only once their retention period has passed since `retentionFromMs`: the
+ *   moment cleanup completed for entries marked `retainUntilCleanup` (coordinator, commit partition), else the moment
+ *   the entry became final here (for an entry that gains retainUntilCleanup after its cleanup was reported, the moment
+ *   it gained it: later than either, never earlier). Non-final entries are never vacuumed; the only other removal is `remove`: a coordinator
  *   dropping its own entry of a tx that left no intent anywhere (ignite3-protocol.md §4), and the node's sweep
  *   dropping a non-final entry of a tx long past its deadline that the node holds nothing of (`nonFinal` lists them
  *   in bounded batches). So every entry ends final and is vacuumed, or is removed.
@@ -33,7 +34,7 @@ import { assert } from '../../core/assert.js';
 import type { HybridTimestamp, NodeId, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
-import { type FinalTxState, isFinal, isLegalTransition, isTxState, type TxState } from './tx-state.js';
+import { type FinalTxState, isFinal, isLegalTransition, isTxState, TX_STATES, type TxState } from './tx-state.js';
 
 /** Where an update comes from: the seed's update points (ignite3-protocol.md §4 table) and recovery. */
 export type TxStateUpdateReason =
@@ -83,12 +84,15 @@ export interface TxStateEntry {
   readonly coordinatorId: NodeId | undefined;
   readonly commitTimestamp: HybridTimestamp | undefined;
   readonly commitPartitionId: PartitionId | undefined;
-  /** Monotonic ms at which the entry became final on this node. */
-  readonly finalAtMs: number | undefined;
   /** Vacuum waits for markCleanupCompleted (set once, never cleared). */
   readonly retainUntilCleanup: boolean;
-  /** Monotonic ms at which cleanup completed on every enlisted partition (as reported by the caller). */
-  readonly cleanupCompletedAtMs: number | undefined;
+  /** markCleanupCompleted was called: cleanup completed on every enlisted partition (set once, never cleared). */
+  readonly cleanupCompleted: boolean;
+  /**
+   * Monotonic ms (whole, rounded up) from which the retention period of a final entry runs; undefined while the
+   * entry may not be vacuumed at all (not final, or waiting for its cleanup).
+   */
+  readonly retentionFromMs: number | undefined;
 }
 
 /** The harness view (DESIGN §4 `node.txState(txId)`). commitTimestamp is shown for FINISHING and COMMITTED only. */
@@ -150,13 +154,52 @@ export type TxStateMapObserver = (event: TxStateMapEvent) => void;
 export type FinalListener = (entry: TxStateEntry) => void;
 
 export interface TxStateMapOptions {
-  /** Stamps finalAtMs / cleanupCompletedAtMs with monotonicMs(); vacuum's nowMs must come from the same clock. */
+  /** Stamps retentionFromMs with monotonicMs(); vacuum's nowMs must come from the same clock. */
   readonly clock: Pick<Clock, 'monotonicMs'>;
   readonly entriesMax?: number;
   readonly finalWaitersMax?: number;
 }
 
 const FIELDS: readonly TxStateField[] = ['coordinatorId', 'commitTimestamp', 'commitPartitionId'];
+
+/** StoredEntry.code: the state's index in TX_STATES in the low bits, then the two flags. */
+const STATE_BITS = 0b111;
+const RETAIN_BIT = 0b1000;
+const CLEANED_BIT = 0b10000;
+
+/**
+ * How the map stores an entry: five fields (the state and both flags packed into one small integer), so that a map of
+ * a million entries spends no more than it must on each (bench/memory.ts measures it).
+ */
+class StoredEntry implements TxStateEntry {
+  constructor(
+    private readonly code: number,
+    readonly coordinatorId: NodeId | undefined,
+    readonly commitTimestamp: HybridTimestamp | undefined,
+    readonly commitPartitionId: PartitionId | undefined,
+    readonly retentionFromMs: number | undefined,
+  ) {}
+
+  get state(): TxState {
+    return TX_STATES[this.code & STATE_BITS]!;
+  }
+
+  get retainUntilCleanup(): boolean {
+    return (this.code & RETAIN_BIT) !== 0;
+  }
+
+  get cleanupCompleted(): boolean {
+    return (this.code & CLEANED_BIT) !== 0;
+  }
+}
+
+function storedEntry(
+  e: Omit<TxStateEntry, 'retentionFromMs'> & { readonly retentionFromMs: number | undefined },
+): StoredEntry {
+  const code =
+    TX_STATES.indexOf(e.state) | (e.retainUntilCleanup ? RETAIN_BIT : 0) | (e.cleanupCompleted ? CLEANED_BIT : 0);
+  return new StoredEntry(code, e.coordinatorId, e.commitTimestamp, e.commitPartitionId, e.retentionFromMs);
+}
 
 const FINAL: readonly TxState[] = ['COMMITTED', 'ABORTED'];
 
@@ -187,21 +230,22 @@ export class TxStateMap {
   readonly entriesMax: number;
   readonly finalWaitersMax: number;
   private readonly clock: Pick<Clock, 'monotonicMs'>;
-  private readonly entries = new Map<TxId, TxStateEntry>();
+  /**
+   * Entries split by vacuum: `live` holds those that may not be vacuumed yet (not final, or waiting for cleanup);
+   * `retained` those whose retention runs, in the order it started (entries move there when it starts, and their
+   * starts are stamped in time order), so the oldest are first and vacuum only ever looks at the front.
+   */
+  private readonly live = new Map<TxId, StoredEntry>();
+  private readonly retained = new Map<TxId, StoredEntry>();
   private readonly finalWaiters = new Map<TxId, Set<FinalListener>>();
   private finalWaiterCount = 0;
   private readonly observers = new Set<TxStateMapObserver>();
-  /**
-   * Final entries in order of the moment their retention starts (monotonic stamps, appended in time order). An item
-   * whose entry has since gained a different start (or lost it to retainUntilCleanup) is stale and skipped. Kept as
-   * two parallel arrays (ids, and starts as unboxed doubles) rather than one object per item: a map of a million
-   * entries would otherwise spend some 50 bytes per entry on its queue.
-   */
-  private vacuumIds: TxId[] = [];
-  private vacuumFromMs: number[] = [];
-  /** Where `nonFinal` resumes. */
-  private sweepCursor: MapIterator<[TxId, TxStateEntry]> | undefined;
-  private vacuumHead = 0;
+  /** Where `nonFinal` resumes (over `live`). */
+  private sweepCursor: MapIterator<[TxId, StoredEntry]> | undefined;
+  /** Where `vacuum` resumes (over `retained`), and the first entry it found not yet due. */
+  private vacuumCursor: MapIterator<TxId> | undefined;
+  private vacuumNext: TxId | undefined;
+  private vacuumNextFromMs: number | undefined;
 
   constructor(options: TxStateMapOptions) {
     this.clock = options.clock;
@@ -211,7 +255,7 @@ export class TxStateMap {
   }
 
   get size(): number {
-    return this.entries.size;
+    return this.live.size + this.retained.size;
   }
 
   /** Number of registered whenFinal callbacks (all txs). */
@@ -221,17 +265,17 @@ export class TxStateMap {
 
   /** Every tx with an entry (diagnostics and leftover checks), in insertion order. */
   txIds(): readonly TxId[] {
-    return [...this.entries.keys()];
+    return [...this.live.keys(), ...this.retained.keys()];
   }
 
   /** The full stored entry, with bookkeeping. */
   entry(txId: TxId): TxStateEntry | undefined {
-    return this.entries.get(txId);
+    return this.lookup(txId);
   }
 
   /** The harness view: `{ state, coordinatorId, commitTimestamp? }`, or undefined when this node has no entry. */
   get(txId: TxId): TxStateView | undefined {
-    const e = this.entries.get(txId);
+    const e = this.lookup(txId);
     if (e === undefined) return undefined;
     const showsCommitTs = e.commitTimestamp !== undefined && (e.state === 'COMMITTED' || e.state === 'FINISHING');
     return showsCommitTs
@@ -250,9 +294,9 @@ export class TxStateMap {
    * keeps the stored entry. Observers are told either way; whenFinal callbacks run if the entry just became final.
    */
   update(txId: TxId, next: TxStateUpdate): TxStateUpdateResult {
-    const previous = this.entries.get(txId);
+    const previous = this.lookup(txId);
     const result = this.decide(txId, previous, next);
-    if (result.kind === 'applied') this.store(txId, previous, result.entry);
+    if (result.kind === 'applied') this.store(txId, previous, result.entry as StoredEntry); // decide builds every applied entry as one
     this.emit({
       kind: 'update',
       txId,
@@ -298,7 +342,7 @@ export class TxStateMap {
    * returned (`final`); callbacks never run inside this call.
    */
   whenFinal(txId: TxId, listener: FinalListener): FinalWait {
-    const e = this.entries.get(txId);
+    const e = this.lookup(txId);
     if (e !== undefined && isFinal(e.state)) return { kind: 'final', entry: e };
     if (this.finalWaiterCount >= this.finalWaitersMax) return { kind: 'refused', code: 'OVERLOADED' };
     let set = this.finalWaiters.get(txId);
@@ -322,10 +366,9 @@ export class TxStateMap {
    * holds nothing of). Waiters registered for the tx stay registered (their own timeouts end them).
    */
   remove(txId: TxId, reason: TxStateUpdateReason): boolean {
-    const e = this.entries.get(txId);
+    const e = this.lookup(txId);
     if (e === undefined) return false;
-    // A queued vacuum item for it becomes stale: vacuum skips items whose entry is gone.
-    this.entries.delete(txId);
+    if (!this.live.delete(txId)) this.retained.delete(txId);
     this.emit({ kind: 'remove', txId, state: e.state, reason });
     return true;
   }
@@ -333,15 +376,15 @@ export class TxStateMap {
   /**
    * Up to `max` entries that are not final, continuing where the previous call stopped; a call that reaches the end
    * stops there and the next starts over (a live Map iterator: entries added meanwhile are visited in this lap,
-   * removed ones skipped).
-   * Work is bounded by `max` entries examined, final ones included.
+   * removed ones skipped). Entries whose retention runs are not examined: they are final.
+   * Work is bounded by `max` entries examined, final ones waiting for cleanup included.
    */
   nonFinal(max: number): [TxId, TxStateEntry][] {
     assert(Number.isInteger(max) && max > 0, 'a sweep batch examines at least one entry');
     const out: [TxId, TxStateEntry][] = [];
     let examined = 0;
     while (examined < max) {
-      this.sweepCursor ??= this.entries.entries();
+      this.sweepCursor ??= this.live.entries();
       const next = this.sweepCursor.next();
       if (next.done === true) {
         // The lap is over: the next call starts a new one (so no call lists an entry twice).
@@ -357,41 +400,64 @@ export class TxStateMap {
 
   /** Records that cleanup completed on every enlisted partition; starts the retention of a final entry. */
   markCleanupCompleted(txId: TxId): boolean {
-    const e = this.entries.get(txId);
+    const e = this.lookup(txId);
     if (e === undefined || !isFinal(e.state)) return false;
-    if (e.cleanupCompletedAtMs !== undefined) return true;
-    this.store(txId, e, { ...e, cleanupCompletedAtMs: this.clock.monotonicMs() });
+    if (e.cleanupCompleted) return true;
+    const retentionFromMs = e.retainUntilCleanup ? this.stampMs() : e.retentionFromMs;
+    this.store(txId, e, storedEntry({ ...fieldsOf(e), cleanupCompleted: true, retentionFromMs }));
     return true;
   }
 
   /**
    * Removes final entries whose retention has passed (`nowMs ≥ vacuumFrom + retentionMs`; nowMs from the map's clock's
-   * monotonicMs). Non-final entries are never removed. Work is bounded by the queue of final entries.
+   * monotonicMs). Non-final entries are never removed. Work is bounded by the entries removed, plus one: entries are
+   * examined in the order their retention started, and the first one not yet due ends the call.
    */
   vacuum(nowMs: number, retentionMs: number = LIMITS.txStateRetentionMsDefault): number {
     assert(retentionMs >= 0, 'retention must be >= 0');
     let removed = 0;
-    while (this.vacuumHead < this.vacuumIds.length) {
-      const txId = this.vacuumIds[this.vacuumHead];
-      const fromMs = this.vacuumFromMs[this.vacuumHead];
-      assert(txId !== undefined && fromMs !== undefined, 'vacuum queue index in range');
-      if (fromMs + retentionMs > nowMs) break;
-      this.vacuumHead += 1;
-      const e = this.entries.get(txId);
-      const from = e === undefined ? undefined : vacuumFrom(e);
-      // A stale item (the entry's retention start moved later, or it now waits for cleanup) is dropped: a newer item
-      // was queued when the start changed.
-      if (e === undefined || from === undefined || from + retentionMs > nowMs) continue;
-      assert(isFinal(e.state), 'only final entries are vacuumed');
-      this.entries.delete(txId);
+    for (;;) {
+      if (this.vacuumNext === undefined) {
+        this.vacuumCursor ??= this.retained.keys();
+        const next = this.vacuumCursor.next();
+        if (next.done === true) {
+          // A finished Map iterator never sees later additions: the next call starts over from the front.
+          this.vacuumCursor = undefined;
+          break;
+        }
+        this.vacuumNext = next.value;
+        this.vacuumNextFromMs = this.retained.get(next.value)?.retentionFromMs;
+      }
+      const txId = this.vacuumNext;
+      const e = this.retained.get(txId);
+      // Gone meanwhile (removed, or back in `live` waiting for cleanup), or moved to the back with a later start (the
+      // cursor meets it there again): nothing to do at this place.
+      if (e === undefined || e.retentionFromMs !== this.vacuumNextFromMs) {
+        this.vacuumNext = undefined;
+        continue;
+      }
+      const from = e.retentionFromMs;
+      assert(from !== undefined && isFinal(e.state), 'only final entries whose retention runs are retained');
+      // Starts are in time order, so nothing after this one is due either.
+      if (from + retentionMs > nowMs) break;
+      this.vacuumNext = undefined;
+      this.retained.delete(txId);
       removed += 1;
       this.emit({ kind: 'vacuum', txId, state: e.state });
     }
-    this.compactVacuumQueue();
     return removed;
   }
 
-  private decide(txId: TxId, previous: TxStateEntry | undefined, next: TxStateUpdate): TxStateUpdateResult {
+  private lookup(txId: TxId): StoredEntry | undefined {
+    return this.live.get(txId) ?? this.retained.get(txId);
+  }
+
+  /** A stamp for retentionFromMs: the map's clock in whole ms, rounded up (so retention never ends early). */
+  private stampMs(): number {
+    return Math.ceil(this.clock.monotonicMs());
+  }
+
+  private decide(txId: TxId, previous: StoredEntry | undefined, next: TxStateUpdate): TxStateUpdateResult {
     assert(isTxState(next.state), 'only stored states go into the map (rule 16: UNKNOWN never)', next.state);
     assert(
       REASON_TARGETS[next.reason].includes(next.state),
@@ -409,29 +475,56 @@ export class TxStateMap {
       assert(previous !== undefined, 'every stored state is reachable from absent');
       return { kind: 'ignored', entry: previous };
     }
-    if (previous === undefined && this.entries.size >= this.entriesMax) return { kind: 'refused', code: 'OVERLOADED' };
+    if (previous === undefined && this.size >= this.entriesMax) return { kind: 'refused', code: 'OVERLOADED' };
     const keptFields = FIELDS.filter((f) => conflicts(previous?.[f], next[f]));
-    const becameFinal = isFinal(next.state) && !isFinal(previous?.state);
-    const entry: TxStateEntry = {
+    const retainUntilCleanup = (previous?.retainUntilCleanup ?? false) || next.retainUntilCleanup === true;
+    const cleanupCompleted = previous?.cleanupCompleted ?? false;
+    const entry = storedEntry({
       state: next.state,
       coordinatorId: previous?.coordinatorId ?? next.coordinatorId,
       commitTimestamp: previous?.commitTimestamp ?? next.commitTimestamp,
       commitPartitionId: previous?.commitPartitionId ?? next.commitPartitionId,
-      finalAtMs: becameFinal ? this.clock.monotonicMs() : previous?.finalAtMs,
-      retainUntilCleanup: (previous?.retainUntilCleanup ?? false) || next.retainUntilCleanup === true,
-      cleanupCompletedAtMs: previous?.cleanupCompletedAtMs,
-    };
+      retainUntilCleanup,
+      cleanupCompleted,
+      retentionFromMs: this.retentionFrom(previous, next.state, retainUntilCleanup, cleanupCompleted),
+    });
     return { kind: 'applied', entry, previous, keptFields };
   }
 
-  /** Stores `entry`; when its retention start changes, queues it for vacuum. */
-  private store(txId: TxId, previous: TxStateEntry | undefined, entry: TxStateEntry): void {
+  /** retentionFromMs of an entry updated to `state` (cleanup reports go through markCleanupCompleted instead). */
+  private retentionFrom(
+    previous: StoredEntry | undefined,
+    state: TxState,
+    retainUntilCleanup: boolean,
+    cleanupCompleted: boolean,
+  ): number | undefined {
+    if (!isFinal(state)) return undefined;
+    const gainedRetain = retainUntilCleanup && previous?.retainUntilCleanup !== true;
+    if (!isFinal(previous?.state)) {
+      // Just became final: retention runs from now, or from the cleanup report for an entry that waits for it.
+      return retainUntilCleanup && !cleanupCompleted ? undefined : this.stampMs();
+    }
+    if (!gainedRetain) return previous?.retentionFromMs;
+    // A final entry that now waits for its cleanup: it waits, or runs from now if the cleanup was already reported.
+    return cleanupCompleted ? this.stampMs() : undefined;
+  }
+
+  /**
+   * Stores `entry`: in `live` while it may not be vacuumed, else in `retained`, at the back when its retention start
+   * changed (so `retained` stays in start order), in its place otherwise.
+   */
+  private store(txId: TxId, previous: StoredEntry | undefined, entry: StoredEntry): void {
     checkTxStateEntry(txId, entry);
     if (previous !== undefined) checkTxStateSuccession(txId, previous, entry);
-    this.entries.set(txId, entry);
-    assert(this.entries.size <= this.entriesMax, 'the map holds at most entriesMax entries', this.entries.size);
-    const from = vacuumFrom(entry);
-    if (from !== undefined && (previous === undefined || vacuumFrom(previous) !== from)) this.enqueueVacuum(txId, from);
+    if (entry.retentionFromMs === undefined) {
+      this.retained.delete(txId);
+      this.live.set(txId, entry);
+    } else {
+      this.live.delete(txId);
+      if (previous?.retentionFromMs !== entry.retentionFromMs) this.retained.delete(txId);
+      this.retained.set(txId, entry);
+    }
+    assert(this.size <= this.entriesMax, 'the map holds at most entriesMax entries', this.size);
   }
 
   private notifyFinal(txId: TxId, entry: TxStateEntry): void {
@@ -454,32 +547,32 @@ export class TxStateMap {
   private emit(event: TxStateMapEvent): void {
     callAll([...this.observers], event);
   }
+}
 
-  /**
-   * Appends to the time-ordered queue. A start earlier than the last item (a final entry that gains
-   * retainUntilCleanup after its cleanup was already stamped) is queued at the last item's time: vacuumed a little
-   * later than due, never earlier.
-   */
-  private enqueueVacuum(txId: TxId, fromMs: number): void {
-    const last = this.vacuumFromMs[this.vacuumFromMs.length - 1];
-    this.vacuumIds.push(txId);
-    this.vacuumFromMs.push(last === undefined ? fromMs : Math.max(fromMs, last));
-  }
-
-  private compactVacuumQueue(): void {
-    if (this.vacuumHead > 1024 && this.vacuumHead * 2 > this.vacuumIds.length) {
-      this.vacuumIds = this.vacuumIds.slice(this.vacuumHead);
-      this.vacuumFromMs = this.vacuumFromMs.slice(this.vacuumHead);
-      this.vacuumHead = 0;
-    }
-  }
+/** The fields of an entry as a plain object (to derive a changed one from it). */
+function fieldsOf(e: TxStateEntry): TxStateEntry {
+  return {
+    state: e.state,
+    coordinatorId: e.coordinatorId,
+    commitTimestamp: e.commitTimestamp,
+    commitPartitionId: e.commitPartitionId,
+    retainUntilCleanup: e.retainUntilCleanup,
+    cleanupCompleted: e.cleanupCompleted,
+    retentionFromMs: e.retentionFromMs,
+  };
 }
 
 /** What every stored entry satisfies (header): checked on every write. */
 export function checkTxStateEntry(txId: TxId, e: TxStateEntry): void {
   assert(e.state !== 'COMMITTED' || e.commitTimestamp !== undefined, 'a COMMITTED entry carries its commitTs', txId);
-  assert(isFinal(e.state) === (e.finalAtMs !== undefined), 'finalAtMs is stamped exactly on final entries', txId);
-  assert(e.cleanupCompletedAtMs === undefined || isFinal(e.state), 'cleanup completes after the outcome', txId);
+  assert(!e.cleanupCompleted || isFinal(e.state), 'cleanup completes after the outcome', txId);
+  assert(
+    isFinal(e.state)
+      ? (e.retentionFromMs === undefined) === (e.retainUntilCleanup && !e.cleanupCompleted)
+      : e.retentionFromMs === undefined,
+    'retention runs exactly for final entries that wait for no cleanup',
+    txId,
+  );
 }
 
 /** `next` replaces `prev`: a final state stays, set fields and stamps stay, retainUntilCleanup is never cleared. */
@@ -499,18 +592,17 @@ export function checkTxStateSuccession(txId: TxId, prev: TxStateEntry, next: TxS
     txId,
   );
   assert(
-    (prev.finalAtMs === undefined || next.finalAtMs === prev.finalAtMs) &&
-      (prev.cleanupCompletedAtMs === undefined || next.cleanupCompletedAtMs === prev.cleanupCompletedAtMs) &&
-      (!prev.retainUntilCleanup || next.retainUntilCleanup),
-    'bookkeeping stamps are set once',
+    (!prev.cleanupCompleted || next.cleanupCompleted) && (!prev.retainUntilCleanup || next.retainUntilCleanup),
+    'bookkeeping flags are set once',
     txId,
   );
-}
-
-/** When an entry's retention starts, or undefined while it may not be vacuumed at all. */
-function vacuumFrom(e: TxStateEntry): number | undefined {
-  if (!isFinal(e.state)) return undefined;
-  return e.retainUntilCleanup ? e.cleanupCompletedAtMs : e.finalAtMs;
+  assert(
+    prev.retentionFromMs === undefined ||
+      next.retentionFromMs === prev.retentionFromMs ||
+      (next.retainUntilCleanup && !prev.retainUntilCleanup),
+    'a retention start stays, unless the entry just gained retainUntilCleanup',
+    txId,
+  );
 }
 
 function conflicts<T>(stored: T | undefined, incoming: T | undefined): boolean {
