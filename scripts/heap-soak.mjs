@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Memory soak: three `basalt start` processes (TCP, LMDB, fsync on) under a steady load of implicit puts and two-key
 // transfers from many concurrent clients, for a while. Every `--sample` seconds it reads each node's /metrics and
-// prints the V8 heap in use, the resident set and the tx state map size, and at the end the first and last samples
-// side by side: a heap that keeps growing under a steady load is a leak.
+// prints the V8 heap in use (at the scrape, and after the node's last major GC), the resident set and the tx state
+// map size, and at the end the first and last samples side by side: a heap after GC that keeps growing under a
+// steady load is a leak.
 // Build first (`npx tsc -p .`). Usage: node scripts/heap-soak.mjs [--minutes 10] [--clients 64] [--sample 30]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -56,6 +57,8 @@ async function snapshot() {
       const body = await (await fetch(`http://127.0.0.1:${ports[6 + i]}/metrics`)).text();
       return {
         heapMiB: sample(body, 'nodejs_heap_size_used_bytes') / 2 ** 20,
+        // NaN until the node's first major GC.
+        gcHeapMiB: sample(body, 'nodejs_heap_used_after_major_gc_bytes') / 2 ** 20,
         rssMiB: sample(body, 'process_resident_memory_bytes') / 2 ** 20,
         txStates: sample(body, 'basalt_tx_state_entries'),
       };
@@ -64,7 +67,10 @@ async function snapshot() {
 }
 
 const format = (s) =>
-  s.map((n, i) => `${NAMES[i]} heap ${n.heapMiB.toFixed(1)} MiB rss ${n.rssMiB.toFixed(0)} MiB map ${n.txStates}`);
+  s.map(
+    (n, i) =>
+      `${NAMES[i]} heap ${n.heapMiB.toFixed(1)} MiB (after major GC ${n.gcHeapMiB.toFixed(1)}) rss ${n.rssMiB.toFixed(0)} MiB map ${n.txStates}`,
+  );
 
 let stopping = false;
 const counts = { puts: 0, transfers: 0, failed: 0 };
@@ -120,7 +126,8 @@ try {
   console.log(`heap-soak: ${minutes} min, ${clients} clients, ${counts.puts} puts, ${counts.transfers} transfers`);
   for (const [i, name] of NAMES.entries()) {
     console.log(
-      `  ${name}: heap ${first[i].heapMiB.toFixed(1)} -> ${last[i].heapMiB.toFixed(1)} MiB, ` +
+      `  ${name}: heap ${first[i].heapMiB.toFixed(1)} -> ${last[i].heapMiB.toFixed(1)} MiB ` +
+        `(after major GC ${first[i].gcHeapMiB.toFixed(1)} -> ${last[i].gcHeapMiB.toFixed(1)}), ` +
         `rss ${first[i].rssMiB.toFixed(0)} -> ${last[i].rssMiB.toFixed(0)} MiB, map ${first[i].txStates} -> ${last[i].txStates}`,
     );
   }

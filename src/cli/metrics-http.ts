@@ -8,10 +8,14 @@
  * totals, background failures, ...) are exported generically as `basalt_counter_total{name="..."}` so a new counter
  * needs no change here. Lease changes and the primary partition count have their own series; the Raft commit latency
  * is a Prometheus histogram (cumulative `_bucket{le=...}` series ending in `+Inf`, which equals `_count`, and `_sum`).
- * The process's resident set and V8 heap in use are exported under the names Prometheus' client libraries use.
+ * The process's resident set and V8 heap in use are exported under the names Prometheus' client libraries use, and
+ * beside them the heap in use as the last major collection left it (read when the collection is reported, once a
+ * metrics server runs): the heap in use at a scrape swings with young garbage, the heap after a major GC is what a
+ * leak makes grow.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { cumulativeCounts, type HistogramSnapshot } from '../core/histogram.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 
@@ -27,6 +31,23 @@ export interface MetricsServerOptions {
   readonly extra?: () => Readonly<Record<string, number>>;
 }
 
+/** Heap in use right after the latest major GC this process reported (undefined before the first). */
+let heapAfterMajorGc: number | undefined;
+let gcObserver: PerformanceObserver | undefined;
+
+function watchMajorGcs(): void {
+  if (gcObserver !== undefined) return;
+  gcObserver = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = (entry as { readonly detail?: { readonly kind?: number } }).detail?.kind;
+      if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) heapAfterMajorGc = process.memoryUsage().heapUsed;
+    }
+  });
+  gcObserver.observe({ entryTypes: ['gc'] });
+  // The observer must not keep a process alive that has nothing else to do.
+  (gcObserver as unknown as { unref?: () => void }).unref?.();
+}
+
 export class MetricsServer {
   private constructor(
     private readonly server: Server,
@@ -34,6 +55,7 @@ export class MetricsServer {
   ) {}
 
   static async start(options: MetricsServerOptions): Promise<MetricsServer> {
+    watchMajorGcs();
     const server = createServer((request, response) => handle(options, request, response));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -96,6 +118,11 @@ export function renderMetrics(options: Pick<MetricsServerOptions, 'nodeName' | '
   const memory = process.memoryUsage();
   out.metric('process_resident_memory_bytes', 'gauge', 'resident set size of the node process', [[{}, memory.rss]]);
   out.metric('nodejs_heap_size_used_bytes', 'gauge', 'V8 heap in use', [[{}, memory.heapUsed]]);
+  if (heapAfterMajorGc !== undefined) {
+    out.metric('nodejs_heap_used_after_major_gc_bytes', 'gauge', 'V8 heap in use after the last major GC', [
+      [{}, heapAfterMajorGc],
+    ]);
+  }
   for (const [name, value] of Object.entries(options.extra?.() ?? {})) {
     out.metric(`basalt_${name}`, name.endsWith('_total') ? 'counter' : 'gauge', name.replaceAll('_', ' '), [
       [{}, value],

@@ -8,6 +8,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { connect } from '../client/remote.js';
 import { estimateQuantile } from '../core/histogram.js';
 import { histogramOf, parseMetrics } from './admin.js';
@@ -144,6 +146,25 @@ test('a metrics server whose node is not running: /health 503, basalt_up 0', asy
     const body = await (await fetch(`${server.url}/metrics`)).text();
     assert.equal(sample(body, 'basalt_up{node="n9"}'), 0);
     assert.equal(sample(body, 'basalt_healthy{node="n9"}'), 0);
+  } finally {
+    await server.close();
+  }
+});
+
+test('a metrics server exports the heap in use after the last major GC, once one ran', async () => {
+  const server = await MetricsServer.start({ host: '127.0.0.1', port: 0, nodeName: 'n9', nodeOf: () => undefined });
+  try {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    gc();
+    const series = 'nodejs_heap_used_after_major_gc_bytes{node="n9"}';
+    // The GC is reported to observers asynchronously.
+    let value: number | undefined;
+    for (let i = 0; i < 50 && value === undefined; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      value = sample(await (await fetch(`${server.url}/metrics`)).text(), series);
+    }
+    assert.ok(value !== undefined && value > 1_000_000, `${series} is ${value}`);
   } finally {
     await server.close();
   }
