@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect, type RemoteClient } from '../client/remote.js';
 import { ChildNode } from './child-node.js';
-import { freePorts } from './test-support.js';
+import { checkBank, freePorts } from './test-support.js';
 
 const TABLE = 'bank';
 const ACCOUNTS = 6;
@@ -188,31 +188,15 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
     stopping = true;
     await Promise.all(workers);
 
-    const ids = [...acknowledged, ...unknown];
-    const state = await bank.transaction(
-      async (tx) => ({
-        balances: (await tx.getAll(
-          TABLE,
-          Array.from({ length: ACCOUNTS }, (_, i) => account(i)),
-        )) as number[],
-        records: await tx.getAll(
-          TABLE,
-          ids.map((id) => `xfer/${id}`),
-        ),
-      }),
-      { retries: 100, readOnly: true },
-    );
-    for (const [i, id] of acknowledged.entries()) {
-      assert.equal(state.records[i], id, `acknowledged transfer ${id} is there`);
-    }
-    const expected = Array.from({ length: ACCOUNTS }, () => INITIAL_BALANCE);
-    for (const [i, id] of ids.entries()) {
-      if (state.records[i] === undefined) continue;
-      const [from, to] = ends(id);
-      expected[from]! -= 1;
-      expected[to]! += 1;
-    }
-    assert.deepEqual(state.balances, expected, 'the balances are moved by exactly the transfers that applied');
+    await checkBank(bank, {
+      table: TABLE,
+      accounts: ACCOUNTS,
+      initialBalance: INITIAL_BALANCE,
+      account,
+      ends,
+      acknowledged,
+      unknown,
+    });
     process.stdout.write(`# elastic: ${acknowledged.length} transfers acknowledged, ${unknown.length} unknown\n`);
   } catch (error) {
     const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`)

@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect, type RemoteClient } from '../client/remote.js';
 import { ChildNode } from './child-node.js';
+import { checkBank } from './test-support.js';
 
 const NAMES = ['n1', 'n2', 'n3'] as const;
 const TABLE = 'bank';
@@ -203,36 +204,15 @@ test('nodes in separate network namespaces, bound to 0.0.0.0 and advertising the
     stopping = true;
     await Promise.all(workers);
 
-    const ids = [...acknowledged, ...unknown];
-    const state = await clients[2]!.transaction(
-      async (tx) => ({
-        balances: (await tx.getAll(
-          TABLE,
-          Array.from({ length: ACCOUNTS }, (_, i) => account(i)),
-        )) as number[],
-        records: await tx.getAll(
-          TABLE,
-          ids.map((id) => `xfer/${id}`),
-        ),
-      }),
-      { retries: 100, readOnly: true },
-    );
-    for (const [i, id] of acknowledged.entries()) {
-      assert.equal(state.records[i], id, `acknowledged transfer ${id} is there`);
-    }
-    const expected = Array.from({ length: ACCOUNTS }, () => INITIAL_BALANCE);
-    for (const [i, id] of ids.entries()) {
-      if (state.records[i] === undefined) continue;
-      const [from, to] = ends(id);
-      expected[from]! -= 1;
-      expected[to]! += 1;
-    }
-    assert.deepEqual(state.balances, expected, 'the balances are moved by exactly the transfers that applied');
-    assert.equal(
-      state.balances.reduce((sum, b) => sum + b, 0),
-      ACCOUNTS * INITIAL_BALANCE,
-      'the total is conserved',
-    );
+    await checkBank(clients[2]!, {
+      table: TABLE,
+      accounts: ACCOUNTS,
+      initialBalance: INITIAL_BALANCE,
+      account,
+      ends,
+      acknowledged,
+      unknown,
+    });
     process.stdout.write(
       `# multi-host: ${acknowledged.length} transfers acknowledged over ${hosts.address(0)}-${hosts.address(2)}, ` +
         `${unknown.length} unknown\n`,
