@@ -6,8 +6,9 @@
  * and the locks.
  *
  * Acquisition runs under wait-die (lock-manager.ts); each wait is bounded by `lockWaitTimeoutMs` on the injected
- * timers, then fails TX_LOCK_CONFLICT. The txs that asked for a lock since the last lease change are remembered (up
- * to a named limit, forgetting those that hold and await nothing) so that a change drops exactly theirs.
+ * timers, then fails TX_LOCK_CONFLICT. The txs that asked for a lock since the last lease change are remembered so
+ * that a change drops exactly theirs; those that hold and await nothing any more are forgotten each time the set
+ * doubles, so it stays within about twice the txs that hold or await a lock here.
  */
 import { BasaltError } from '../core/errors.js';
 import type { TxId } from '../core/ids.js';
@@ -25,6 +26,9 @@ export const LEASE_LOCK_COUNTERS = {
   /** Txs that held or awaited locks here when the lease changed under them (their locks were dropped). */
   leaseChangeTxs: 'lease.txsLosingLocks',
 } as const;
+
+/** The smallest size at which the remembered locking txs are swept. */
+export const LOCKING_TXS_SWEEP_MIN = 1_024;
 
 export interface LeaseLockTableOptions {
   readonly locks?: LockManager;
@@ -44,6 +48,8 @@ export class LeaseLockTable {
   private readonly lockingTxs = new Set<TxId>();
   /** The applied lease the lock table belongs to. */
   private lease: LeaseToken | undefined;
+  /** `lockingTxs` is swept of txs that hold and await nothing when it reaches this size. */
+  private sweepAt = LOCKING_TXS_SWEEP_MIN;
 
   constructor(options: LeaseLockTableOptions) {
     this.locks = options.locks ?? new LockManager();
@@ -112,13 +118,23 @@ export class LeaseLockTable {
     return lockDenialError(denial);
   }
 
-  /** Remembers a locking tx; past the bound, forgets those that hold and await nothing any more. */
+  /**
+   * Remembers a locking tx. Once the set doubled since its last sweep (at least LOCKING_TXS_SWEEP_MIN, at most the
+   * named limit), forgets those that hold and await nothing any more: the set stays within about twice the txs that
+   * hold or await a lock here, at a constant cost per lock request, instead of keeping every tx id of the lease.
+   */
   private noteLocking(txId: TxId): void {
-    if (this.lockingTxs.size >= LIMITS.replicaTxRecordsMax && !this.lockingTxs.has(txId)) {
+    if (this.lockingTxs.size >= this.sweepAt && !this.lockingTxs.has(txId)) {
       for (const t of this.lockingTxs) {
         if (this.locks.locksOf(t).length === 0 && this.locks.waitsOf(t).length === 0) this.lockingTxs.delete(t);
       }
+      this.sweepAt = Math.min(LIMITS.replicaTxRecordsMax, Math.max(LOCKING_TXS_SWEEP_MIN, 2 * this.lockingTxs.size));
     }
     this.lockingTxs.add(txId);
+  }
+
+  /** Txs remembered as locking here (diagnostics and tests). */
+  get lockingTxCount(): number {
+    return this.lockingTxs.size;
   }
 }
