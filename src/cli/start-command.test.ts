@@ -71,7 +71,7 @@ test('basalt start: three processes with bare peer addresses, one killed with SI
       assert.deepEqual(members?.sort(), ['n1', 'n2', 'n3'], `${name} learned every peer's name`);
     }
     const n3 = procs.get('n3')!;
-    const oldId = /id ([0-9a-f-]+)/.exec(n3.output)![1];
+    const oldId = /\(id ([A-Za-z0-9_-]+)\)/.exec(n3.output)![1];
     n3.kill('SIGKILL');
     assert.equal((await n3.exited).signal, 'SIGKILL');
     const n1 = procs.get('n1')!;
@@ -81,7 +81,7 @@ test('basalt start: three processes with bare peer addresses, one killed with SI
     const restarted = new NodeProcess(args('n3'));
     procs.set('n3', restarted);
     await restarted.waitFor(/status: .*tables: 1, hosted partitions: 2, .*live peers: n1,n2/);
-    const newId = /id ([0-9a-f-]+)/.exec(restarted.output)![1];
+    const newId = /\(id ([A-Za-z0-9_-]+)\)/.exec(restarted.output)![1];
     assert.notEqual(newId, oldId, 'a restarted process has a new ephemeral id');
     assert.match(
       restarted.output,
