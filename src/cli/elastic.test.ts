@@ -13,15 +13,10 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect, type RemoteClient } from '../client/remote.js';
 import { ChildNode } from './child-node.js';
-import { checkBank, freePorts } from './test-support.js';
+import { checkBank, freePorts, SMALL_BANK } from './test-support.js';
 
-const TABLE = 'bank';
-const ACCOUNTS = 6;
-const INITIAL_BALANCE = 100;
+const { table: TABLE, accounts: ACCOUNTS, initialBalance: INITIAL_BALANCE, account, ends } = SMALL_BANK;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const account = (i: number): string => `acct/${i}`;
-/** The two distinct accounts transfer `id` moves one unit between. */
-const ends = (id: number): [number, number] => [id % ACCOUNTS, (id + 1 + (id % (ACCOUNTS - 1))) % ACCOUNTS];
 
 async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -188,15 +183,7 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
     stopping = true;
     await Promise.all(workers);
 
-    await checkBank(bank, {
-      table: TABLE,
-      accounts: ACCOUNTS,
-      initialBalance: INITIAL_BALANCE,
-      account,
-      ends,
-      acknowledged,
-      unknown,
-    });
+    await checkBank(bank, { ...SMALL_BANK, acknowledged, unknown });
     process.stdout.write(`# elastic: ${acknowledged.length} transfers acknowledged, ${unknown.length} unknown\n`);
   } catch (error) {
     const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`)

@@ -18,19 +18,14 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect, type RemoteClient } from '../client/remote.js';
 import { ChildNode } from './child-node.js';
-import { checkBank } from './test-support.js';
+import { checkBank, SMALL_BANK } from './test-support.js';
 
 const NAMES = ['n1', 'n2', 'n3'] as const;
-const TABLE = 'bank';
-const ACCOUNTS = 6;
-const INITIAL_BALANCE = 100;
+const { table: TABLE, accounts: ACCOUNTS, initialBalance: INITIAL_BALANCE, account, ends } = SMALL_BANK;
 const PEER_PORT = 7000;
 const CLIENT_PORT = 10800;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const account = (i: number): string => `acct/${i}`;
-/** The two distinct accounts transfer `id` moves one unit between. */
-const ends = (id: number): [number, number] => [id % ACCOUNTS, (id + 1 + (id % (ACCOUNTS - 1))) % ACCOUNTS];
 
 /** A bridge and one namespace per node, named after this process so that parallel runs do not collide. */
 class Hosts {
@@ -204,15 +199,7 @@ test('nodes in separate network namespaces, bound to 0.0.0.0 and advertising the
     stopping = true;
     await Promise.all(workers);
 
-    await checkBank(clients[2]!, {
-      table: TABLE,
-      accounts: ACCOUNTS,
-      initialBalance: INITIAL_BALANCE,
-      account,
-      ends,
-      acknowledged,
-      unknown,
-    });
+    await checkBank(clients[2]!, { ...SMALL_BANK, acknowledged, unknown });
     process.stdout.write(
       `# multi-host: ${acknowledged.length} transfers acknowledged over ${hosts.address(0)}-${hosts.address(2)}, ` +
         `${unknown.length} unknown\n`,

@@ -27,6 +27,15 @@ export async function freePort(): Promise<number> {
 }
 
 /** The bank of the multi-process tests: transfers of one unit between two accounts, each leaving a record. */
+export const SMALL_BANK = {
+  table: 'bank',
+  accounts: 6,
+  initialBalance: 100,
+  account: (i: number): string => `acct/${i}`,
+  /** The two distinct accounts transfer `id` moves one unit between. */
+  ends: (id: number): [number, number] => [id % 6, (id + 1 + (id % 5)) % 6],
+} as const;
+
 export interface BankCheck {
   readonly table: string;
   readonly accounts: number;
