@@ -253,8 +253,13 @@ export class ReplicaPartitionHost implements PartitionHost {
     entry.undo.push(this.resolution.watch(replica));
     entry.undo.push(this.inline.watch(replica));
     entry.undo.push(replica.stateMachine.onSnapshotResolved((txIds) => this.sweep.forget(txIds)));
-    // Every apply may change the lease (a first lease, a takeover): decide at once rather than on the next tick.
-    entry.undo.push(replica.stateMachine.onApplied(() => this.upkeep(partitionId, TICK)));
+    // An apply that changed the lease (a first lease, a takeover) or the applied term is decided on at once rather
+    // than on the next tick; other applies change nothing the upkeep decides on (most applies are data).
+    entry.undo.push(
+      replica.stateMachine.onApplied(() => {
+        if (replica.appliedChangedUpkeep()) this.upkeep(partitionId, TICK);
+      }),
+    );
     entry.undo.push(replica.stateMachine.onLeaseChange(leaseCounting(context.counters, replica.self)));
     entry.undo.push(replica.onWake((reason) => this.woken(partitionId, reason)));
     this.hosted.set(partitionId, entry);

@@ -30,7 +30,7 @@
  */
 import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
-import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
+import type { HybridTimestamp, NodeId, NodeName, PartitionId, Term, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
@@ -175,6 +175,9 @@ export class PartitionReplica {
   private renewalsPausedUntilMs = Number.NEGATIVE_INFINITY;
   /** Acted as primary at the last upkeep tick (to notice gaining primacy). */
   private wasActing = false;
+  /** The applied lease and term the last upkeep decided on (`appliedChangedUpkeep`). */
+  private upkeepLease: Lease | null | undefined;
+  private upkeepTerm: Term | undefined;
   private stopped = false;
   private lastSafeTimeAdvanceMs: number;
   private readonly intentListeners = new Set<UnprotectedIntentListener>();
@@ -253,7 +256,9 @@ export class PartitionReplica {
     const ticks = facts.occasion.kind === 'tick' && facts.raft !== undefined && !this.stopped;
     const nowMs = this.physicalClock.monotonicMs();
     const decision = decideUpkeep({
-      ...facts,
+      occasion: facts.occasion,
+      raft: facts.raft,
+      successor: facts.successor,
       self: this.self,
       selfName: this.nodeName,
       timing: this.timing,
@@ -269,11 +274,22 @@ export class PartitionReplica {
       lastSafeTimeAdvanceMs: this.lastSafeTimeAdvanceMs,
       nowMs,
       proposalsInFlight: this.proposals.inFlightCount,
-      ...(this.safeTimeSyncIdleMs === undefined ? {} : { safeTimeSyncIdleMs: this.safeTimeSyncIdleMs }),
+      safeTimeSyncIdleMs: this.safeTimeSyncIdleMs,
       wasActing: this.wasActing,
     });
     this.wasActing = decision.acting;
+    this.upkeepLease = this.stateMachine.currentLease();
+    this.upkeepTerm = this.stateMachine.appliedTerm();
     return decision;
+  }
+
+  /**
+   * Whether what was applied since the last upkeep changed an input an apply can change: the applied lease (a first
+   * lease, a renewal, a takeover) or the applied term (a new leader may propose a lease once it applied an entry of its
+   * own term). Everything else the upkeep decides on moves with time, which the host's timer follows.
+   */
+  appliedChangedUpkeep(): boolean {
+    return this.stateMachine.currentLease() !== this.upkeepLease || this.stateMachine.appliedTerm() !== this.upkeepTerm;
   }
 
   /** Performs `action` if it is this replica's own (a lease or SafeTimeSync proposal); false for the host's. */

@@ -359,19 +359,33 @@ function decideTick(input: UpkeepInput): UpkeepDecision {
     ? { kind: 'none', reason: 'stopped' }
     : input.resting === true
       ? { kind: 'none', reason: 'resting' }
-      : decideLeaseAction({ ...input, ...raft, clockWithinBound });
+      : decideLeaseAction({
+          self: input.self,
+          selfName: input.selfName,
+          isLeader: raft.isLeader,
+          term: raft.term,
+          appliedTerm: input.appliedTerm,
+          lease: input.lease,
+          now: input.now,
+          timing: input.timing,
+          leaseProposalInFlight: input.leaseProposalInFlight,
+          handingOver: input.handingOver,
+          renewalsPaused: input.renewalsPaused,
+          clockWithinBound,
+        });
   if (lease.kind === 'propose') actions.push({ kind: 'propose-lease', proposal: lease });
   const sync =
     !input.stopped &&
     input.resting !== true &&
     lease.kind !== 'propose' &&
     shouldProposeSafeTimeSync({
-      ...raft,
+      isLeader: raft.isLeader,
+      term: raft.term,
       appliedTerm: input.appliedTerm,
       lastAdvanceMs: input.lastSafeTimeAdvanceMs,
       nowMs: input.nowMs,
       inFlight: input.proposalsInFlight,
-      ...(input.safeTimeSyncIdleMs === undefined ? {} : { idleMs: input.safeTimeSyncIdleMs }),
+      idleMs: input.safeTimeSyncIdleMs,
     });
   if (sync) actions.push({ kind: 'propose-safe-time-sync' });
   if (raft.isLeader && !clockWithinBound && input.successor !== undefined) {
