@@ -74,6 +74,12 @@ export interface FinishTxCommand extends CommandBase {
   /** Set exactly when `commit`. */
   readonly commitTs: HybridTimestamp | null;
   readonly enlistedPartitions: readonly PartitionId[];
+  /**
+   * Also switch the tx's intents on this partition to the stored outcome, in this entry, as a WriteIntentSwitch right
+   * after it would: the commit partition's own cleanup then finds nothing to switch and costs no entry of its own.
+   * Absent in entries written before it existed (they apply as they did).
+   */
+  readonly switchIntents?: boolean;
 }
 
 /** Cleanup on an enlisted partition: commit or abort every intent of the tx. */
@@ -371,8 +377,18 @@ function kindProblem(value: Rec): Problem {
     case 'FinishTx': {
       const enlisted = value['enlistedPartitions'];
       return (
-        fieldsProblem(value, [...BASE_FIELDS, 'txId', 'commit', 'commitTs', 'enlistedPartitions']) ??
+        fieldsProblem(value, [
+          ...BASE_FIELDS,
+          'txId',
+          'commit',
+          'commitTs',
+          'enlistedPartitions',
+          ...('switchIntents' in value ? ['switchIntents'] : []),
+        ]) ??
         (isTxId(value['txId']) ? undefined : 'txId') ??
+        (value['switchIntents'] === undefined || typeof value['switchIntents'] === 'boolean'
+          ? undefined
+          : 'switchIntents') ??
         outcomeProblem(value) ??
         (Array.isArray(enlisted) &&
         enlisted.length <= LIMITS.finishEnlistedPartitionsMax &&

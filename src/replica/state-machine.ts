@@ -375,6 +375,10 @@ export class PartitionStateMachine {
         retainUntilCleanup: true,
       });
     });
+    // The stored outcome (the first one wins), never the command's: as the cleanup that follows it would.
+    if (command.switchIntents === true) {
+      this.applySwitch({ txId, commit: state === 'COMMITTED', commitTs: commitTs ?? null }, work);
+    }
     return {
       kind: 'FINISHED',
       appliedTs: e,

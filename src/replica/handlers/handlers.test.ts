@@ -503,6 +503,46 @@ describe('TxFinishRequest and cleanup', () => {
     assert.deepEqual(after.result, { op: 'get', value: { found: true, value: 'K' } });
   });
 
+  it("the commit partition's own intents switch in the FinishTx entry: at the reply they are committed on every replica, and its cleanup proposes no switch", async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const { p0, p1, enlisted } = await writeBoth(h, tx);
+    const kinds = new Map<string, string[]>();
+    for (const m of h.members.values()) {
+      const seen: string[] = [];
+      kinds.set(m.name, seen);
+      h.hosted(m, P0).stateMachine.onApplied((entries) => {
+        for (const e of entries) if (e.command !== null) seen.push(e.command.kind);
+      });
+    }
+    const commitTs = h.coord.now();
+    const committedOn = (m: Parameters<Cluster['hosted']>[0], key: string, partitionId: typeof P0) => {
+      const mv = h.hosted(m, partitionId).mv;
+      const read = mv.readLatest(mv.rowIdOf(key)!);
+      return read.kind === 'committed' && read.commitTs === commitTs;
+    };
+    let atReply = false;
+    const finish = h.call<TxFinishResponse>(p0.name, finishRequest(tx, commitTs, enlisted)).then((r) => {
+      atReply = committedOn(p0, 'c', P0);
+      return r;
+    });
+    await h.settle(finish);
+    assert.equal(atReply, true, "the commit partition's intent is committed when the reply goes out");
+    await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
+    await h.converge();
+    assert.equal(committedOn(p1, 'k', P1), true, 'the other partition is switched by the cleanup');
+    assert.equal(h.hosted(p0, P0).locks.locksOf(tx).length, 0, 'the cleanup released the locks');
+    for (const m of h.members.values()) {
+      assert.equal(committedOn(m, 'c', P0), true, `${m.name}: committed`);
+      const seen = kinds.get(m.name)!;
+      assert.deepEqual(
+        seen.filter((k) => k !== 'SafeTimeSync' && k !== 'Lease'),
+        ['FinishTx', 'TxCleanupCompleted'],
+        `${m.name}: no switch entry on the commit partition`,
+      );
+    }
+  });
+
   it('finish is idempotent; a late conflicting finish gets TX_MISMATCHING_OUTCOME carrying the real outcome', async () => {
     const h = await Cluster.start(SEED);
     const tx = h.newTx();

@@ -89,6 +89,7 @@ export class TxFinishHandler {
       commit: request.commit,
       commitTs: request.commitTs ?? null,
       enlistedPartitions: request.enlisted.map((e) => e.partitionId),
+      switchIntents: true,
     }));
     const outcome = finishedOutcome(request.txId, applied);
     p.txStateMap.update(request.txId, {

@@ -254,6 +254,7 @@ export class CommitPartitionStates {
       commit: false,
       commitTs: null,
       enlistedPartitions: enlisted,
+      switchIntents: true,
     }));
     if (applied.kind === 'TX_OUTCOME_UNKNOWN') return 'vacuumed';
     if (applied.kind !== 'FINISHED') throw new BasaltError('INTERNAL', `FinishTx answered ${applied.kind}`);
