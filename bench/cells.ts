@@ -49,6 +49,8 @@ export interface CellSpec {
   readonly keys?: readonly string[];
   /** Use only the first this many client threads (an intent cell keeps its readers off the node it stops). */
   readonly threadsMax?: number;
+  /** Basalt: the Raft log entries applied so far over the partition groups, read before and after the window. */
+  readonly logEntries?: () => Promise<number>;
 }
 
 export interface CellResult {
@@ -74,6 +76,8 @@ export interface CellResult {
   readonly cpuSPerKOps: readonly (number | undefined)[];
   /** CPU of the client process (all its threads) over the window, in cores. */
   readonly clientCores: number;
+  /** Basalt: Raft log entries (all partition groups) per completed operation over the window. */
+  readonly logEntriesPerOp?: number;
   /** The measured window on CLOCK_MONOTONIC, in microseconds (the clock of `.cpuprofile` sample times). */
   readonly monotonicWindowUs: { readonly fromUs: number; readonly toUs: number };
   /** Intent cells: every node's resolution counter deltas over the cell (warm-up included), and writer failures. */
@@ -139,6 +143,7 @@ export class ClientPool {
     const results = workers.map((w) => nextMessage<DriverResult>(w, 'result'));
     for (const w of workers) w.postMessage({ kind: 'go', startMs, endMs } satisfies DriverGo);
     await sleepUntil(startMs);
+    const entriesBefore = await readEntries(spec);
     const cpuBefore = spec.pids.map(cpuSecondsOf);
     const clientBefore = process.cpuUsage();
     const fromUs = monotonicUs();
@@ -147,8 +152,21 @@ export class ClientPool {
     const cpuAfter = spec.pids.map(cpuSecondsOf);
     const client = process.cpuUsage(clientBefore);
     const clientCpuS = (client.user + client.system) / 1e6;
-    return { ...combine(spec, await Promise.all(results), cpuBefore, cpuAfter, clientCpuS), monotonicWindowUs: window };
+    const entriesAfter = await readEntries(spec);
+    const cell = combine(spec, await Promise.all(results), cpuBefore, cpuAfter, clientCpuS);
+    const entries =
+      entriesBefore === undefined || entriesAfter === undefined ? undefined : entriesAfter - entriesBefore;
+    return {
+      ...cell,
+      ...(entries !== undefined && cell.ops > 0 && { logEntriesPerOp: entries / cell.ops }),
+      monotonicWindowUs: window,
+    };
   }
+}
+
+/** The cell's log entry count, or undefined when it has none or the scrape failed (the figure is then left out). */
+async function readEntries(spec: CellSpec): Promise<number | undefined> {
+  return spec.logEntries === undefined ? undefined : spec.logEntries().catch(() => undefined);
 }
 
 function combine(

@@ -113,6 +113,18 @@ export function resolutionDeltas(
   return { nodes: per, total, forcedShare: all === 0 ? undefined : total[forced] / all };
 }
 
+/**
+ * Raft log entries applied on a node, summed over the partition groups of its /metrics text (the metastorage group
+ * left out): every node hosts a replica of every bench partition, so one node's sum counts every entry once.
+ */
+export function appliedPartitionEntries(metrics: string): number {
+  let sum = 0;
+  for (const match of metrics.matchAll(/^basalt_raft_applied_index\{[^}]*\bgroup="t\d+p\d+"[^}]*\} (\d+)$/gm)) {
+    sum += Number(match[1]);
+  }
+  return sum;
+}
+
 export async function scrape(url: string): Promise<string> {
   const response = await fetch(url, { signal: AbortSignal.timeout(SCRAPE_TIMEOUT_MS) });
   if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);

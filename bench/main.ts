@@ -20,6 +20,7 @@ import { runComponentSections } from './components.js';
 import { ETCD_INSTALL_HINT, EtcdCluster, findEtcd } from './etcd.js';
 import { measureFsync } from './floors.js';
 import {
+  appliedPartitionEntries,
   type IntentControl,
   parseResolutionCounts,
   prepareIntentCell,
@@ -154,7 +155,8 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
           pause: (i) => cluster.pause(i),
           resume: (i) => cluster.resume(i),
         };
-        return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop(), intents };
+        const logEntries = async () => appliedPartitionEntries(await scrape(cluster.metricsUrls[0]!));
+        return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop(), intents, logEntries };
       },
       cleanup,
     );
@@ -266,6 +268,8 @@ interface Running {
   readonly stop: () => Promise<void>;
   /** Basalt only: what the intent cells need to force their resolution path. */
   readonly intents?: IntentControl;
+  /** Basalt only: Raft log entries applied so far over the partition groups (CellSpec.logEntries). */
+  readonly logEntries?: () => Promise<number>;
 }
 
 /** Starts one system, runs every cell on it, stops it; a failing cell is recorded and the next one runs. */
@@ -296,6 +300,7 @@ async function runSystem(
             warmupMs: grid.warmupMs,
             durationMs: grid.durationMs,
             pids: running.pids,
+            ...(running.logEntries !== undefined && { logEntries: running.logEntries }),
           };
           const cell =
             isIntentWorkload(workload) && running.intents !== undefined
@@ -305,6 +310,7 @@ async function runSystem(
           progress(
             `${system}: ${workload} ×${clients}: ${cell.opsPerSec.toFixed(0)} ops/s, ` +
               `p50 ${(cell.latency.p50Us / 1000).toFixed(2)} ms` +
+              (cell.logEntriesPerOp === undefined ? '' : `, ${cell.logEntriesPerOp.toFixed(2)} Raft entries/op`) +
               (cell.failures > 0 ? `, ${cell.failures} failed: ${cell.firstFailure}` : ''),
           );
         } catch (error) {

@@ -231,6 +231,14 @@ export function formatTable(doc: BenchDocument): string {
     lines.push(`| ${cells.join(' | ')} |`);
   }
   lines.push(...formatResolution(doc, floors));
+  const entries = doc.cells.filter((c) => c.logEntriesPerOp !== undefined);
+  if (entries.length > 0) {
+    lines.push(
+      '',
+      'Raft log entries per operation (Basalt, every partition group, counted on n1 over the window): ' +
+        entries.map((c) => `${c.workload} ×${c.clients} ${c.logEntriesPerOp!.toFixed(2)}`).join(', '),
+    );
+  }
   lines.push('', 'Workloads (Basalt | etcd) and the critical path of the floor:');
   for (const w of doc.workloads) {
     const paths = w.paths.map((x) => `${x.share < 1 ? `${x.share} × ` : ''}${x.path.why}`).join(' + ');

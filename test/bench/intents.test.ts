@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parsePrimaries, parseResolutionCounts, resolutionDeltas } from '../../bench/intents.js';
+import {
+  appliedPartitionEntries,
+  parsePrimaries,
+  parseResolutionCounts,
+  resolutionDeltas,
+} from '../../bench/intents.js';
 
 const METRICS = [
   '# HELP basalt_resolution_total write intents resolved, by the path that answered',
@@ -18,6 +23,20 @@ const METRICS = [
   'basalt_counter_total{node="n2",name="resolution.outcome.ABORTED"} 10',
   'basalt_counter_total{node="n2",name="resolution.outcome.UNKNOWN"} 1',
 ].join('\n');
+
+describe('Raft entries per operation from /metrics', () => {
+  it('sums the applied index of the partition groups, the metastorage group left out', () => {
+    const text = [
+      '# TYPE basalt_raft_applied_index gauge',
+      'basalt_raft_applied_index{node="n1",group="meta"} 500',
+      'basalt_raft_applied_index{node="n1",group="t1p0"} 40',
+      'basalt_raft_applied_index{node="n1",group="t1p7"} 2',
+      'basalt_raft_commit_index{node="n1",group="t1p0"} 41',
+    ].join('\n');
+    assert.equal(appliedPartitionEntries(text), 42);
+    assert.equal(appliedPartitionEntries(''), 0);
+  });
+});
 
 describe('intent cells: resolution counters from /metrics', () => {
   it('reads the three paths of basalt_resolution_total and nothing else', () => {
