@@ -6,7 +6,7 @@
  * 2. close the tx's operation record (no new operation of the tx runs here), map → final ('cleanup-request') when an
  *    outcome is given, fail the tx's lock waiters, wait for its operations in flight;
  * 3. unless unlock-only: if the tx has intents here, propose its write-intent switch (coalesced, below) and await
- *    its apply;
+ *    its apply (on the commit partition the FinishTx entry already switched them, so there is usually none left);
  * 4. release every lock of the tx.
  * Idempotent: a repeated cleanup finds no intents and no locks and answers success again. Unlock-only (a tx that
  * wrote nothing anywhere) skips the switch; it still waits for operations in flight, so that none acquires a lock

@@ -10,7 +10,10 @@
  * below the vacuum horizon. The primary's map goes final ('finish-marker').
  *
  * The coordinator is answered as soon as the outcome is durable: cleanup of the enlisted partitions is started (or
- * joined) on the cleanup driver and not awaited (cleanup-driver.ts re-drives it until it completes). A finish for a
+ * joined) on the cleanup driver and not awaited (cleanup-driver.ts re-drives it until it completes). FinishTx also
+ * switches the tx's intents on the commit partition itself, in the same entry, to the stored outcome
+ * (`switchIntents`): the commit partition's own cleanup then only releases the locks (it still switches an intent
+ * that applied after the finish), which saves it a Raft entry per tx. A finish for a
  * record whose cleanup completed cleans only the partitions the decider did not know (a recovery knows part of the
  * enlisted set).
  */
