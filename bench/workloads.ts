@@ -7,7 +7,8 @@
  *   put       client→coordinator (1), coordinator→primary (1), one Raft write: replication (1) + fsync (1)
  *   get       client→coordinator (1), coordinator→primary read (1)
  *   ro-tx     begin (1), two gets of 2 each (4), commit (1)
- *   transfer  begin (1); getAll forUpdate (2); two puts, each client (1) + primary (1) + Raft (1) + F;
+ *   transfer  begin (1); getAll forUpdate (2); putAll of both, the two partitions in parallel: client (1) +
+ *             primary (1) + Raft (1) + F;
  *             commit: client (1) + commit partition (1) + Raft write of the tx state (1) + F
  *   ycsb-a    half get, half put
  *   ro-intent-local              as get: the primary finds the intent's tx state in its own map
@@ -86,7 +87,7 @@ export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadSpec>> = {
   transfer: {
     name: 'transfer',
     title: `2-key transfer, ${ACCOUNTS.toLocaleString('en-US')} accounts`,
-    basalt: 'RW tx: getAll both forUpdate, put both',
+    basalt: 'RW tx: getAll both forUpdate, putAll both',
     etcd: 'get both; Txn comparing both ModRevisions, put both; retried on a failed compare',
     parts: [{ share: 1, path: transferPath() }],
     transactional: true,
@@ -175,9 +176,9 @@ export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadSpec>> = {
 
 function transferPath(): CriticalPath {
   return {
-    roundTrips: 1 + 2 + 2 * 3 + 3,
-    fsyncs: 3,
-    why: 'begin; getAll forUpdate; 2 puts (client, primary, Raft); commit (client, commit partition, Raft)',
+    roundTrips: 1 + 2 + 3 + 3,
+    fsyncs: 2,
+    why: 'begin; getAll forUpdate; putAll (client, primary, Raft); commit (client, commit partition, Raft)',
   };
 }
 

@@ -106,17 +106,20 @@ export function nextTransfer(
 /** What a transfer needs of a read-write transaction. */
 interface TransferTx {
   getAll(table: string, keys: readonly string[], options: { forUpdate: boolean }): Promise<unknown[]>;
-  put(table: string, key: string, value: number): Promise<void>;
+  putAll(table: string, entries: readonly { readonly key: string; readonly value: number }[]): Promise<void>;
 }
 
 /**
  * Moves `amount` between two accounts inside `tx`. Both are read forUpdate: X-locked now, so a concurrent transfer
- * waits instead of dying at an S→X upgrade.
+ * waits instead of dying at an S→X upgrade. Both are written in one putAll: one call, the two partitions' writes
+ * in parallel.
  */
 export async function transferIn(tx: TransferTx, table: string, fromKey: string, toKey: string, amount: number) {
   const [a, b] = (await tx.getAll(table, [fromKey, toKey], { forUpdate: true })) as [number, number];
-  await tx.put(table, fromKey, a - amount);
-  await tx.put(table, toKey, b + amount);
+  await tx.putAll(table, [
+    { key: fromKey, value: a - amount },
+    { key: toKey, value: b + amount },
+  ]);
 }
 
 async function writer(client: RemoteClient, o: DemoOptions, tally: Tally, endMs: number, w: number): Promise<void> {
