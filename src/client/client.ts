@@ -49,6 +49,11 @@ export interface BeginOptions {
    * (LIMITS.txTimeoutMsMax, 10 minutes, unless configured); past it the tx fails TX_TIMEOUT.
    */
   readonly timeoutMs?: number;
+  /**
+   * Read-write only: the id of an earlier attempt, on this node, that this transaction retries: it keeps that
+   * attempt's age for wait-die, so that it is not younger than the txs it lost to (`transaction` does this itself).
+   */
+  readonly retryOf?: TxId;
 }
 
 export interface TransactionOptions extends BeginOptions, RunTransactionOptions {}
@@ -107,20 +112,29 @@ class EmbeddedClient implements Client {
         return new DrivenTransaction(this.cluster, node, beginReadOnly(readOnly, readOnlyOptions(options)));
       }
       rejectReadOnlyOptions(options);
-      const timeout = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
-      return new DrivenTransaction(this.cluster, node, beginTransaction(coordinator, timeout));
+      const begin = {
+        ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
+        ...(options.retryOf !== undefined && { retryOf: options.retryOf }),
+      };
+      return new DrivenTransaction(this.cluster, node, beginTransaction(coordinator, begin));
     });
   }
 
   transaction<T>(fn: (tx: Transaction) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
     return this.run(async () => {
       if (options.readOnly !== true) rejectReadOnlyOptions(options);
-      return this.retrying(() => this.attempt(fn, options), options);
+      // A read-write retry keeps the age of the attempt before it (BeginTxOptions.retryOf).
+      const previous: { id?: TxId } = {};
+      return this.retrying(() => this.attempt(fn, options, previous), options);
     });
   }
 
   /** One attempt of `transaction` on the current incarnation of the node (its coordinator retries nothing here). */
-  private attempt<T>(fn: (tx: Transaction) => Promise<T>, options: TransactionOptions): Promise<T> {
+  private attempt<T>(
+    fn: (tx: Transaction) => Promise<T>,
+    options: TransactionOptions,
+    previous: { id?: TxId },
+  ): Promise<T> {
     const { node, coordinator, readOnly } = this.current();
     if (options.readOnly === true) {
       // Finishing an RO tx is local: nothing of it can be in doubt when its node stops.
@@ -134,11 +148,12 @@ class EmbeddedClient implements Client {
     const run = runTransaction(
       coordinator,
       async (tx) => {
+        previous.id = tx.id;
         const result = await fn(new DrivenTransaction(this.cluster, node, tx));
         committing = true;
         return result;
       },
-      { ...options, retries: 0 },
+      { ...options, retries: 0, ...(previous.id !== undefined && { retryOf: previous.id }) },
     );
     return whileAlive(node, run, () => (committing ? outcomeUnknown(node.name) : coordinatorGone(node.name)));
   }
@@ -336,8 +351,8 @@ function outcomeUnknown(node: NodeName): BasaltError {
 function ignore(): void {}
 
 function readOnlyOptions(options: BeginOptions): { readTimestamp?: HybridTimestamp; stalenessMs?: number } {
-  if (options.timeoutMs !== undefined) {
-    throw new BasaltError('INVALID_ARGUMENT', 'timeoutMs applies to read-write transactions only');
+  if (options.timeoutMs !== undefined || options.retryOf !== undefined) {
+    throw new BasaltError('INVALID_ARGUMENT', 'timeoutMs and retryOf apply to read-write transactions only');
   }
   return {
     ...(options.readTimestamp !== undefined && { readTimestamp: options.readTimestamp }),

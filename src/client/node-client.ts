@@ -39,13 +39,13 @@ class NodeClient implements ClientBackend {
       if (options.readTimestamp !== undefined || options.stalenessMs !== undefined) {
         throw new BasaltError('INVALID_ARGUMENT', 'readTimestamp and stalenessMs are for read-only transactions');
       }
-      return beginTransaction(
-        service.coordinator,
-        options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs },
-      );
+      return beginTransaction(service.coordinator, {
+        ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
+        ...(options.retryOf !== undefined && { retryOf: options.retryOf }),
+      });
     }
-    if (options.timeoutMs !== undefined) {
-      throw new BasaltError('INVALID_ARGUMENT', 'timeoutMs applies to read-write transactions only');
+    if (options.timeoutMs !== undefined || options.retryOf !== undefined) {
+      throw new BasaltError('INVALID_ARGUMENT', 'timeoutMs and retryOf apply to read-write transactions only');
     }
     return beginReadOnly(service.readOnly, {
       ...(options.readTimestamp !== undefined && { readTimestamp: options.readTimestamp }),

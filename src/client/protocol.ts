@@ -19,6 +19,7 @@
  * the connection is closed (the peer does not speak this protocol).
  */
 import { BasaltError, type ErrorData, type ErrorHint, errorHintProblem, isErrorCode } from '../core/errors.js';
+import { isTxId } from '../tx/core/tx-id.js';
 
 export const CLIENT_MAGIC = 'basalt-client';
 export const CLIENT_PROTOCOL_VERSION = 1;
@@ -54,6 +55,8 @@ interface RequestFields {
     readonly readTimestamp?: bigint;
     readonly stalenessMs?: number;
     readonly timeoutMs?: number;
+    /** Read-write: the id of the attempt this transaction retries (it keeps that attempt's wait-die age). */
+    readonly retryOf?: string;
   };
   readonly get: { readonly tx?: TxHandle; readonly table: string; readonly key: string; readonly options?: ReadOpts };
   readonly getAll: {
@@ -150,6 +153,7 @@ const handle: FieldCheck = (v) => (isPositiveSafeInt(v) ? undefined : 'must be a
 const count: FieldCheck = (v) => (isNonNegativeSafeInt(v) ? undefined : 'must be an integer >= 0');
 const timestamp: FieldCheck = (v) => (typeof v === 'bigint' && v > 0n ? undefined : 'must be a positive bigint');
 const anything: FieldCheck = () => undefined;
+const txIdText: FieldCheck = (v) => (isTxId(v) ? undefined : 'must be a transaction id');
 
 const strings: FieldCheck = (v) =>
   Array.isArray(v) && v.every((s) => typeof s === 'string') ? undefined : 'must be an array of strings';
@@ -192,7 +196,7 @@ const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
   begin: {
     required: {},
     // timeoutMs: its range (up to the cluster's maximum) is the coordinator's to check.
-    optional: { readOnly: boolean, readTimestamp: timestamp, stalenessMs: count, timeoutMs: count },
+    optional: { readOnly: boolean, readTimestamp: timestamp, stalenessMs: count, timeoutMs: count, retryOf: txIdText },
   },
   get: { required: { table: string, key: string }, optional: { tx: handle, options: readOptions } },
   getAll: { required: { table: string, keys: strings }, optional: { tx: handle, options: readOptions } },

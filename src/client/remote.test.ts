@@ -8,14 +8,14 @@ import assert from 'node:assert/strict';
 import { connect as netConnect, type Socket } from 'node:net';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../core/errors.js';
-import type { HybridTimestamp } from '../core/ids.js';
+import type { HybridTimestamp, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { RealTimers } from '../env/real-timers.js';
 import { type Client, startCluster } from '../index.js';
 import { decode } from '../net/codec.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import type { Cluster } from '../node/cluster.js';
-import { timeoutOf } from '../tx/core/tx-id.js';
+import { beginTimestampOf, timeoutOf, txDeadline } from '../tx/core/tx-id.js';
 import { startClientServer } from './cluster-server.js';
 import { nodeClient } from './node-client.js';
 import { CLIENT_MAGIC } from './protocol.js';
@@ -159,6 +159,20 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
     assert.equal(result, 'done');
     assert.equal(attempts, 2);
     assert.equal(await client.get(T, 'retry'), 2);
+
+    // The retry kept the first attempt's age (wait-die), with a deadline of its own.
+    const ids: TxId[] = [];
+    await client.transaction(
+      async (tx) => {
+        ids.push(tx.id);
+        if (ids.length === 1) throw new BasaltError('TX_LOCK_CONFLICT', 'injected');
+      },
+      { backoffMsMin: 1, backoffMsMax: 5 },
+    );
+    assert.equal(ids.length, 2);
+    assert.equal(beginTimestampOf(ids[1]!), beginTimestampOf(ids[0]!));
+    assert.ok(txDeadline(ids[1]!, 30_000) > txDeadline(ids[0]!, 30_000));
+    await rejectsWith(client.begin({ retryOf: 'not-an-id' as TxId }), 'INVALID_ARGUMENT');
 
     let tries = 0;
     await rejectsWith(

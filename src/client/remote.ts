@@ -59,6 +59,11 @@ export interface RemoteBeginOptions {
   readonly stalenessMs?: number;
   /** Read-write: the transaction's own timeout, up to the cluster's maximum (default 30 s). */
   readonly timeoutMs?: number;
+  /**
+   * Read-write: the id of an earlier attempt, on this node, that this transaction retries: it keeps that attempt's
+   * age for wait-die (`transaction` passes it on each retry).
+   */
+  readonly retryOf?: TxId;
 }
 
 export interface RemoteTransactionOptions extends RemoteBeginOptions, RunTransactionOptions {}
@@ -373,17 +378,20 @@ class TcpClient implements RemoteClient {
   }
 
   transaction<T>(fn: (tx: RemoteTransaction) => Promise<T>, options: RemoteTransactionOptions = {}): Promise<T> {
+    // A read-write retry keeps the age of the attempt before it (RemoteBeginOptions.retryOf).
+    let previous = options.retryOf;
     return withRetries(
       retryPolicy(options),
       (delayMs) => sleep(this.timers, delayMs),
-      () => this.attempt(fn, options),
+      async () => {
+        const retryOf = options.readOnly === true || previous === undefined ? {} : { retryOf: previous };
+        const tx = await this.begin({ ...beginOptionsOf(options), ...retryOf });
+        if (!tx.readOnly) previous = tx.id;
+        return commitOrRollBack(tx, fn);
+      },
       // A lost connection does not come back: retrying on it could only fail the same way.
       () => !this.connection.isClosed,
     );
-  }
-
-  private async attempt<T>(fn: (tx: RemoteTransaction) => Promise<T>, options: RemoteBeginOptions): Promise<T> {
-    return commitOrRollBack(await this.begin(beginOptionsOf(options)), fn);
   }
 
   async get(table: string, key: string): Promise<Value | undefined> {
@@ -512,6 +520,7 @@ function beginOptionsOf(options: RemoteBeginOptions): RemoteBeginOptions {
     ...(options.readTimestamp !== undefined && { readTimestamp: options.readTimestamp }),
     ...(options.stalenessMs !== undefined && { stalenessMs: options.stalenessMs }),
     ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
+    ...(options.retryOf !== undefined && { retryOf: options.retryOf }),
   };
 }
 

@@ -20,7 +20,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { assert } from '../core/assert.js';
 import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
-import type { HybridTimestamp } from '../core/ids.js';
+import type { HybridTimestamp, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import { decode } from '../net/codec.js';
@@ -48,6 +48,8 @@ export interface RemoteBeginOptions {
   readonly stalenessMs?: number;
   /** Read-write only: the transaction's own timeout. */
   readonly timeoutMs?: number;
+  /** Read-write only: the attempt this transaction retries; it keeps that attempt's age (BeginTxOptions.retryOf). */
+  readonly retryOf?: TxId;
 }
 
 /** A transaction of the backend; a read-only one may tell its read timestamp. */
@@ -424,6 +426,7 @@ class ClientSession {
       ...(request.readTimestamp !== undefined && { readTimestamp: request.readTimestamp as HybridTimestamp }),
       ...(request.stalenessMs !== undefined && { stalenessMs: request.stalenessMs }),
       ...(request.timeoutMs !== undefined && { timeoutMs: request.timeoutMs }),
+      ...(request.retryOf !== undefined && { retryOf: request.retryOf as TxId }),
     };
     this.beginsInFlight++;
     let tx: BackendTransaction;

@@ -170,16 +170,21 @@ export class TxCoordinator {
         node: this.self.name,
       });
     }
-    const tx = this.newTx(timeoutMs);
+    const tx = this.newTx(timeoutMs, options.retryOf);
     tx.timeoutTimer = this.timers.setTimer(() => this.timeOut(tx), timeoutMs ?? this.ctx.settings.txTimeoutMs);
     this.live.set(tx.id, tx);
     return tx;
   }
 
   /** beginTs, id, PENDING in the map (refused when the map is full: OVERLOADED). */
-  private newTx(timeoutMs?: number): CoordinatedTx {
+  private newTx(timeoutMs?: number, retryOf?: TxId): CoordinatedTx {
     const beginTs = this.clock.now();
-    const id = this.ids.next(beginTs, timeoutMs);
+    const { txTimeoutMs, txTimeoutMsMax } = this.ctx.settings;
+    const id =
+      (retryOf === undefined
+        ? undefined
+        : this.ids.nextRetry(retryOf, beginTs, timeoutMs ?? txTimeoutMs, txTimeoutMsMax)) ??
+      this.ids.next(beginTs, timeoutMs);
     const result = this.txStates.update(id, {
       state: 'PENDING',
       reason: 'coordinator-begin',
@@ -740,6 +745,12 @@ function ignore(): void {}
 export interface BeginTxOptions {
   /** This tx's own timeout in ms, carried in its id (default: the coordinator's txTimeoutMs). */
   readonly timeoutMs?: number;
+  /**
+   * The attempt this tx retries (an id this coordinator made): the tx keeps that attempt's age for wait-die, so that
+   * a retry is not younger than the txs it lost to (TxIdGenerator.nextRetry); its deadline is still its own timeout
+   * from now. Ignored for an id of another node, or once the kept age would stretch the timeout past txTimeoutMsMax.
+   */
+  readonly retryOf?: TxId;
 }
 
 /** A positive integer up to `maxMs`, or undefined; anything else is INVALID_ARGUMENT. */

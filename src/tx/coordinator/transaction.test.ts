@@ -1,15 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BasaltError } from '../../core/errors.js';
+import type { TxId } from '../../core/ids.js';
 import { HybridClock } from '../../hlc/hybrid-clock.js';
 import { SimClock } from '../../sim/clock.js';
 import { Scheduler } from '../../sim/scheduler.js';
 import type { TxResponse } from '../core/messages.js';
+import { asTxId, beginTimestampOf, isOlder, txDeadline } from '../core/tx-id.js';
 import { TxStateMap } from '../core/tx-state-map.js';
 import { isRetryable } from './retry.js';
 import type { TxCoordinatorOptions } from './settings.js';
 import { coordinatorOver, FakeCluster, rejectsWith, settleWithin, TABLE } from './test-support.js';
-import { beginTransaction, runTransaction } from './transaction.js';
+import { beginTransaction, runTransaction, Transaction } from './transaction.js';
 
 function setup(options?: TxCoordinatorOptions) {
   const scheduler = new Scheduler({ seed: 'transaction-test' });
@@ -86,7 +88,15 @@ describe('runTransaction', () => {
     assert.equal(result, 1);
     assert.equal(ids.length, 2);
     assert.notEqual(ids[0], ids[1]);
-    assert.ok(ids[0]! < ids[1]!, 'the retry is a new, younger tx');
+    assert.ok(ids[0]! < ids[1]!, 'the retry is a new tx, ordered right after the attempt it retries');
+    // It keeps the first attempt's age for wait-die, not its deadline.
+    const [first, retry] = ids.map(asTxId) as [TxId, TxId];
+    assert.equal(beginTimestampOf(retry), beginTimestampOf(first));
+    const fresh = coordinator.begin();
+    assert.ok(isOlder(retry, fresh.id), 'older than a tx begun after it');
+    assert.ok(txDeadline(retry, 30_000) > txDeadline(first, 30_000), 'a deadline of its own');
+    await run(beginTransaction(coordinator).rollback());
+    await run(new Transaction(coordinator, fresh).rollback());
     // The failed attempt released what it may hold (an unlock-only cleanup at the primary it tried).
     assert.ok(cluster.sentOf('TxCleanupRequest').some((c) => c.txId === ids[0] && c.unlockOnly));
     assert.equal(cluster.committed.get(cluster.partitionOfKey('acct'))?.get('acct'), 1);

@@ -79,14 +79,23 @@ export function runTransaction<T>(
   fn: (tx: Transaction) => Promise<T>,
   options: RunTransactionOptions = {},
 ): Promise<T> {
+  // Each retry keeps the age of the attempt before it (BeginTxOptions.retryOf).
+  let previous = options.retryOf;
   return withRetries(
     retryPolicy(options, coordinator.retryJitter),
     (delayMs) => sleep(coordinator.timers, delayMs),
-    () => commitOrRollBack(beginTransaction(coordinator, timeoutOption(options)), fn),
+    () => {
+      const tx = beginTransaction(coordinator, beginOptions(options, previous));
+      previous = tx.id;
+      return commitOrRollBack(tx, fn);
+    },
   );
 }
 
-/** The begin options of a run: only the timeout (the retry options are the run's own). */
-function timeoutOption(options: BeginTxOptions): BeginTxOptions {
-  return options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
+/** The begin options of an attempt: the timeout, and the attempt it retries (the retry options are the run's own). */
+function beginOptions(options: BeginTxOptions, retryOf: TxId | undefined): BeginTxOptions {
+  return {
+    ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
+    ...(retryOf !== undefined && { retryOf }),
+  };
 }

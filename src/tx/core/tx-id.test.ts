@@ -195,3 +195,37 @@ describe('tx ids', () => {
     }
   });
 });
+
+describe('a retry that keeps its age (TxIdGenerator.nextRetry)', () => {
+  const TIMEOUT = 30_000;
+  const MAX = 600_000;
+
+  it('is as old as the attempt it retries, older than every tx begun since, and its deadline is still its timeout from now', () => {
+    const gen = new TxIdGenerator(nodeId('n1'));
+    const first = gen.next(hybridTimestamp(10_000));
+    const since = gen.next(hybridTimestamp(10_200));
+    const now = hybridTimestamp(10_500, 3);
+    const retry = gen.nextRetry(first, now, TIMEOUT, MAX);
+    assert.ok(retry !== undefined);
+    assert.equal(beginTimestampOf(retry), beginTimestampOf(first), 'the age of the first attempt');
+    assert.ok(isOlder(first, retry) && isOlder(retry, since), 'after the first attempt, before every later tx');
+    assert.notEqual(retry, first);
+    assert.ok(txDeadline(retry, TIMEOUT) >= txDeadline(gen.next(now), TIMEOUT), 'its deadline is its timeout from now');
+    assert.ok(physicalMs(txDeadline(retry, TIMEOUT)) <= 10_500 + TIMEOUT + 2, 'and not much later');
+    const again = gen.nextRetry(retry, hybridTimestamp(11_000), TIMEOUT, MAX);
+    assert.ok(again !== undefined && beginTimestampOf(again) === beginTimestampOf(first), 'a retry of a retry too');
+    assert.ok(txDeadline(again, TIMEOUT) >= txDeadline(gen.next(hybridTimestamp(11_000)), TIMEOUT));
+    // Fresh ids still increase: a retry took no place in their order.
+    assert.ok(isOlder(since, gen.next(hybridTimestamp(12_000))));
+  });
+
+  it("takes a fresh age for another node's id, after one timeout, or past the largest timeout", () => {
+    const gen = new TxIdGenerator(nodeId('n1'));
+    const foreign = new TxIdGenerator(nodeId('n2')).next(hybridTimestamp(10_000));
+    assert.equal(gen.nextRetry(foreign, hybridTimestamp(10_001), TIMEOUT, MAX), undefined);
+    const first = gen.next(hybridTimestamp(10_000));
+    assert.equal(gen.nextRetry(first, hybridTimestamp(10_000 + TIMEOUT + 1), TIMEOUT, MAX), undefined);
+    assert.equal(gen.nextRetry(first, hybridTimestamp(10_100), TIMEOUT, TIMEOUT + 50), undefined);
+    assert.ok(gen.nextRetry(first, hybridTimestamp(10_100), TIMEOUT, MAX) !== undefined);
+  });
+});

@@ -21,7 +21,7 @@
 import { assert } from '../../core/assert.js';
 import { invalidArgument } from '../../core/errors.js';
 import type { HybridTimestamp, NodeId, TxId } from '../../core/ids.js';
-import { addMs, asTimestamp, MIN_TIMESTAMP } from '../../hlc/timestamp.js';
+import { addMs, asTimestamp, MIN_TIMESTAMP, physicalMs } from '../../hlc/timestamp.js';
 
 const TIMESTAMP_HEX_DIGITS = 16;
 const COUNTER_HEX_DIGITS = 12;
@@ -177,6 +177,31 @@ export class TxIdGenerator {
     // Wait-die orders txs by id: a tx begun later on this node must be the younger one.
     assert(this.last === undefined || isOlder(this.last, id), 'tx ids of one node increase', this.last, id);
     this.last = id;
+    return id;
+  }
+
+  /**
+   * A fresh id for a retry of `earlier` (an id this generator made) begun at `beginTimestamp`, as old as `earlier` for
+   * wait-die: it carries `earlier`'s begin timestamp, and a timeout stretched by the time since then, so that its
+   * deadline D is still `beginTimestamp + timeoutMs` or later (never earlier: the stretch is rounded up to a whole
+   * ms). Undefined when `earlier` is not this node's, began more than `timeoutMs` ago, or the stretched timeout would
+   * not fit `timeoutMsMax` (the retry then takes a fresh id and age). The counter keeps it distinct from every other id.
+   */
+  nextRetry(earlier: TxId, beginTimestamp: HybridTimestamp, timeoutMs: number, timeoutMsMax: number): TxId | undefined {
+    const parts = parseTxId(earlier);
+    if (parts.nodeId !== this.nodeId || parts.beginTimestamp > beginTimestamp) return undefined;
+    const stretchMs = Math.ceil(physicalMs(beginTimestamp) - physicalMs(parts.beginTimestamp)) + 1;
+    const stretched = timeoutMs + stretchMs;
+    // An age is kept for one timeout at most: a tx that kept failing that long starts again as the youngest.
+    if (stretchMs > timeoutMs || stretched > timeoutMsMax) return undefined;
+    assert(this.counter < TX_ID_COUNTER_MAX, 'tx id counter exhausted');
+    this.counter += 1;
+    const id = makeTxId({
+      beginTimestamp: parts.beginTimestamp,
+      nodeId: this.nodeId,
+      counter: this.counter,
+      timeoutMs: stretched,
+    });
     return id;
   }
 }
