@@ -190,7 +190,7 @@ export const LIMITS = {
    * Commit partition primary: a TxCleanupCompleted command is proposed this long after the first cleanup that completed
    * while none was pending, so that the txs finishing cleanup in that window share one Raft entry.
    */
-  cleanupCompletedGatherMs: 50,
+  cleanupCompletedGatherMs: 500,
   /** Commit partition primary: timeout of one TxCleanupRequest. */
   cleanupRequestTimeoutMs: 5_000,
   /** Commit partition primary: cleanup runs in progress at once; past it a run is not started (the rescan retries). */
