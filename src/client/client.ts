@@ -30,6 +30,7 @@ import {
   beginTransaction,
   type Transaction as CoordinatedTransaction,
   type RunTransactionOptions,
+  readWriteBeginOptions,
   runTransaction,
 } from '../tx/coordinator/transaction.js';
 import type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
@@ -112,11 +113,7 @@ class EmbeddedClient implements Client {
         return new DrivenTransaction(this.cluster, node, beginReadOnly(readOnly, readOnlyOptions(options)));
       }
       rejectReadOnlyOptions(options);
-      const begin = {
-        ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
-        ...(options.retryOf !== undefined && { retryOf: options.retryOf }),
-      };
-      return new DrivenTransaction(this.cluster, node, beginTransaction(coordinator, begin));
+      return new DrivenTransaction(this.cluster, node, beginTransaction(coordinator, readWriteBeginOptions(options)));
     });
   }
 

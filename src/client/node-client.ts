@@ -15,7 +15,7 @@ import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinato
 import type { MemberRecord, TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import { beginReadOnly } from '../tx/coordinator/read-only.js';
 import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
-import { beginTransaction, runTransaction } from '../tx/coordinator/transaction.js';
+import { beginTransaction, readWriteBeginOptions, runTransaction } from '../tx/coordinator/transaction.js';
 import type { Value } from './client.js';
 import type { BackendTransaction, ClientBackend, RemoteBeginOptions } from './server.js';
 
@@ -39,10 +39,7 @@ class NodeClient implements ClientBackend {
       if (options.readTimestamp !== undefined || options.stalenessMs !== undefined) {
         throw new BasaltError('INVALID_ARGUMENT', 'readTimestamp and stalenessMs are for read-only transactions');
       }
-      return beginTransaction(service.coordinator, {
-        ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
-        ...(options.retryOf !== undefined && { retryOf: options.retryOf }),
-      });
+      return beginTransaction(service.coordinator, readWriteBeginOptions(options));
     }
     if (options.timeoutMs !== undefined || options.retryOf !== undefined) {
       throw new BasaltError('INVALID_ARGUMENT', 'timeoutMs and retryOf apply to read-write transactions only');

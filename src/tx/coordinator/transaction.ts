@@ -85,17 +85,20 @@ export function runTransaction<T>(
     retryPolicy(options, coordinator.retryJitter),
     (delayMs) => sleep(coordinator.timers, delayMs),
     () => {
-      const tx = beginTransaction(coordinator, beginOptions(options, previous));
+      const tx = beginTransaction(
+        coordinator,
+        readWriteBeginOptions({ timeoutMs: options.timeoutMs, retryOf: previous }),
+      );
       previous = tx.id;
       return commitOrRollBack(tx, fn);
     },
   );
 }
 
-/** The begin options of an attempt: the timeout, and the attempt it retries (the retry options are the run's own). */
-function beginOptions(options: BeginTxOptions, retryOf: TxId | undefined): BeginTxOptions {
+/** Only the begin options of a read-write tx (a caller's options may hold retry or read-only ones), those set. */
+export function readWriteBeginOptions(options: BeginTxOptions): BeginTxOptions {
   return {
     ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
-    ...(retryOf !== undefined && { retryOf }),
+    ...(options.retryOf !== undefined && { retryOf: options.retryOf }),
   };
 }

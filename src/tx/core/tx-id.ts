@@ -190,7 +190,8 @@ export class TxIdGenerator {
   nextRetry(earlier: TxId, beginTimestamp: HybridTimestamp, timeoutMs: number, timeoutMsMax: number): TxId | undefined {
     const parts = parseTxId(earlier);
     if (parts.nodeId !== this.nodeId || parts.beginTimestamp > beginTimestamp) return undefined;
-    const stretchMs = Math.ceil(physicalMs(beginTimestamp) - physicalMs(parts.beginTimestamp)) + 1;
+    // +1: the logical part of `earlier` may exceed that of `beginTimestamp`.
+    const stretchMs = physicalMs(beginTimestamp) - physicalMs(parts.beginTimestamp) + 1;
     const stretched = timeoutMs + stretchMs;
     // An age is kept for one timeout at most: a tx that kept failing that long starts again as the youngest.
     if (stretchMs > timeoutMs || stretched > timeoutMsMax) return undefined;
