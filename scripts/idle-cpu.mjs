@@ -7,7 +7,7 @@
 // Usage: node scripts/idle-cpu.mjs [--partitions 64] [--replicas 3] [--seconds 30] [--settle 5] [--no-fsync]
 //                                  [--profile DIR]   (also run each node under `node --cpu-prof`, profiles into DIR)
 //                                  [--write]         (after the window: one put, then an RO get of it, timed)
-//                                  [--no-rest]       (without BASALT_IDLE_REST=1: idle partitions keep renewing)
+//                                  [--no-rest]       (with BASALT_IDLE_REST=0: idle partitions keep renewing)
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';

@@ -133,8 +133,8 @@ export async function runStart(options: StartSettings): Promise<void> {
     advertise: peerAddress,
     ...(joinVia !== undefined && { join: true, metaSeeds: [joinVia] }),
     onDiagnostic: transportDiagnostics(name, logger),
-    // Idle partitions rest and their Raft groups go quiet (replica-host.ts "Rest"); opt-in for now.
-    ...(process.env['BASALT_IDLE_REST'] === '1' && { replicas: { rest: true } }),
+    // Idle partitions rest and their Raft groups go quiet (replica-host.ts "Rest"); BASALT_IDLE_REST=0 keeps them awake.
+    ...(process.env['BASALT_IDLE_REST'] !== '0' && { replicas: { rest: true } }),
     onError: (error) => {
       log(`basalt: node ${name}: ${String(error)}`);
       logger.error({ err: String(error) }, 'background failure');
