@@ -39,6 +39,7 @@
 import { BasaltError, missHolder } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
+import { META_GROUP } from '../core/partitioning.js';
 import { sleep, type TimerHandle } from '../env/timers.js';
 import type { CleanupDriver } from '../replica/cleanup-driver.js';
 import type { StorageGcDriver } from '../replica/gc.js';
@@ -214,7 +215,8 @@ export class ReplicaPartitionHost implements PartitionHost {
     if (options.rest === true) {
       context.raft.quiesceWith({
         peerLive: (name) => context.membership.liveIdOf(name) !== undefined,
-        idle: (group) => this.hosted.get(group)?.replica.isResting ?? false,
+        // The metastorage group is idle whenever nothing of it is pending in the driver (its commands are proposals).
+        idle: (group) => group === META_GROUP || (this.hosted.get(group)?.replica.isResting ?? false),
         // A follower's read waits for safe time: this node's replica (its leader's) wakes and proposes.
         onWakeRequest: (group) => this.hosted.get(group)?.replica.touch(),
       });

@@ -85,13 +85,25 @@ class Cluster {
   readonly changes: LeaderChange[] = [];
   private incarnation = 0;
 
+  /** Delays of the timers each node's driver armed, in order. */
+  readonly armed = new Map<NodeName, number[]>();
+
   constructor(private readonly compactEntriesMin = 10_000) {}
 
   async start(name: NodeName, storage = new MemoryLogStorage(), sm = new RecordingStateMachine()): Promise<Member> {
+    const timers = this.scheduler.timers(`${name}#${++this.incarnation}`);
+    const armed: number[] = [];
+    this.armed.set(name, armed);
     const driver = new RaftDriver({
       self: name,
       transport: this.net.transport(name),
-      timers: this.scheduler.timers(`${name}#${++this.incarnation}`),
+      timers: {
+        setTimer: (fn, delayMs) => {
+          armed.push(delayMs);
+          return timers.setTimer(fn, delayMs);
+        },
+        clearTimer: (handle) => timers.clearTimer(handle),
+      },
       random: new SeededRandom(`${name}/${this.incarnation}`),
       storage,
       stateMachine: sm,
@@ -475,4 +487,50 @@ test('a follower answers several accepted Appends of one Ready once per leader a
     resp('n1', 4, 11),
     resp('n3', 3, 13),
   ]);
+});
+
+test('while every group is quiet the tick timer sleeps from one quiet check to the next; a wake re-arms it one tick ahead', async () => {
+  const c = new Cluster();
+  await c.startAll();
+  const leader = await c.waitLeader();
+  for (const m of c.members.values()) m.driver.quiesceWith({ peerLive: () => true, idle: () => true });
+  await c.settle(c.member(leader).driver.propose(G, enc('a')));
+  await c.run(500);
+  for (const [n, m] of c.members) assert.ok(m.driver.isQuiet(G), `${n} is quiet`);
+
+  for (const armed of c.armed.values()) armed.length = 0;
+  await c.run(1_000);
+  for (const [n, armed] of c.armed) {
+    // Ticks are 10 ms and quiet checks every 10 ticks (the election timeout's): 10 timers a second, not 100.
+    assert.ok(armed.length >= 9 && armed.length <= 11, `${n} armed ${armed.length} timers in a quiet second`);
+    assert.ok(
+      armed.every((d) => d === 100),
+      `${n}: ${armed.join(',')}`,
+    );
+  }
+
+  // A proposal wakes the leader's group at once (nothing waits for a long timer), and the followers with it.
+  for (const armed of c.armed.values()) armed.length = 0;
+  const startMs = c.scheduler.nowMs();
+  await c.settle(c.member(leader).driver.propose(G, enc('b')));
+  assert.ok(c.scheduler.nowMs() - startMs < 10, `the proposal took ${c.scheduler.nowMs() - startMs} ms`);
+  await c.run(20);
+  for (const [n, armed] of c.armed) assert.ok(armed.includes(10), `${n} ticks again: ${armed.join(',')}`);
+  for (const m of c.members.values()) assert.deepEqual(m.sm.data(G), ['a', 'b']);
+});
+
+test('a quiet leader whose voters are no longer live wakes, and check-quorum steps it down', async () => {
+  const c = new Cluster();
+  await c.startAll();
+  const leader = await c.waitLeader();
+  const live = new Set(c.names);
+  for (const m of c.members.values()) m.driver.quiesceWith({ peerLive: (n) => live.has(n), idle: () => true });
+  await c.settle(c.member(leader).driver.propose(G, enc('a')));
+  await c.run(500);
+  assert.ok(c.member(leader).driver.isQuiet(G));
+  // Its followers are gone as its node liveness sees it, and cut off: it must not stay a quiet leader for ever.
+  for (const n of c.names) if (n !== leader) live.delete(n);
+  c.net.cut.add(leader);
+  await c.run(2_000);
+  assert.notEqual(c.member(leader).driver.status(G)?.role, 'leader', 'the cut-off leader stepped down');
 });

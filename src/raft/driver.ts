@@ -12,10 +12,12 @@
  * that its fate is unknown here. Invariants: at most one Ready per group is being handled at a time; applies happen
  * in log order; pending proposals are bounded by `raftPendingProposalsMax`.
  *
- * Quiescence (raft.ts): with `quiescence` options, a leader group the owner calls idle and whose driver has no
- * proposal pending goes quiet instead of ticking; quiet groups are not ticked. Every `quietCheckTicks` ticks each
- * quiet follower asks node liveness about its leader's node and wakes once it is gone (DESIGN rule 17: connection
- * down or heartbeats unanswered for the liveness timeout), so it campaigns; while that node lives it stays quiet.
+ * Quiescence (raft.ts): with `quiescence` options, a leader group the owner calls idle, whose driver has no
+ * proposal pending and a majority of whose voters are live goes quiet instead of ticking; quiet groups are not
+ * ticked, and while every group is quiet the timer sleeps from one quiet check to the next. Every `quietCheckTicks`
+ * ticks each quiet follower asks node liveness about its leader's node and wakes once it is gone (DESIGN rule 17:
+ * connection down or heartbeats unanswered for the liveness timeout), so it campaigns; while that node lives it stays
+ * quiet. A quiet leader wakes once its live voters are no majority, so that check-quorum steps it down if it is cut off.
  * `pokeLeader` wakes a group here and asks its leader's node for attention; that node's `onWakeRequest` hears it.
  *
  * Commit latency: with a clock, each proposal carries the monotonic time of its `propose` call, and when it resolves
@@ -158,6 +160,8 @@ export class RaftDriver {
   private readonly quietCheckTicks: number;
   private ticks = 0;
   private timer: TimerHandle | null = null;
+  /** The ticks the armed timer stands for: 1, or more while every group is quiet (`armTimer`). */
+  private timerTicks = 1;
   private stopped = false;
 
   constructor(options: RaftDriverOptions) {
@@ -381,14 +385,24 @@ export class RaftDriver {
 
   // ---------------------------------------------------------------- inputs
 
+  /**
+   * Arms the tick timer: one tick ahead while any group is awake; while every group is quiet (or there is none), up to
+   * the next quiet check, since ticks do nothing to a quiet group (an idle node's process then wakes a few times a
+   * second, not twenty). A group that wakes meanwhile re-arms it one tick ahead (`awoke`).
+   */
   private armTimer(): void {
+    const sleeping = this.everyGroupQuiet();
+    const ticks = sleeping ? this.quietCheckTicks - (this.ticks % this.quietCheckTicks) : 1;
+    this.timerTicks = ticks;
     this.timer = this.timers.setTimer(() => {
+      this.timer = null;
       if (this.stopped) return;
-      const checkQuiet = ++this.ticks % this.quietCheckTicks === 0;
+      this.ticks += ticks;
+      const checkQuiet = this.ticks % this.quietCheckTicks === 0;
       for (const g of this.groups.values()) {
         if (g.failed) continue;
         if (g.raft.isQuiet) {
-          if (checkQuiet) this.checkQuietFollower(g);
+          if (checkQuiet) this.checkQuiet(g);
           continue;
         }
         if (this.mayQuiesce(g) && g.raft.quiesce()) {
@@ -399,21 +413,51 @@ export class RaftDriver {
         this.schedule(g);
       }
       this.armTimer();
-    }, this.tickIntervalMs);
+    }, ticks * this.tickIntervalMs);
   }
 
-  /** A leader group with nothing pending here whose owner calls it idle (the core checks the rest). */
+  private everyGroupQuiet(): boolean {
+    for (const g of this.groups.values()) if (!g.failed && !g.raft.isQuiet) return false;
+    return true;
+  }
+
+  /** `g` is awake: a timer armed for a quiet node's long sleep is cut short, so that `g` ticks from the next tick. */
+  private awoke(g: Group): void {
+    if (this.timerTicks === 1 || this.timer === null || this.stopped || g.failed || g.raft.isQuiet) return;
+    this.timers.clearTimer(this.timer);
+    this.timer = null;
+    this.armTimer();
+  }
+
+  /**
+   * A leader group with nothing pending here whose owner calls it idle, and a live majority of its voters (a quiet
+   * leader does not notice that it lost its quorum; it wakes, see `checkQuiet`); the core checks the rest.
+   */
   private mayQuiesce(g: Group): boolean {
     const q = this.quiescence;
     if (q === undefined || !g.raft.isLeader || g.busy || g.pending.size > 0 || g.queued.length > 0) return false;
-    return q.idle(g.id);
+    return q.idle(g.id) && this.quorumLive(g, q);
   }
 
-  /** A quiet follower whose leader's node is gone wakes, so that it campaigns (rule 17 decides "gone"). */
-  private checkQuietFollower(g: Group): void {
+  private quorumLive(g: Group, q: QuiescenceOptions): boolean {
+    const voters = g.raft.status().voters;
+    let live = 0;
+    for (const v of voters) if (v === this.self || q.peerLive(v)) live++;
+    return 2 * live > voters.length;
+  }
+
+  /**
+   * A quiet follower whose leader's node is gone wakes, so that it campaigns; a quiet leader without a live majority
+   * of its voters wakes, so that check-quorum steps it down if it is cut off (rule 17 decides "gone" and "live").
+   */
+  private checkQuiet(g: Group): void {
     const q = this.quiescence;
-    const leader = g.raft.leader;
-    if (g.raft.isLeader || (q !== undefined && leader !== null && q.peerLive(leader))) return;
+    if (g.raft.isLeader) {
+      if (q !== undefined && this.quorumLive(g, q)) return;
+    } else {
+      const leader = g.raft.leader;
+      if (q !== undefined && leader !== null && q.peerLive(leader)) return;
+    }
     g.raft.wake();
     this.schedule(g);
   }
@@ -439,6 +483,7 @@ export class RaftDriver {
     queueMicrotask(() => {
       g.scheduled = false;
       void this.process(g);
+      this.awoke(g);
     });
   }
 

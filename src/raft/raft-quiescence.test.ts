@@ -80,21 +80,35 @@ test("a quiet follower campaigns once its leader's node is gone, and the survivo
   for (const n of ['n2', 'n3']) assert.deepEqual(c.appliedKeys(n).filter(Boolean), ['a', 'after']);
 });
 
-test('a leader cut off from its quiet followers loses them: they elect anew, and it steps down when it wakes', () => {
+test('a leader cut off from its quiet followers loses them: they elect anew, and it wakes and steps down by itself', () => {
   const c = quietCluster();
   c.tickAll(1);
   c.isolate('n1');
   c.tickAll(60);
   const leader = c.leader();
   assert.ok(leader === 'n2' || leader === 'n3', `leader ${leader}`);
-  // n1 still believes it leads, quietly; a proposal wakes it, and with nobody answering it steps down.
-  assert.equal(c.raft('n1').status().role, 'leader');
-  c.propose('n1', 'stale');
-  c.tick('n1', 40);
+  // n1 saw its live voters drop below a majority: it woke, and check-quorum deposed it without any proposal.
+  assert.ok(c.stats.quorumGoneWakes >= 1, 'the cut-off leader woke');
   assert.notEqual(c.raft('n1').status().role, 'leader', 'check-quorum deposed the woken leader');
+  c.propose('n1', 'stale');
   c.heal();
   c.tickAll(5);
   assert.ok(!c.acked.has('stale'));
+});
+
+test('a leader does not go quiet without a live majority, and goes quiet once it has one', () => {
+  const c = new SimCluster({ size: 3, random: new SeededRandom('quiescence/quorum'), quiescence: true });
+  c.campaign('n1');
+  c.propose('n1', 'a');
+  c.stabilize();
+  c.crash('n2');
+  c.crash('n3');
+  c.tick('n1', 3);
+  assert.ok(!c.raft('n1').isQuiet, 'no quiescence while both followers are down');
+  c.restart('n2');
+  c.tickAll(10);
+  assert.equal(c.leader(), 'n1');
+  assert.ok(c.raft('n1').isQuiet, 'with n2 back (a majority live) the leader goes quiet');
 });
 
 test('a follower that missed the quiesce Heartbeat keeps ticking; its pre-vote wakes the group, which keeps its leader', () => {

@@ -84,13 +84,14 @@ const quietSeedCount = Number(process.env['RAFT_QUIET_SEEDS'] ?? 200);
 const quietSeeds = only !== undefined ? [Number(only)] : Array.from({ length: quietSeedCount }, (_, i) => i + 1);
 
 test(`every seed keeps Raft safe and converges with idle groups going quiet under faults (${quietSeeds.length} seeds)`, () => {
-  const totals = { acked: 0, quiesced: 0, leaderGoneWakes: 0, elections: 0, confApplied: 0 };
+  const totals = { acked: 0, quiesced: 0, leaderGoneWakes: 0, quorumGoneWakes: 0, elections: 0, confApplied: 0 };
   for (const seed of quietSeeds) {
     // Odd seeds also change configurations, so that quiet groups meet membership changes too.
     const r = runSeed(seed, seed % 2 === 1, true);
     totals.acked += r.acked;
     totals.quiesced += r.stats.quiesced;
     totals.leaderGoneWakes += r.stats.leaderGoneWakes;
+    totals.quorumGoneWakes += r.stats.quorumGoneWakes;
     totals.elections += r.stats.elections;
     totals.confApplied += r.stats.confApplied;
   }
@@ -99,6 +100,7 @@ test(`every seed keeps Raft safe and converges with idle groups going quiet unde
   assert.ok(totals.acked > quietSeeds.length * 10, `only ${totals.acked} acknowledged proposals`);
   if (quietSeeds.length >= 50) {
     assert.ok(totals.leaderGoneWakes > 0, 'no quiet follower ever woke for a gone leader');
+    assert.ok(totals.quorumGoneWakes > 0, 'no quiet leader ever woke for a lost quorum');
     assert.ok(totals.confApplied > 0, 'no configuration change met quiescence');
   }
 });

@@ -20,8 +20,9 @@
  * implies there (so no node acts on a configuration other nodes did not commit).
  *
  * Quiescence (`quiescence`): at each of its ticks a leader with no proposal of its own pending tries to go quiet
- * instead of ticking; a quiet follower asks the simulated node liveness about its leader (up, and linked both ways)
- * and wakes once it is gone; a quiet node does not tick. `runRaftSimulation` then alternates busy and idle stretches,
+ * instead of ticking, if a majority of its voters is live; a quiet follower asks the simulated node liveness about its
+ * leader (up, and linked both ways) and wakes once it is gone, a quiet leader once its live voters are no majority; a
+ * quiet node does not tick. `runRaftSimulation` then alternates busy and idle stretches,
  * so that groups go quiet and wake under every fault.
  */
 import { assert } from '../core/assert.js';
@@ -163,9 +164,13 @@ export class SimCluster {
     committedPromote: 0,
     committedRemove: 0,
     selfRemovals: 0,
-    /** Leaders that went quiet, and quiet followers woken because their leader's node was gone. */
+    /**
+     * Leaders that went quiet, quiet followers woken because their leader's node was gone, and quiet leaders woken
+     * because their live voters were no majority.
+     */
     quiesced: 0,
     leaderGoneWakes: 0,
+    quorumGoneWakes: 0,
   };
 
   constructor(options: SimClusterOptions) {
@@ -339,16 +344,34 @@ export class SimCluster {
     return this.sides === null || this.sides.get(from as NodeName) === this.sides.get(to as NodeName);
   }
 
+  /** Whether a majority of `voters` is live as `from` sees it (itself included). */
+  private quorumLive(from: NodeName, voters: readonly NodeName[]): boolean {
+    let live = 0;
+    for (const v of voters) if (v === from || this.peerLive(from, v)) live++;
+    return 2 * live > voters.length;
+  }
+
   /** One tick of a node, as a driver with quiescence gives it (see the header); a plain tick without quiescence. */
   private tickNode(name: NodeName, l: Live): void {
     if (this.quiescence) {
       const raft = l.raft;
       if (raft.isQuiet) {
-        const leader = raft.leader;
-        if (raft.isLeader || (leader !== null && this.peerLive(name, leader))) return;
-        raft.wake();
-        this.stats.leaderGoneWakes++;
-      } else if (raft.isLeader && l.pending.size === 0 && raft.quiesce()) {
+        if (raft.isLeader) {
+          if (this.quorumLive(name, raft.status().voters)) return;
+          raft.wake();
+          this.stats.quorumGoneWakes++;
+        } else {
+          const leader = raft.leader;
+          if (leader !== null && this.peerLive(name, leader)) return;
+          raft.wake();
+          this.stats.leaderGoneWakes++;
+        }
+      } else if (
+        raft.isLeader &&
+        l.pending.size === 0 &&
+        this.quorumLive(name, raft.status().voters) &&
+        raft.quiesce()
+      ) {
         this.stats.quiesced++;
         return;
       }
