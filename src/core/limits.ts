@@ -95,8 +95,11 @@ export const LIMITS = {
    * state or snapshot sits there) have their live state rewritten into the newest, so the old ones can go.
    */
   raftLogSegmentsBeforeRewrite: 2,
-  /** Node: a node sends a heartbeat to each connected peer this often. */
-  nodeHeartbeatIntervalMs: 200,
+  /**
+   * Node: a node sends a heartbeat to each connected peer this often: four within the liveness timeout below. On an
+   * idle node (every Raft group quiet) heartbeats and their answers are nearly all it sends and wakes for.
+   */
+  nodeHeartbeatIntervalMs: 500,
   /** Node: a peer whose connection was down, or whose heartbeats went unanswered, this long is gone (rule 17). */
   peerLivenessTimeoutMsDefault: 2_000,
   /**

@@ -35,7 +35,8 @@ export function sleep(timers: Timers, delayMs: number, signal?: AbortSignal): Pr
  * Work that runs every `intervalMs` on the injected timers. The next run is armed only once the previous one ended, so
  * a slow run never overlaps the next; `run` may return the delay before the next run (0 while work is left). A
  * failure, thrown or rejected, goes to `onError` and the task goes on. `start` is idempotent (the first run comes after
- * one interval); after `stop` nothing runs until `start` again.
+ * one interval); after `stop` nothing runs until `start` again. `runSoon` brings a waiting run forward to now (an
+ * event made work likely); a run under way is left alone.
  */
 export class PeriodicTask {
   private timer: TimerHandle | undefined;
@@ -58,6 +59,12 @@ export class PeriodicTask {
     this.running = false;
     if (this.timer !== undefined) this.timers.clearTimer(this.timer);
     this.timer = undefined;
+  }
+
+  runSoon(): void {
+    if (!this.running || this.timer === undefined) return;
+    this.timers.clearTimer(this.timer);
+    this.arm(0);
   }
 
   private arm(delayMs: number): void {

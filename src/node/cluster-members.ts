@@ -9,7 +9,8 @@
  *    moved), and liveness counts the recorded members;
  *  - moves: the partition mover runs beside it (partition-mover.ts).
  * One check at a time, every `MEMBERS_CHECK_INTERVAL_MS` on the injected timers; a failed command is retried by the
- * next check.
+ * next check. A check that finds nothing to do (the usual case once the node is a member) waits
+ * `MEMBERS_IDLE_CHECK_INTERVAL_MS` for the next; a new view brings it forward (`viewChanged`).
  */
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { NodeName } from '../core/ids.js';
@@ -17,6 +18,7 @@ import { PeriodicTask, type Timers } from '../env/timers.js';
 import type { MemberRecord, MetaView } from './metastorage-state.js';
 
 export const MEMBERS_CHECK_INTERVAL_MS = 200;
+export const MEMBERS_IDLE_CHECK_INTERVAL_MS = 2_000;
 
 /**
  * A node that joins with no stored data must not take the place of a member that still votes in partitions under its
@@ -97,8 +99,16 @@ export class ClusterMembers {
     this.task.stop();
   }
 
-  /** One check (see the module comment); resolves when its command, if any, settled. */
-  check(): Promise<unknown> | undefined {
+  /** The metastorage view changed: the next check runs now. */
+  viewChanged(): void {
+    this.task.runSoon();
+  }
+
+  /**
+   * One check (see the module comment); resolves when its command, if any, settled. Returns the delay before the
+   * next check when it had nothing to do.
+   */
+  check(): Promise<unknown> | number | undefined {
     const { ports } = this;
     const view = ports.view();
     if (view.revision === 0) return undefined;
@@ -106,7 +116,7 @@ export class ClusterMembers {
     if (members.length === 0) return ports.initMembers(ports.founders).catch(() => undefined);
     this.dial(members);
     const mine = members.find((m) => m.name === ports.self);
-    if (this.refused) return undefined;
+    if (this.refused) return MEMBERS_IDLE_CHECK_INTERVAL_MS;
     if ((view.removed ?? []).includes(ports.self)) {
       this.refuse(new Error(`${ports.self} was removed from the cluster`));
       return undefined;
@@ -117,7 +127,7 @@ export class ClusterMembers {
         if (isBasaltError(error, 'INVALID_ARGUMENT')) this.refuse(error);
       });
     }
-    return undefined;
+    return MEMBERS_IDLE_CHECK_INTERVAL_MS;
   }
 
   private dial(members: readonly MemberRecord[]): void {

@@ -199,6 +199,8 @@ export function composeNode(options: NodeOptions): BasaltNode {
   const emptyJoin =
     options.join === true && storage.log.groups().length === 0 && storage.engine.partitions().length === 0;
   const rejoin = new RejoinGuard(self.name, emptyJoin);
+  // The membership agent and the mover (step 6b) check a new view at once.
+  const viewListeners: Array<() => void> = [];
   const metastorage = new Metastorage({
     self: self.name,
     members: nodes.slice(0, META_MEMBERS_MAX),
@@ -217,6 +219,7 @@ export function composeNode(options: NodeOptions): BasaltNode {
       const { admit, refusal } = rejoin.admit(view);
       if (refusal !== undefined) errors.report(refusal);
       if (admit) reconciler.update(view);
+      for (const listener of viewListeners) listener();
     },
     // A node refused as an empty rejoin does not start the metastorage group either (it would be an empty voter).
     mayRunGroup: (view: MetaView) => rejoin.admit(view).admit,
@@ -342,6 +345,11 @@ export function composeNode(options: NodeOptions): BasaltNode {
     count: (name) => counters.add(name),
     onError: errors.report,
   });
+
+  viewListeners.push(
+    () => members.viewChanged(),
+    () => mover.viewChanged(),
+  );
 
   // 7. The node and its services.
   const node = new BasaltNode({

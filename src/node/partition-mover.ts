@@ -14,7 +14,9 @@
  * set the members' `meta` flags.
  *
  * Nothing here reads a clock or a timer directly: a `PeriodicTask` on the injected timers checks every
- * `MOVE_CHECK_INTERVAL_MS`, and a partition whose step is in flight is skipped until it settled. A step that fails
+ * `MOVE_CHECK_INTERVAL_MS` while anything moves (every `MOVE_IDLE_CHECK_INTERVAL_MS` while the view names no target,
+ * and at once when a new view arrives: `viewChanged`), and a partition whose step is in flight is skipped until it
+ * settled. A step that fails
  * (lost leadership, a change refused, a timeout) is counted and tried again on a later check, from the configuration
  * as it is then: the steps are decided from the group's state, never from memory of earlier steps.
  */
@@ -28,6 +30,8 @@ import type { MetaView } from './metastorage-state.js';
 import { nextMoveStep } from './placement.js';
 
 export const MOVE_CHECK_INTERVAL_MS = 200;
+/** Between two checks while nothing moves (a new view brings the next one forward). */
+export const MOVE_IDLE_CHECK_INTERVAL_MS = 2_000;
 /** A learner within this many entries of the leader's last index counts as caught up. */
 export const MOVE_CATCH_UP_LAG_MAX = 16;
 /** A planned hand-off pauses the leader's lease renewals this long per check (renewals resume once checks stop). */
@@ -90,8 +94,16 @@ export class PartitionMover {
     return this.inFlight.size;
   }
 
-  /** One check: a step for every moving partition this node leads and has no step in flight for. */
-  check(): undefined {
+  /** The metastorage view changed: the next check runs now. */
+  viewChanged(): void {
+    this.task.runSoon();
+  }
+
+  /**
+   * One check: a step for every moving partition this node leads and has no step in flight for. Returns the delay
+   * before the next check.
+   */
+  check(): number {
     const view = this.ports.view();
     const handingOff = new Set<PartitionId>();
     const moving = [...(view?.targets ?? [])];
@@ -105,7 +117,7 @@ export class PartitionMover {
       if (this.step(group, status, target as NodeName[])) handingOff.add(group);
     }
     for (const group of this.handOffChecks.keys()) if (!handingOff.has(group)) this.handOffChecks.delete(group);
-    return undefined;
+    return moving.length === 0 && this.inFlight.size === 0 ? MOVE_IDLE_CHECK_INTERVAL_MS : MOVE_CHECK_INTERVAL_MS;
   }
 
   /** Takes the next step of `group`; true if that step is handing the leadership off. */

@@ -279,31 +279,42 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
     if (!Number.isInteger(limit) || limit < 1 || limit > LIMITS.storageGcBatchMax) {
       throw invalidArgument(`gc limit must be an integer in 1..${LIMITS.storageGcBatchMax}`, { limit });
     }
-    return this.store.atomically(() => {
-      const start = withSuffix(this.prefix, GC_KEY_START);
-      const end =
-        lowWatermark >= MAX_TIMESTAMP
-          ? prefixEnd(this.prefix)
-          : withSuffix(this.prefix, timestampBytes((lowWatermark + 1n) as HybridTimestamp));
-      const entries = [...this.store.range('mv:gc', start, end, limit + 1)].map((e) => Uint8Array.from(e.key));
-      let versionsRemoved = 0;
-      let rowsRemoved = 0;
-      for (const entryKey of entries.slice(0, limit)) {
-        this.store.delete('mv:gc', entryKey);
-        const rowId = utf8Text(entryKey.subarray(this.prefix.length + 8)) as RowId;
-        const row = this.row(rowId);
-        if (row === undefined) continue;
-        const trimmed = trimRow(row, lowWatermark);
-        versionsRemoved += trimmed.versionsRemoved;
-        if (trimmed.row === undefined) {
-          this.removeRow(rowId, row.key);
-          rowsRemoved++;
-        } else if (trimmed.versionsRemoved > 0) {
-          this.putRow(rowId, trimmed.row);
-        }
+    const start = withSuffix(this.prefix, GC_KEY_START);
+    const end =
+      lowWatermark >= MAX_TIMESTAMP
+        ? prefixEnd(this.prefix)
+        : withSuffix(this.prefix, timestampBytes((lowWatermark + 1n) as HybridTimestamp));
+    // Nothing to collect (an idle partition, most rounds): no write transaction at all.
+    for (const _ of this.store.range('mv:gc', start, end, 1)) {
+      return this.store.atomically(() => this.gcWithin(start, end, lowWatermark, limit));
+    }
+    return { versionsRemoved: 0, rowsRemoved: 0, more: false };
+  }
+
+  private gcWithin(
+    start: Uint8Array,
+    end: Uint8Array | undefined,
+    lowWatermark: HybridTimestamp,
+    limit: number,
+  ): GcResult {
+    const entries = [...this.store.range('mv:gc', start, end, limit + 1)].map((e) => Uint8Array.from(e.key));
+    let versionsRemoved = 0;
+    let rowsRemoved = 0;
+    for (const entryKey of entries.slice(0, limit)) {
+      this.store.delete('mv:gc', entryKey);
+      const rowId = utf8Text(entryKey.subarray(this.prefix.length + 8)) as RowId;
+      const row = this.row(rowId);
+      if (row === undefined) continue;
+      const trimmed = trimRow(row, lowWatermark);
+      versionsRemoved += trimmed.versionsRemoved;
+      if (trimmed.row === undefined) {
+        this.removeRow(rowId, row.key);
+        rowsRemoved++;
+      } else if (trimmed.versionsRemoved > 0) {
+        this.putRow(rowId, trimmed.row);
       }
-      return { versionsRemoved, rowsRemoved, more: entries.length > limit };
-    });
+    }
+    return { versionsRemoved, rowsRemoved, more: entries.length > limit };
   }
 
   // ---- whole partition ----
