@@ -96,10 +96,10 @@ export const LIMITS = {
    */
   raftLogSegmentsBeforeRewrite: 2,
   /**
-   * Node: a node sends a heartbeat to each connected peer this often: four within the liveness timeout below. On an
-   * idle node (every Raft group quiet) heartbeats and their answers are nearly all it sends and wakes for.
+   * Node: a node sends a heartbeat to each connected peer this often. On an idle node (every Raft group quiet)
+   * heartbeats and their answers are nearly all it sends and wakes for; they also sample the peers' clock offsets.
    */
-  nodeHeartbeatIntervalMs: 500,
+  nodeHeartbeatIntervalMs: 200,
   /** Node: a peer whose connection was down, or whose heartbeats went unanswered, this long is gone (rule 17). */
   peerLivenessTimeoutMsDefault: 2_000,
   /**

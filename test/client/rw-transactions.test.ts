@@ -100,7 +100,8 @@ function chooseRoles(cluster: TestCluster): Roles {
       const keyA = keyIn(cluster, T, (p) => p === a, 'r');
       const keyB = keyIn(cluster, T, (p) => p === b, 'r');
       const [pa, pb] = [cluster.placement(T, keyA), cluster.placement(T, keyB)];
-      if (pa.primary === pb.primary) continue;
+      // B's primary plays no role in A (one test holds what A's primary sends to it).
+      if (pb.primary === undefined || pa.replicas.includes(pb.primary)) continue;
       const involved = new Set([...pa.replicas, ...pb.replicas]);
       const outside = cluster.nodes.filter((n) => !involved.has(n));
       if (outside.length >= 2) return { keyA, keyB, a, b, coordinator: outside[0]!, bystander: outside[1]! };
