@@ -96,10 +96,11 @@ export const LIMITS = {
    */
   raftLogSegmentsBeforeRewrite: 2,
   /**
-   * Node: a node sends a heartbeat to each connected peer this often. On an idle node (every Raft group quiet)
-   * heartbeats and their answers are nearly all it sends and wakes for; they also sample the peers' clock offsets.
+   * Node: a node sends a heartbeat to each connected peer this often (four within the liveness timeout below). On an
+   * idle node (every Raft group quiet) heartbeats and their answers are nearly all it sends and wakes for; they also
+   * sample the peers' clock offsets.
    */
-  nodeHeartbeatIntervalMs: 200,
+  nodeHeartbeatIntervalMs: 500,
   /** Node: a peer whose connection was down, or whose heartbeats went unanswered, this long is gone (rule 17). */
   peerLivenessTimeoutMsDefault: 2_000,
   /**
@@ -107,8 +108,12 @@ export const LIMITS = {
    * operation resolves and switches before it fails retryably.
    */
   lostLockResolutionsMax: 16,
-  /** Node: clock offset samples kept per peer (the latest heartbeats); the one of smallest round trip is the estimate. */
-  clockOffsetSamplesMax: 8,
+  /**
+   * Node: clock offset samples kept per peer (the latest heartbeats); the one of smallest round trip is the estimate.
+   * With the heartbeat interval this sets how soon a clock step is seen: the window turns over in 1.5 s, within the
+   * liveness timeout (a peer whose answers this node refuses for its clock goes gone then, unmeasured).
+   */
+  clockOffsetSamplesMax: 3,
   /**
    * Node (rule 19): a node whose measured offset from a majority of the live nodes exceeds this fraction of
    * maxClockSkew stops acting as primary and as coordinator until it is back within.
