@@ -246,6 +246,7 @@ program
   )
   .option('--workers <n>', 'concurrent clients, spread over the nodes', positiveInt, 5)
   .option('--partitions <n>', "partitions of the workload's table", positiveInt, 4)
+  .option('--rest', 'idle partitions rest and their Raft groups go quiet, as `basalt start` runs them')
   .option('--history <file>', 'write the history as JSON Lines (several runs: <file>.<workload>.<seed>.jsonl)')
   .option('--trace-lines <n>', 'scheduler events shown for a failing run', positiveInt, 40)
   .addHelpText(
@@ -278,6 +279,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
       liveness: number;
       workers: number;
       partitions: number;
+      rest?: boolean;
       history?: string;
       traceLines: number;
     }) => {
@@ -292,6 +294,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
         livenessS: options.liveness,
         workers: options.workers,
         partitions: options.partitions,
+        rest: options.rest === true,
         traceLines: options.traceLines,
         ...(options.history !== undefined && { history: options.history }),
       });

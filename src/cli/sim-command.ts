@@ -21,6 +21,8 @@ export interface SimCommandOptions {
   readonly livenessS: number;
   readonly workers: number;
   readonly partitions: number;
+  /** Idle partitions rest (sim-workload `rest`). */
+  readonly rest?: boolean;
   readonly history?: string;
   readonly traceLines: number;
 }
@@ -62,7 +64,7 @@ function replayCommand(options: SimCommandOptions, seed: string | number, worklo
   return (
     `basalt sim --seed ${seed} --workload ${workload} --faults ${options.faultsSpec} --nodes ${options.nodes} ` +
     `--duration ${options.durationS} --liveness ${options.livenessS} --workers ${options.workers} ` +
-    `--partitions ${options.partitions}`
+    `--partitions ${options.partitions}${options.rest === true ? ' --rest' : ''}`
   );
 }
 
@@ -139,6 +141,7 @@ export async function runSim(options: SimCommandOptions): Promise<number> {
         livenessMs: options.livenessS * 1000,
         workers: options.workers,
         partitions: options.partitions,
+        rest: options.rest === true,
       });
       done++;
       marks.add(result.marks);

@@ -378,6 +378,7 @@ export class ReplicaPartitionHost implements PartitionHost {
           if (this.options.rest === true && replica?.mayRest() === true) {
             replica.rest();
             this.awake.delete(partitionId);
+            this.context.counters.add(REPLICA_HOST_COUNTERS.rests);
           } else this.upkeep(partitionId, TICK);
         }
         this.context.storage.flush().catch(this.context.onError);
@@ -495,6 +496,8 @@ export function replicaPartitionHost(options: ReplicaHostOptions = {}): Partitio
 export const REPLICA_HOST_COUNTERS = {
   /** Partition replicas restored from a Raft snapshot (one sent by the leader, or the stored one at a restart). */
   snapshotInstalls: 'snapshot.installs',
+  /** Partition replicas put to rest (idle; see Rest above). */
+  rests: 'replica.rests',
 } as const;
 
 /** `machine` as the multiplexer sees it, counting its snapshot restores on the node's counters. */

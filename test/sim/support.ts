@@ -102,6 +102,38 @@ export function sweep(workload: WorkloadName, part: number): void {
   });
 }
 
+/** Seeds of the rest sweep: each workload runs them with idle partitions resting, as `basalt start` runs them. */
+export const REST_SWEEP_SEEDS = [500, 501, 502, 503, 504, 505] as const;
+
+/**
+ * The rest sweep: partitions rest after 200 ms unused (simRun `rest`), so requests keep meeting lapsed leases and
+ * quiet groups under every fault set; each seed must pass and put some partition to rest.
+ */
+export function restSweep(workloads: readonly WorkloadName[]): void {
+  describe('idle partitions resting (simulated), under faults', () => {
+    let runner: SeedRunner | undefined;
+    before(() => {
+      runner = new SeedRunner();
+    });
+    after(() => runner?.close());
+    for (const workload of workloads) {
+      REST_SWEEP_SEEDS.forEach((seed, i) => {
+        const faults = SWEEP_FAULTS[i % SWEEP_FAULTS.length]!;
+        it(`${workload}: history checks out with resting partitions under ${faults} faults (seed ${seed})`, async () => {
+          const request = { workload, seed, faults, ...SHORT, workers: SWEEP_WORKERS, partitions: 4, rest: true };
+          const outcome = await runner!.run(request);
+          assertPassed(
+            outcome,
+            `basalt sim --seed ${seed} --workload ${workload} --faults ${faults} --duration 3 ` +
+              `--workers ${SWEEP_WORKERS} --partitions 4 --rest`,
+          );
+          assert.ok((outcome.marks['partition-rest'] ?? 0) > 0, 'some partition rested');
+        });
+      });
+    }
+  });
+}
+
 /** One worker thread running seeds in the order asked; tests run one at a time, so one request is in flight. */
 class SeedRunner {
   private readonly worker = new Worker(new URL('./sweep-worker.js', import.meta.url));

@@ -17,6 +17,8 @@ export interface SeedRequest {
   readonly livenessMs: number;
   readonly workers: number;
   readonly partitions: number;
+  /** Idle partitions rest (SimRunOptions.rest). */
+  readonly rest?: boolean;
 }
 
 export interface SeedOutcome {

@@ -53,6 +53,11 @@ export const COVERAGE_MARKS: readonly CoverageMark[] = [
     counters: ['txSweep.recoveries'],
   },
   {
+    name: 'partition-rest',
+    description: 'an idle partition replica rested (its lease lapses until a request wakes it)',
+    counters: ['replica.rests'],
+  },
+  {
     name: 'clock-skew-refusal',
     description: 'a peer message refused for a timestamp beyond the skew bound',
     counters: ['clock.skewRefusals'],

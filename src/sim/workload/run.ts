@@ -51,6 +51,11 @@ export interface SimRunOptions {
   readonly compactEntriesMin?: number;
   /** Partitions of the workload's table (each one Raft group); fewer make a cheaper run, still multi-partition. */
   readonly partitions?: number;
+  /**
+   * Idle partitions rest and their Raft groups go quiet, as `basalt start` runs them (replica-host.ts "Rest"): leases
+   * lapse in the workers' pauses and faults, and requests wake them. Off by default, so seeds keep their trajectories.
+   */
+  readonly rest?: boolean;
 }
 
 export interface SimRunResult {
@@ -94,6 +99,11 @@ const TRACE_MAX = 400;
  * installing a snapshot, so the snapshot paths run under the same faults as everything else.
  */
 const COMPACT_ENTRIES_MIN_DEFAULT = 40;
+/**
+ * With `rest`, a partition unused this long rests (production: 3 s): the workers' pauses and the faults then leave
+ * partitions resting often, so that requests meet lapsed leases and quiet groups under every fault.
+ */
+const SIM_REST_AFTER_MS = 200;
 /** Steps of `runFor`: one drive may take at most the drive timeout of virtual time. */
 const RUN_STEP_MS = 10_000;
 
@@ -117,6 +127,7 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
     // Nothing here counts messages, so the network keeps no log of every payload sent (memory and GC a run pays for).
     network: { sentLogMax: 0 },
     tuning: { raftCompactEntriesMin: options.compactEntriesMin ?? COMPACT_ENTRIES_MIN_DEFAULT },
+    ...(options.rest === true && { replicas: { rest: true, restAfterMs: SIM_REST_AFTER_MS } }),
   });
   const world = env.world;
   const startMs = world.nowMs();
