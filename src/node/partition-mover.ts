@@ -16,9 +16,9 @@
  * Nothing here reads a clock or a timer directly: a `PeriodicTask` on the injected timers checks every
  * `MOVE_CHECK_INTERVAL_MS` while anything moves (every `MOVE_IDLE_CHECK_INTERVAL_MS` while the view names no target,
  * and at once when a new view arrives: `viewChanged`), and a partition whose step is in flight is skipped until it
- * settled. A step that fails
- * (lost leadership, a change refused, a timeout) is counted and tried again on a later check, from the configuration
- * as it is then: the steps are decided from the group's state, never from memory of earlier steps.
+ * settled. A step that fails (lost leadership, a change refused, a timeout) is counted and tried again on a later
+ * check, from the configuration as it is then: the steps are decided from the group's state, never from memory of
+ * earlier steps.
  */
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { partitionId } from '../core/ids.js';
