@@ -32,10 +32,13 @@ async function isFree(port: number): Promise<boolean> {
   return ok;
 }
 
-/** A base port whose `count` consecutive ports are free right now. */
+/**
+ * A base port whose `count` consecutive ports are free right now, below the kernel's ephemeral range (Linux:
+ * 32768–60999): there no other test's `listen(0)` or outgoing connection can take one before the nodes bind it.
+ */
 async function freeRange(count: number): Promise<number> {
   for (let attempt = 0; attempt < 100; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 40_000);
+    const base = 20_000 + Math.floor(Math.random() * 12_000);
     const free = await Promise.all(Array.from({ length: count }, (_, i) => isFree(base + i)));
     if (free.every(Boolean)) return base;
   }
