@@ -33,6 +33,7 @@ import type { Random } from '../env/random.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import type { ConfChange } from './conf-change.js';
 import type { LogStorage } from './log-storage.js';
+import { liveQuorum } from './progress.js';
 import { Raft, type RaftConfig } from './raft.js';
 import type { AppendRespMessage, Entry, HardState, Message, Ready, Role, Snapshot, Status } from './types.js';
 import { isRaftEnvelope, type RaftEnvelope } from './wire.js';
@@ -440,10 +441,7 @@ export class RaftDriver {
   }
 
   private quorumLive(g: Group, q: QuiescenceOptions): boolean {
-    const voters = g.raft.status().voters;
-    let live = 0;
-    for (const v of voters) if (v === this.self || q.peerLive(v)) live++;
-    return 2 * live > voters.length;
+    return liveQuorum(this.self, g.raft.status().voters, q.peerLive);
   }
 
   /**

@@ -11,6 +11,7 @@
  * `inflightMax` of them (asserted where they change).
  */
 import { assert } from '../core/assert.js';
+import type { NodeName } from '../core/ids.js';
 
 export type ProgressState = 'probe' | 'replicate' | 'snapshot';
 
@@ -126,6 +127,13 @@ export function majorityIndex(matches: readonly number[]): number {
 
 export function quorumSize(voters: number): number {
   return Math.floor(voters / 2) + 1;
+}
+
+/** Whether a quorum of `voters` is live as `self` sees it (`self` counts as live): quiescence asks this of node liveness. */
+export function liveQuorum(self: NodeName, voters: readonly NodeName[], live: (name: NodeName) => boolean): boolean {
+  let count = 0;
+  for (const v of voters) if (v === self || live(v)) count++;
+  return count >= quorumSize(voters.length);
 }
 
 export type VoteTally = 'won' | 'lost' | 'pending';

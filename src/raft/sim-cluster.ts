@@ -37,6 +37,7 @@ import {
   isMember,
   sameConf,
 } from './conf-change.js';
+import { liveQuorum } from './progress.js';
 import { Raft, type RaftConfig } from './raft.js';
 import { makeEntry } from './raft-log.js';
 import type { ConfChangeResult, Entry, HardState, Message, Ready, Snapshot } from './types.js';
@@ -346,9 +347,7 @@ export class SimCluster {
 
   /** Whether a majority of `voters` is live as `from` sees it (itself included). */
   private quorumLive(from: NodeName, voters: readonly NodeName[]): boolean {
-    let live = 0;
-    for (const v of voters) if (v === from || this.peerLive(from, v)) live++;
-    return 2 * live > voters.length;
+    return liveQuorum(from, voters, (to) => this.peerLive(from, to));
   }
 
   /** One tick of a node, as a driver with quiescence gives it (see the header); a plain tick without quiescence. */
