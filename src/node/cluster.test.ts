@@ -69,8 +69,10 @@ test('TCP + LMDB: partitions elect leaders; a crashed node restarts with a new i
     for (const p of n3.hostedPartitions().keys()) {
       await cluster.waitFor(() => (n3.raft.status(p)?.commit ?? 0) > 0, { what: `n3 catches up on ${p}` });
     }
-    // The filters wrap TCP transports too.
-    assert.ok(cluster.network.count({ kind: 'NodeHeartbeat', from: 'n1', to: 'n3' }) > 0);
+    // The filters wrap TCP transports too (node heartbeats go out every 500 ms).
+    await cluster.waitFor(() => cluster.network.count({ kind: 'NodeHeartbeat', from: 'n1', to: 'n3' }) > 0, {
+      what: 'a NodeHeartbeat from n1 to n3 passes the filters',
+    });
     const held = cluster.network.hold({ kind: 'Raft', group: 'meta', to: 'n3' });
     await cluster.waitFor(() => held.heldCount > 0, { what: 'meta heartbeats to n3 held' });
     assert.ok(held.release() > 0);

@@ -320,6 +320,23 @@ describe('check-quorum and leader stickiness', () => {
     assert.ok(drain(r).messages.every((m) => m.kind === 'HeartbeatResp'));
   });
 
+  test('a learner whose leader went silent answers pre-votes once its lease ran out (raft-sim seed 2539)', () => {
+    // It may be a voter that has not applied its promotion yet, and the vote a candidate needs once the leader that
+    // promoted it is gone; its election count must not start over at every timeout as a voter's does.
+    const n4 = nodeName('n4');
+    // Every count of silent ticks past two randomized timeouts (at most 2 × 20 here), wherever a count would restart.
+    for (let silent = 40; silent <= 60; silent++) {
+      const r = new Raft({ self: n4, voters, learners: [n4], random: new SeededRandom('t/n4'), electionTicks: 10 });
+      r.step({ kind: 'Heartbeat', from: n1, to: n4, term: term(1), commit: logIndex(0) });
+      drain(r);
+      for (let i = 0; i < silent; i++) r.tick();
+      assert.equal(r.status().role, 'follower', 'a learner never campaigns');
+      r.step({ kind: 'PreVote', from: n2, to: n4, term: term(2), lastIndex: logIndex(0), lastTerm: term(0) });
+      const answer = drain(r).messages.find((m) => m.to === n2);
+      assert.ok(answer?.kind === 'PreVoteResp' && !answer.reject, `the pre-vote after ${silent} ticks is granted`);
+    }
+  });
+
   test('a vote request from a leadership transfer overrides the lease', () => {
     const r = node(n2);
     r.step({ kind: 'Heartbeat', from: n1, to: n2, term: term(1), commit: logIndex(0) });

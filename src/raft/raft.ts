@@ -154,6 +154,13 @@ export class Raft {
   private transferee: NodeName | null = null;
   /** Leader: the commit index advanced and followers have not been told yet (done once per Ready). */
   private commitToBroadcast = false;
+  /**
+   * Leader: a follower was not told the latest commit index, as no Append with entries went to it; the next tick
+   * sends heartbeats, which carry it (instead of an empty Append per advance, which doubled the messages per entry).
+   */
+  private commitNoticeDue = false;
+  /** Leader: the commit index of the last broadcast (`broadcastCommit`). */
+  private commitBroadcast = 0;
   /** Leader: no configuration change is proposed while this is above the applied index (rule 2 above). */
   private pendingConfIndex = 0;
 
@@ -311,8 +318,14 @@ export class Raft {
     for (const peer of this.progress.keys()) {
       if (peer !== this.self) this.send({ kind: 'Heartbeat', to: peer, commit, quiesce: true });
     }
+    this.commitNoticeDue = false;
     this.quiet = true;
     return true;
+  }
+
+  /** Leader: some follower learns the latest commit index only from the heartbeats of the next tick. */
+  get commitNoticePending(): boolean {
+    return this.commitNoticeDue && this.role === 'leader';
   }
 
   /** The group is quiet on this node (Quiescence in the header). */
@@ -372,7 +385,8 @@ export class Raft {
     if (this.commitToBroadcast) {
       // One Append per follower however many answers advanced the commit index since the last Ready.
       this.commitToBroadcast = false;
-      if (this.role === 'leader') this.broadcastAppend();
+      if (this.role === 'leader') this.broadcastCommit();
+      this.commitBroadcast = this.log.committed;
     }
     const hs = this.hardState();
     checkHardState(this.persistedHardState, hs);
@@ -514,6 +528,7 @@ export class Raft {
     this.progress.clear();
     this.transferee = null;
     this.commitToBroadcast = false;
+    this.commitNoticeDue = false;
     this.pendingConfIndex = 0;
     this.quiet = false;
   }
@@ -554,6 +569,7 @@ export class Raft {
     }
     // Any change in the log may be unapplied: none is proposed before this term's noop is applied (rule 2).
     this.pendingConfIndex = this.log.lastIndex();
+    this.commitBroadcast = this.log.committed;
     const own = this.progress.get(this.self)!;
     own.maybeUpdate(this.log.stableIndex());
     own.becomeReplicate();
@@ -607,9 +623,12 @@ export class Raft {
 
   private tickElection(): void {
     this.electionElapsed++;
-    if (this.electionElapsed >= this.randomizedElectionTicks) {
+    // Only a node that campaigns starts its count over: a learner's (or a node's waiting to apply a committed change)
+    // grows past the election timeout, so that its leader lease ends and it answers (pre-)votes again. A learner that
+    // does not know of its promotion may be the vote a candidate needs, once the leader that promoted it is gone.
+    if (this.electionElapsed >= this.randomizedElectionTicks && this.promotable()) {
       this.electionElapsed = 0;
-      if (this.promotable()) this.campaign(this.preVote ? 'preVote' : 'election');
+      this.campaign(this.preVote ? 'preVote' : 'election');
     }
   }
 
@@ -631,7 +650,7 @@ export class Raft {
       }
       this.transferee = null;
     }
-    if (this.heartbeatElapsed >= this.heartbeatTicks) {
+    if (this.heartbeatElapsed >= this.heartbeatTicks || this.commitNoticeDue) {
       this.heartbeatElapsed = 0;
       this.broadcastHeartbeat();
     }
@@ -893,7 +912,26 @@ export class Raft {
     for (const peer of this.progress.keys()) if (peer !== this.self) this.sendAppend(peer, true);
   }
 
+  /**
+   * A new commit index reaches each follower on the Append of its next entries, when there are any now; the others
+   * learn it from the heartbeats of the next tick (`commitNoticeDue`). Followers apply up to one tick later than the
+   * leader, as in etcd, where the commit index rides only on appends and heartbeats; configuration changes are the
+   * exception.
+   */
+  private broadcastCommit(): void {
+    // A committed configuration change is told at once: a removed member learns of its removal before the leader
+    // stops sending to it, and a leader that removed itself leaves no follower waiting for a tick it will not send.
+    if (this.log.hasConfIn(this.commitBroadcast + 1, this.log.committed)) {
+      this.broadcastAppend();
+      return;
+    }
+    for (const peer of this.progress.keys()) {
+      if (peer !== this.self && !this.sendAppend(peer, false)) this.commitNoticeDue = true;
+    }
+  }
+
   private broadcastHeartbeat(): void {
+    this.commitNoticeDue = false;
     for (const [peer, pr] of this.progress) {
       if (peer === this.self) continue;
       this.send({ kind: 'Heartbeat', to: peer, commit: logIndex(Math.min(pr.match, this.log.committed)) });

@@ -268,7 +268,10 @@ export class SimCluster {
     return r.index;
   }
 
-  /** Delivers messages and handles Readies until nothing moves. */
+  /**
+   * Delivers messages and handles Readies until nothing moves. A leader that owes its followers a commit index
+   * (told on its next tick, raft.ts `commitNoticePending`) is then ticked, as time would pass, and delivery goes on.
+   */
   stabilize(limit = 100_000): void {
     for (let i = 0; i < limit; i++) {
       let moved = false;
@@ -280,6 +283,13 @@ export class SimCluster {
         this.deliver(f.msg);
       }
       this.check();
+      if (!moved) {
+        for (const l of this.live.values()) {
+          if (!l.raft.commitNoticePending) continue;
+          l.raft.tick();
+          moved = true;
+        }
+      }
       if (!moved) return;
     }
     assert(false, 'cluster did not stabilize');

@@ -149,10 +149,14 @@ export abstract class ReplicaTestCluster<X extends object> {
   /** The node's request table and extras. */
   protected abstract wire(node: NodeParts): NodeWiring<X>;
 
-  /** Starts every member, then runs until each partition has a primary. */
+  /**
+   * Starts every member, then runs until each partition has a primary and every replica applied its log as far as
+   * the primary did (backups learn the commit index a tick later: they then know the lease, for instance).
+   */
   async boot(): Promise<this> {
     for (const name of NAMES) await this.startMember(name);
     await this.runUntil(() => PARTITIONS.every((p) => this.primaryOf(p) !== undefined));
+    await this.converge();
     return this;
   }
 
