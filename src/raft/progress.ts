@@ -25,6 +25,10 @@ export class Progress {
   snapshotTicks = 0;
   /** Heard from within the current check-quorum period. */
   recentActive = false;
+  /** An Append went to the follower since the last heartbeat round (`Raft.broadcastHeartbeat`). */
+  appendedSinceHeartbeat = false;
+  /** The highest commit index sent to the follower that its log lets it take (Appends and heartbeats). */
+  commitSent = 0;
   readonly inflight: number[] = [];
 
   constructor(

@@ -930,11 +930,22 @@ export class Raft {
     }
   }
 
+  /**
+   * A heartbeat to each follower, except one in step (replicate) that received an Append since the last round and
+   * knows the commit index its log allows: the Appends of a busy group already reset its election timer and bring
+   * answers for check-quorum, so the heartbeats of a busy group cost nothing. A follower whose Appends were lost
+   * receives no more once its pipeline is full, and then a heartbeat again, whose answer frees a slot.
+   */
   private broadcastHeartbeat(): void {
     this.commitNoticeDue = false;
     for (const [peer, pr] of this.progress) {
       if (peer === this.self) continue;
-      this.send({ kind: 'Heartbeat', to: peer, commit: logIndex(Math.min(pr.match, this.log.committed)) });
+      const commit = Math.min(pr.match, this.log.committed);
+      const appended = pr.appendedSinceHeartbeat;
+      pr.appendedSinceHeartbeat = false;
+      if (appended && pr.state === 'replicate' && pr.commitSent >= commit) continue;
+      pr.commitSent = Math.max(pr.commitSent, commit);
+      this.send({ kind: 'Heartbeat', to: peer, commit: logIndex(commit) });
     }
   }
 
@@ -959,6 +970,9 @@ export class Raft {
       commit: logIndex(this.log.committed),
     });
     pr.sentEntries(prevIndex + entries.length, entries.length);
+    pr.appendedSinceHeartbeat = true;
+    // The follower takes the commit index up to the last entry of this Append (its log may hold more that differs).
+    pr.commitSent = Math.max(pr.commitSent, Math.min(this.log.committed, prevIndex + entries.length));
     return true;
   }
 
