@@ -124,6 +124,36 @@ describe('coordinator: operations', () => {
     assert.equal(tx.commitPartitionId, cluster.partition(1));
   });
 
+  it('a first request over several partitions makes the one whose primary is this node the commit partition', async () => {
+    const { coordinator, cluster, run } = setup();
+    // Partition 0's primary is n1, this coordinator's node; partitions 1 and 2 have theirs elsewhere.
+    assert.equal(cluster.primaries.get(cluster.partition(0)), SELF.name);
+    const local = coordinator.begin();
+    await run(coordinator.getAll(local, TABLE, [cluster.keyIn(1), cluster.keyIn(0)], { forUpdate: true }));
+    assert.equal(local.commitPartitionId, cluster.partition(0));
+    const rw = cluster.sentOf('ReadWriteRequest');
+    assert.ok(rw.every((r) => r.commitPartitionId === cluster.partition(0)));
+    await run(
+      coordinator.putAll(local, TABLE, [
+        { key: cluster.keyIn(1), value: 1 },
+        { key: cluster.keyIn(0), value: 2 },
+      ]),
+    );
+    await run(coordinator.commit(local));
+    assert.deepEqual(
+      cluster.sentOf('TxFinishRequest').map((f) => f.commitPartitionId),
+      [cluster.partition(0)],
+    );
+    const remote = coordinator.begin();
+    await run(
+      coordinator.putAll(remote, TABLE, [
+        { key: cluster.keyIn(2), value: 3 },
+        { key: cluster.keyIn(1), value: 4 },
+      ]),
+    );
+    assert.equal(remote.commitPartitionId, cluster.partition(2), 'no local primary: the first partition');
+  });
+
   it('concurrent first operations on one partition share its enlistment: one token-less request, then the token', async () => {
     const { coordinator, cluster, run } = setup();
     const tx = coordinator.begin();

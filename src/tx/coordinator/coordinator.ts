@@ -224,6 +224,7 @@ export class TxCoordinator {
     return this.operation(tx, async () => {
       const out: (Value | undefined)[] = new Array(keys.length).fill(undefined);
       const groups = groupByPartition(keys, (key) => this.ctx.placement.partitionOf(table, key));
+      this.chooseCommitPartition(tx, [...groups.keys()]);
       await settleAll(
         [...groups].map(async ([partitionId, items]) => {
           const keysHere = items.map((i) => keys[i]!);
@@ -264,6 +265,7 @@ export class TxCoordinator {
     checkEntries(entries);
     await this.operation(tx, async () => {
       const groups = groupByPartition(entries, (e) => this.ctx.placement.partitionOf(table, e.key));
+      this.chooseCommitPartition(tx, [...groups.keys()]);
       await settleAll(
         [...groups].map(async ([partitionId, items]) => {
           const here = items.map((i) => entries[i]!);
@@ -339,6 +341,25 @@ export class TxCoordinator {
     }
     if (tx.abortCause !== undefined) throw rolledBackErrorForOp(tx, tx.abortCause);
     return this.sendEnlisted(tx, enlisted, operation);
+  }
+
+  /**
+   * A first request that enlists several partitions at once fixes the commit partition among them: one whose primary
+   * is this node, as far as it knows, so that the finish is a local call rather than a round trip; else the first.
+   * (Any enlisted partition may be the commit partition; it only has to be fixed before the first request.)
+   */
+  private chooseCommitPartition(tx: CoordinatedTx, partitions: readonly PartitionId[]): void {
+    if (tx.commitPartitionId !== undefined || partitions.length < 2) return;
+    tx.commitPartitionId = partitions.find((p) => this.isPrimaryHere(p)) ?? partitions[0];
+  }
+
+  private isPrimaryHere(partitionId: PartitionId): boolean {
+    try {
+      return this.ctx.placement.primaryHint(partitionId) === this.self.name;
+    } catch {
+      // A table dropped meanwhile: the request itself reports it.
+      return false;
+    }
   }
 
   private async enlist(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
