@@ -92,7 +92,8 @@ export function splitCallers(clients: number, threads: number): number[] {
 }
 
 /**
- * The client threads of one system, connected once (thread i to address i mod n) and reused by every cell, so that a
+ * The client threads of one system, connected once (thread i to address i mod n, its home; a Basalt thread to the
+ * other nodes too, for the single-key operations it routes to their primaries) and reused by every cell, so that a
  * cell pays neither thread start-up nor connecting.
  */
 export class ClientPool {
@@ -103,7 +104,10 @@ export class ClientPool {
 
   static async open(system: System, addresses: readonly string[], threads: number): Promise<ClientPool> {
     const workers = Array.from({ length: threads }, (_, thread) => {
-      const connection: DriverConnection = { system, address: addresses[thread % addresses.length]! };
+      const address = addresses[thread % addresses.length]!;
+      // A Basalt thread also connects to the other nodes, to send each single-key operation to its key's primary.
+      const others = system === 'basalt' ? addresses.filter((a) => a !== address) : [];
+      const connection: DriverConnection = { system, address, others };
       return new Worker(new URL('./driver.js', import.meta.url), { workerData: connection });
     });
     try {

@@ -1,6 +1,7 @@
 /**
- * One client thread of the end-to-end benchmark (a worker_threads worker): it opens one connection (Basalt:
- * `connect()` to one node's client port; etcd: one `Etcd3` client on one member) and keeps it for every cell; per
+ * One client thread of the end-to-end benchmark (a worker_threads worker): it connects once (Basalt: `connectCluster`
+ * with its home node's client port first, so that transactions run there and each single-key operation goes to its
+ * key's primary; etcd: one `Etcd3` client on one member) and keeps the connection for every cell; per
  * cell it runs `callers` concurrent loops of the cell's workload, and reports what completed inside the measured window [startMs, endMs): latencies, operations,
  * attempts (transaction bodies run, retries included), aborts (retries exhausted) and other failures. Operations that
  * complete before `startMs` are the warm-up. Wall-clock epoch times mark the window because worker threads do not
@@ -291,6 +292,8 @@ function describe(error: unknown): string {
 export interface DriverConnection {
   readonly system: 'basalt' | 'etcd';
   readonly address: string;
+  /** Basalt: the other nodes' client ports (`connectCluster`: single-key operations go to their key's primary). */
+  readonly others: readonly string[];
 }
 
 export interface DriverJobMessage {
@@ -307,8 +310,8 @@ async function main(connection: DriverConnection): Promise<void> {
   let opsOf: (job: DriverJob, tally: Tally) => Op[];
   if (connection.system === 'basalt') {
     // Each thread loads only its own system's client (grpc-js alone takes a noticeable part of a short cell).
-    const { connect } = await import('../src/client/remote.js');
-    const client = await connect(connection.address);
+    const { connectCluster } = await import('../src/client/routing.js');
+    const client = await connectCluster([connection.address, ...connection.others]);
     opsOf = (job) => Array.from({ length: job.callers }, (_, c) => basaltOps(client, job, c));
   } else {
     const { Etcd3 } = await import('etcd3');

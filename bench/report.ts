@@ -163,7 +163,8 @@ export function formatTable(doc: BenchDocument): string {
   lines.push(
     `Basalt: ${p.cluster}; storage LMDB, ${p.fsync ? 'fsync ON' : 'fsync OFF (--no-fsync: NOT durable)'}.`,
     `Clients: ${p.clientThreadsMax === 1 ? 'one client thread' : `up to ${p.clientThreadsMax} client threads`} ` +
-      `(worker_threads in the bench process, one connection each, thread i on node/member i mod 3); ` +
+      `(worker_threads in the bench process, thread i on node/member i mod 3; a Basalt thread also connects to ` +
+      `the other nodes and sends each single-key put/get to its key's primary, connectCluster); ` +
       `${p.warmupS} s warm-up + ${p.durationS} s measured per cell.`,
     etcdRan
       ? `etcd ${p.etcd.version}: 3 members on loopback, fresh data dirs, fsync always on (etcd has no switch).`

@@ -32,6 +32,7 @@ export {
   type RemoteTransaction,
   type RemoteTransactionOptions,
 } from './client/remote.js';
+export { type ConnectClusterOptions, connectCluster, RoutingClient } from './client/routing.js';
 export type { ClientServer, ClientServerOptions } from './client/server.js';
 export * from './core/index.js';
 export * from './hlc/index.js';

@@ -92,6 +92,17 @@ class NodeClient implements ClientBackend {
     return this.basalt.metastorage.view().members ?? [];
   }
 
+  primaries(table: string): readonly (string | null)[] {
+    const placement = this.service().placement;
+    return placement.partitionsOf(table).map((partitionId) => {
+      try {
+        return placement.primaryHint(partitionId);
+      } catch {
+        return null;
+      }
+    });
+  }
+
   removeNode(name: string, dead: boolean): Promise<readonly MemberRecord[]> {
     return this.basalt.metastorage.removeNode(name, { dead });
   }

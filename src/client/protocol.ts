@@ -85,6 +85,8 @@ interface RequestFields {
   readonly tables: Readonly<Record<never, never>>;
   readonly members: Readonly<Record<never, never>>;
   readonly removeNode: { readonly name: string; readonly dead?: boolean };
+  /** The primary of each partition of a table, as the server's node knows it (for clients that route by key). */
+  readonly primaries: { readonly table: string };
 }
 
 export type RequestKind = keyof RequestFields;
@@ -211,6 +213,7 @@ const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
   tables: { required: {}, optional: {} },
   members: { required: {}, optional: {} },
   removeNode: { required: { name: string }, optional: { dead: boolean } },
+  primaries: { required: { table: string }, optional: {} },
 };
 
 /** Validates one decoded frame as a request. Never throws. */

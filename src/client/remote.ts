@@ -98,6 +98,8 @@ export interface RemoteClient {
    * replicas are rebuilt from the survivors). Resolves once the removal is recorded; the moves follow.
    */
   removeNode(name: string, options?: { readonly dead?: boolean }): Promise<MemberRecord[]>;
+  /** The primary of each partition of `table` by index, as the server's node knows it (null: none known). */
+  primaries(table: string): Promise<(NodeName | null)[]>;
   /** Ends the connection; the server rolls back the transactions still open on it. */
   close(): Promise<void>;
 }
@@ -433,6 +435,15 @@ class TcpClient implements RemoteClient {
 
   async removeNode(name: string, options: { readonly dead?: boolean } = {}): Promise<MemberRecord[]> {
     return membersOf(await this.connection.call({ kind: 'removeNode', name, dead: options.dead === true }));
+  }
+
+  async primaries(table: string): Promise<(NodeName | null)[]> {
+    const result = await this.connection.call({ kind: 'primaries', table });
+    const primaries = isRecord(result) ? result['primaries'] : undefined;
+    if (!Array.isArray(primaries) || !primaries.every((p) => p === null || typeof p === 'string')) {
+      throw new BasaltError('MALFORMED_FRAME', 'the server answered primaries without a list of node names');
+    }
+    return primaries.map((p: string | null) => (p === null ? null : nodeName(p)));
   }
 
   close(): Promise<void> {

@@ -70,6 +70,8 @@ export interface ClientBackend {
   members?(): readonly MemberRecord[];
   /** Starts removing a member: gracefully (its replicas move first), or `dead` (rebuilt from the survivors). */
   removeNode?(name: string, dead: boolean): Promise<readonly MemberRecord[]>;
+  /** Each partition's primary as this node knows it, null where it knows none (absent: this backend cannot tell). */
+  primaries?(table: string): readonly (string | null)[];
 }
 
 export interface ClientServerOptions {
@@ -404,6 +406,11 @@ class ClientSession {
         const members = this.backend.members?.();
         if (members === undefined) throw new BasaltError('NOT_IMPLEMENTED', 'this server does not know the members');
         return Promise.resolve({ members: [...members] });
+      }
+      case 'primaries': {
+        const primaries = this.backend.primaries?.(request.table);
+        if (primaries === undefined) throw new BasaltError('NOT_IMPLEMENTED', 'this server does not know primaries');
+        return Promise.resolve({ primaries: [...primaries] });
       }
       case 'removeNode': {
         const remove = this.backend.removeNode?.bind(this.backend);

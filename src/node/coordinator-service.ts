@@ -57,6 +57,8 @@ export class CoordinatorService implements NodeService {
   readonly coordinator: TxCoordinator;
   /** Read-only transactions and implicit reads coordinated on this node. */
   readonly readOnly: ReadOnlyCoordinator;
+  /** Where a key's partition is and who its primary is, as this node knows (clients that route by key ask it). */
+  readonly placement: MetaPlacement;
   private readonly self: PeerIdentity;
   private stopped = false;
 
@@ -64,6 +66,7 @@ export class CoordinatorService implements NodeService {
     const { self, hlc, timers, request, counters } = components;
     this.self = self;
     const placement = new MetaPlacement(components.metaView, components.hints, components.metaCurrent);
+    this.placement = placement;
     const clockWithinBound = components.clockWithinBound;
     this.readOnly = new ReadOnlyCoordinator({
       self,

@@ -1,0 +1,177 @@
+/**
+ * `connectCluster(['host:port', ...])`: a client of several nodes' client ports that sends each implicit single-key
+ * operation (get, put, remove) to the node of the key's primary, so that the node coordinating the operation is the
+ * one that executes it, one round trip between nodes fewer than through another node. Transactions and everything
+ * else go to the first address's node, the client's home, as `connect` sends them to its one node.
+ *
+ * Routes (each partition's primary by index) come from the home node's `primaries`, per table, and are refreshed in
+ * the background once older than ROUTES_MAX_AGE_MS (the call that finds them old still uses them). A route is only a
+ * preference: every node coordinates any operation correctly, so a stale one costs the hop it meant to save, never a
+ * wrong result. A key whose route is unknown, or whose node's connection ended, goes home. A lost connection fails
+ * only the calls on it, as with `connect`; later calls go elsewhere. Connecting fails if any address fails (every
+ * connection made is closed again).
+ */
+import { invalidArgument } from '../core/errors.js';
+import type { NodeName } from '../core/ids.js';
+import { partitionIndexOf } from '../core/partitioning.js';
+import type { Clock } from '../env/clock.js';
+import { RealClock } from '../env/real-clock.js';
+import type { MemberRecord, TableDescriptor, TableOptions } from '../node/metastorage-state.js';
+import type { Value } from './client.js';
+import {
+  type ConnectOptions,
+  connect,
+  type RemoteBeginOptions,
+  type RemoteClient,
+  type RemoteTransaction,
+  type RemoteTransactionOptions,
+} from './remote.js';
+
+/** How long a table's routes are used before the next call refreshes them. */
+export const ROUTES_MAX_AGE_MS = 1000;
+/** Tables whose routes are kept at most (past it the oldest are forgotten). */
+const ROUTED_TABLES_MAX = 1024;
+
+export interface ConnectClusterOptions extends ConnectOptions {
+  /** For the age of routes (its `monotonicMs`; default the real clock). */
+  readonly clock?: Clock;
+}
+
+/** Connects to every address; the first is home. */
+export async function connectCluster(
+  addresses: readonly string[],
+  options: ConnectClusterOptions = {},
+): Promise<RoutingClient> {
+  if (addresses.length === 0) throw invalidArgument('connectCluster needs at least one address');
+  const attempts = await Promise.allSettled(addresses.map((address) => connect(address, options)));
+  const failed = attempts.find((a): a is PromiseRejectedResult => a.status === 'rejected');
+  if (failed !== undefined) {
+    await Promise.all(attempts.map((a) => (a.status === 'fulfilled' ? a.value.close() : undefined)));
+    throw failed.reason;
+  }
+  const clients = attempts.map((a) => (a as PromiseFulfilledResult<RemoteClient>).value);
+  const clock = options.clock ?? new RealClock();
+  return new RoutingClient(clients, () => clock.monotonicMs());
+}
+
+interface Routes {
+  readonly primaries: readonly (NodeName | null)[];
+  readonly fetchedAtMs: number;
+}
+
+export class RoutingClient implements RemoteClient {
+  private readonly home: RemoteClient;
+  private readonly byNode = new Map<NodeName, RemoteClient>();
+  private readonly routes = new Map<string, Routes>();
+  private readonly refreshing = new Set<string>();
+
+  constructor(
+    private readonly clients: readonly RemoteClient[],
+    private readonly now: () => number,
+  ) {
+    if (clients.length === 0) throw invalidArgument('a routing client needs at least one connection');
+    this.home = clients[0]!;
+    for (const c of clients) if (!this.byNode.has(c.node)) this.byNode.set(c.node, c);
+  }
+
+  get node(): NodeName {
+    return this.home.node;
+  }
+
+  get address(): string {
+    return this.home.address;
+  }
+
+  /** True once the home connection ended (transactions can no longer be begun here). */
+  get closed(): boolean {
+    return this.home.closed;
+  }
+
+  /** The nodes this client reaches, home first. */
+  get nodes(): NodeName[] {
+    return [...this.byNode.keys()];
+  }
+
+  /** The node an implicit operation on `key` goes to now (refreshing old routes in the background). */
+  routeOf(table: string, key: string): NodeName {
+    return this.target(table, key).node;
+  }
+
+  begin(options?: RemoteBeginOptions): Promise<RemoteTransaction> {
+    return this.home.begin(options);
+  }
+
+  transaction<T>(fn: (tx: RemoteTransaction) => Promise<T>, options?: RemoteTransactionOptions): Promise<T> {
+    return this.home.transaction(fn, options);
+  }
+
+  get(table: string, key: string): Promise<Value | undefined> {
+    return this.target(table, key).get(table, key);
+  }
+
+  put(table: string, key: string, value: Value): Promise<void> {
+    return this.target(table, key).put(table, key, value);
+  }
+
+  remove(table: string, key: string): Promise<void> {
+    return this.target(table, key).remove(table, key);
+  }
+
+  createTable(name: string, options: TableOptions): Promise<TableDescriptor> {
+    return this.home.createTable(name, options);
+  }
+
+  dropTable(name: string): Promise<void> {
+    return this.home.dropTable(name);
+  }
+
+  tables(): Promise<TableDescriptor[]> {
+    return this.home.tables();
+  }
+
+  members(): Promise<MemberRecord[]> {
+    return this.home.members();
+  }
+
+  removeNode(name: string, options?: { readonly dead?: boolean }): Promise<MemberRecord[]> {
+    return this.home.removeNode(name, options);
+  }
+
+  primaries(table: string): Promise<(NodeName | null)[]> {
+    return this.home.primaries(table);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.clients.map((c) => c.close()));
+  }
+
+  private target(table: string, key: string): RemoteClient {
+    const routes = this.routes.get(table);
+    if (routes === undefined || this.now() - routes.fetchedAtMs >= ROUTES_MAX_AGE_MS) this.refresh(table, routes);
+    if (routes === undefined || routes.primaries.length === 0) return this.home;
+    const primary = routes.primaries[partitionIndexOf(key, routes.primaries.length)];
+    const client = primary === null || primary === undefined ? undefined : this.byNode.get(primary);
+    return client === undefined || client.closed ? this.home : client;
+  }
+
+  private refresh(table: string, previous: Routes | undefined): void {
+    if (this.refreshing.has(table) || this.home.closed) return;
+    this.refreshing.add(table);
+    // The old routes stay in use meanwhile; a failed lookup (an unknown table, say) waits out a full age, not retried
+    // by every call.
+    this.remember(table, { primaries: previous?.primaries ?? [], fetchedAtMs: this.now() });
+    this.home.primaries(table).then(
+      (primaries) => {
+        this.refreshing.delete(table);
+        this.remember(table, { primaries, fetchedAtMs: this.now() });
+      },
+      () => this.refreshing.delete(table),
+    );
+  }
+
+  private remember(table: string, routes: Routes): void {
+    this.routes.delete(table);
+    if (this.routes.size >= ROUTED_TABLES_MAX) this.routes.delete(this.routes.keys().next().value!);
+    this.routes.set(table, routes);
+  }
+}
