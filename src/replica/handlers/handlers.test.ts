@@ -311,6 +311,31 @@ describe('ReadWriteRequest on a partition primary', () => {
     );
   });
 
+  it('a younger write waits for the lock of a one-phase write, which asks for no more locks, instead of dying', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const older = h.newTx();
+    const younger = h.newTx();
+    // The older one-phase put holds X on the row while its command replicates; the younger put arrives meanwhile.
+    const first = h.call<ReadWriteResponse>(
+      primary.name,
+      rwRequest(P1, older, 1, { op: 'put', key: 'q', value: 1 }, { full: true }),
+    );
+    const second = h.call<ReadWriteResponse>(
+      primary.name,
+      rwRequest(P1, younger, 1, { op: 'put', key: 'q', value: 2 }, { full: true }),
+    );
+    const [a, b] = await h.settle(Promise.all([first, second]));
+    assert.ok(
+      a.writeTs !== undefined && b.writeTs !== undefined && b.writeTs > a.writeTs,
+      'the younger put came second',
+    );
+    const mv = h.hosted(primary, P1).mv;
+    const read = mv.readLatest(mv.rowIdOf('q')!);
+    assert.ok(read.kind === 'committed' && read.value === 2);
+    assert.deepEqual(h.hosted(primary, P1).locks.holders(rowLockKey(P1, 'q')), []);
+  });
+
   it('scan: S on the partition keeps writers out (no phantoms); it sees own intents and committed rows, paged by limit', async () => {
     const h = await Cluster.start(SEED);
     const primary = h.primary(P1);

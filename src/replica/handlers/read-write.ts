@@ -17,7 +17,8 @@
  * - writes propose Update/UpdateAll under the lease and answer from the apply result (rule 4): PRIMARY_MISS when the
  *   command applied as a no-op, a write-intent conflict is a lost lock as above, else `writeTs` = the command's
  *   effective timestamp;
- * - one-phase (`full`): writes only; the X locks are released right after the apply (rule 18), and `writeTs` is the
+ * - one-phase (`full`): writes only; once its locks are held they are marked finishing (younger requests wait for
+ *   them instead of dying: the tx takes no other lock), they are released right after the apply (rule 18), and `writeTs` is the
  *   commit timestamp.
  *
  * Finished holders (DESIGN §2 "Commit acknowledgement"): a finish is answered before its cleanup reaches the enlisted
@@ -151,6 +152,9 @@ async function runOperation(
   if (!request.full) touch(p, request);
   try {
     await acquireLocks(p, txId, operationLockPlan(p.partitionId, operation), inline);
+    // A one-phase tx now holds every lock it will take: younger requests wait for them rather than die (its command
+    // replicates and the locks go right after its apply), as for a committing tx (lock-manager.ts, "finishing").
+    if (request.full) p.locks.markFinishing(txId);
     // Locks may have taken a while: act only if still primary under the very lease the request was served under.
     const token = tokenOf(lease);
     p.lockingLease(p.clock.now(), token);
