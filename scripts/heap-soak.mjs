@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // Memory soak: three `basalt start` processes (TCP, LMDB, fsync on) under a steady load of implicit puts and two-key
 // transfers from many concurrent clients, for a while. Every `--sample` seconds it reads each node's /metrics and
-// prints the V8 heap in use (at the scrape, and after the node's last major GC), the resident set and the tx state
-// map size, and at the end the first and last samples side by side: a heap after GC that keeps growing under a
-// steady load is a leak.
+// prints the V8 heap in use (at the scrape, and after the node's last major GC), the resident set, the memory outside
+// the V8 heap that JS objects hold (Buffers included) and the tx state map size, and at the end the first and last
+// samples side by side: a heap after GC that keeps growing under a steady load is a leak.
 // Build first (`npx tsc -p .`). Usage: node scripts/heap-soak.mjs [--minutes 10] [--clients 64] [--sample 30]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -60,6 +60,7 @@ async function snapshot() {
         // NaN until the node's first major GC.
         gcHeapMiB: sample(body, 'nodejs_heap_used_after_major_gc_bytes') / 2 ** 20,
         rssMiB: sample(body, 'process_resident_memory_bytes') / 2 ** 20,
+        externalMiB: sample(body, 'nodejs_external_memory_bytes') / 2 ** 20,
         txStates: sample(body, 'basalt_tx_state_entries'),
       };
     }),
@@ -69,7 +70,7 @@ async function snapshot() {
 const format = (s) =>
   s.map(
     (n, i) =>
-      `${NAMES[i]} heap ${n.heapMiB.toFixed(1)} MiB (after major GC ${n.gcHeapMiB.toFixed(1)}) rss ${n.rssMiB.toFixed(0)} MiB map ${n.txStates}`,
+      `${NAMES[i]} heap ${n.heapMiB.toFixed(1)} MiB (after major GC ${n.gcHeapMiB.toFixed(1)}) rss ${n.rssMiB.toFixed(0)} MiB external ${n.externalMiB.toFixed(0)} MiB map ${n.txStates}`,
   );
 
 let stopping = false;
@@ -128,7 +129,8 @@ try {
     console.log(
       `  ${name}: heap ${first[i].heapMiB.toFixed(1)} -> ${last[i].heapMiB.toFixed(1)} MiB ` +
         `(after major GC ${first[i].gcHeapMiB.toFixed(1)} -> ${last[i].gcHeapMiB.toFixed(1)}), ` +
-        `rss ${first[i].rssMiB.toFixed(0)} -> ${last[i].rssMiB.toFixed(0)} MiB, map ${first[i].txStates} -> ${last[i].txStates}`,
+        `rss ${first[i].rssMiB.toFixed(0)} -> ${last[i].rssMiB.toFixed(0)} MiB, ` +
+        `external ${first[i].externalMiB.toFixed(0)} -> ${last[i].externalMiB.toFixed(0)} MiB, map ${first[i].txStates} -> ${last[i].txStates}`,
     );
   }
 } finally {

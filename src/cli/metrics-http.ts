@@ -118,6 +118,11 @@ export function renderMetrics(options: Pick<MetricsServerOptions, 'nodeName' | '
   const memory = process.memoryUsage();
   out.metric('process_resident_memory_bytes', 'gauge', 'resident set size of the node process', [[{}, memory.rss]]);
   out.metric('nodejs_heap_size_used_bytes', 'gauge', 'V8 heap in use', [[{}, memory.heapUsed]]);
+  // Outside the V8 heap: memory of C++ objects bound to JS ones, Buffers and ArrayBuffers included.
+  out.metric('nodejs_external_memory_bytes', 'gauge', 'memory outside the V8 heap held by JS objects', [
+    [{}, memory.external],
+  ]);
+  out.metric('nodejs_array_buffers_bytes', 'gauge', 'memory of Buffers and ArrayBuffers', [[{}, memory.arrayBuffers]]);
   if (heapAfterMajorGc !== undefined) {
     out.metric('nodejs_heap_used_after_major_gc_bytes', 'gauge', 'V8 heap in use after the last major GC', [
       [{}, heapAfterMajorGc],

@@ -107,6 +107,8 @@ test('basalt start --metrics-port: /health 200 once ready, /metrics in Prometheu
     assert.notEqual(sample(body, 'basalt_pending_requests{node="n1"}'), undefined);
     assert.ok((sample(body, 'process_resident_memory_bytes{node="n1"}') ?? 0) > 1_000_000, 'the resident set');
     assert.ok((sample(body, 'nodejs_heap_size_used_bytes{node="n1"}') ?? 0) > 1_000_000, 'the heap in use');
+    assert.ok((sample(body, 'nodejs_external_memory_bytes{node="n1"}') ?? 0) > 0, 'the memory outside the heap');
+    assert.ok((sample(body, 'nodejs_array_buffers_bytes{node="n1"}') ?? 0) > 0, 'the memory of Buffers');
     assert.match(body, /# TYPE basalt_resolution_total counter/);
     // Leases: the one node took the first lease of both partitions and lost none.
     assert.equal(sample(body, 'basalt_primary_partitions{node="n1"}'), 2);
