@@ -13,6 +13,7 @@ import { sleep } from '../env/timers.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import type { MemberRecord, TableDescriptor, TableOptions } from '../node/metastorage-state.js';
+import { primaryHintOr } from '../tx/coordinator/coordinator-ports.js';
 import { beginReadOnly } from '../tx/coordinator/read-only.js';
 import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import { beginTransaction, readWriteBeginOptions, runTransaction } from '../tx/coordinator/transaction.js';
@@ -94,13 +95,7 @@ class NodeClient implements ClientBackend {
 
   primaries(table: string): readonly (string | null)[] {
     const placement = this.service().placement;
-    return placement.partitionsOf(table).map((partitionId) => {
-      try {
-        return placement.primaryHint(partitionId);
-      } catch {
-        return null;
-      }
-    });
+    return placement.partitionsOf(table).map((partitionId) => primaryHintOr(placement, partitionId, null));
   }
 
   removeNode(name: string, dead: boolean): Promise<readonly MemberRecord[]> {

@@ -6,8 +6,8 @@
  * refused write changes nothing, and `load` stays synchronous), then queue an operation into the forming batch. A
  * batch is written as one record with one positional write (on the event loop: a copy into the page cache of a
  * preallocated file; a record over INLINE_WRITE_BYTES_MAX goes to the thread pool) and one fdatasync off the event
- * loop; at most one batch is in flight, and calls made meanwhile form the next one. Every promise resolves once its batch is durable. The
- * forming batch is taken by a microtask queued by its first operation, so the calls of one synchronous stretch and of
+ * loop; at most one batch is in flight, and calls made meanwhile form the next one. Every promise resolves once its
+ * batch is durable. The forming batch is taken by a microtask queued by its first operation, so the calls of one synchronous stretch and of
  * the microtasks queued before that one (the Readys of every group handled in one turn) share a batch.
  *
  * On disk: files `<seq>.seg` of LIMITS.raftLogSegmentBytes (larger only for a batch that fits no normal segment), each

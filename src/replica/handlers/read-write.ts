@@ -18,8 +18,8 @@
  *   command applied as a no-op, a write-intent conflict is a lost lock as above, else `writeTs` = the command's
  *   effective timestamp;
  * - one-phase (`full`): writes only; once its locks are held they are marked finishing (younger requests wait for
- *   them instead of dying: the tx takes no other lock), they are released right after the apply (rule 18), and `writeTs` is the
- *   commit timestamp.
+ *   them instead of dying: the tx takes no other lock), they are released right after the apply (rule 18), and
+ *   `writeTs` is the commit timestamp.
  *
  * Finished holders (DESIGN §2 "Commit acknowledgement"): a finish is answered before its cleanup reaches the enlisted
  * partitions, so a lock may still be held by a tx whose commit or rollback has returned. The in-line cleanup settles

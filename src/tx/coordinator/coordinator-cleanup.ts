@@ -16,6 +16,7 @@ import type { NodeName, PartitionId, TxId } from '../../core/ids.js';
 import type { TxCleanupRequest, TxOutcome } from '../core/messages.js';
 import { expectKind } from '../core/messages.js';
 import { type CoordinatorContext, pause } from './context.js';
+import { primaryHintOr } from './coordinator-ports.js';
 import { followMiss, placementDirectory } from './primary-route.js';
 import { backoffMs } from './retry.js';
 
@@ -73,12 +74,8 @@ async function retryInBackground(
 }
 
 function currentPrimary(ctx: CoordinatorContext, target: CleanupTarget): NodeName {
-  try {
-    return ctx.placement.primaryHint(target.partitionId);
-  } catch {
-    // The table is gone: nobody holds its locks any more; the old target is as good as any.
-    return target.primary;
-  }
+  // No hint (the table is gone, say: nobody holds its locks any more): the old target is as good as any.
+  return primaryHintOr(ctx.placement, target.partitionId, target.primary);
 }
 
 /** One request per node; resolves with the targets not reported cleaned. */

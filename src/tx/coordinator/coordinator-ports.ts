@@ -37,6 +37,18 @@ export interface TxPlacement {
   forgetPrimary?(partitionId: PartitionId, name: NodeName): void;
 }
 
+/**
+ * `placement.primaryHint`, or `fallback` when it throws: no replica of the partition is known here, or its table is
+ * gone. For callers to whom a guess is only a preference.
+ */
+export function primaryHintOr<T>(placement: TxPlacement, partitionId: PartitionId, fallback: T): NodeName | T {
+  try {
+    return placement.primaryHint(partitionId);
+  } catch {
+    return fallback;
+  }
+}
+
 /** The coordinator's own node: its stable name and this incarnation's ephemeral id (the tx's coordinatorId). */
 export interface CoordinatorSelf {
   readonly name: NodeName;

@@ -66,7 +66,7 @@ import {
 import { type CoordinatorContext, groupByPartition, settleAll } from './context.js';
 import { CoordinatedTx, type Enlistment, sameEnlistmentToken } from './coordinated-tx.js';
 import { FinishDriver } from './coordinator-finish.js';
-import type { CoordinatorSelf, TxPlacement, TxRequestFn } from './coordinator-ports.js';
+import { type CoordinatorSelf, primaryHintOr, type TxPlacement, type TxRequestFn } from './coordinator-ports.js';
 import { answerCoordinatorStateRequest } from './coordinator-state-request.js';
 import { isUnexecuted, mayResendAsNew, placementDirectory, sendToPrimary } from './primary-route.js';
 import { backoffMs } from './retry.js';
@@ -224,7 +224,7 @@ export class TxCoordinator {
     return this.operation(tx, async () => {
       const out: (Value | undefined)[] = new Array(keys.length).fill(undefined);
       const groups = groupByPartition(keys, (key) => this.ctx.placement.partitionOf(table, key));
-      this.chooseCommitPartition(tx, [...groups.keys()]);
+      this.chooseCommitPartition(tx, groups);
       await settleAll(
         [...groups].map(async ([partitionId, items]) => {
           const keysHere = items.map((i) => keys[i]!);
@@ -265,7 +265,7 @@ export class TxCoordinator {
     checkEntries(entries);
     await this.operation(tx, async () => {
       const groups = groupByPartition(entries, (e) => this.ctx.placement.partitionOf(table, e.key));
-      this.chooseCommitPartition(tx, [...groups.keys()]);
+      this.chooseCommitPartition(tx, groups);
       await settleAll(
         [...groups].map(async ([partitionId, items]) => {
           const here = items.map((i) => entries[i]!);
@@ -348,18 +348,11 @@ export class TxCoordinator {
    * is this node, as far as it knows, so that the finish is a local call rather than a round trip; else the first.
    * (Any enlisted partition may be the commit partition; it only has to be fixed before the first request.)
    */
-  private chooseCommitPartition(tx: CoordinatedTx, partitions: readonly PartitionId[]): void {
-    if (tx.commitPartitionId !== undefined || partitions.length < 2) return;
-    tx.commitPartitionId = partitions.find((p) => this.isPrimaryHere(p)) ?? partitions[0];
-  }
-
-  private isPrimaryHere(partitionId: PartitionId): boolean {
-    try {
-      return this.ctx.placement.primaryHint(partitionId) === this.self.name;
-    } catch {
-      // A table dropped meanwhile: the request itself reports it.
-      return false;
-    }
+  private chooseCommitPartition(tx: CoordinatedTx, groups: ReadonlyMap<PartitionId, unknown>): void {
+    if (tx.commitPartitionId !== undefined || groups.size < 2) return;
+    const partitions = [...groups.keys()];
+    const self = this.self.name;
+    tx.commitPartitionId = partitions.find((p) => primaryHintOr(this.ctx.placement, p, null) === self) ?? partitions[0];
   }
 
   private async enlist(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
