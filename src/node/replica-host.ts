@@ -267,7 +267,8 @@ export class ReplicaPartitionHost implements PartitionHost {
     this.hosted.set(partitionId, entry);
     this.wake(partitionId);
     try {
-      await context.raft.addGroup(partitionId, replicas);
+      // The assignment lists the preferred leader first.
+      await context.raft.addGroup(partitionId, replicas, { preferredLeader: replicas[0] });
     } catch (error) {
       this.release(partitionId);
       throw error;

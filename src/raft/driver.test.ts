@@ -88,7 +88,10 @@ class Cluster {
   /** Delays of the timers each node's driver armed, in order. */
   readonly armed = new Map<NodeName, number[]>();
 
-  constructor(private readonly compactEntriesMin = 10_000) {}
+  constructor(
+    private readonly compactEntriesMin = 10_000,
+    private readonly preferredLeader?: NodeName,
+  ) {}
 
   async start(name: NodeName, storage = new MemoryLogStorage(), sm = new RecordingStateMachine()): Promise<Member> {
     const timers = this.scheduler.timers(`${name}#${++this.incarnation}`);
@@ -112,7 +115,9 @@ class Cluster {
       onLeaderChange: (c) => this.changes.push(c),
       clock: new SimClock(this.scheduler),
     });
-    await driver.addGroup(G, this.names);
+    await driver.addGroup(G, this.names, {
+      ...(this.preferredLeader !== undefined && { preferredLeader: this.preferredLeader }),
+    });
     const m = { driver, storage, sm };
     this.members.set(name, m);
     return m;
@@ -185,6 +190,25 @@ test('commit latency: each resolved proposal is timed from propose to applied on
   assert.ok(latency.sum >= 2 * 15, `sum ${latency.sum}`);
   assert.ok(latency.sum / latency.count < 100, `mean ${latency.sum / latency.count}`);
   for (const n of c.names.filter((n) => n !== leader)) assert.equal(c.member(n).driver.commitLatencyMs().count, 0);
+});
+
+test("a fresh group's first leader is its preferred leader: the other replicas campaign one timeout later", async () => {
+  const firstLeaders: NodeName[] = [];
+  for (const preferred of [nodeName('n1'), nodeName('n2'), nodeName('n3')]) {
+    const c = new Cluster(10_000, preferred);
+    await c.startAll();
+    firstLeaders.push(await c.waitLeader());
+    assert.equal(c.changes.find((ch) => ch.role === 'leader')?.leader, preferred);
+  }
+  assert.deepEqual(firstLeaders, ['n1', 'n2', 'n3']);
+});
+
+test('without the preferred leader up, another replica is elected after the longer timeout', async () => {
+  const c = new Cluster(10_000, nodeName('n3'));
+  await c.start(nodeName('n1'));
+  await c.start(nodeName('n2'));
+  const leader = await c.waitLeader();
+  assert.notEqual(leader, 'n3');
 });
 
 test('a follower refuses a proposal with NOT_LEADER and names the leader', async () => {

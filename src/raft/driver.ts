@@ -188,8 +188,16 @@ export class RaftDriver {
    * Starts (or restarts, from what LogStorage holds) the group `id`, whose initial configuration is `voters` (the
    * same on every replica, one added later included; the current configuration comes from the stored snapshot and
    * log, see `status`). When the state machine is behind the stored snapshot it is restored from it first.
+   * With `preferredLeader`, a fresh replica on any other node waits one election timeout longer before its first
+   * campaign, so that a new group's first leader is its preferred one when that node is up (placement spreads
+   * preferred leaders; without this the first leaders fall where the random timeouts put them, and one node may lead
+   * most groups of a new table).
    */
-  async addGroup(id: PartitionId, voters: readonly NodeName[]): Promise<void> {
+  async addGroup(
+    id: PartitionId,
+    voters: readonly NodeName[],
+    options: { readonly preferredLeader?: NodeName } = {},
+  ): Promise<void> {
     if (this.groups.has(id)) throw new BasaltError('ALREADY_EXISTS', `raft group ${id} already runs here`);
     const stored = this.storage.load(id);
     let applied = this.sm.appliedIndex(id);
@@ -198,8 +206,10 @@ export class RaftDriver {
       applied = stored.snapshot.index;
     }
     const fresh = stored.hardState === null && stored.snapshot === null && stored.entries.length === 0;
+    const defer = fresh && options.preferredLeader !== undefined && options.preferredLeader !== this.self;
     const raft = new Raft({
       ...this.coreOptions,
+      ...(defer && { firstElectionDelayTicks: this.coreOptions.electionTicks ?? LIMITS.raftElectionTicks }),
       self: this.self,
       voters,
       random: this.random.fork(`raft/${id}`),

@@ -95,6 +95,11 @@ export interface RaftConfig {
   readonly random: Random;
   /** A follower campaigns after a random number of ticks in [electionTicks, 2·electionTicks) without a leader. */
   readonly electionTicks?: number;
+  /**
+   * Ticks added to this node's first election timeout only (default 0). A fresh group's replicas other than its
+   * preferred leader wait this much longer, so that the preferred one campaigns first and leadership starts spread.
+   */
+  readonly firstElectionDelayTicks?: number;
   readonly heartbeatTicks?: number;
   readonly preVote?: boolean;
   readonly checkQuorum?: boolean;
@@ -201,6 +206,11 @@ export class Raft {
     }
     this.persistedHardState = this.hardState();
     this.becomeFollower(this.term, null);
+    const delay = config.firstElectionDelayTicks ?? 0;
+    if (!(Number.isInteger(delay) && delay >= 0)) {
+      throw new BasaltError('INVALID_ARGUMENT', 'firstElectionDelayTicks must be an integer >= 0');
+    }
+    this.randomizedElectionTicks += delay;
   }
 
   // ---------------------------------------------------------------- inputs
