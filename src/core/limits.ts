@@ -168,6 +168,14 @@ export const LIMITS = {
   txStateVacuumBatchMax: 1_000,
   /** Replica handlers: a lock request waits at most this long on a primary, then fails with TX_LOCK_CONFLICT. */
   replicaLockWaitTimeoutMsDefault: 10_000,
+  /**
+   * Replica handlers: a lock request blocked by an older tx waits this long for it (a patient request, lock-manager.ts)
+   * before it dies as wait-die says. An older holder that finishes within it hands its lock straight on, where the
+   * younger tx would have died, backed off (txRetryBackoffMsMin and up) and run again; a wait-for cycle costs at most
+   * this. 50 ms measured better than 20 ms on the hot-account bench (16 clients on 20 accounts: 0.28 retries per
+   * transfer instead of 0.62, p99 310 ms instead of 370 ms).
+   */
+  replicaLockPatienceMsDefault: 50,
   /** Replica handlers: responses of the most recent RW operations kept per tx, to answer duplicates (rule 7). */
   replicaOpResultsPerTxMax: 8,
   /** Replica handlers: tx records (open, and closed ones kept until their deadline) per hosted partition. */

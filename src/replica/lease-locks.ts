@@ -5,10 +5,12 @@
  * would keep its locks here, and block everyone once this replica holds a lease again. An extension keeps the token,
  * and the locks.
  *
- * Acquisition runs under wait-die (lock-manager.ts); each wait is bounded by `lockWaitTimeoutMs` on the injected
- * timers, then fails TX_LOCK_CONFLICT. The txs that asked for a lock since the last lease change are remembered so
- * that a change drops exactly theirs; those that hold and await nothing any more are forgotten each time the set
- * doubles, so it stays within about twice the txs that hold or await a lock here.
+ * Acquisition runs under wait-die (lock-manager.ts) with patient requests: each wait is bounded by `lockWaitTimeoutMs`
+ * on the injected timers, then fails TX_LOCK_CONFLICT; a wait for an older tx only by `lockPatienceMs`, then it fails
+ * as a wait-die death (TX_LOCK_CONFLICT, reason wait-die, naming that tx), which ends any wait-for cycle it closed.
+ * The txs that asked for a lock since the last lease change are remembered so that a change drops exactly theirs;
+ * those that hold and await nothing any more are forgotten each time the set doubles, so it stays within about twice
+ * the txs that hold or await a lock here.
  */
 import { BasaltError } from '../core/errors.js';
 import type { TxId } from '../core/ids.js';
@@ -21,8 +23,11 @@ import type { CounterSink } from './resolution/ports.js';
 
 /** Names of the node counters bumped here. */
 export const LEASE_LOCK_COUNTERS = {
-  /** Lock requests that died under wait-die (blocked by an older tx). */
+  /** Lock requests that died under wait-die (blocked by an older tx; a patient one once its patience ran out). */
   waitDieDeaths: 'locks.waitDieDeaths',
+  /** Lock requests that waited patiently for an older tx, and those of them that were granted in the end. */
+  patientWaits: 'locks.patientWaits',
+  patientGrants: 'locks.patientGrants',
   /** Txs that held or awaited locks here when the lease changed under them (their locks were dropped). */
   leaseChangeTxs: 'lease.txsLosingLocks',
 } as const;
@@ -34,6 +39,8 @@ export interface LeaseLockTableOptions {
   readonly locks?: LockManager;
   readonly timers: Timers;
   readonly lockWaitTimeoutMs: number;
+  /** How long a request blocked by an older tx waits for it (default LIMITS.replicaLockPatienceMsDefault). */
+  readonly lockPatienceMs?: number;
   readonly counters: CounterSink;
   /** The token of the lease applied when the table is created (undefined: none yet). */
   readonly lease: LeaseToken | undefined;
@@ -43,6 +50,7 @@ export class LeaseLockTable {
   readonly locks: LockManager;
   private readonly timers: Timers;
   private readonly lockWaitTimeoutMs: number;
+  private readonly lockPatienceMs: number;
   private readonly counters: CounterSink;
   /** Txs that asked this lock table for a lock since the lease last changed (to drop their locks at the change). */
   private readonly lockingTxs = new Set<TxId>();
@@ -55,6 +63,10 @@ export class LeaseLockTable {
     this.locks = options.locks ?? new LockManager();
     this.timers = options.timers;
     this.lockWaitTimeoutMs = options.lockWaitTimeoutMs;
+    this.lockPatienceMs = Math.min(
+      options.lockPatienceMs ?? LIMITS.replicaLockPatienceMsDefault,
+      options.lockWaitTimeoutMs,
+    );
     this.counters = options.counters;
     this.lease = options.lease;
   }
@@ -87,29 +99,61 @@ export class LeaseLockTable {
     this.noteLocking(txId);
     return new Promise((resolve, reject) => {
       let timer: TimerHandle | undefined;
+      let patient = false;
       const settle = (error?: BasaltError): void => {
         if (timer !== undefined) this.timers.clearTimer(timer);
-        if (error === undefined) resolve();
-        else reject(error);
+        if (error === undefined) {
+          if (patient) this.counters.add(LEASE_LOCK_COUNTERS.patientGrants);
+          resolve();
+        } else reject(error);
       };
-      const result = this.locks.acquire(txId, step.key, step.mode, {
-        onGranted: () => settle(),
-        onDenied: (denial) => settle(this.denied(denial)),
-      });
+      const result = this.locks.acquire(
+        txId,
+        step.key,
+        step.mode,
+        { onGranted: () => settle(), onDenied: (denial) => settle(this.denied(denial)) },
+        { patient: true },
+      );
       if (result.kind === 'granted') return resolve();
       if (result.kind === 'denied') return reject(this.denied(result.denial));
       const handle: LockWaitHandle = result.handle;
-      timer = this.timers.setTimer(() => {
+      const older = result.olderBlocker;
+      patient = older !== undefined;
+      if (patient) this.counters.add(LEASE_LOCK_COUNTERS.patientWaits);
+      // A wait for an older tx is cut short after the patience; once no older tx blocks it (blockers only go), it waits
+      // out the rest of the timeout as wait-die lets it.
+      let waitedMs = 0;
+      const expire = (): void => {
+        const blocker = waitedMs < this.lockWaitTimeoutMs ? handle.olderBlocker() : undefined;
+        if (blocker === undefined && waitedMs < this.lockWaitTimeoutMs) {
+          const rest = this.lockWaitTimeoutMs - waitedMs;
+          waitedMs = this.lockWaitTimeoutMs;
+          timer = this.timers.setTimer(expire, rest);
+          return;
+        }
         if (!handle.cancel()) return;
+        if (blocker === undefined) {
+          reject(
+            new BasaltError('TX_LOCK_CONFLICT', `lock wait on ${step.key} timed out`, {
+              txId,
+              key: step.key,
+              mode: step.mode,
+              reason: 'timeout',
+            }),
+          );
+          return;
+        }
         reject(
-          new BasaltError('TX_LOCK_CONFLICT', `lock wait on ${step.key} timed out`, {
-            txId,
-            key: step.key,
-            mode: step.mode,
-            reason: 'timeout',
-          }),
+          this.denied({ txId, key: step.key, mode: step.mode, code: 'TX_LOCK_CONFLICT', reason: 'wait-die', blocker }),
         );
-      }, this.lockWaitTimeoutMs);
+      };
+      if (patient) {
+        waitedMs = this.lockPatienceMs;
+        timer = this.timers.setTimer(expire, this.lockPatienceMs);
+      } else {
+        waitedMs = this.lockWaitTimeoutMs;
+        timer = this.timers.setTimer(expire, this.lockWaitTimeoutMs);
+      }
     });
   }
 

@@ -413,14 +413,17 @@ describe('orphan detection', () => {
     await h.send(p1, rw(P1, holder, 1, { op: 'put', key: 'k', value: 'left' }));
     assert.equal(p1.map.entry(holder)?.commitPartitionId, P0);
     p1.map.update(holder, { state: 'ABORTED', reason: 'resolution' });
-    // A younger requester dies by wait-die; the conflict asks the commit partition to clean this partition up.
-    await assert.rejects(
-      h.send(p1, rw(P1, h.newTx(), 1, { op: 'put', key: 'k', value: 'mine' }, { coordinatorId: OTHER_COORDINATOR })),
-      hasCode('TX_LOCK_CONFLICT'),
+    // A younger requester waits for the older holder (a patient request); the conflict asks the commit partition to
+    // clean this partition up, which aborts the intent and releases the lock, and the requester's put goes through.
+    const requester = h.newTx();
+    const put = await h.send<ReadWriteResponse>(
+      p1,
+      rw(P1, requester, 1, { op: 'put', key: 'k', value: 'mine' }, { coordinatorId: OTHER_COORDINATOR }),
     );
+    assert.deepEqual(put.result, { op: 'written' });
     assert.equal(h.count('TxRecoveryRequest'), 1);
-    await h.runUntil(() => h.hosted(p1, P1).locks.holders(rowLockKey(P1, 'k')).length === 0);
-    assert.equal(h.latest(P1, 'k'), 'empty', 'the intent was aborted');
+    assert.deepEqual(h.hosted(p1, P1).locks.holders(rowLockKey(P1, 'k')), [{ txId: requester, mode: 'X' }]);
+    assert.equal(h.latest(P1, 'k'), 'intent:mine', "the holder's intent was aborted, the requester's written");
     assert.equal(h.hosted(h.primary(P0), P0).txState.get(holder)?.state, 'ABORTED');
   });
 

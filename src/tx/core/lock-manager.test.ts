@@ -57,6 +57,69 @@ function expectDenied(r: AcquireResult): LockDenial {
   return r.denial;
 }
 
+describe('lock manager: patient requests', () => {
+  it('a patient younger request waits for an older holder, names it, and is granted when it releases', () => {
+    const lm = new LockManager();
+    lm.acquire(OLD, K, 'X', new Recorder());
+    const rec = new Recorder();
+    const r = lm.acquire(YOUNG, K, 'X', rec, { patient: true });
+    assert.ok(r.kind === 'waiting' && r.olderBlocker === OLD);
+    assert.equal(r.handle.olderBlocker(), OLD);
+    assert.deepEqual(lm.waiters(K), [{ txId: YOUNG, mode: 'X', target: 'X', upgrade: false, patient: true }]);
+    lm.releaseAll(OLD);
+    assert.deepEqual(rec.events, ['granted X']);
+    assert.equal(lm.heldMode(YOUNG, K), 'X');
+  });
+
+  it('a patient request blocked only by younger txs waits as any other, with no older blocker', () => {
+    const lm = new LockManager();
+    lm.acquire(YOUNG, K, 'X', new Recorder());
+    const r = lm.acquire(MID, K, 'X', new Recorder(), { patient: true });
+    assert.ok(r.kind === 'waiting' && r.olderBlocker === undefined);
+    assert.equal(r.handle.olderBlocker(), undefined);
+  });
+
+  it('once the older holder is gone, the waiter has no older blocker though a younger one still blocks it', () => {
+    const lm = new LockManager();
+    lm.acquire(OLD, K, 'S', new Recorder());
+    lm.acquire(YOUNG, K, 'S', new Recorder());
+    const r = lm.acquire(MID, K, 'X', new Recorder(), { patient: true });
+    assert.ok(r.kind === 'waiting' && r.olderBlocker === OLD);
+    lm.releaseAll(OLD);
+    assert.equal(r.handle.olderBlocker(), undefined, 'only YOUNG blocks it now');
+    assert.equal(lm.waitsOf(MID).length, 1);
+  });
+
+  it('a finishing older holder is waited for without patience; an upgrade is never patient', () => {
+    const lm = new LockManager();
+    lm.acquire(OLD, K, 'X', new Recorder());
+    lm.markFinishing(OLD);
+    const r = lm.acquire(YOUNG, K, 'X', new Recorder(), { patient: true });
+    assert.ok(r.kind === 'waiting' && r.olderBlocker === undefined);
+    const lm2 = new LockManager();
+    lm2.acquire(OLD, J, 'S', new Recorder());
+    lm2.acquire(YOUNG, J, 'S', new Recorder());
+    const d = expectDenied(lm2.acquire(YOUNG, J, 'X', new Recorder(), { patient: true }));
+    assert.equal(d.reason, 'wait-die');
+  });
+
+  it('two patient txs each waiting for the other hold a cycle that ends once one wait is cancelled', () => {
+    const lm = new LockManager();
+    lm.acquire(OLD, K, 'X', new Recorder());
+    lm.acquire(YOUNG, J, 'X', new Recorder());
+    const young = lm.acquire(YOUNG, K, 'X', new Recorder(), { patient: true });
+    const oldRec = new Recorder();
+    const old = lm.acquire(OLD, J, 'X', oldRec, { patient: true });
+    assert.ok(young.kind === 'waiting' && old.kind === 'waiting', 'a cycle: each waits for the other');
+    assert.equal(young.handle.olderBlocker(), OLD);
+    assert.equal(old.handle.olderBlocker(), undefined, 'the older waits as wait-die lets it');
+    // The younger one's bounded wait ends (lease-locks.ts cancels it and fails the request): the older goes on.
+    assert.ok(young.handle.cancel());
+    lm.releaseAll(YOUNG);
+    assert.deepEqual(oldRec.events, ['granted X']);
+  });
+});
+
 describe('lock manager: wait-die', () => {
   it('a younger requester dies against an older holder', () => {
     const lm = new LockManager();
@@ -147,7 +210,7 @@ describe('lock manager: re-entrancy and upgrades', () => {
     lm.acquire(YOUNG, K, 'S', new Recorder());
     const rec = new Recorder();
     expectWaiting(lm.acquire(OLD, K, 'X', rec));
-    assert.deepEqual(lm.waiters(K), [{ txId: OLD, mode: 'X', target: 'X', upgrade: true }]);
+    assert.deepEqual(lm.waiters(K), [{ txId: OLD, mode: 'X', target: 'X', upgrade: true, patient: false }]);
     lm.releaseAll(YOUNG);
     assert.deepEqual(rec.events, ['granted X']);
     assert.deepEqual(lm.holders(K), [{ txId: OLD, mode: 'X' }]);
@@ -433,7 +496,7 @@ describe('lock manager: promise wrapper', () => {
 
 describe('lock manager: invariants under random schedules', () => {
   type Op =
-    | { kind: 'acquire'; tx: number; key: number; mode: LockMode }
+    | { kind: 'acquire'; tx: number; key: number; mode: LockMode; patient: boolean }
     | { kind: 'release'; tx: number }
     | { kind: 'fail'; tx: number }
     | { kind: 'finish'; tx: number }
@@ -450,6 +513,7 @@ describe('lock manager: invariants under random schedules', () => {
           tx: fc.nat(txs - 1),
           key: fc.nat(keys - 1),
           mode: fc.constantFrom(...LOCK_MODES),
+          patient: fc.boolean(),
         }),
       },
       { weight: 2, arbitrary: fc.record({ kind: fc.constant('release' as const), tx: fc.nat(txs - 1) }) },
@@ -478,7 +542,10 @@ describe('lock manager: invariants under random schedules', () => {
         const blockers = blockersOf(lm, key, w.txId, w.target, i);
         assert.ok(blockers.length > 0, `waiter ${w.txId} on ${key} is not blocked by anyone`);
         for (const b of blockers) {
-          assert.ok(isOlder(w.txId, b) || lm.isFinishing(b), `waiter ${w.txId} waits for an older tx ${b}`);
+          assert.ok(
+            w.patient || isOlder(w.txId, b) || lm.isFinishing(b),
+            `waiter ${w.txId} waits for an older tx ${b} without patience`,
+          );
         }
       });
     }
@@ -490,7 +557,7 @@ describe('lock manager: invariants under random schedules', () => {
     { txs: 4, keys: 2, runs: 400 },
     { txs: 6, keys: 3, runs: 200 },
   ]) {
-    it(`no incompatible holders, waits only for younger txs, every waiter settled once all release (${txs} txs, ${keys} keys)`, () => {
+    it(`no incompatible holders, waits for older txs only when patient, every waiter settled once all release or patience ends (${txs} txs, ${keys} keys)`, () => {
       const KEYS = ALL_KEYS.slice(0, keys);
       fc.assert(
         fc.property(
@@ -526,7 +593,8 @@ describe('lock manager: invariants under random schedules', () => {
                   onGranted: () => settled.set(handle!, (settled.get(handle!) ?? 0) + 1),
                   onDenied: () => settled.set(handle!, (settled.get(handle!) ?? 0) + 1),
                 };
-                const r = lm.acquire(t, key, op.mode, listener);
+                const r = lm.acquire(t, key, op.mode, listener, { patient: op.patient });
+                const patient = op.patient && held === undefined;
                 if (r.kind === 'granted') {
                   assert.ok(held === target || queueBlockers.length === 0, 'granted although blocked');
                   assert.equal(lm.heldMode(t, key), target);
@@ -534,10 +602,14 @@ describe('lock manager: invariants under random schedules', () => {
                   handle = r.handle;
                   pending.push(handle);
                   assert.ok(
-                    queueBlockers.length > 0 && queueBlockers.every((b) => isOlder(t, b) || lm.isFinishing(b)),
+                    queueBlockers.length > 0 &&
+                      queueBlockers.every((b) => patient || isOlder(t, b) || lm.isFinishing(b)),
                     'waits although it should die or be granted',
                   );
+                  const older = queueBlockers.find((b) => isOlder(b, t) && !lm.isFinishing(b));
+                  assert.equal(r.olderBlocker, older, 'a patient wait names the older tx it waits for');
                 } else if (r.denial.reason === 'wait-die') {
+                  assert.ok(!patient, 'a patient fresh request never dies at once');
                   assert.ok(
                     r.denial.blocker !== undefined &&
                       isOlder(r.denial.blocker, t) &&
@@ -561,14 +633,22 @@ describe('lock manager: invariants under random schedules', () => {
               }
               checkInvariants(lm);
             }
-            // Liveness: let every tx run to completion. A tx waiting for nothing can always finish; the youngest involved
-            // tx never waits, so one always exists while any lock is held.
-            for (let round = 0; round <= txs; round++) {
+            // Liveness: let every tx run to completion. A tx waiting for nothing can always finish. Without one, every
+            // active tx waits, so there is a wait-for cycle, and it has an edge from a younger tx to an older one: a
+            // patient wait, which its caller ends once the patience runs out (cancels it). One always exists then.
+            for (let round = 0; round <= 2 * txs * keys + txs; round++) {
               const active = ids.filter((t) => lm.locksOf(t).length > 0 || lm.waitsOf(t).length > 0);
               if (active.length === 0) break;
               const runnable = active.find((t) => lm.waitsOf(t).length === 0);
-              assert.ok(runnable !== undefined, 'some tx must be able to finish (no deadlock)');
-              lm.releaseAll(runnable);
+              if (runnable !== undefined) lm.releaseAll(runnable);
+              else {
+                const impatient = pending.find(
+                  (h) => !cancelled.has(h) && settled.get(h) === undefined && h.olderBlocker() !== undefined,
+                );
+                assert.ok(impatient !== undefined, 'every tx waits, and none for an older one: a deadlock');
+                assert.ok(impatient.cancel());
+                cancelled.add(impatient);
+              }
               checkInvariants(lm);
             }
             assert.equal(lm.keyCount, 0);

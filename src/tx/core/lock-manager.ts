@@ -9,15 +9,22 @@
  *
  * Invariants (checked by the property test):
  * 1. Holders of one key are pairwise compatible.
- * 2. Wait-die: every tx a waiter is blocked by is younger than the waiter. So every wait-for edge goes from an older
- *    to a younger tx, there is no cycle, and no deadlock. A request that would be blocked by an older tx dies at once
- *    (`denied`, TX_LOCK_CONFLICT, retryable).
+ * 2. Wait-die: every tx a waiter is blocked by is younger than the waiter, unless the waiter is *patient* (below). So
+ *    every wait-for edge but a patient waiter's goes from an older to a younger tx. A request that would be blocked by
+ *    an older tx dies at once (`denied`, TX_LOCK_CONFLICT, retryable), unless it is patient.
  * 3. No waiter waits needlessly: every queued waiter is blocked by someone. Hence once every holder has released, every
  *    waiter has been granted or denied.
  * One exception to "dies at once": a holder marked *finishing* (`markFinishing`: its commit or rollback has begun, so
  * it will never request a lock again, here or anywhere) is waited for even by younger txs. A tx that never waits has
  * no outgoing wait-for edge, so an edge into it closes no cycle and the wait-die argument still holds for every other
  * edge. A finishing tx asking for a lock anyway is refused (TX_ALREADY_FINISHED), never queued.
+ *
+ * Patient requests: a fresh request made with `patient` queues even when an older tx blocks it, and the `waiting`
+ * result names that tx (`olderBlocker`); the caller must bound such a wait (lease-locks.ts: `lockPatienceMs`, then it
+ * dies as wait-die would have). Every wait-for cycle has an edge from a younger to an older tx, which only a patient
+ * waiter has, so every cycle ends when that bounded wait does: no deadlock outlasts the patience. A younger request
+ * that would die at once and retry after a backoff instead gets the lock as soon as the older holder finishes, which is
+ * what a hot key needs. Upgrades are never patient (two holders upgrading is the classic cycle; they die at once).
  *
  * Re-entrancy and upgrades: a tx asking for a mode its held mode covers is granted at once. Otherwise it asks for
  * join(held, requested) (S + X → X, IX + S → SIX, ...) against the *other* holders under wait-die. An upgrade is queued
@@ -82,11 +89,14 @@ export interface LockWaitHandle {
   readonly mode: LockMode;
   /** Withdraws the request without calling its listener; true if it was still waiting. */
   cancel(): boolean;
+  /** An older tx, not finishing, that blocks the request now (only a patient request has one); undefined if none. */
+  olderBlocker(): TxId | undefined;
 }
 
 export type AcquireResult =
   | { readonly kind: 'granted'; readonly mode: LockMode }
-  | { readonly kind: 'waiting'; readonly handle: LockWaitHandle }
+  /** `olderBlocker`: a patient request waits for this older tx (its caller bounds the wait). */
+  | { readonly kind: 'waiting'; readonly handle: LockWaitHandle; readonly olderBlocker?: TxId }
   | { readonly kind: 'denied'; readonly denial: LockDenial };
 
 export interface LockHolder {
@@ -101,6 +111,12 @@ export interface LockWaiterView {
   /** The mode it will hold once granted: join(held, requested). */
   readonly target: LockMode;
   readonly upgrade: boolean;
+  readonly patient: boolean;
+}
+
+export interface AcquireOptions {
+  /** Queue behind an older tx instead of dying at once; the caller bounds the wait (see the header). */
+  readonly patient?: boolean;
 }
 
 export type ConflictListener = (holderTxId: TxId, requesterTxId: TxId, key: LockKey) => void;
@@ -116,6 +132,7 @@ interface Waiter {
   readonly mode: LockMode;
   readonly target: LockMode;
   readonly upgrade: boolean;
+  readonly patient: boolean;
   readonly listener: LockListener;
 }
 
@@ -152,7 +169,13 @@ export class LockManager {
    * at most one waiting request per key: asking again for a mode its held lock covers is granted at once, anything
    * else while it waits is API misuse (INVALID_ARGUMENT).
    */
-  acquire(txId: TxId, key: LockKey, mode: LockMode, listener: LockListener): AcquireResult {
+  acquire(
+    txId: TxId,
+    key: LockKey,
+    mode: LockMode,
+    listener: LockListener,
+    options: AcquireOptions = {},
+  ): AcquireResult {
     this.checkNotReporting();
     const locks = this.keys.get(key);
     const held = locks?.holders.get(txId);
@@ -168,7 +191,16 @@ export class LockManager {
       return { kind: 'denied', denial: { txId, key, mode, code: 'TX_LOCK_CONFLICT', reason: 'table-full' } };
     }
     const k = locks ?? this.createKey(key);
-    const waiter: Waiter = { txId, key, mode, target, upgrade: held !== undefined, listener };
+    const upgrade = held !== undefined;
+    const waiter: Waiter = {
+      txId,
+      key,
+      mode,
+      target,
+      upgrade,
+      patient: !upgrade && options.patient === true,
+      listener,
+    };
     const result = waiter.upgrade ? this.requestUpgrade(k, waiter) : this.requestFresh(k, waiter);
     if (k.holders.size === 0 && k.queue.length === 0) this.keys.delete(key);
     return result;
@@ -236,6 +268,7 @@ export class LockManager {
       mode: w.mode,
       target: w.target,
       upgrade: w.upgrade,
+      patient: w.patient,
     }));
   }
 
@@ -278,12 +311,15 @@ export class LockManager {
     }
     this.reportConflicts(k, w);
     const older = blockers.find((b) => isOlder(b, w.txId) && !this.finishing.has(b));
-    if (older !== undefined) return { kind: 'denied', denial: denial(w, 'TX_LOCK_CONFLICT', 'wait-die', older) };
+    if (older !== undefined && !w.patient) {
+      return { kind: 'denied', denial: denial(w, 'TX_LOCK_CONFLICT', 'wait-die', older) };
+    }
     if (k.queue.length >= this.waitersPerKeyMax)
       return { kind: 'denied', denial: denial(w, 'TX_LOCK_CONFLICT', 'queue-full') };
     this.checkMayWait(k, w, blockers);
     k.queue.push(w);
-    return { kind: 'waiting', handle: this.register(w) };
+    const handle = this.register(w);
+    return older === undefined ? { kind: 'waiting', handle } : { kind: 'waiting', handle, olderBlocker: older };
   }
 
   /** Invariants 2 and 3 for a request about to queue behind `blockers` (holders and waiters ahead of it). */
@@ -292,7 +328,12 @@ export class LockManager {
     assert(!this.finishing.has(w.txId), 'a finishing tx never waits', w.txId, w.key);
     assert(k.queue.length < this.waitersPerKeyMax, 'a key queues at most waitersPerKeyMax waiters', w.key);
     for (const b of blockers) {
-      assert(isOlder(w.txId, b) || this.finishing.has(b), 'wait-die: a waiter waits only for younger txs', w.txId, b);
+      assert(
+        w.patient || isOlder(w.txId, b) || this.finishing.has(b),
+        'wait-die: a waiter waits only for younger txs unless patient',
+        w.txId,
+        b,
+      );
     }
   }
 
@@ -412,7 +453,13 @@ export class LockManager {
       this.waitingByTx.set(w.txId, waits);
     }
     waits.set(w.key, w);
-    return { txId: w.txId, key: w.key, mode: w.mode, cancel: () => this.cancel(w) };
+    return {
+      txId: w.txId,
+      key: w.key,
+      mode: w.mode,
+      cancel: () => this.cancel(w),
+      olderBlocker: () => this.olderBlockerOf(w),
+    };
   }
 
   private unregister(w: Waiter): void {
@@ -430,6 +477,14 @@ export class LockManager {
     k.queue = k.queue.filter((q) => q !== w);
     assert(k.queue.length === before - 1, 'a registered waiter is queued once');
     this.unregister(w);
+  }
+
+  private olderBlockerOf(w: Waiter): TxId | undefined {
+    const k = this.keys.get(w.key);
+    if (k === undefined || this.waitingByTx.get(w.txId)?.get(w.key) !== w) return undefined;
+    const ahead = k.queue.slice(0, k.queue.indexOf(w)).filter((q) => !isCompatible(q.target, w.target));
+    const blockers = [...this.blockingHolders(k, w), ...ahead.map((q) => q.txId)];
+    return blockers.find((b) => isOlder(b, w.txId) && !this.finishing.has(b));
   }
 
   private cancel(w: Waiter): boolean {
