@@ -211,6 +211,24 @@ test('without the preferred leader up, another replica is elected after the long
   assert.notEqual(leader, 'n3');
 });
 
+test("a proposal's bytes are kept in a buffer of their own, not as a view pinning the larger buffer they came from", async () => {
+  const c = new Cluster();
+  await c.startAll();
+  const leader = await c.waitLeader();
+  const shared = new Uint8Array(8192);
+  const view = shared.subarray(100, 105);
+  view.set(enc('hello'));
+  const committed = await c.settle(c.member(leader).driver.propose(G, view));
+  const stored = c
+    .member(leader)
+    .storage.load(G)
+    .entries.find((e) => e.index === committed.index);
+  assert.ok(stored !== undefined && stored.kind === 'data');
+  assert.equal(stored.data.byteLength, 5);
+  assert.equal(stored.data.buffer.byteLength, 5, 'an exact-size copy, not a view of the 8 KiB buffer');
+  assert.deepEqual(c.member(leader).sm.data(G), ['hello']);
+});
+
 test('a follower refuses a proposal with NOT_LEADER and names the leader', async () => {
   const c = new Cluster();
   await c.startAll();

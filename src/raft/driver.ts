@@ -251,7 +251,12 @@ export class RaftDriver {
     return this.storage.groups().includes(id);
   }
 
-  /** Replicates `data` in `group`; resolves once it is committed and applied here. */
+  /**
+   * Replicates `data` in `group`; resolves once it is committed and applied here. The log keeps an exact-size copy
+   * of `data` (until compaction, up to `compactEntriesMin` applied entries per group): bytes fresh from the codec are
+   * a view of one of msgpackr's shared pack buffers, and a retained view would keep that whole buffer, and with it
+   * every message packed into it, alive. (Entries a follower receives are decoded as copies already.)
+   */
   propose(group: PartitionId, data: Uint8Array): Promise<Committed> {
     const g = this.groups.get(group);
     if (g === undefined || g.failed || this.stopped) {
@@ -264,7 +269,7 @@ export class RaftDriver {
     }
     const proposedAtMs = this.clock?.monotonicMs() ?? 0;
     return new Promise((resolve, reject) => {
-      g.queued.push({ data, proposedAtMs, resolve, reject });
+      g.queued.push({ data: ownCopy(data), proposedAtMs, resolve, reject });
       this.schedule(g);
     });
   }
@@ -671,4 +676,12 @@ function leaderDetails(g: Group): Record<string, unknown> {
 
 function notLeader(group: PartitionId, s: Status, hint: NodeName | null = s.leader): BasaltError {
   return new BasaltError('NOT_LEADER', `not the leader of ${group}`, { group, leader: hint, term: s.term });
+}
+
+/** `bytes` in an ArrayBuffer of their own, exactly their size (a view of a larger buffer would keep all of it). */
+function ownCopy(bytes: Uint8Array): Uint8Array {
+  if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength) return bytes;
+  const copy = new Uint8Array(bytes.byteLength);
+  copy.set(bytes);
+  return copy;
 }
