@@ -24,6 +24,7 @@
  * (committed in its own term and applied here) the elapsed time goes into one fixed-bucket histogram for all groups.
  * Nothing is kept per proposal beyond the pending record it already has, so memory stays bounded by the same limit.
  */
+import { ownedCopy } from '../core/bytes.js';
 import { BasaltError } from '../core/errors.js';
 import { Histogram, type HistogramSnapshot, LATENCY_BUCKETS_MS } from '../core/histogram.js';
 import type { LogIndex, NodeName, PartitionId, Term } from '../core/ids.js';
@@ -269,7 +270,7 @@ export class RaftDriver {
     }
     const proposedAtMs = this.clock?.monotonicMs() ?? 0;
     return new Promise((resolve, reject) => {
-      g.queued.push({ data: ownCopy(data), proposedAtMs, resolve, reject });
+      g.queued.push({ data: ownedCopy(data), proposedAtMs, resolve, reject });
       this.schedule(g);
     });
   }
@@ -676,12 +677,4 @@ function leaderDetails(g: Group): Record<string, unknown> {
 
 function notLeader(group: PartitionId, s: Status, hint: NodeName | null = s.leader): BasaltError {
   return new BasaltError('NOT_LEADER', `not the leader of ${group}`, { group, leader: hint, term: s.term });
-}
-
-/** `bytes` in an ArrayBuffer of their own, exactly their size (a view of a larger buffer would keep all of it). */
-function ownCopy(bytes: Uint8Array): Uint8Array {
-  if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength) return bytes;
-  const copy = new Uint8Array(bytes.byteLength);
-  copy.set(bytes);
-  return copy;
 }

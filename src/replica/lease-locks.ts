@@ -117,43 +117,42 @@ export class LeaseLockTable {
       if (result.kind === 'granted') return resolve();
       if (result.kind === 'denied') return reject(this.denied(result.denial));
       const handle: LockWaitHandle = result.handle;
-      const older = result.olderBlocker;
-      patient = older !== undefined;
-      if (patient) this.counters.add(LEASE_LOCK_COUNTERS.patientWaits);
-      // A wait for an older tx is cut short after the patience; once no older tx blocks it (blockers only go), it waits
-      // out the rest of the timeout as wait-die lets it.
-      let waitedMs = 0;
-      const expire = (): void => {
-        const blocker = waitedMs < this.lockWaitTimeoutMs ? handle.olderBlocker() : undefined;
-        if (blocker === undefined && waitedMs < this.lockWaitTimeoutMs) {
-          const rest = this.lockWaitTimeoutMs - waitedMs;
-          waitedMs = this.lockWaitTimeoutMs;
-          timer = this.timers.setTimer(expire, rest);
+      const timedOut = (): void => {
+        if (!handle.cancel()) return;
+        reject(
+          new BasaltError('TX_LOCK_CONFLICT', `lock wait on ${step.key} timed out`, {
+            txId,
+            key: step.key,
+            mode: step.mode,
+            reason: 'timeout',
+          }),
+        );
+      };
+      if (result.olderBlocker === undefined) {
+        timer = this.timers.setTimer(timedOut, this.lockWaitTimeoutMs);
+        return;
+      }
+      patient = true;
+      this.counters.add(LEASE_LOCK_COUNTERS.patientWaits);
+      // A wait for an older tx ends with the patience; once no older tx blocks it (a waiter's blockers only go), it
+      // waits out the rest of the timeout as wait-die lets it.
+      timer = this.timers.setTimer(() => {
+        const blocker = handle.olderBlocker();
+        if (blocker === undefined) {
+          timer = this.timers.setTimer(timedOut, this.lockWaitTimeoutMs - this.lockPatienceMs);
           return;
         }
         if (!handle.cancel()) return;
-        if (blocker === undefined) {
-          reject(
-            new BasaltError('TX_LOCK_CONFLICT', `lock wait on ${step.key} timed out`, {
-              txId,
-              key: step.key,
-              mode: step.mode,
-              reason: 'timeout',
-            }),
-          );
-          return;
-        }
-        reject(
-          this.denied({ txId, key: step.key, mode: step.mode, code: 'TX_LOCK_CONFLICT', reason: 'wait-die', blocker }),
-        );
-      };
-      if (patient) {
-        waitedMs = this.lockPatienceMs;
-        timer = this.timers.setTimer(expire, this.lockPatienceMs);
-      } else {
-        waitedMs = this.lockWaitTimeoutMs;
-        timer = this.timers.setTimer(expire, this.lockWaitTimeoutMs);
-      }
+        const denial: LockDenial = {
+          txId,
+          key: step.key,
+          mode: step.mode,
+          code: 'TX_LOCK_CONFLICT',
+          reason: 'wait-die',
+          blocker,
+        };
+        reject(this.denied(denial));
+      }, this.lockPatienceMs);
     });
   }
 

@@ -301,10 +301,7 @@ export class LockManager {
   }
 
   private requestFresh(k: KeyLocks, w: Waiter): AcquireResult {
-    const blockers = [
-      ...this.blockingHolders(k, w),
-      ...k.queue.filter((q) => !isCompatible(q.target, w.target)).map((q) => q.txId),
-    ];
+    const blockers = this.blockersOf(k, w, k.queue);
     if (blockers.length === 0) {
       this.hold(k, w);
       return { kind: 'granted', mode: w.target };
@@ -367,6 +364,12 @@ export class LockManager {
     if (effects.length > 0) this.grantWaiters(w.key, effects);
     this.deliver(effects);
     return result;
+  }
+
+  /** Who `w` is blocked by: the conflicting holders, then the conflicting waiters among `ahead` (queued before it). */
+  private blockersOf(k: KeyLocks, w: Waiter, ahead: readonly Waiter[]): TxId[] {
+    const waiters = ahead.filter((q) => !isCompatible(q.target, w.target)).map((q) => q.txId);
+    return [...this.blockingHolders(k, w), ...waiters];
   }
 
   /** Holders other than the requester whose mode conflicts with the requested target. */
@@ -482,8 +485,7 @@ export class LockManager {
   private olderBlockerOf(w: Waiter): TxId | undefined {
     const k = this.keys.get(w.key);
     if (k === undefined || this.waitingByTx.get(w.txId)?.get(w.key) !== w) return undefined;
-    const ahead = k.queue.slice(0, k.queue.indexOf(w)).filter((q) => !isCompatible(q.target, w.target));
-    const blockers = [...this.blockingHolders(k, w), ...ahead.map((q) => q.txId)];
+    const blockers = this.blockersOf(k, w, k.queue.slice(0, k.queue.indexOf(w)));
     return blockers.find((b) => isOlder(b, w.txId) && !this.finishing.has(b));
   }
 
