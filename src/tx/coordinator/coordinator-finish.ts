@@ -2,7 +2,8 @@
  * Commit and rollback on the coordinator (ignite3-protocol.md §7.4; DESIGN §2b rules 6, 13, 14, 15).
  *
  * Commit, once every operation in flight has answered:
- * 1. abort-only → roll back and report the cause;
+ * 1. abort-only → roll back and report the cause; looked at again once the pipelined writes are confirmed, since a
+ *    lost-lock abort (coordinator.ts) may have installed its decision meanwhile and left the rollback to this commit;
  * 2. in one synchronous step: commitTs = now(), refuse it if commitTs ≥ D (rule 15), and the compare-and-set to
  *    FINISHING carrying commitTs (rule 13). No await separates them, so no state request can see PENDING once
  *    commitTs is chosen; since every write's timestamp was absorbed on arrival, commitTs exceeds them all;
@@ -68,6 +69,9 @@ export class FinishDriver {
       tx.makeAbortOnly(unconfirmed);
       return this.rollBackAndThrow(tx);
     }
+    // A lost-lock abort may have come in while the confirmations were awaited, with its decision (FINISHING without
+    // commitTs) already installed: nothing else need carry it to the commit partition, so this commit does.
+    if (tx.abortCause !== undefined) return this.rollBackAndThrow(tx);
     // One synchronous step: commitTs, the deadline check and FINISHING (rules 13, 15).
     const commitTs = this.ctx.clock.now();
     if (commitTs >= tx.deadline) {

@@ -108,3 +108,55 @@ describe('coordinator: read-write state requests (lost locks)', () => {
     assert.equal(txStates.get(foreign)?.state, 'PENDING');
   });
 });
+
+describe('coordinator: a commit racing a lost-lock abort', () => {
+  /**
+   * The commit waits for a pipelined write's confirmation when a read-write state request arrives from a partition
+   * whose primary changed: the abort decision (FINISHING without commitTs) is installed while the commit is under
+   * way. Nothing else carries it to the commit partition here (no recovery, no other coordinator), so the commit
+   * itself must honour it: roll back at once, report TX_ABORTED (retryable) and end final. Before, the commit lost
+   * its compare-and-set to the installed abort, waited for a final state nobody brought, and reported
+   * TX_OUTCOME_UNKNOWN after finishAttemptsMax finish timeouts with the entry left FINISHING.
+   */
+  it('the commit sees the installed abort after its confirmations and rolls back at once (TX_ABORTED)', async () => {
+    const { coordinator, cluster, run, scheduler, clock, txStates } = setup();
+    cluster.script('ReadWriteRequest', (to, body) => {
+      const answer = cluster.handle(to, body);
+      if (answer.kind !== 'ReadWriteResponse' || body.kind !== 'ReadWriteRequest') return answer;
+      const { writeTs: _applied, ...proposed } = answer;
+      return body.operation.op === 'put' ? { ...proposed, pipelined: true } : answer;
+    });
+    let confirm!: () => void;
+    const confirmed = new Promise<void>((resolve) => {
+      confirm = resolve;
+    });
+    cluster.script('WriteConfirmRequest', async () => {
+      await confirmed;
+      return { kind: 'WriteConfirmResponse', writeTs: clock.now() };
+    });
+    const tx = coordinator.begin();
+    await run(coordinator.put(tx, TABLE, cluster.keyIn(0), 1));
+    await run(coordinator.put(tx, TABLE, cluster.keyIn(1), 2));
+    let result: { code: string; retryable: boolean } | undefined | 'pending' = 'pending';
+    const commit = codeOf(coordinator.commit(tx)).then((r) => {
+      result = r;
+    });
+    await scheduler.run({ until: () => cluster.sentOf('WriteConfirmRequest').length === 2, forMs: 1_000 });
+    assert.equal(cluster.sentOf('WriteConfirmRequest').length, 2, 'the commit waits for both confirmations');
+
+    const answer = await run(coordinator.handleTxStateCoordinatorRequest(rwRequest(tx.id, clock.now())));
+    assert.deepEqual(answer.answer, { state: 'ABORTED' });
+    assert.equal(txStates.get(tx.id)?.state, 'FINISHING', 'the abort decision is installed');
+    assert.equal(txStates.get(tx.id)?.commitTimestamp, undefined);
+
+    confirm();
+    await scheduler.run({ until: () => result !== 'pending', forMs: 5_000 });
+    assert.deepEqual(result, { code: 'TX_ABORTED', retryable: true }, 'the commit reports the abort within 5 s');
+    await run(commit);
+    assert.equal(txStates.get(tx.id)?.state, 'ABORTED', 'the entry ends final');
+    assert.equal(cluster.outcomes.get(tx.id)?.state, 'ABORTED', 'the commit partition stored the abort');
+    const finishes = cluster.sentOf('TxFinishRequest');
+    assert.ok(finishes.length > 0 && finishes.every((f) => !f.commit), 'no commit was ever sent');
+    assert.equal(coordinator.liveCount, 0, 'the coordinator forgot the tx');
+  });
+});

@@ -669,7 +669,8 @@ export class TxCoordinator {
     );
     tx.makeAbortOnly(cause);
     if (this.txStates.beginFinish(tx.id).kind === 'began') tx.finishingInstalled = true;
-    if (tx.finish !== undefined) return; // a commit waiting for its operations sees the cause and rolls back
+    // A commit waiting for its operations or its writes' confirmations sees the cause and rolls back.
+    if (tx.finish !== undefined) return;
     this.stopTimer(tx);
     tx.startFinishing('rollback', false, cause);
     tx.finishPromise = this.finisher.rollback(tx);
