@@ -463,7 +463,15 @@ describe('ReadWriteRequest on a partition primary', () => {
     await assert.rejects(h.rw(primary, rwRequest(P1, stale, 1, { op: 'get', key: 'x' })), hasCode('TX_TIMEOUT'));
     const tx = h.newTx();
     await h.rw(primary, rwRequest(P1, tx, 1, { op: 'get', key: 'x' }));
-    await h.settle(h.call(primary.name, { kind: 'TxCleanupRequest', txId: tx, partitions: [P1], unlockOnly: true }));
+    await h.settle(
+      h.call(primary.name, {
+        kind: 'TxCleanupRequest',
+        txId: tx,
+        partitions: [P1],
+        unlockOnly: true,
+        outcome: { state: 'ABORTED' },
+      }),
+    );
     assert.deepEqual(h.hosted(primary, P1).locks.locksOf(tx), [], 'unlock-only released the read locks');
     assert.equal(primary.map.entry(tx)?.state, 'ABORTED', 'unlock-only ends the entry final, so it is vacuumed');
     await assert.rejects(h.rw(primary, rwRequest(P1, tx, 2, { op: 'get', key: 'x' })), hasCode('TX_ALREADY_FINISHED'));
@@ -680,7 +688,13 @@ describe('TxFinishRequest and cleanup', () => {
       },
       1_234,
     );
-    const body = { kind: 'TxCleanupRequest', txId: 'x' as TxId, partitions: [P1], unlockOnly: true } as const;
+    const body = {
+      kind: 'TxCleanupRequest',
+      txId: 'x' as TxId,
+      partitions: [P1],
+      unlockOnly: true,
+      outcome: { state: 'ABORTED' },
+    } as const;
     assert.deepEqual((await sender.request(nodeName('n2'), body)).cleaned, [P1]);
     await assert.rejects(sender.request(nodeName('n2'), body), hasCode('INTERNAL'));
     assert.deepEqual(seen, [

@@ -10,8 +10,10 @@
  * 4. release every lock of the tx.
  * Idempotent: a repeated cleanup finds no intents and no locks and answers success again. Unlock-only (a tx that
  * wrote nothing anywhere) skips the switch; it still waits for operations in flight, so that none acquires a lock
- * after the release, and its map entry goes final too (ABORTED unless the request names the state), so that it is
- * vacuumed after the retention rather than kept PENDING for good. A partition that holds an intent of the tx is not
+ * after the release, and its map entry goes final too, with the tx's true outcome (seed 002, rule 11), so that it is
+ * vacuumed after the retention rather than kept PENDING for good. (A primary that missed it and later has the tx
+ * recovered by its commit partition ends ABORTED there: for a tx that only read, committing and aborting have the
+ * same effect, and with no intent of it anywhere no reader ever resolves it.) A partition that holds an intent of the tx is not
  * cleaned by an unlock-only request (left out of `cleaned`, map untouched): only a cleanup with the tx's real
  * outcome may end it.
  *
@@ -29,7 +31,6 @@
 import { BasaltError, invalidArgument } from '../../core/errors.js';
 import type { PartitionId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
-import { UNLOCK_ONLY_OUTCOME } from '../../tx/coordinator/coordinator-cleanup.js';
 import type { TxCleanupRequest, TxCleanupResponse } from '../../tx/core/messages.js';
 import { coalescerOf, ProposalCoalescer } from '../coalesced-proposals.js';
 import type { IntentSwitch } from '../commands.js';
@@ -39,7 +40,7 @@ export async function handleTxCleanup(
   registry: PartitionRegistry,
   request: TxCleanupRequest,
 ): Promise<TxCleanupResponse> {
-  if (!request.unlockOnly && request.outcome === undefined) throw invalidArgument('a cleanup needs the outcome');
+  if (request.outcome === undefined) throw invalidArgument('a cleanup needs the outcome');
   if (request.partitions.length > LIMITS.finishEnlistedPartitionsMax) throw invalidArgument('too many partitions');
   const attempts = await Promise.all(
     request.partitions.map((partitionId) =>
@@ -66,19 +67,17 @@ export async function cleanupPartition(p: PartitionReplica, request: TxCleanupRe
   if (request.unlockOnly && p.mv.rowsWrittenBy(txId).length > 0) {
     throw invalidArgument(`an unlock-only cleanup of ${txId} met its intents`, { txId, partitionId: p.partitionId });
   }
-  const outcome = request.outcome ?? (request.unlockOnly ? UNLOCK_ONLY_OUTCOME : undefined);
-  const commitTs = outcome?.state === 'COMMITTED' ? outcome.commitTs : undefined;
+  const { outcome } = request;
+  const commitTs = outcome.state === 'COMMITTED' ? outcome.commitTs : undefined;
   const absorbed = commitTs === undefined ? p.clock.now() : p.clock.update(commitTs);
   const now = await p.untilLeaseStart(absorbed);
   p.actingLease(now);
   p.operations.close(txId, p.deadlineOf(txId), now);
   p.pipeline.forget(txId);
-  if (outcome !== undefined) {
-    p.txStateMap.update(txId, { state: outcome.state, commitTimestamp: commitTs, reason: 'cleanup-request' });
-  }
+  p.txStateMap.update(txId, { state: outcome.state, commitTimestamp: commitTs, reason: 'cleanup-request' });
   p.locks.failWaiters(txId);
   await p.operations.whenIdle(txId);
-  if (!request.unlockOnly && outcome !== undefined && p.mv.rowsWrittenBy(txId).length > 0) {
+  if (!request.unlockOnly && p.mv.rowsWrittenBy(txId).length > 0) {
     await switchCoalescer(p).submit({ txId, commit: outcome.state === 'COMMITTED', commitTs: commitTs ?? null });
   }
   p.locks.releaseAll(txId);

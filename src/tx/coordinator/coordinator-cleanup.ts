@@ -1,7 +1,7 @@
 /**
  * The cleanups a coordinator sends itself (the commit partition cleans up after a durable finish):
  * - unlock-only, for an RW tx that wrote nothing: its read locks are released on every primary it read from, and
- *   their map entries of it end ABORTED (see UNLOCK_ONLY_OUTCOME), so that they are vacuumed like any final entry;
+ *   their map entries of it end with its true outcome, so that they are vacuumed like any final entry;
  * - after a mismatch (rule 14) or a finish someone else decided, the outcome on the whole enlisted set, since the
  *   deciding party may have known only part of it;
  * - partitions whose first request had an unknown outcome (they may hold locks or an intent the enlisted set lacks).
@@ -25,17 +25,15 @@ export interface CleanupTarget {
   readonly primary: NodeName;
 }
 
-export type CleanupKind = { readonly unlockOnly: true } | { readonly unlockOnly: false; readonly outcome: TxOutcome };
-
 /**
- * The final state an unlock-only cleanup gives the primaries' entries of a tx that wrote nothing anywhere, whether it
- * committed or rolled back. Such a tx sends no finish, so its commit partition has no record, and the only record it
- * could ever get is a recovery's abort (a primary that missed this cleanup still holds the tx's locks and an entry
- * that is not final; once the coordinator is gone, orphan detection asks the commit partition to recover it). ABORTED
- * therefore never contradicts the commit partition, where a cached COMMITTED could. Nobody is misled either way: with
- * no intent anywhere, no reader resolves the tx, and a commit that only read has the same effect as an abort.
+ * How a cleanup ends the tx on its primaries. Unlock-only (a tx that wrote nothing anywhere) releases its locks and
+ * gives their map entries the tx's true outcome, COMMITTED with its commitTs or ABORTED (seed 002, rule 11); the other
+ * kind also switches the tx's intents to the outcome.
  */
-export const UNLOCK_ONLY_OUTCOME: TxOutcome = { state: 'ABORTED' };
+export interface CleanupKind {
+  readonly unlockOnly: boolean;
+  readonly outcome: TxOutcome;
+}
 
 /** Runs the first round and resolves; later rounds run in the background. */
 export async function cleanUp(
@@ -102,9 +100,7 @@ async function cleanupAt(
   partitions: readonly PartitionId[],
   kind: CleanupKind,
 ): Promise<CleanupTarget[]> {
-  const body: TxCleanupRequest = kind.unlockOnly
-    ? { kind: 'TxCleanupRequest', txId, partitions, unlockOnly: true, outcome: UNLOCK_ONLY_OUTCOME }
-    : { kind: 'TxCleanupRequest', txId, partitions, unlockOnly: false, outcome: kind.outcome };
+  const body: TxCleanupRequest = { kind: 'TxCleanupRequest', txId, partitions, ...kind };
   try {
     const response = expectKind(
       await ctx.request(node, body, { timeoutMs: ctx.settings.cleanupRequestTimeoutMs, signal: ctx.signal }),

@@ -190,7 +190,7 @@ export class FinishDriver {
   // ------------------------------------------------------------------------------------------ no writes: local finish
 
   private async finishLocally(tx: CoordinatedTx, outcome: TxOutcome): Promise<void> {
-    await cleanUp(this.ctx, tx.id, everyTarget(tx), { unlockOnly: true });
+    await cleanUp(this.ctx, tx.id, everyTarget(tx), { unlockOnly: true, outcome });
     const commitTimestamp = outcome.state === 'COMMITTED' ? outcome.commitTs : undefined;
     this.ctx.txStates.update(tx.id, { state: outcome.state, commitTimestamp, reason: 'unlock-only' });
     this.ctx.txStates.remove(tx.id, 'unlock-only');

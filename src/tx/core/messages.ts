@@ -148,11 +148,11 @@ export interface TxCleanupRequest {
   readonly partitions: readonly PartitionId[];
   /**
    * Unlock only: a tx that wrote nothing anywhere (no intents to switch, no record at its commit partition): locks are
-   * released and the map entry goes to `outcome` (ABORTED when absent; see coordinator-cleanup.ts UNLOCK_ONLY_OUTCOME).
+   * released and the map entry goes to `outcome`.
    */
   readonly unlockOnly: boolean;
-  /** The outcome to switch intents to; for unlock-only, the final state of the primary's entry. */
-  readonly outcome?: TxOutcome;
+  /** The tx's true outcome: intents are switched to it; the primary's map entry ends with it. */
+  readonly outcome: TxOutcome;
 }
 
 export interface TxCleanupResponse {
