@@ -10,7 +10,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ChildNode } from '../src/cli/child-node.js';
-import { freePorts } from '../src/cli/test-support.js';
+import { freePorts } from '../src/cli/free-ports.js';
 import type { Cleanup } from './cleanup.js';
 import { BENCH_TABLE } from './driver.js';
 

@@ -8,7 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { Etcd3 } from 'etcd3';
-import { freePorts } from '../src/cli/test-support.js';
+import { freePorts } from '../src/cli/free-ports.js';
 import type { Cleanup } from './cleanup.js';
 import { stopChild } from './cluster.js';
 

@@ -1,4 +1,8 @@
-/** Public API of Basalt. */
+/**
+ * Public API of Basalt: the embedded cluster and its harness (`startCluster`, `Cluster`), the clients (`connect`,
+ * `connectCluster`, the client server), coded errors and the id and timestamp types they carry. Internals (asserts,
+ * limits, the protocol layers) are not part of it.
+ */
 
 import { type Client, embeddedClient } from './client/client.js';
 import { invalidArgument } from './core/errors.js';
@@ -34,8 +38,17 @@ export {
 } from './client/remote.js';
 export { type ConnectClusterOptions, connectCluster, RoutingClient } from './client/routing.js';
 export type { ClientServer, ClientServerOptions } from './client/server.js';
-export * from './core/index.js';
-export * from './hlc/index.js';
+export {
+  BasaltError,
+  ERROR_CODES,
+  type ErrorCode,
+  type ErrorData,
+  type ErrorHint,
+  type Execution,
+  isBasaltError,
+} from './core/errors.js';
+export type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from './core/ids.js';
+export { formatTimestamp, hybridTimestamp, logical, physicalMs } from './hlc/timestamp.js';
 export type { NodeMetrics, NodeService, NodeServiceFactory, NodeTuning } from './node/basalt-node.js';
 export {
   Cluster,

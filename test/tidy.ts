@@ -4,7 +4,9 @@
  *      (src/cli and src/sim are allowed: the CLI is the process edge, the simulator drains microtasks on the real loop);
  *   2. layering: imports follow DESIGN.md §1, `core → env → hlc → {storage, raft, net} → tx → replica → node →
  *      client → sim → cli`; modules on one level never import each other, and nothing imports a higher level; inside
- *      tx/, the synchronous cores (tx/core) never import the coordinator's flows (tx/coordinator).
+ *      tx/, the synchronous cores (tx/core) never import the coordinator's flows (tx/coordinator); src/testing (the
+ *      fakes, simulated clusters and contract suites the tests share) sits above everything, so no product code
+ *      imports it, and the package leaves it out.
  * Test files (*.test.ts) and src/index.ts are exempt from the layer rule; test files also from the determinism rule.
  */
 
@@ -42,6 +44,7 @@ export const LAYERS: Readonly<Record<string, number>> = {
   client: 7,
   sim: 8,
   cli: 9,
+  testing: 10,
 };
 
 /** Blanks comments and the contents of string and template literals, keeping line breaks. */
@@ -150,4 +153,190 @@ export function checkSource(file: string, source: string): Violation[] {
     }
   }
   return violations;
+}
+
+// ------------------------------------------------------------------------------------------ structure measures
+
+/** A function body longer than this many lines (signature to closing brace) needs a place on the allowlist. */
+export const FUNCTION_LINES_MAX = 70;
+
+const NOT_FUNCTIONS = new Set(['if', 'for', 'while', 'switch', 'catch', 'with', 'return', 'await', 'typeof']);
+
+export interface FunctionSpan {
+  readonly name: string;
+  readonly line: number;
+  readonly lines: number;
+}
+
+/**
+ * The functions of a source file with their length in lines, found by reading the text (no parser): every `{` that
+ * opens the body of a function declaration, a method, a constructor, an accessor or an arrow function with a block
+ * body. A nested function is counted on its own and inside the one that holds it.
+ */
+export function functionSpans(source: string): FunctionSpan[] {
+  const code = stripCommentsAndStrings(source);
+  const lineAt = lineIndex(code);
+  const spans: FunctionSpan[] = [];
+  const opens: number[] = [];
+  const starts: (FunctionSpan & { readonly at: number })[] = [];
+  for (let i = 0; i < code.length; i++) {
+    const c = code[i];
+    if (c === '{') {
+      opens.push(i);
+      const head = functionHead(code, i);
+      if (head !== undefined) starts.push({ name: head.name, line: lineAt(head.at), lines: 0, at: i });
+    } else if (c === '}') {
+      const open = opens.pop();
+      const start = starts.at(-1);
+      if (open !== undefined && start !== undefined && start.at === open) {
+        starts.pop();
+        spans.push({ name: start.name, line: start.line, lines: lineAt(i) - start.line + 1 });
+      }
+    }
+  }
+  return spans.sort((a, b) => a.line - b.line);
+}
+
+function lineIndex(code: string): (offset: number) => number {
+  const breaks: number[] = [];
+  for (let i = 0; i < code.length; i++) if (code[i] === '\n') breaks.push(i);
+  return (offset) => {
+    let lo = 0;
+    let hi = breaks.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (breaks[mid]! < offset) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo + 1;
+  };
+}
+
+/** The name and start of the function whose body the `{` at `brace` opens, if it opens one. */
+function functionHead(code: string, brace: number): { readonly name: string; readonly at: number } | undefined {
+  let j = skipBack(code, brace - 1);
+  if (code[j] === '>' && code[j - 1] === '=') return arrowHead(code, j - 2);
+  // A return type annotation between `)` and `{`: `): Promise<void> {`.
+  if (code[j] !== ')') {
+    let depth = 0;
+    let k = j;
+    for (; k >= 0; k--) {
+      const c = code[k]!;
+      if (c === '>') depth++;
+      else if (c === '<') depth--;
+      else if (depth === 0 && (c === ';' || c === '{' || c === '}' || c === '=' || c === '(')) return undefined;
+      else if (depth === 0 && c === ':' && code[skipBack(code, k - 1)] === ')') break;
+    }
+    if (k < 0) return undefined;
+    j = skipBack(code, k - 1);
+  }
+  if (code[j] !== ')') return undefined;
+  const open = matchBack(code, j, '(', ')');
+  if (open === undefined) return undefined;
+  let k = skipBack(code, open - 1);
+  if (code[k] === '>') {
+    const generic = matchBack(code, k, '<', '>');
+    if (generic === undefined) return undefined;
+    k = skipBack(code, generic - 1);
+  }
+  const end = k + 1;
+  while (k >= 0 && /[\w$#]/.test(code[k]!)) k--;
+  const name = code.slice(k + 1, end);
+  if (name === '' || NOT_FUNCTIONS.has(name)) return undefined;
+  return { name, at: k + 1 };
+}
+
+/** An arrow function `name = (...) => {` or `name: (...) => {`; `j` is just before `=>`. */
+function arrowHead(code: string, j: number): { readonly name: string; readonly at: number } | undefined {
+  let k = skipBack(code, j);
+  if (code[k] === ')') {
+    const open = matchBack(code, k, '(', ')');
+    if (open === undefined) return undefined;
+    k = skipBack(code, open - 1);
+  } else {
+    while (k >= 0 && /[\w$]/.test(code[k]!)) k--;
+    k = skipBack(code, k);
+  }
+  if (code.slice(k - 4, k + 1) === 'async') k = skipBack(code, k - 5);
+  if (code[k] === '=' || code[k] === ':') {
+    k = skipBack(code, k - 1);
+    if (code[k] === '>') {
+      const generic = matchBack(code, k, '<', '>');
+      if (generic !== undefined) k = skipBack(code, generic - 1);
+    }
+    const end = k + 1;
+    while (k >= 0 && /[\w$]/.test(code[k]!)) k--;
+    const name = code.slice(k + 1, end);
+    if (name !== '') return { name, at: k + 1 };
+  }
+  return { name: '(arrow)', at: k + 1 };
+}
+
+function skipBack(code: string, i: number): number {
+  while (i >= 0 && /\s/.test(code[i]!)) i--;
+  return i;
+}
+
+function matchBack(code: string, close: number, open: string, closing: string): number | undefined {
+  let depth = 0;
+  for (let i = close; i >= 0; i--) {
+    if (code[i] === closing) depth++;
+    else if (code[i] === open && --depth === 0) return i;
+  }
+  return undefined;
+}
+
+/** Relative import targets of a production file, resolved to repository paths ending in `.ts`. */
+export function importTargets(file: string, source: string): string[] {
+  const importPattern = /\b(?:import|export)\b[^;'"]*?\bfrom\s*['"]([^'"]+)['"]|\bimport\s*\(\s*['"]([^'"]+)['"]/g;
+  const out: string[] = [];
+  for (const match of source.matchAll(importPattern)) {
+    const specifier = match[1] ?? match[2];
+    if (specifier === undefined || !specifier.startsWith('.')) continue;
+    out.push(resolveImport(file, specifier).replace(/\.js$/, '.ts'));
+  }
+  return out;
+}
+
+/** The import circles of a graph (strongly connected components of more than one file), each sorted. */
+export function importCircles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+  let counter = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const circles: string[][] = [];
+  const visit = (v: string): void => {
+    index.set(v, counter);
+    low.set(v, counter);
+    counter++;
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!graph.has(w)) continue;
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) {
+        low.set(v, Math.min(low.get(v)!, index.get(w)!));
+      }
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        onStack.delete(w);
+        component.push(w);
+      } while (w !== v);
+      if (component.length > 1) circles.push(component.sort());
+    }
+  };
+  for (const v of [...graph.keys()].sort()) if (!index.has(v)) visit(v);
+  return circles;
+}
+
+/** `assert(` calls in a source file (comments and strings left out). */
+export function assertCount(source: string): number {
+  return [...stripCommentsAndStrings(source).matchAll(/(?<![.\w$])assert\s*\(/g)].length;
 }

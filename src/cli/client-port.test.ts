@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../client/remote.js';
-import { freePort } from './test-support.js';
+import { freePort } from './free-ports.js';
 
 const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
 

@@ -8,7 +8,7 @@ import { RealTimers } from '../env/real-timers.js';
 import type { PeerIdentity } from '../env/transport.js';
 import { TcpTransport } from '../net/tcp-transport.js';
 import { discoverPeers, peerList } from './discovery.js';
-import { freePort } from './test-support.js';
+import { freePort } from './free-ports.js';
 
 const timers = new RealTimers();
 const open: TcpTransport[] = [];

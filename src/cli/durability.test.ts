@@ -20,7 +20,7 @@ import { test } from 'node:test';
 import type { RemoteClient } from '../client/remote.js';
 import { connect } from '../client/remote.js';
 import { ChildNode } from './child-node.js';
-import { freePorts } from './test-support.js';
+import { freePorts } from './free-ports.js';
 
 const ACCOUNTS = 8;
 const INITIAL_BALANCE = 100;

@@ -12,8 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect, type RemoteClient } from '../client/remote.js';
+import { checkBank, SMALL_BANK } from '../testing/small-bank.js';
 import { ChildNode } from './child-node.js';
-import { checkBank, freePorts, SMALL_BANK } from './test-support.js';
+import { freePorts } from './free-ports.js';
 
 const { table: TABLE, accounts: ACCOUNTS, initialBalance: INITIAL_BALANCE, account, ends } = SMALL_BANK;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

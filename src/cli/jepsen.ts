@@ -18,8 +18,8 @@ import { SeededRandom } from '../sim/random.js';
 import { EXIT_CODES, type FailureClass, workloadNamed } from '../sim/workload/run.js';
 import type { Worker, WorkloadContext, WorkloadName } from '../sim/workload/workload.js';
 import { ChildNode } from './child-node.js';
+import { freePorts } from './free-ports.js';
 import { LinkProxies, type LinkProxyStats } from './link-proxy.js';
-import { freePorts } from './test-support.js';
 
 export type NemesisFault = 'kill' | 'pause' | 'partition';
 

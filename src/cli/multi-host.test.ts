@@ -17,8 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect, type RemoteClient } from '../client/remote.js';
+import { checkBank, SMALL_BANK } from '../testing/small-bank.js';
 import { ChildNode } from './child-node.js';
-import { checkBank, SMALL_BANK } from './test-support.js';
 
 const NAMES = ['n1', 'n2', 'n3'] as const;
 const { table: TABLE, accounts: ACCOUNTS, initialBalance: INITIAL_BALANCE, account, ends } = SMALL_BANK;

@@ -14,8 +14,8 @@ import { connect } from '../client/remote.js';
 import { estimateQuantile } from '../core/histogram.js';
 import { histogramOf, parseMetrics } from './admin.js';
 import { ChildNode } from './child-node.js';
+import { freePort } from './free-ports.js';
 import { MetricsServer } from './metrics-http.js';
-import { freePort } from './test-support.js';
 
 /** The value of the sample `name{labels}` in a Prometheus text body. */
 function sample(body: string, series: string): number | undefined {

@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../client/remote.js';
 import type { BasaltError } from '../core/errors.js';
-import { freePorts } from './test-support.js';
+import { freePorts } from './free-ports.js';
 
 const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
 

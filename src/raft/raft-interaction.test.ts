@@ -16,8 +16,8 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { nodeName } from '../core/ids.js';
 import { SeededRandom } from '../sim/random.js';
+import { SimCluster } from '../testing/raft-sim-cluster.js';
 import { type ConfChangeType, decodeConfChange } from './conf-change.js';
-import { SimCluster } from './sim-cluster.js';
 import type { Entry, Message } from './types.js';
 
 const dir = fileURLToPath(new URL('../../../src/raft/testdata/', import.meta.url));

@@ -8,10 +8,10 @@ import type { ErrorCode } from '../core/errors.js';
 import { logIndex, type NodeName, nodeName, term } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { SeededRandom } from '../sim/random.js';
+import { SimCluster } from '../testing/raft-sim-cluster.js';
 import { type ConfChange, confState, encodeConfChange } from './conf-change.js';
 import { Raft, type RaftConfig } from './raft.js';
 import { makeEntry } from './raft-log.js';
-import { SimCluster } from './sim-cluster.js';
 import type { ConfChangeResult, Entry, Message, Ready } from './types.js';
 
 const [n1, n2, n3, n4] = ['n1', 'n2', 'n3', 'n4'].map(nodeName) as [NodeName, NodeName, NodeName, NodeName];

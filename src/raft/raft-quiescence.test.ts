@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SeededRandom } from '../sim/random.js';
-import { SimCluster } from './sim-cluster.js';
+import { SimCluster } from '../testing/raft-sim-cluster.js';
 import type { Message } from './types.js';
 
 function quietCluster(size = 3): SimCluster {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SeededRandom } from '../sim/random.js';
-import { SimCluster, type SimClusterOptions } from './sim-cluster.js';
+import { SimCluster, type SimClusterOptions } from '../testing/raft-sim-cluster.js';
 
 function cluster(size: number, options: Partial<SimClusterOptions> = {}): SimCluster {
   return new SimCluster({ size, random: new SeededRandom(`scenario/${size}`), ...options });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SeededRandom } from '../sim/random.js';
-import { runRaftSimulation } from './sim-cluster.js';
+import { runRaftSimulation } from '../testing/raft-sim-cluster.js';
 
 /**
  * Many seeded runs of whole clusters of Raft cores under drops, duplicates, delays, partitions, crashes and restarts,

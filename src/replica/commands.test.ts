@@ -9,14 +9,6 @@ import { isBasaltError } from '../core/errors.js';
 import { LIMITS } from '../core/limits.js';
 import { encode } from '../net/codec.js';
 import {
-  commandProblem,
-  decodeCommand,
-  encodeCommand,
-  isDataCommand,
-  type PartitionCommand,
-  writesOf,
-} from './commands.js';
-import {
   at,
   finish,
   foreignProposal,
@@ -31,7 +23,15 @@ import {
   txIdAt,
   update,
   updateAll,
-} from './test-support.js';
+} from '../testing/replica-support.js';
+import {
+  commandProblem,
+  decodeCommand,
+  encodeCommand,
+  isDataCommand,
+  type PartitionCommand,
+  writesOf,
+} from './commands.js';
 
 const L = lease(incarnation('p1'), 10, 100);
 const t = txIdAt(5);

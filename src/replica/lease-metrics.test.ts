@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { LogIndex, Term } from '../core/ids.js';
+import { applyAll, incarnation, LogBuilder, lease, leaseCommand, testReplica } from '../testing/replica-support.js';
 import { LEASE_COUNTERS, leaseCounting } from './lease-metrics.js';
 import type { LeaseTransition } from './state-machine.js';
-import { applyAll, incarnation, LogBuilder, lease, leaseCommand, testReplica } from './test-support.js';
 
 class Counts {
   readonly values = new Map<string, number>();

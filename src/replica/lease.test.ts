@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { NodeId } from '../core/ids.js';
 import { SeededRandom } from '../sim/random.js';
+import { at, incarnation, lease } from '../testing/replica-support.js';
 import {
   actingEnd,
   checkActing,
@@ -23,7 +24,6 @@ import {
   tokenOf,
 } from './lease.js';
 import { decideLeaseAction, leaseTiming } from './primary.js';
-import { at, incarnation, lease } from './test-support.js';
 
 const P1 = incarnation('p1');
 const P2 = incarnation('p2');

@@ -16,11 +16,11 @@ import { SimClock } from '../sim/clock.js';
 import { SeededRandom } from '../sim/random.js';
 import { Scheduler } from '../sim/scheduler.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
+import { LogBuilder, leaseCommand, PARTITION, txIdAt } from '../testing/replica-support.js';
 import { pointLockPlan } from '../tx/core/lock-modes.js';
 import { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { Lease } from './lease.js';
 import { PartitionReplica, type UpkeepFacts } from './partition-replica.js';
-import { LogBuilder, leaseCommand, PARTITION, txIdAt } from './test-support.js';
 
 const SKEW_MS = 20;
 

@@ -17,14 +17,14 @@ import { SimClock } from '../sim/clock.js';
 import { SeededRandom } from '../sim/random.js';
 import { Scheduler } from '../sim/scheduler.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
+import { simRaftTransport } from '../testing/replica-cluster.js';
+import { assertSameBytes, at, COORDINATOR, ManualClock, PARTITION, put, txIdAt } from '../testing/replica-support.js';
 import { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
 import { decodeCommand, isDataCommand } from './commands.js';
-import { simRaftTransport } from './handlers/test-cluster.js';
 import { sameHolder, tokenOf } from './lease.js';
 import { PartitionReplica } from './partition-replica.js';
 import { leaseTiming } from './primary.js';
-import { assertSameBytes, at, COORDINATOR, ManualClock, PARTITION, put, txIdAt } from './test-support.js';
 
 const SKEW_MS = 20;
 const TIMING = leaseTiming(SKEW_MS, 600, 150);

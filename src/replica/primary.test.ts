@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
 import type { NodeName, Term } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
+import { at, incarnation, lease } from '../testing/replica-support.js';
 import { tokenOf } from './lease.js';
 import {
   checkPrimary,
@@ -23,7 +24,6 @@ import {
   type UpkeepDecision,
   type UpkeepInput,
 } from './primary.js';
-import { at, incarnation, lease } from './test-support.js';
 
 const SELF = incarnation('self');
 const OTHER = incarnation('other');

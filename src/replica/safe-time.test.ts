@@ -8,9 +8,9 @@ import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { HybridTimestamp } from '../core/ids.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
+import { at, incarnation, ManualClock } from '../testing/replica-support.js';
 import { ProposalTracker, proposeCommand } from './proposals.js';
 import { AppliedSafeTime, primarySafeTime, waitForSafeTime } from './safe-time.js';
-import { at, incarnation, ManualClock } from './test-support.js';
 
 /** Timers fired by hand, in due order. */
 class ManualTimers implements Timers {

@@ -11,9 +11,6 @@ import fc from 'fast-check';
 import type { HybridTimestamp, LogIndex, Term, TxId } from '../core/ids.js';
 import type { Entry } from '../raft/types.js';
 import { SeededRandom } from '../sim/random.js';
-import type { ApplyResult } from './apply-result.js';
-import type { PartitionCommand, RowWrite } from './commands.js';
-import { type Lease, tokenOf } from './lease.js';
 import {
   assertSameBytes,
   at,
@@ -32,7 +29,10 @@ import {
   txIdAt,
   update,
   updateAll,
-} from './test-support.js';
+} from '../testing/replica-support.js';
+import type { ApplyResult } from './apply-result.js';
+import type { PartitionCommand, RowWrite } from './commands.js';
+import { type Lease, tokenOf } from './lease.js';
 
 const HOLDERS = [incarnation('p1'), incarnation('p2'), incarnation('p1', 'i2')];
 const KEYS = ['a', 'b', 'c', 'd', 'e', 'f'];

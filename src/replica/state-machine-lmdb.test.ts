@@ -25,7 +25,7 @@ import {
   testReplica,
   txIdAt,
   update,
-} from './test-support.js';
+} from '../testing/replica-support.js';
 
 const L1 = lease(incarnation('p1'), 10, 1_000);
 

@@ -12,12 +12,6 @@ import { encode } from '../net/codec.js';
 import { encodeConfChange } from '../raft/conf-change.js';
 import { TOMBSTONE } from '../storage/mv-partition-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
-import { txDeadline } from '../tx/core/tx-id.js';
-import type { TxStateMapEvent } from '../tx/core/tx-state-map.js';
-import type { ApplyResult } from './apply-result.js';
-import type { PartitionCommand } from './commands.js';
-import { tokenOf } from './lease.js';
-import { proposeCommand } from './proposals.js';
 import {
   applyAll,
   assertSameBytes,
@@ -37,7 +31,13 @@ import {
   txIdAt,
   update,
   updateAll,
-} from './test-support.js';
+} from '../testing/replica-support.js';
+import { txDeadline } from '../tx/core/tx-id.js';
+import type { TxStateMapEvent } from '../tx/core/tx-state-map.js';
+import type { ApplyResult } from './apply-result.js';
+import type { PartitionCommand } from './commands.js';
+import { tokenOf } from './lease.js';
+import { proposeCommand } from './proposals.js';
 
 const P1 = incarnation('p1');
 const P2 = incarnation('p2');

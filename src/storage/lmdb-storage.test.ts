@@ -14,7 +14,7 @@ import type { RootDatabase } from 'lmdb';
 import { CRASH_PARTITION, crashTxId, crashValue } from '../../test/storage/crash-child.js';
 import { isBasaltError } from '../core/errors.js';
 import type { PartitionId } from '../core/ids.js';
-import { idx, pid, term, ts, tx } from './contract-harness.js';
+import { idx, pid, term, ts, tx } from '../testing/storage/contract-harness.js';
 import { partitionPrefix, prefixEnd } from './keys.js';
 import { TABLES } from './kv-store.js';
 import { openLmdbEnvironment } from './lmdb-environment.js';

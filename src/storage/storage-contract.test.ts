@@ -8,13 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { AssertionError } from '../core/assert.js';
-import { type EngineHarness, idx, pid, term, ts, tx } from './contract-harness.js';
+import { type EngineHarness, idx, pid, term, ts, tx } from '../testing/storage/contract-harness.js';
+import { mvPartitionStorageContract } from '../testing/storage/mv-partition-storage.contract.js';
+import { partitionLifecycleContract } from '../testing/storage/partition-lifecycle.contract.js';
+import { partitionMetaContract } from '../testing/storage/partition-meta.contract.js';
+import { txStateStorageContract } from '../testing/storage/tx-state-storage.contract.js';
 import { openLmdbEnvironment } from './lmdb-environment.js';
-import { mvPartitionStorageContract } from './mv-partition-storage.contract.js';
-import { partitionLifecycleContract } from './partition-lifecycle.contract.js';
-import { partitionMetaContract } from './partition-meta.contract.js';
 import { LmdbStorageEngine, MemoryStorageEngine } from './storage-engine.js';
-import { txStateStorageContract } from './tx-state-storage.contract.js';
 
 function openMemory(): EngineHarness {
   return { engine: new MemoryStorageEngine(), close: async () => {} };

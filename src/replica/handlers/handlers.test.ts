@@ -17,6 +17,17 @@ import type { Messenger } from '../../net/messenger.js';
 import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
+import {
+  type ClusterMember,
+  COORDINATOR,
+  NO_COMMIT_PARTITION_STATES,
+  NO_COORDINATOR,
+  type NodeParts,
+  type NodeWiring,
+  P0,
+  P1,
+  ReplicaTestCluster,
+} from '../../testing/replica-cluster.js';
 import { isUnexecuted, mayResendAsNew } from '../../tx/coordinator/primary-route.js';
 import { partitionLockKey, rowLockKey } from '../../tx/core/lock-modes.js';
 import type {
@@ -38,17 +49,6 @@ import { CleanupDriver } from '../cleanup-driver.js';
 import { tokenOf } from '../lease.js';
 import { registerTxRequests, type TxHandlerRegistry, txRequestTable } from '../request-table.js';
 import { LocalIntentResolver } from './intent-resolver.js';
-import {
-  type ClusterMember,
-  COORDINATOR,
-  NO_COMMIT_PARTITION_STATES,
-  NO_COORDINATOR,
-  type NodeParts,
-  type NodeWiring,
-  P0,
-  P1,
-  ReplicaTestCluster,
-} from './test-cluster.js';
 import { messengerCleanupSender, type RequestChannel, TxFinishHandler } from './tx-finish.js';
 
 /** What a member of these tests has besides the common stack: its commit partitions' cleanup driver. */

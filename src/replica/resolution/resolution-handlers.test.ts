@@ -21,6 +21,17 @@ import { addMs } from '../../hlc/timestamp.js';
 import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
+import {
+  type ClusterMember,
+  COORDINATOR,
+  idOf,
+  NAMES,
+  type NodeParts,
+  type NodeWiring,
+  P0,
+  P1,
+  ReplicaTestCluster,
+} from '../../testing/replica-cluster.js';
 import { rowLockKey } from '../../tx/core/lock-modes.js';
 import type {
   EnlistmentToken,
@@ -36,17 +47,6 @@ import type {
   TxStateResponse,
 } from '../../tx/core/messages.js';
 import { CleanupDriver } from '../cleanup-driver.js';
-import {
-  type ClusterMember,
-  COORDINATOR,
-  idOf,
-  NAMES,
-  type NodeParts,
-  type NodeWiring,
-  P0,
-  P1,
-  ReplicaTestCluster,
-} from '../handlers/test-cluster.js';
 import { TxFinishHandler } from '../handlers/tx-finish.js';
 import { txRequestTable } from '../request-table.js';
 import { RESOLUTION_COUNTERS } from './ports.js';

@@ -11,7 +11,7 @@ import { addMs } from '../../hlc/timestamp.js';
 import { SimClock } from '../../sim/clock.js';
 import { Scheduler } from '../../sim/scheduler.js';
 import { MemoryStorageEngine } from '../../storage/storage-engine.js';
-import { primaryMissNaming } from '../../tx/coordinator/test-support.js';
+import { primaryMissNaming } from '../../testing/coordinator-fakes.js';
 import type { TxRequest, TxStateAnswer, TxStateResponse } from '../../tx/core/messages.js';
 import { makeTxId } from '../../tx/core/tx-id.js';
 import { TxStateMap } from '../../tx/core/tx-state-map.js';

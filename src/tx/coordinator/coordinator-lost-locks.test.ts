@@ -11,10 +11,10 @@ import type { HybridTimestamp, NodeId, PartitionId, TxId } from '../../core/ids.
 import { HybridClock } from '../../hlc/hybrid-clock.js';
 import { SimClock } from '../../sim/clock.js';
 import { Scheduler } from '../../sim/scheduler.js';
+import { coordinatorOver, FakeCluster, settleWithin, TABLE } from '../../testing/coordinator-fakes.js';
 import type { TxResponse } from '../core/messages.js';
 import { makeTxId } from '../core/tx-id.js';
 import { TxStateMap } from '../core/tx-state-map.js';
-import { coordinatorOver, FakeCluster, settleWithin, TABLE } from './test-support.js';
 
 function setup() {
   const scheduler = new Scheduler({ seed: 'coordinator-lost-locks' });

@@ -21,11 +21,11 @@ import { addMs } from '../../hlc/timestamp.js';
 import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
+import { FakeCluster, primaryMissNaming, TABLE } from '../../testing/coordinator-fakes.js';
 import type { TxFinishRequest, TxRequest, TxResponse, TxStateAnswer } from '../core/messages.js';
 import { TxStateMap } from '../core/tx-state-map.js';
 import type { CoordinatedTx } from './coordinated-tx.js';
 import { TxCoordinator } from './coordinator.js';
-import { FakeCluster, primaryMissNaming, TABLE } from './test-support.js';
 
 const SEEDS =
   process.env['SWARM_SEED'] !== undefined ? [process.env['SWARM_SEED']] : range(40).map((i) => `swarm-${i}`);

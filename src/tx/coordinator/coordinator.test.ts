@@ -12,10 +12,6 @@ import { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs } from '../../hlc/timestamp.js';
 import { SimClock } from '../../sim/clock.js';
 import { Scheduler } from '../../sim/scheduler.js';
-import type { TxFinishRequest, TxResponse } from '../core/messages.js';
-import { beginTimestampOf, makeTxId } from '../core/tx-id.js';
-import { TxStateMap, type TxStateMapEvent } from '../core/tx-state-map.js';
-import type { TxCoordinatorOptions } from './settings.js';
 import {
   coordinatorOver,
   FakeCluster,
@@ -24,7 +20,11 @@ import {
   SELF,
   settleWithin,
   TABLE,
-} from './test-support.js';
+} from '../../testing/coordinator-fakes.js';
+import type { TxFinishRequest, TxResponse } from '../core/messages.js';
+import { beginTimestampOf, makeTxId } from '../core/tx-id.js';
+import { TxStateMap, type TxStateMapEvent } from '../core/tx-state-map.js';
+import type { TxCoordinatorOptions } from './settings.js';
 
 interface SetupOptions {
   readonly options?: TxCoordinatorOptions;

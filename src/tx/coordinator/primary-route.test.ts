@@ -4,6 +4,7 @@ import { BasaltError, isBasaltError } from '../../core/errors.js';
 import type { NodeName, PartitionId } from '../../core/ids.js';
 import { SimClock } from '../../sim/clock.js';
 import { Scheduler } from '../../sim/scheduler.js';
+import { primaryMissNaming, settleWithin } from '../../testing/coordinator-fakes.js';
 import {
   followMiss,
   type PrimaryDirectory,
@@ -11,7 +12,6 @@ import {
   type PrimaryRouteResult,
   sendToPrimary,
 } from './primary-route.js';
-import { primaryMissNaming, settleWithin } from './test-support.js';
 
 const P = 't1p0' as PartitionId;
 const OTHER = 't1p1' as PartitionId;

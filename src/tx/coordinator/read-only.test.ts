@@ -7,6 +7,14 @@ import { addMs, physicalMs } from '../../hlc/timestamp.js';
 import { SimClock } from '../../sim/clock.js';
 import { Scheduler } from '../../sim/scheduler.js';
 import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
+import {
+  FakeCluster,
+  primaryMissNaming,
+  rejectsWith,
+  SELF,
+  settleWithin,
+  TABLE,
+} from '../../testing/coordinator-fakes.js';
 import { LowWatermark, readOnlyTooOld } from '../core/low-watermark.js';
 import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse } from '../core/messages.js';
 import { compareKeys } from '../core/user-input.js';
@@ -16,7 +24,6 @@ import {
   type ReadOnlyCoordinatorOptions,
   runReadOnlyTransaction,
 } from './read-only.js';
-import { FakeCluster, primaryMissNaming, rejectsWith, SELF, settleWithin, TABLE } from './test-support.js';
 
 const SKEW_MS = 500;
 

@@ -5,12 +5,12 @@ import type { TxId } from '../../core/ids.js';
 import { HybridClock } from '../../hlc/hybrid-clock.js';
 import { SimClock } from '../../sim/clock.js';
 import { Scheduler } from '../../sim/scheduler.js';
+import { coordinatorOver, FakeCluster, rejectsWith, settleWithin, TABLE } from '../../testing/coordinator-fakes.js';
 import type { TxResponse } from '../core/messages.js';
 import { asTxId, beginTimestampOf, isOlder, txDeadline } from '../core/tx-id.js';
 import { TxStateMap } from '../core/tx-state-map.js';
 import { isRetryable } from './retry.js';
 import type { TxCoordinatorOptions } from './settings.js';
-import { coordinatorOver, FakeCluster, rejectsWith, settleWithin, TABLE } from './test-support.js';
 import { beginTransaction, runTransaction, Transaction } from './transaction.js';
 
 function setup(options?: TxCoordinatorOptions) {

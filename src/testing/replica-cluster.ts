@@ -9,26 +9,26 @@
  * The simulator is injected (`SimulatedEnv`): replica code may not import src/sim, the test files may.
  */
 import assert from 'node:assert/strict';
-import { BasaltError, type ErrorData, toErrorData } from '../../core/errors.js';
-import { type LogIndex, type NodeId, type NodeName, nodeName, type PartitionId, type TxId } from '../../core/ids.js';
-import type { Clock } from '../../env/clock.js';
-import type { Random } from '../../env/random.js';
-import type { Timers } from '../../env/timers.js';
-import { HybridClock } from '../../hlc/hybrid-clock.js';
-import { addMs } from '../../hlc/timestamp.js';
-import { decode, encode } from '../../net/codec.js';
-import { RaftDriver, type RaftTransport } from '../../raft/driver.js';
-import { MemoryLogStorage } from '../../raft/memory-log-storage.js';
-import type { Entry, Snapshot } from '../../raft/types.js';
-import { MemoryStorageEngine } from '../../storage/storage-engine.js';
-import type { TxRequest, TxStateResponse } from '../../tx/core/messages.js';
-import { makeTxId } from '../../tx/core/tx-id.js';
-import { TxStateMap } from '../../tx/core/tx-state-map.js';
-import { PartitionDirectory } from '../partition-directory.js';
-import { PartitionReplica } from '../partition-replica.js';
-import { leaseTiming } from '../primary.js';
-import { dispatchTxRequest, type TxRequestTable, type TxRequestTableParts } from '../request-table.js';
-import type { PrimaryLocator } from './tx-finish.js';
+import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
+import { type LogIndex, type NodeId, type NodeName, nodeName, type PartitionId, type TxId } from '../core/ids.js';
+import type { Clock } from '../env/clock.js';
+import type { Random } from '../env/random.js';
+import type { Timers } from '../env/timers.js';
+import { HybridClock } from '../hlc/hybrid-clock.js';
+import { addMs } from '../hlc/timestamp.js';
+import { decode, encode } from '../net/codec.js';
+import { RaftDriver, type RaftTransport } from '../raft/driver.js';
+import { MemoryLogStorage } from '../raft/memory-log-storage.js';
+import type { Entry, Snapshot } from '../raft/types.js';
+import type { PrimaryLocator } from '../replica/handlers/tx-finish.js';
+import { PartitionDirectory } from '../replica/partition-directory.js';
+import { PartitionReplica } from '../replica/partition-replica.js';
+import { leaseTiming } from '../replica/primary.js';
+import { dispatchTxRequest, type TxRequestTable, type TxRequestTableParts } from '../replica/request-table.js';
+import { MemoryStorageEngine } from '../storage/storage-engine.js';
+import type { TxRequest, TxStateResponse } from '../tx/core/messages.js';
+import { makeTxId } from '../tx/core/tx-id.js';
+import { TxStateMap } from '../tx/core/tx-state-map.js';
 
 export const SKEW_MS = 20;
 const TIMING = leaseTiming(SKEW_MS, 2_000, 500);

@@ -1,30 +1,8 @@
 /**
- * Helpers shared by the CLI tests (not exported from the package). Ports are found by listening on port 0 and
- * releasing it: the port is free when returned, and another process may still take it before the test binds it.
+ * Helpers shared by the multi-process tests (not shipped in the package): the small bank and its check.
  */
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import type { RemoteClient } from '../client/remote.js';
-
-/** `count` distinct ports free right now (all listened on at once, then released). */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: count }, async () => {
-      const server = createServer();
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-      return server;
-    }),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-  return ports;
-}
-
-/** One port free right now. */
-export async function freePort(): Promise<number> {
-  const [port] = await freePorts(1);
-  return port!;
-}
 
 /** The bank of the multi-process tests: transfers of one unit between two accounts, each leaving a record. */
 export const SMALL_BANK = {

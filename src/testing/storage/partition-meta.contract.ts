@@ -5,11 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isBasaltError } from '../core/errors.js';
-import { LIMITS } from '../core/limits.js';
+import { isBasaltError } from '../../core/errors.js';
+import { LIMITS } from '../../core/limits.js';
+import type { ReplicatedStorage } from '../../storage/replicated-storage.js';
+import type { StorageEngine } from '../../storage/storage-engine.js';
 import { idx, type OpenEngine, pid, term, ts, withEngine } from './contract-harness.js';
-import type { ReplicatedStorage } from './replicated-storage.js';
-import type { StorageEngine } from './storage-engine.js';
 
 const P1 = pid('t1p0');
 const P2 = pid('t1p1');

@@ -36,11 +36,11 @@ import {
   decodeConfChange,
   isMember,
   sameConf,
-} from './conf-change.js';
-import { liveQuorum } from './progress.js';
-import { Raft, type RaftConfig } from './raft.js';
-import { makeEntry } from './raft-log.js';
-import type { ConfChangeResult, Entry, HardState, Message, Ready, Snapshot } from './types.js';
+} from '../raft/conf-change.js';
+import { liveQuorum } from '../raft/progress.js';
+import { Raft, type RaftConfig } from '../raft/raft.js';
+import { makeEntry } from '../raft/raft-log.js';
+import type { ConfChangeResult, Entry, HardState, Message, Ready, Snapshot } from '../raft/types.js';
 
 export interface SimFaults {
   dropRate: number;

@@ -5,13 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AssertionError } from '../core/assert.js';
-import { isBasaltError } from '../core/errors.js';
-import type { RowId } from '../core/ids.js';
-import { LIMITS } from '../core/limits.js';
+import { AssertionError } from '../../core/assert.js';
+import { isBasaltError } from '../../core/errors.js';
+import type { RowId } from '../../core/ids.js';
+import { LIMITS } from '../../core/limits.js';
+import { type MvPartitionStorage, type ReadResult, TOMBSTONE } from '../../storage/mv-partition-storage.js';
 import { idx, type OpenEngine, pid, term, ts, tx, withEngine } from './contract-harness.js';
 import { mvModelProperty } from './mv-model.js';
-import { type MvPartitionStorage, type ReadResult, TOMBSTONE } from './mv-partition-storage.js';
 
 const P1 = pid('t1p0');
 const P2 = pid('t1p1');

@@ -8,9 +8,14 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import fc from 'fast-check';
-import type { HybridTimestamp, TxId } from '../core/ids.js';
+import type { HybridTimestamp, TxId } from '../../core/ids.js';
+import {
+  type MvPartitionStorage,
+  type ReadResult,
+  type RowValue,
+  TOMBSTONE,
+} from '../../storage/mv-partition-storage.js';
 import { type OpenEngine, pid, ts, tx, withEngine } from './contract-harness.js';
-import { type MvPartitionStorage, type ReadResult, type RowValue, TOMBSTONE } from './mv-partition-storage.js';
 
 const CP = pid('t9p0');
 const KEYS = ['a', 'ab', 'b', 'é', '\uFFFF', '😀'] as const;

@@ -4,11 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AssertionError } from '../core/assert.js';
-import { isBasaltError } from '../core/errors.js';
-import { LIMITS } from '../core/limits.js';
+import { AssertionError } from '../../core/assert.js';
+import { isBasaltError } from '../../core/errors.js';
+import { LIMITS } from '../../core/limits.js';
+import type { TxMeta, TxStateStorage } from '../../storage/tx-state-storage.js';
 import { idx, type OpenEngine, pid, term, ts, tx, withEngine } from './contract-harness.js';
-import type { TxMeta, TxStateStorage } from './tx-state-storage.js';
 
 const P1 = pid('t1p0');
 const P2 = pid('t1p1');

@@ -8,7 +8,7 @@
  * the stored outcome). Any request kind can be scripted instead with `script(kind, handler)`; `hang()` never answers.
  */
 import assert from 'node:assert/strict';
-import { BasaltError, isBasaltError } from '../../core/errors.js';
+import { BasaltError, isBasaltError } from '../core/errors.js';
 import {
   type HybridTimestamp,
   type NodeId,
@@ -16,13 +16,17 @@ import {
   type PartitionId,
   partitionId,
   type TxId,
-} from '../../core/ids.js';
-import { partitionIndexOf } from '../../core/partitioning.js';
-import type { Clock } from '../../env/clock.js';
-import type { Timers } from '../../env/timers.js';
-import { HybridClock } from '../../hlc/hybrid-clock.js';
-import { addMs } from '../../hlc/timestamp.js';
-import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
+} from '../core/ids.js';
+import { partitionIndexOf } from '../core/partitioning.js';
+import type { Clock } from '../env/clock.js';
+import type { Timers } from '../env/timers.js';
+import { HybridClock } from '../hlc/hybrid-clock.js';
+import { addMs } from '../hlc/timestamp.js';
+import type { KeyRange, Value } from '../storage/mv-partition-storage.js';
+import { sameEnlistmentToken } from '../tx/coordinator/coordinated-tx.js';
+import { TxCoordinator } from '../tx/coordinator/coordinator.js';
+import type { TxPlacement, TxRequestFn, TxRequestOptions } from '../tx/coordinator/coordinator-ports.js';
+import type { TxCoordinatorOptions } from '../tx/coordinator/settings.js';
 import type {
   FoundValue,
   LeaseInfo,
@@ -32,13 +36,9 @@ import type {
   TxOutcome,
   TxRequest,
   TxResponse,
-} from '../core/messages.js';
-import type { TxStateMap } from '../core/tx-state-map.js';
-import { compareKeys } from '../core/user-input.js';
-import { sameEnlistmentToken } from './coordinated-tx.js';
-import { TxCoordinator } from './coordinator.js';
-import type { TxPlacement, TxRequestFn, TxRequestOptions } from './coordinator-ports.js';
-import type { TxCoordinatorOptions } from './settings.js';
+} from '../tx/core/messages.js';
+import type { TxStateMap } from '../tx/core/tx-state-map.js';
+import { compareKeys } from '../tx/core/user-input.js';
 
 export const TABLE = 'accounts';
 

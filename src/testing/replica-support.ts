@@ -7,11 +7,7 @@ import type { Clock } from '../env/clock.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
 import type { Entry } from '../raft/types.js';
-import type { Value } from '../storage/mv-partition-storage.js';
-import { MemoryStorageEngine, type StorageEngine } from '../storage/storage-engine.js';
-import { makeTxId } from '../tx/core/tx-id.js';
-import { TxStateMap } from '../tx/core/tx-state-map.js';
-import type { ApplyResult } from './apply-result.js';
+import type { ApplyResult } from '../replica/apply-result.js';
 import {
   encodeCommand,
   type FinishTxCommand,
@@ -22,10 +18,14 @@ import {
   type UpdateAllCommand,
   type UpdateCommand,
   type WriteIntentSwitchCommand,
-} from './commands.js';
-import { type Lease, type LeaseToken, type ReplicaIncarnation, tokenOf } from './lease.js';
-import { ProposalTracker } from './proposals.js';
-import { PartitionStateMachine, type PartitionStateMachineOptions } from './state-machine.js';
+} from '../replica/commands.js';
+import { type Lease, type LeaseToken, type ReplicaIncarnation, tokenOf } from '../replica/lease.js';
+import { ProposalTracker } from '../replica/proposals.js';
+import { PartitionStateMachine, type PartitionStateMachineOptions } from '../replica/state-machine.js';
+import type { Value } from '../storage/mv-partition-storage.js';
+import { MemoryStorageEngine, type StorageEngine } from '../storage/storage-engine.js';
+import { makeTxId } from '../tx/core/tx-id.js';
+import { TxStateMap } from '../tx/core/tx-state-map.js';
 
 export const PARTITION = 't1p0' as PartitionId;
 export const OTHER_PARTITION = 't1p1' as PartitionId;

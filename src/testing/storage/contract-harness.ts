@@ -2,8 +2,8 @@
  * What the storage contract suites need from an implementation: a fresh engine, and a way to close it (removing any
  * files). Implementations that persist also offer `reopen`, which closes and reopens the same data.
  */
-import type { HybridTimestamp, LogIndex, PartitionId, Term, TxId } from '../core/ids.js';
-import type { StorageEngine } from './storage-engine.js';
+import type { HybridTimestamp, LogIndex, PartitionId, Term, TxId } from '../../core/ids.js';
+import type { StorageEngine } from '../../storage/storage-engine.js';
 
 export interface EngineHarness {
   readonly engine: StorageEngine;

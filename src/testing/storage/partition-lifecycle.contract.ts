@@ -6,10 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isBasaltError } from '../core/errors.js';
-import type { PartitionId } from '../core/ids.js';
+import { isBasaltError } from '../../core/errors.js';
+import type { PartitionId } from '../../core/ids.js';
+import type { StorageEngine } from '../../storage/storage-engine.js';
 import { idx, type OpenEngine, pid, term, ts, tx, withEngine } from './contract-harness.js';
-import type { StorageEngine } from './storage-engine.js';
 
 const P1 = pid('t1p0');
 const P2 = pid('t1p1');

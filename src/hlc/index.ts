@@ -1,2 +1,0 @@
-export * from './hybrid-clock.js';
-export * from './timestamp.js';
