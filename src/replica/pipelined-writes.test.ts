@@ -67,3 +67,20 @@ test('a lease change drops every record and answers a confirmation waiting for a
   operationsDone();
   await assert.rejects(writes.confirm(B), (e: unknown) => isBasaltError(e, 'TX_ABORTED'), 'nothing tracked any more');
 });
+
+test("a write that failed after its early answer fails the tx's later operations here; an untracked tx records nothing", () => {
+  const writes = new PipelinedWrites(P);
+  const lost = Promise.reject(new BasaltError('NOT_LEADER', 'the proposal was overwritten by a new leader'));
+  writes.track(A, lost);
+  assert.equal(writes.failedError(A), undefined, 'nothing failed yet');
+  writes.fail(A, new BasaltError('NOT_LEADER', 'the proposal was overwritten by a new leader'));
+  const failed = writes.failedError(A);
+  assert.ok(isBasaltError(failed, 'TX_ABORTED'));
+  assert.equal(failed.details?.['reason'], 'pipelined-write-failed');
+  assert.equal(failed.details?.['code'], 'NOT_LEADER');
+  writes.fail(B, new BasaltError('PRIMARY_MISS', 'applied as a no-op'));
+  assert.equal(writes.failedError(B), undefined);
+  assert.equal(writes.size, 1, 'a failure does not start tracking a tx');
+  writes.forget(A);
+  assert.equal(writes.failedError(A), undefined, 'cleaned up: the cleanup refuses its operations instead');
+});

@@ -9,7 +9,11 @@
  * - nothing tracked for the tx (this primary restarted or another replica became primary since): TX_ABORTED, never
  *   a confirmation without evidence.
  * Later operations of the tx on this partition still run after the write applied (the tx's operation chain ends with
- * the apply, not with the answer), so the tx reads its own writes.
+ * the apply, not with the answer), so the tx reads its own writes, or fails: once a write answered early failed,
+ * its tx is marked failed here (`fail`, before that operation's failure reaches the chain) and every later operation
+ * of the tx here fails TX_ABORTED (`failedError`), since it could not see that write and must not read what the
+ * write would have replaced (the user already heard "written"). CockroachDB proves a read's in-flight writes before
+ * it; here the chain already waits for their applies, so only a failed one needs an answer.
  *
  * Records belong to one applied lease, as locks do (lease-locks.ts): when the lease changes, every record goes
  * (`clear`), and a confirmation waiting meanwhile fails TX_ABORTED at once. Otherwise a tx cleaned up at the new
@@ -28,6 +32,8 @@ import { MIN_TIMESTAMP, maxTimestamp } from '../hlc/timestamp.js';
 /** The pipelined writes of one tx here. */
 interface TxWrites {
   readonly applied: Promise<HybridTimestamp>[];
+  /** The error of the first write that failed after its early answer (its tx's later operations here fail). */
+  failure: BasaltError | undefined;
 }
 
 /** Why every record was dropped at once. */
@@ -57,8 +63,29 @@ export class PipelinedWrites {
     // The confirmation reads the outcome; an early failure must not count as unhandled before it does.
     applied.catch(() => {});
     const writes = this.byTx.get(txId);
-    if (writes === undefined) this.byTx.set(txId, { applied: [applied] });
+    if (writes === undefined) this.byTx.set(txId, { applied: [applied], failure: undefined });
     else writes.applied.push(applied);
+  }
+
+  /**
+   * A write of `txId` answered early failed: its later operations here fail (`failedError`). Nothing is recorded for
+   * a tx no longer tracked (cleaned up, confirmed, or dropped with the lease, whose token its requests no longer match).
+   */
+  fail(txId: TxId, error: BasaltError): void {
+    const writes = this.byTx.get(txId);
+    if (writes !== undefined && writes.failure === undefined) writes.failure = error;
+  }
+
+  /** The error for a later operation of `txId` here once one of its writes answered early failed, else undefined. */
+  failedError(txId: TxId): BasaltError | undefined {
+    const failure = this.byTx.get(txId)?.failure;
+    if (failure === undefined) return undefined;
+    return new BasaltError(
+      'TX_ABORTED',
+      `a write of ${txId} on ${this.partitionId} answered before its apply failed: ${failure.toData().message}`,
+      { txId, partitionId: this.partitionId, reason: 'pipelined-write-failed', code: failure.code },
+      { cause: failure },
+    );
   }
 
   /**

@@ -33,6 +33,7 @@ import type {
   TxFinishResponse,
   TxRequest,
   TxResponse,
+  WriteConfirmResponse,
 } from '../../tx/core/messages.js';
 import { TX_REQUEST_KINDS } from '../../tx/core/messages.js';
 import { CleanupDriver } from '../cleanup-driver.js';
@@ -931,5 +932,34 @@ describe('pipelined writes (answered once proposed, confirmed before commit)', (
     assert.equal(oldReplica.pipeline.size, 0, 'the old holder tracks nothing of the tx');
     await h.scheduler.run({ forMs: LIMITS.replicaRestAfterMsDefault });
     assert.equal(oldReplica.mayRest(), true, 'the partition rests on the old holder again');
+  });
+
+  it('read your own writes: once a pipelined write of the tx failed to apply, its next operation there fails TX_ABORTED instead of reading the old value', async () => {
+    const h = await Cluster.start(SEED);
+    const holder = h.primary(P1);
+    await h.rw(holder, rwRequest(P1, h.newTx(), 1, { op: 'put', key: 'r', value: 'old' }, { full: true }));
+    const tx = h.newTx();
+    const first = await h.rw(holder, rwRequest(P1, tx, 1, { op: 'get', key: 'r' }));
+    const token = first.lease.token;
+    // The Raft leadership moves away while the lease stays: the holder still acts, but its proposals fail.
+    const leader = h.backups(P1)[0]!;
+    assert.ok(holder.driver.transferLeader(P1, leader.name));
+    await h.runUntil(() => leader.driver.status(P1)?.role === 'leader');
+    assert.equal(h.primaryOf(P1), holder, 'the lease has not moved');
+    const put = await h.rw(holder, pipelinedPut(tx, 2, 'r', 'new', token));
+    assert.deepEqual([put.result, put.pipelined], [{ op: 'written' }, true], 'answered before its apply');
+    await assert.rejects(
+      h.rw(holder, rwRequest(P1, tx, 3, { op: 'get', key: 'r' }, { token })),
+      hasCode('TX_ABORTED', (e) => e.details?.['reason'] === 'pipelined-write-failed'),
+    );
+    await assert.rejects(
+      h.rw(holder, pipelinedPut(tx, 4, 's', 'S', token)),
+      hasCode('TX_ABORTED', (e) => e.details?.['reason'] === 'pipelined-write-failed'),
+    );
+    await assert.rejects(
+      h.settle(h.call<WriteConfirmResponse>(holder.name, { kind: 'WriteConfirmRequest', partitionId: P1, txId: tx })),
+      hasCode('NOT_LEADER'),
+      "the confirmation answers the write's own failure: the commit is refused too",
+    );
   });
 });
