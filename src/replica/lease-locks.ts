@@ -79,10 +79,13 @@ export class LeaseLockTable {
     for (const step of steps) await this.acquireOne(txId, step);
   }
 
-  /** The applied lease is now `token` (undefined: none): a different lease drops the locks of the previous one. */
-  leaseApplied(token: LeaseToken | undefined): void {
+  /**
+   * The applied lease is now `token` (undefined: none): a different lease drops the locks of the previous one. True
+   * if it was a different lease (what else belongs to one lease goes too: pipelined-writes.ts).
+   */
+  leaseApplied(token: LeaseToken | undefined): boolean {
     const same = token === undefined || this.lease === undefined ? token === this.lease : sameToken(token, this.lease);
-    if (same) return;
+    if (same) return false;
     this.lease = token;
     let losing = 0;
     for (const txId of this.lockingTxs) {
@@ -93,6 +96,7 @@ export class LeaseLockTable {
     for (const txId of this.lockingTxs) this.locks.failWaiters(txId);
     for (const txId of this.lockingTxs) this.locks.releaseAll(txId);
     this.lockingTxs.clear();
+    return true;
   }
 
   private acquireOne(txId: TxId, step: LockStep): Promise<void> {

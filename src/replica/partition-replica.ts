@@ -7,8 +7,9 @@
  * - its view of the applied lease (`leaseView`, `checkPrimary`: rules 1, 19; PRIMARY_MISS carries the holder hint) and
  *   its upkeep decision (`decideUpkeep`, performed by the host), lease confirmations (rule 6) and hand-over (rule 5);
  * - the partition's lock table, which lives only on the primary, in memory, for one lease (lease-locks.ts), the per-tx
- *   operation records, the pipelined writes awaiting confirmation, read views of the partition's MVCC and tx state
- *   storage, and the reads waiting for their readTs to become readable (readable-waiters.ts).
+ *   operation records, the pipelined writes awaiting confirmation (also for one lease: pipelined-writes.ts), read
+ *   views of the partition's MVCC and tx state storage, and the reads waiting for their readTs to become readable
+ *   (readable-waiters.ts).
  *
  * Readability (rules 9, 11, 19): a readTs is readable here once applied safe time covers it, or, while this replica
  * acts as primary, once its readable safe time (now, or just below its smallest proposal in flight) covers it.
@@ -234,7 +235,9 @@ export class PartitionReplica {
       appliedSafeTime: () => this.stateMachine.safeTime.current(),
     });
     this.unsubscribe = this.stateMachine.onApplied(() => {
-      this.lockTable.leaseApplied(this.currentToken());
+      // Locks and pipelined-write records live for one lease: a tx cleaned up at another primary meanwhile would
+      // keep them here for good (and the partition could never rest on this node).
+      if (this.lockTable.leaseApplied(this.currentToken())) this.pipeline.clear('lease-changed');
       this.readWaiters.wake();
     });
   }
@@ -409,7 +412,7 @@ export class PartitionReplica {
     const message = `replica of ${this.partitionId} stopped with the proposal in flight; it may still apply`;
     this.proposals.abandonAll(new BasaltError('NODE_UNAVAILABLE', message));
     this.unsubscribe();
-    this.pipeline.clear();
+    this.pipeline.clear('stopped');
     this.readWaiters.failAll(() => stoppedError(this.partitionId));
   }
 

@@ -47,6 +47,40 @@ test('at most txsMax txs are tracked; a tracked tx still admits its next writes'
   writes.track(A, Promise.resolve(timestamp(1n)));
   assert.equal(writes.admits(A), true, 'the tracked tx');
   assert.equal(writes.admits(B), false, 'a new tx is answered after its apply instead');
-  writes.clear();
+  writes.clear('lease-changed');
   assert.equal(writes.admits(B), true);
+});
+
+test('a lease change drops every record and answers a confirmation waiting for a write that never applied', async () => {
+  const writes = new PipelinedWrites(P);
+  writes.track(A, new Promise<HybridTimestamp>(() => {}));
+  writes.track(B, Promise.resolve(timestamp(3n)));
+  let operationsDone: () => void = () => {};
+  const confirmA = writes.confirm(A);
+  const confirmB = writes.confirm(B, new Promise((resolve) => (operationsDone = resolve)));
+  await new Promise((r) => setImmediate(r));
+  writes.clear('lease-changed');
+  assert.equal(writes.size, 0);
+  const aborted = (e: unknown) => isBasaltError(e, 'TX_ABORTED') && e.details?.['reason'] === 'lease-changed';
+  await assert.rejects(confirmA, aborted, 'waiting for the apply');
+  await assert.rejects(confirmB, aborted, 'waiting for the operations in flight');
+  operationsDone();
+  await assert.rejects(writes.confirm(B), (e: unknown) => isBasaltError(e, 'TX_ABORTED'), 'nothing tracked any more');
+});
+
+test("a write that failed after its early answer fails the tx's later operations here; an untracked tx records nothing", () => {
+  const writes = new PipelinedWrites(P);
+  const lost = Promise.reject(new BasaltError('NOT_LEADER', 'the proposal was overwritten by a new leader'));
+  writes.track(A, lost);
+  assert.equal(writes.failedError(A), undefined, 'nothing failed yet');
+  writes.fail(A, new BasaltError('NOT_LEADER', 'the proposal was overwritten by a new leader'));
+  const failed = writes.failedError(A);
+  assert.ok(isBasaltError(failed, 'TX_ABORTED'));
+  assert.equal(failed.details?.['reason'], 'pipelined-write-failed');
+  assert.equal(failed.details?.['code'], 'NOT_LEADER');
+  writes.fail(B, new BasaltError('PRIMARY_MISS', 'applied as a no-op'));
+  assert.equal(writes.failedError(B), undefined);
+  assert.equal(writes.size, 1, 'a failure does not start tracking a tx');
+  writes.forget(A);
+  assert.equal(writes.failedError(A), undefined, 'cleaned up: the cleanup refuses its operations instead');
 });

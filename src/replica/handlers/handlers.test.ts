@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../../core/errors.js';
 import { type HybridTimestamp, type NodeName, nodeName, type PartitionId, type TxId } from '../../core/ids.js';
+import { LIMITS } from '../../core/limits.js';
 import type { PeerIdentity } from '../../env/transport.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs } from '../../hlc/timestamp.js';
@@ -43,6 +44,7 @@ import type {
   TxFinishResponse,
   TxRequest,
   TxResponse,
+  WriteConfirmResponse,
 } from '../../tx/core/messages.js';
 import { TX_REQUEST_KINDS } from '../../tx/core/messages.js';
 import { CleanupDriver } from '../cleanup-driver.js';
@@ -902,6 +904,76 @@ describe('ReadOnlyRequest and LeaseConfirmRequest', () => {
     await assert.rejects(
       h.settle(h.call(m.name, { ...roRequest('t9p9' as PartitionId, 'k'), readTs: h.coord.now() })),
       hasCode('PRIMARY_MISS', (e) => e.details?.['reason'] === 'not-hosted'),
+    );
+  });
+});
+
+describe('pipelined writes (answered once proposed, confirmed before commit)', () => {
+  function pipelinedPut(txId: TxId, opSeq: number, key: string, value: string, token?: EnlistmentToken) {
+    const request = rwRequest(P1, txId, opSeq, { op: 'put', key, value }, token === undefined ? {} : { token });
+    return { ...request, pipelined: true };
+  }
+
+  it("a lease move drops the old holder's pipelined-write records: after a rollback cleaned up at the new primary, the old one tracks nothing and may rest", async () => {
+    const h = await Cluster.start(SEED);
+    const old = h.primary(P1);
+    const tx = h.newTx();
+    const put = await h.rw(old, pipelinedPut(tx, 1, 'q', 'Q'));
+    assert.equal(put.pipelined, true, 'answered before its apply');
+    const oldReplica = h.hosted(old, P1);
+    await h.converge();
+    assert.equal(oldReplica.pipeline.size, 1, 'the write awaits its confirmation');
+    // The leadership moves; the old lease runs out unrenewed and the new leader takes the next one.
+    const next = h.backups(P1)[0]!;
+    assert.ok(old.driver.transferLeader(P1, next.name));
+    await h.runUntil(() => h.primaryOf(P1) === next);
+    await h.converge();
+    // Roll back: the commit partition's cleanup of P1 reaches the new primary only.
+    const p0 = h.primary(P0);
+    const enlisted = [{ partitionId: P1, primaryName: old.name, token: put.lease.token }];
+    const finish = await h.settle(
+      h.call<TxFinishResponse>(p0.name, {
+        kind: 'TxFinishRequest',
+        txId: tx,
+        commitPartitionId: P0,
+        enlisted,
+        commit: false,
+      }),
+    );
+    assert.deepEqual(finish.outcome, { state: 'ABORTED' });
+    await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
+    assert.equal(h.hosted(next, P1).mv.rowsWrittenBy(tx).length, 0, 'the new primary aborted the intent');
+    assert.equal(oldReplica.pipeline.size, 0, 'the old holder tracks nothing of the tx');
+    await h.scheduler.run({ forMs: LIMITS.replicaRestAfterMsDefault });
+    assert.equal(oldReplica.mayRest(), true, 'the partition rests on the old holder again');
+  });
+
+  it('read your own writes: once a pipelined write of the tx failed to apply, its next operation there fails TX_ABORTED instead of reading the old value', async () => {
+    const h = await Cluster.start(SEED);
+    const holder = h.primary(P1);
+    await h.rw(holder, rwRequest(P1, h.newTx(), 1, { op: 'put', key: 'r', value: 'old' }, { full: true }));
+    const tx = h.newTx();
+    const first = await h.rw(holder, rwRequest(P1, tx, 1, { op: 'get', key: 'r' }));
+    const token = first.lease.token;
+    // The Raft leadership moves away while the lease stays: the holder still acts, but its proposals fail.
+    const leader = h.backups(P1)[0]!;
+    assert.ok(holder.driver.transferLeader(P1, leader.name));
+    await h.runUntil(() => leader.driver.status(P1)?.role === 'leader');
+    assert.equal(h.primaryOf(P1), holder, 'the lease has not moved');
+    const put = await h.rw(holder, pipelinedPut(tx, 2, 'r', 'new', token));
+    assert.deepEqual([put.result, put.pipelined], [{ op: 'written' }, true], 'answered before its apply');
+    await assert.rejects(
+      h.rw(holder, rwRequest(P1, tx, 3, { op: 'get', key: 'r' }, { token })),
+      hasCode('TX_ABORTED', (e) => e.details?.['reason'] === 'pipelined-write-failed'),
+    );
+    await assert.rejects(
+      h.rw(holder, pipelinedPut(tx, 4, 's', 'S', token)),
+      hasCode('TX_ABORTED', (e) => e.details?.['reason'] === 'pipelined-write-failed'),
+    );
+    await assert.rejects(
+      h.settle(h.call<WriteConfirmResponse>(holder.name, { kind: 'WriteConfirmRequest', partitionId: P1, txId: tx })),
+      hasCode('NOT_LEADER'),
+      "the confirmation answers the write's own failure: the commit is refused too",
     );
   });
 });

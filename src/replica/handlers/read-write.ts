@@ -7,11 +7,12 @@
  * ABANDONED (TX_ABORTED). Then the operation runs as opSeq of its tx, after the tx's earlier operations here, once
  * (a duplicate gets the kept response).
  *
- * Running an operation: replica touch (map → PENDING with coordinator and commit partition; none for one-phase),
- * locks under wait-die (a point read: IS partition + S row, whether or not the row exists; a write, or a read
- * `forUpdate` (it will write the row: taking X now spares the S→X upgrade wait-die may refuse): IX + X; a scan:
- * S on the partition, which covers the whole range including the first key not returned), then a fresh primary
- * check under the same lease (locks may have taken a while), then:
+ * Running an operation: TX_ABORTED if an earlier write of the tx here was answered before its apply and then failed
+ * (it could not see that write: pipelined-writes.ts), replica touch (map → PENDING with coordinator and commit
+ * partition; none for one-phase), locks under wait-die (a point read: IS partition + S row, whether or not the row
+ * exists; a write, or a read `forUpdate` (it will write the row: taking X now spares the S→X upgrade wait-die may
+ * refuse): IX + X; a scan: S on the partition, which covers the whole range including the first key not returned),
+ * then a fresh primary check under the same lease (locks may have taken a while), then:
  * - reads use `readLatest`: the tx's own intent is visible; a foreign intent under our lock means its writer's locks
  *   were lost with a primary change and its cleanup has not reached us (see "lost locks" below);
  * - writes propose Update/UpdateAll under the lease and answer from the apply result (rule 4): PRIMARY_MISS when the
@@ -35,7 +36,7 @@
  * final outcome yet: a retryable TX_LOCK_CONFLICT (reason `write-intent`) and orphan detection hears of the intent.
  */
 import { assert } from '../../core/assert.js';
-import { BasaltError, hintOf, invalidArgument } from '../../core/errors.js';
+import { asBasaltError, BasaltError, hintOf, invalidArgument } from '../../core/errors.js';
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { TimerHandle } from '../../env/timers.js';
@@ -83,7 +84,8 @@ export async function handleReadWrite(
 /**
  * A pipelined write (pipelined-writes.ts): answered once its command is proposed, or with its error if it fails
  * before that; from the proposal on, its apply result is kept for the coordinator's WriteConfirmRequest. The tx's
- * operation chain here still ends with the apply, so its next operation here sees the write.
+ * operation chain here still ends with the apply, so its next operation here sees the write, or, if it failed after
+ * its answer, fails TX_ABORTED (reason `pipelined-write-failed`).
  */
 function pipelined(
   p: PartitionReplica,
@@ -107,9 +109,16 @@ function pipelined(
     );
     answerEarly(response);
   };
-  const applied = p.operations.execute(request.txId, request.opSeq, deadline, () =>
-    runOperation(p, request, lease, resolver, inline, onProposed),
-  );
+  const applied = p.operations.execute(request.txId, request.opSeq, deadline, async () => {
+    try {
+      return await runOperation(p, request, lease, resolver, inline, onProposed);
+    } catch (error) {
+      // Answered "written" already: the tx's next operation here (queued behind this one) must not run as if it had
+      // applied, so the failure is recorded before it leaves this operation.
+      if (proposed) p.pipeline.fail(request.txId, asBasaltError(error));
+      throw error;
+    }
+  });
   return Promise.race([early, applied]);
 }
 
@@ -149,6 +158,9 @@ async function runOperation(
   const { txId, operation } = request;
   // Cleanup may have run while this operation waited for the tx's earlier ones.
   checkTxState(p, txId);
+  // An earlier write of the tx here was answered before its apply and then failed: this operation cannot see it.
+  const failed = p.pipeline.failedError(txId);
+  if (failed !== undefined) throw failed;
   if (!request.full) touch(p, request);
   try {
     await acquireLocks(p, txId, operationLockPlan(p.partitionId, operation), inline);
