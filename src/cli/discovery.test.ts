@@ -2,10 +2,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
-import { nodeId, nodeName } from '../core/ids.js';
+import { type NodeIdentity, nodeId, nodeName } from '../core/ids.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
-import type { PeerIdentity } from '../env/transport.js';
 import { TcpTransport } from '../net/tcp-transport.js';
 import { discoverPeers, peerList } from './discovery.js';
 import { freePort } from './free-ports.js';
@@ -16,7 +15,7 @@ after(async () => {
   await Promise.all(open.map((t) => t.close()));
 });
 
-const identity = (name: string): PeerIdentity => ({ name: nodeName(name), id: nodeId(randomUUID()) });
+const identity = (name: string): NodeIdentity => ({ name: nodeName(name), id: nodeId(randomUUID()) });
 
 async function node(name: string, port = 0, members?: readonly string[]): Promise<TcpTransport> {
   const t = await TcpTransport.start({

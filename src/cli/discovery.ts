@@ -12,10 +12,9 @@
  */
 import { InvalidArgumentError } from 'commander';
 import { BasaltError } from '../core/errors.js';
-import { type NodeName, nodeName } from '../core/ids.js';
+import { type NodeIdentity, type NodeName, nodeName } from '../core/ids.js';
 import type { Timers } from '../env/timers.js';
 import { sleep } from '../env/timers.js';
-import type { PeerIdentity } from '../env/transport.js';
 import { formatMembers, memberFingerprint, sameMembers } from '../net/handshake.js';
 import { probePeer } from '../net/probe.js';
 import { parseHostPort } from '../net/tcp-transport.js';
@@ -47,7 +46,7 @@ export function peerList(value: string): PeerEntry[] {
 
 export interface DiscoveryOptions {
   /** The identity the node's transport says hello with (see probe.ts on why the probe must use it). */
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   readonly peers: readonly PeerEntry[];
   readonly timers: Timers;
   /** Give up (TIMEOUT) when some bare peer has not answered by then. */

@@ -29,6 +29,15 @@ export type LogIndex = Brand<number, 'LogIndex'>;
  */
 export type HybridTimestamp = Brand<bigint, 'HybridTimestamp'>;
 
+/**
+ * One incarnation of a node: its stable name (config) and the ephemeral id it drew at start (DESIGN §2 "Node
+ * identity"). A coordinatorId equal to `id` is this incarnation; a restarted node has the same name and a new id.
+ */
+export interface NodeIdentity {
+  readonly name: NodeName;
+  readonly id: NodeId;
+}
+
 export const txId = (s: string): TxId => s as TxId;
 export const nodeId = (s: string): NodeId => s as NodeId;
 

@@ -8,22 +8,17 @@
  *   - a malformed or oversized frame closes only the connection it arrived on.
  * Payloads are plain data (msgpack-encodable: objects, arrays, strings, numbers, bigint, Uint8Array, booleans, null).
  */
-import type { NodeId, NodeName } from '../core/ids.js';
-
-export interface PeerIdentity {
-  readonly name: NodeName;
-  readonly id: NodeId;
-}
+import type { NodeIdentity, NodeName } from '../core/ids.js';
 
 export type TransportEvent =
-  | { readonly kind: 'message'; readonly from: PeerIdentity; readonly payload: unknown }
-  | { readonly kind: 'up'; readonly peer: PeerIdentity }
-  | { readonly kind: 'down'; readonly peer: PeerIdentity };
+  | { readonly kind: 'message'; readonly from: NodeIdentity; readonly payload: unknown }
+  | { readonly kind: 'up'; readonly peer: NodeIdentity }
+  | { readonly kind: 'down'; readonly peer: NodeIdentity };
 
 export type TransportHandler = (event: TransportEvent) => void;
 
 export interface Transport {
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   /** Queues `payload` for peer `to`. Never throws for an unreachable peer; the payload may be lost. */
   send(to: NodeName, payload: unknown): void;
   /** Installs the single receiver of transport events. */

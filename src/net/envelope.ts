@@ -11,9 +11,8 @@
  * `parseEnvelope` checks every field and rejects unknown ones, so nothing half-valid reaches a handler.
  */
 import { type ErrorData, errorHintProblem } from '../core/errors.js';
-import type { HybridTimestamp, NodeId } from '../core/ids.js';
+import type { HybridTimestamp, NodeId, NodeIdentity } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import type { PeerIdentity } from '../env/transport.js';
 import { MAX_TIMESTAMP } from '../hlc/timestamp.js';
 
 /** What every message body has: a `kind` tag the receiver dispatches on. */
@@ -25,7 +24,7 @@ export interface MessageBody {
 export type RequestId = number;
 
 interface EnvelopeHeader {
-  readonly from: PeerIdentity;
+  readonly from: NodeIdentity;
   readonly ts: HybridTimestamp;
 }
 
@@ -170,6 +169,6 @@ function isRecord(value: unknown): value is Fields {
 }
 
 /** Identity equality: same name and same ephemeral id. */
-export function sameIdentity(a: PeerIdentity, b: PeerIdentity): boolean {
+export function sameIdentity(a: NodeIdentity, b: NodeIdentity): boolean {
   return a.name === b.name && a.id === b.id;
 }

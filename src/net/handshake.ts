@@ -10,9 +10,8 @@
  * exactly these fields, `members` bounded by `clusterMembersMax` names of at most `identityCharsMax` characters.
  */
 import { BasaltError } from '../core/errors.js';
-import type { NodeId, NodeName } from '../core/ids.js';
+import type { NodeId, NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import type { PeerIdentity } from '../env/transport.js';
 import { nameProblem } from './envelope.js';
 
 export const HANDSHAKE_MAGIC = 'basalt';
@@ -37,14 +36,14 @@ export interface Hello {
 
 /** What a peer's accepted hello says about it. */
 export interface PeerHello {
-  readonly peer: PeerIdentity;
+  readonly peer: NodeIdentity;
   readonly members?: readonly NodeName[];
   /** Where the peer says it is dialed. */
   readonly address?: string;
 }
 
 /** Our hello; `members` must be a fingerprint (see `memberFingerprint`). */
-export function hello(self: PeerIdentity, members?: readonly NodeName[], address?: string): Hello {
+export function hello(self: NodeIdentity, members?: readonly NodeName[], address?: string): Hello {
   const base = { magic: HANDSHAKE_MAGIC, protocolVersion: PROTOCOL_VERSION, name: self.name, id: self.id };
   return {
     ...base,

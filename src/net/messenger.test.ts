@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { BasaltError, isBasaltError } from '../core/errors.js';
-import { type HybridTimestamp, type NodeName, nodeId, nodeName } from '../core/ids.js';
+import { type HybridTimestamp, type NodeIdentity, type NodeName, nodeId, nodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
-import type { PeerIdentity, Transport, TransportHandler } from '../env/transport.js';
+import type { Transport, TransportHandler } from '../env/transport.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
 import { decode, encode } from './codec.js';
@@ -74,7 +74,7 @@ class LoopbackNetwork {
     a.deliver({ kind: 'down', peer: b.self });
     b.deliver({ kind: 'down', peer: a.self });
   }
-  route(from: PeerIdentity, to: NodeName, payload: unknown): void {
+  route(from: NodeIdentity, to: NodeName, payload: unknown): void {
     const target = this.endpoints.get(to);
     if (target === undefined || !this.links.has(this.key(from.name, to))) return;
     const bytes = encode(payload);
@@ -87,7 +87,7 @@ class LoopbackTransport implements Transport {
   sent = 0;
   constructor(
     private readonly network: LoopbackNetwork,
-    readonly self: PeerIdentity,
+    readonly self: NodeIdentity,
   ) {}
   send(to: NodeName, payload: unknown): void {
     this.sent++;
@@ -186,7 +186,7 @@ describe('Messenger', () => {
 
   it('answers a request with the handler result, naming the sender', async () => {
     const { a, b } = setup();
-    let seen: PeerIdentity | undefined;
+    let seen: NodeIdentity | undefined;
     b.handle('Note', (_body, from) => {
       seen = from;
       return { kind: 'EchoReply', text: 'noted' };

@@ -24,10 +24,10 @@
  */
 import { assert } from '../core/assert.js';
 import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
-import type { NodeId, NodeName } from '../core/ids.js';
+import type { NodeId, NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
-import type { PeerIdentity, Transport, TransportEvent } from '../env/transport.js';
+import type { Transport, TransportEvent } from '../env/transport.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { physicalMs } from '../hlc/timestamp.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnostic } from './diagnostics.js';
@@ -44,10 +44,10 @@ import {
 /** Answers one message kind. The result answers a request; for a one-way message it is ignored. */
 export type MessageHandler<B extends MessageBody, K extends B['kind'] = B['kind']> = (
   body: Extract<B, { readonly kind: K }>,
-  from: PeerIdentity,
+  from: NodeIdentity,
 ) => B | undefined | Promise<B | undefined>;
 
-export type PeerEvent = { readonly kind: 'up' | 'down'; readonly peer: PeerIdentity };
+export type PeerEvent = { readonly kind: 'up' | 'down'; readonly peer: NodeIdentity };
 export type PeerListener = (event: PeerEvent) => void;
 
 /** Sees every envelope just before it is handed to the transport (or delivered locally). */
@@ -90,10 +90,10 @@ interface PendingRequest {
   detachSignal: (() => void) | undefined;
 }
 
-type AnyHandler = (body: MessageBody, from: PeerIdentity) => MessageBody | undefined | Promise<MessageBody | undefined>;
+type AnyHandler = (body: MessageBody, from: NodeIdentity) => MessageBody | undefined | Promise<MessageBody | undefined>;
 
 export class Messenger<B extends MessageBody = MessageBody> {
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   private readonly transport: Transport;
   private readonly clock: HybridClock;
   private readonly timers: Timers;
@@ -294,7 +294,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
     }
   }
 
-  private failRequestsTo(peer: PeerIdentity): void {
+  private failRequestsTo(peer: NodeIdentity): void {
     for (const [requestId, entry] of [...this.pending]) {
       if (entry.to !== peer.name) continue;
       const message = `connection to ${peer.name} closed while ${entry.kind} was pending; outcome unknown`;
@@ -316,7 +316,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
     }
   }
 
-  private receive(from: PeerIdentity, payload: unknown): void {
+  private receive(from: NodeIdentity, payload: unknown): void {
     if (this.closed) return;
     const parsed = parseEnvelope(payload);
     if (!parsed.ok) {
@@ -350,7 +350,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
   }
 
   /** Rule 8: refuses an envelope whose timestamp is beyond the skew bound, without absorbing it. */
-  private refuseForClock(envelope: Envelope, from: PeerIdentity, beyondMs: number): void {
+  private refuseForClock(envelope: Envelope, from: NodeIdentity, beyondMs: number): void {
     const details = {
       peer: from.name,
       beyondMs,
@@ -406,7 +406,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
   }
 
   /** A request whose envelope header is readable gets a MALFORMED_FRAME answer; anything else is only reported. */
-  private rejectMalformed(from: PeerIdentity, payload: unknown, reason: string): void {
+  private rejectMalformed(from: NodeIdentity, payload: unknown, reason: string): void {
     this.report({ kind: 'malformed-frame', message: reason, peer: from.name, code: 'MALFORMED_FRAME' });
     if (typeof payload !== 'object' || payload === null) return;
     const { type, requestId } = payload as { type?: unknown; requestId?: unknown };
@@ -415,7 +415,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
     this.respond(from, requestId, { error: { code: 'MALFORMED_FRAME', message: reason } });
   }
 
-  private dispatchOneWay(body: MessageBody, from: PeerIdentity): void {
+  private dispatchOneWay(body: MessageBody, from: NodeIdentity): void {
     const handler = this.handlers.get(body.kind);
     if (handler === undefined) {
       this.report({ kind: 'unknown-message', message: `no handler for ${body.kind}`, peer: from.name });
@@ -429,7 +429,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
     }
   }
 
-  private dispatchRequest(envelope: RequestEnvelope, from: PeerIdentity): void {
+  private dispatchRequest(envelope: RequestEnvelope, from: NodeIdentity): void {
     const { body, requestId } = envelope;
     const handler = this.handlers.get(body.kind);
     if (handler === undefined) {
@@ -457,7 +457,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
     }
   }
 
-  private answer(to: PeerIdentity, requestId: RequestId, kind: string, answer: MessageBody | undefined): void {
+  private answer(to: NodeIdentity, requestId: RequestId, kind: string, answer: MessageBody | undefined): void {
     if (answer === undefined || typeof answer.kind !== 'string') {
       this.respond(to, requestId, {
         error: { code: 'INTERNAL', message: `the handler of ${kind} gave no response body` },
@@ -472,7 +472,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
    * belongs to a newer incarnation. A restarted requester numbers its requests from 1 again, so an answer meant for
    * its predecessor must never settle one of its own requests.
    */
-  private respond(to: PeerIdentity, requestId: RequestId, result: { body: MessageBody } | { error: ErrorData }): void {
+  private respond(to: NodeIdentity, requestId: RequestId, result: { body: MessageBody } | { error: ErrorData }): void {
     if (this.closed) return;
     const live = this.live.get(to.name);
     if (live !== undefined && live !== to.id) return;
@@ -493,7 +493,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
     }
   }
 
-  private settle(envelope: ResponseEnvelope, from: PeerIdentity): void {
+  private settle(envelope: ResponseEnvelope, from: NodeIdentity): void {
     const entry = this.pending.get(envelope.requestId);
     if (entry === undefined || entry.to !== from.name || (envelope.to !== undefined && envelope.to !== this.self.id)) {
       const message = `response ${envelope.requestId} from ${from.name} matches no pending request`;
@@ -505,12 +505,12 @@ export class Messenger<B extends MessageBody = MessageBody> {
     else entry.resolve(envelope.body);
   }
 
-  private handlerErrorData(body: MessageBody, from: PeerIdentity, error: unknown): ErrorData {
+  private handlerErrorData(body: MessageBody, from: NodeIdentity, error: unknown): ErrorData {
     if (!(error instanceof BasaltError)) this.reportHandlerError(body, from, error);
     return toErrorData(error);
   }
 
-  private reportHandlerError(body: MessageBody, from: PeerIdentity, error: unknown): void {
+  private reportHandlerError(body: MessageBody, from: NodeIdentity, error: unknown): void {
     const code = error instanceof BasaltError ? error.code : 'INTERNAL';
     this.report({
       kind: 'handler-failed',

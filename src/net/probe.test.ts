@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import { after, describe, it } from 'node:test';
-import { nodeId, nodeName } from '../core/ids.js';
+import { type NodeIdentity, nodeId, nodeName } from '../core/ids.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
-import type { PeerIdentity, TransportEvent } from '../env/transport.js';
+import type { TransportEvent } from '../env/transport.js';
 import { probePeer } from './probe.js';
 import { TcpTransport } from './tcp-transport.js';
 
@@ -15,7 +15,7 @@ after(async () => {
   await Promise.all(open.map((t) => t.close()));
 });
 
-const identity = (name: string): PeerIdentity => ({ name: nodeName(name), id: nodeId(randomUUID()) });
+const identity = (name: string): NodeIdentity => ({ name: nodeName(name), id: nodeId(randomUUID()) });
 
 async function transport(
   name: string,

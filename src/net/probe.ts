@@ -12,16 +12,15 @@
  * Expected failures (refused, reset, no hello within the timeout, a bad hello) are a value, never thrown.
  */
 import { connect as netConnect } from 'node:net';
-import type { NodeName } from '../core/ids.js';
+import type { NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Timers } from '../env/timers.js';
-import type { PeerIdentity } from '../env/transport.js';
 import { hello } from './handshake.js';
 import { TcpConnection } from './tcp-connection.js';
 import { parseHostPort } from './tcp-transport.js';
 
 export interface ProbeOptions {
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   /** 'host:port' of the peer's transport. */
   readonly address: string;
   readonly timers: Timers;
@@ -32,7 +31,7 @@ export interface ProbeOptions {
 export type ProbeResult =
   | {
       readonly ok: true;
-      readonly peer: PeerIdentity;
+      readonly peer: NodeIdentity;
       /** The member names the peer's hello listed (present only if it has them). */
       readonly members?: readonly NodeName[];
     }

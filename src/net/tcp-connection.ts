@@ -14,9 +14,8 @@ import type { Socket } from 'node:net';
 import { assert } from '../core/assert.js';
 import type { ErrorCode } from '../core/errors.js';
 import { isBasaltError } from '../core/errors.js';
-import type { NodeName } from '../core/ids.js';
+import type { NodeIdentity, NodeName } from '../core/ids.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
-import type { PeerIdentity } from '../env/transport.js';
 import { decode } from './codec.js';
 import type { DiagnosticListener, NetDiagnosticKind } from './diagnostics.js';
 import { encodeFrame, FrameDecoder } from './frame.js';
@@ -47,7 +46,7 @@ type ConnectionState = 'handshaking' | 'open' | 'closed';
 
 export class TcpConnection {
   private state: ConnectionState = 'handshaking';
-  private remote: PeerIdentity | undefined;
+  private remote: NodeIdentity | undefined;
   private remoteMembers: readonly NodeName[] | undefined;
   private remoteAddress: string | undefined;
   private readonly decoder: FrameDecoder;
@@ -80,7 +79,7 @@ export class TcpConnection {
   }
 
   /** The peer's identity, once its hello was accepted. */
-  get peer(): PeerIdentity | undefined {
+  get peer(): NodeIdentity | undefined {
     return this.remote;
   }
 

@@ -3,12 +3,12 @@ import { randomUUID } from 'node:crypto';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
-import { type NodeName, nodeId, nodeName } from '../core/ids.js';
+import { type NodeIdentity, type NodeName, nodeId, nodeName } from '../core/ids.js';
 import type { Random } from '../env/random.js';
 import { RealClock } from '../env/real-clock.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
-import type { PeerIdentity, TransportEvent } from '../env/transport.js';
+import type { TransportEvent } from '../env/transport.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import type { NetDiagnostic } from './diagnostics.js';
 import { encodeFrame, FRAME_HEADER_BYTES } from './frame.js';
@@ -32,7 +32,7 @@ interface Endpoint {
 }
 
 const names = (...list: string[]): NodeName[] => list.map(nodeName);
-const identity = (name: string): PeerIdentity => ({ name: nodeName(name), id: nodeId(randomUUID()) });
+const identity = (name: string): NodeIdentity => ({ name: nodeName(name), id: nodeId(randomUUID()) });
 
 async function endpoint(
   name: string,
@@ -66,9 +66,9 @@ async function waitFor(condition: () => boolean, what: string, timeoutMs = 10_00
   }
 }
 
-const ups = (e: Endpoint, name: string): PeerIdentity[] =>
+const ups = (e: Endpoint, name: string): NodeIdentity[] =>
   e.events.flatMap((ev) => (ev.kind === 'up' && ev.peer.name === name ? [ev.peer] : []));
-const downs = (e: Endpoint, name: string): PeerIdentity[] =>
+const downs = (e: Endpoint, name: string): NodeIdentity[] =>
   e.events.flatMap((ev) => (ev.kind === 'down' && ev.peer.name === name ? [ev.peer] : []));
 const messages = (e: Endpoint, from?: string): unknown[] =>
   e.events.flatMap((ev) =>

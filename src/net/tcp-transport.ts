@@ -23,18 +23,18 @@
 import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
 import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
-import type { NodeName } from '../core/ids.js';
+import type { NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Random } from '../env/random.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
-import type { PeerIdentity, Transport, TransportEvent, TransportHandler } from '../env/transport.js';
+import type { Transport, TransportEvent, TransportHandler } from '../env/transport.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnostic } from './diagnostics.js';
 import { encodeFrame } from './frame.js';
 import { hello, memberFingerprint, memberMismatch, type PeerHello, sameMembers } from './handshake.js';
 import { type ConnectionLimits, type Refusal, TcpConnection } from './tcp-connection.js';
 
 export interface TcpTransportOptions {
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   readonly host: string;
   /** 0 picks an ephemeral port; read it back from `address`/`port`. */
   readonly port: number;
@@ -67,7 +67,7 @@ interface PeerLink {
   readonly name: NodeName;
   readonly address: HostPort;
   connection: TcpConnection | undefined;
-  up: PeerIdentity | undefined;
+  up: NodeIdentity | undefined;
   /** Encoded frames waiting for the connection to open; at most `peerSendQueueMax`. */
   queue: Array<readonly Buffer[]>;
   droppedFrames: number;
@@ -77,7 +77,7 @@ interface PeerLink {
 }
 
 export class TcpTransport implements Transport {
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   private readonly links = new Map<NodeName, PeerLink>();
   /** Open inbound connections by peer name (the newest per name); handshaking ones are only in `connections`. */
   private readonly inbound = new Map<NodeName, TcpConnection>();
@@ -237,7 +237,7 @@ export class TcpTransport implements Transport {
   }
 
   /** Names of the peers whose outbound connection is up, with their ids. */
-  livePeers(): PeerIdentity[] {
+  livePeers(): NodeIdentity[] {
     return [...this.links.values()].flatMap((link) => (link.up === undefined ? [] : [link.up]));
   }
 

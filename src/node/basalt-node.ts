@@ -14,11 +14,10 @@
 import { setMaxListeners } from 'node:events';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { HistogramSnapshot } from '../core/histogram.js';
-import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
+import type { NodeId, NodeIdentity, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
-import type { PeerIdentity } from '../env/transport.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import type { MessageBody } from '../net/envelope.js';
 import type { Messenger } from '../net/messenger.js';
@@ -195,7 +194,7 @@ export type BasaltNodeParts = Pick<
 };
 
 export class BasaltNode {
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   readonly clock: Clock;
   readonly hlc: HybridClock;
   readonly timers: OwnedTimers;
@@ -425,7 +424,7 @@ export class BasaltNode {
     }, this.heartbeatIntervalMs);
   }
 
-  private heartbeat(peer: PeerIdentity): void {
+  private heartbeat(peer: NodeIdentity): void {
     if (this.heartbeatsInFlight.has(peer.name)) return;
     this.heartbeatsInFlight.add(peer.name);
     const sentPhysicalMs = this.clock.nowMs();

@@ -18,12 +18,12 @@
  * Nothing is wired later: no part is completed after its construction.
  */
 import { BasaltError } from '../core/errors.js';
-import type { NodeName } from '../core/ids.js';
+import type { NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
 import type { Timers } from '../env/timers.js';
-import type { PeerIdentity, Transport } from '../env/transport.js';
+import type { Transport } from '../env/transport.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import type { DiagnosticListener } from '../net/diagnostics.js';
 import type { MessageBody } from '../net/envelope.js';
@@ -407,7 +407,7 @@ function clusterMembersService(members: ClusterMembers, mover: PartitionMover): 
 
 /** What the replica layer uses of the core. */
 interface ReplicaLayerComponents {
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   readonly clock: Clock;
   readonly hlc: HybridClock;
   readonly timers: Timers;

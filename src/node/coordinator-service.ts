@@ -11,12 +11,12 @@
  * graceful stop cancels its background retries, and from then on state requests are refused as if no coordinator
  * ran here (UNKNOWN_MESSAGE), so that readers take the commit partition path.
  */
+import type { CounterSink } from '../core/counters.js';
 import { BasaltError } from '../core/errors.js';
-import type { NodeName, PartitionId } from '../core/ids.js';
+import type { NodeIdentity, NodeName, PartitionId } from '../core/ids.js';
 import { partitionIndexOf, tablePartitionId } from '../core/partitioning.js';
 import type { Random } from '../env/random.js';
 import type { Timers } from '../env/timers.js';
-import type { PeerIdentity } from '../env/transport.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { TxCoordinator } from '../tx/coordinator/coordinator.js';
 import type { TxPlacement, TxRequestFn } from '../tx/coordinator/coordinator-ports.js';
@@ -33,7 +33,7 @@ export const COORDINATOR_SERVICE = 'coordinator';
 
 /** What the coordinator uses of its node. */
 export interface CoordinatorComponents {
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   readonly hlc: HybridClock;
   readonly timers: Timers;
   readonly txStates: TxStateMap;
@@ -47,7 +47,7 @@ export interface CoordinatorComponents {
   readonly lowWatermark: LowWatermark;
   /** Rule 19: false while this node's clock is beyond the bound from a majority. */
   readonly clockWithinBound: () => boolean;
-  readonly counters: { add(name: string, n?: number): void };
+  readonly counters: CounterSink;
   readonly random: Random;
   /** Failures of background work that faults do not explain (bugs). */
   readonly reportError: (error: unknown) => void;
@@ -59,7 +59,7 @@ export class CoordinatorService implements NodeService {
   readonly readOnly: ReadOnlyCoordinator;
   /** Where a key's partition is and who its primary is, as this node knows (clients that route by key ask it). */
   readonly placement: MetaPlacement;
-  private readonly self: PeerIdentity;
+  private readonly self: NodeIdentity;
   private stopped = false;
 
   constructor(components: CoordinatorComponents, options: TxCoordinatorOptions = {}) {

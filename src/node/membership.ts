@@ -21,21 +21,20 @@
  * within `clockOffsetBoundMs` of the majority (rule 19); a superseded peer's samples are dropped.
  */
 import { assert } from '../core/assert.js';
-import type { NodeId, NodeName } from '../core/ids.js';
+import type { NodeId, NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import type { PeerIdentity } from '../env/transport.js';
 import { ClockOffsets, type ClockSample, type ClockVerdict } from './clock-offsets.js';
 
 export type Liveness = 'self' | 'live' | 'suspect' | 'gone' | 'unknown';
 
 export type MembershipEvent =
-  | { readonly kind: 'live'; readonly peer: PeerIdentity }
-  | { readonly kind: 'gone'; readonly peer: PeerIdentity; readonly reason: 'superseded' | 'timeout' };
+  | { readonly kind: 'live'; readonly peer: NodeIdentity }
+  | { readonly kind: 'gone'; readonly peer: NodeIdentity; readonly reason: 'superseded' | 'timeout' };
 
 export type MembershipListener = (event: MembershipEvent) => void;
 
 export interface MembershipOptions {
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   /** Monotonic milliseconds. */
   readonly nowMs: () => number;
   readonly timeoutMs?: number;
@@ -57,7 +56,7 @@ interface PeerRecord {
 }
 
 export class Membership {
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   readonly timeoutMs: number;
   readonly clockOffsetBoundMs: number;
   readonly clockOffsets = new ClockOffsets();
@@ -89,7 +88,7 @@ export class Membership {
   }
 
   /** A connection to `peer` completed its handshake. */
-  peerUp(peer: PeerIdentity): void {
+  peerUp(peer: NodeIdentity): void {
     if (peer.name === this.self.name) return;
     this.unknownSince.delete(peer.id);
     const now = this.nowMs();
@@ -111,14 +110,14 @@ export class Membership {
   }
 
   /** The connection to `peer` went down (a stale id's down is ignored). */
-  peerDown(peer: PeerIdentity): void {
+  peerDown(peer: NodeIdentity): void {
     const record = this.peers.get(peer.name);
     if (record === undefined || record.id !== peer.id) return;
     record.connected = false;
   }
 
   /** `peer` announced a graceful stop (a stale id's notice is ignored; a restart comes back with a new id). */
-  peerLeaving(peer: PeerIdentity): void {
+  peerLeaving(peer: NodeIdentity): void {
     const record = this.peers.get(peer.name);
     if (record !== undefined && record.id === peer.id) record.leaving = true;
   }
@@ -134,7 +133,7 @@ export class Membership {
   }
 
   /** `peer` answered a heartbeat. */
-  heard(peer: PeerIdentity): void {
+  heard(peer: NodeIdentity): void {
     const record = this.peers.get(peer.name);
     if (record === undefined || record.id !== peer.id) return;
     const now = this.nowMs();
@@ -145,7 +144,7 @@ export class Membership {
   }
 
   /** `peer` answered a heartbeat with its physical time: one clock offset sample (a stale id's is ignored). */
-  clockSample(peer: PeerIdentity, sample: ClockSample): void {
+  clockSample(peer: NodeIdentity, sample: ClockSample): void {
     if (this.peers.get(peer.name)?.id !== peer.id) return;
     this.clockOffsets.record(peer.name, sample);
     this.verdictCache = undefined;
@@ -237,7 +236,7 @@ export class Membership {
   }
 
   /** Peers whose connection is up (heartbeat targets). */
-  connectedPeers(): PeerIdentity[] {
+  connectedPeers(): NodeIdentity[] {
     return [...this.peers].filter(([, r]) => r.connected).map(([name, r]) => ({ name, id: r.id }));
   }
 

@@ -9,9 +9,9 @@
  *     at the sender); a payload to a closed or unknown endpoint is lost.
  * Lanes are drained on a timer (delay `deliveryDelayMs`, default 0), so delivery is always asynchronous.
  */
-import type { NodeName } from '../core/ids.js';
+import type { NodeIdentity, NodeName } from '../core/ids.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
-import type { PeerIdentity, Transport, TransportEvent, TransportHandler } from '../env/transport.js';
+import type { Transport, TransportEvent, TransportHandler } from '../env/transport.js';
 import { decode, encode } from '../net/codec.js';
 
 export interface MemoryNetworkOptions {
@@ -39,7 +39,7 @@ class MemoryEndpoint implements Transport {
 
   constructor(
     private readonly network: MemoryNetwork,
-    readonly self: PeerIdentity,
+    readonly self: NodeIdentity,
   ) {}
 
   send(to: NodeName, payload: unknown): void {
@@ -75,7 +75,7 @@ export class MemoryNetwork {
   }
 
   /** Opens the endpoint of `self`; the name must not have another open endpoint. */
-  endpoint(self: PeerIdentity): Transport {
+  endpoint(self: NodeIdentity): Transport {
     const existing = this.endpoints.get(self.name);
     if (existing?.open) existing.close();
     const endpoint = new MemoryEndpoint(this, self);

@@ -11,8 +11,8 @@
  */
 import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
-import type { NodeName } from '../core/ids.js';
-import type { PeerIdentity, Transport, TransportHandler } from '../env/transport.js';
+import type { NodeIdentity, NodeName } from '../core/ids.js';
+import type { Transport, TransportHandler } from '../env/transport.js';
 
 export interface NetworkFilter {
   readonly kind?: string;
@@ -201,7 +201,7 @@ export class NetworkFilters implements ClusterNetwork {
 
 /** A node's Transport seen through the cluster's filters. */
 export class FilteringTransport implements Transport {
-  readonly self: PeerIdentity;
+  readonly self: NodeIdentity;
   private closed = false;
 
   constructor(

@@ -11,11 +11,11 @@
  * composition root before the host, so that the request table and the coordinator share it); each host declares the
  * part of the context it uses.
  */
-import type { NodeName, PartitionId } from '../core/ids.js';
+import type { CounterSink } from '../core/counters.js';
+import type { NodeIdentity, NodeName, PartitionId } from '../core/ids.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
 import type { Timers } from '../env/timers.js';
-import type { PeerIdentity } from '../env/transport.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import type { MessageBody } from '../net/envelope.js';
 import type { Messenger } from '../net/messenger.js';
@@ -55,7 +55,7 @@ export interface PartitionHost {
 export interface PartitionHostContext {
   readonly self: NodeName;
   /** Name and ephemeral id of this incarnation. */
-  readonly identity: PeerIdentity;
+  readonly identity: NodeIdentity;
   readonly clock: Clock;
   readonly hlc: HybridClock;
   /** Retired when the incarnation dies: timers set after a crash never fire. */
@@ -76,7 +76,7 @@ export interface PartitionHostContext {
   /** The node's current metastorage view (tables, assignments), once the metastorage has started. */
   readonly metaView: () => MetaView | undefined;
   /** The node's counters, reported by `metrics()` (resolution paths, recoveries, ...). */
-  readonly counters: { add(name: string, n?: number): void };
+  readonly counters: CounterSink;
   /** The node's replica layer: what a host of real replicas registers its partitions with and runs. */
   readonly replicas: ReplicaLayer;
 }

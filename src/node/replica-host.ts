@@ -36,6 +36,7 @@
  * durable before it is acknowledged, and a compacted prefix is restored from its snapshot). The host flushes the
  * engine on each upkeep tick only to bound what a crash can take back (and the simulator's undo log).
  */
+import type { CounterSink } from '../core/counters.js';
 import { BasaltError, missHolder } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -502,10 +503,7 @@ export const REPLICA_HOST_COUNTERS = {
 } as const;
 
 /** `machine` as the multiplexer sees it, counting its snapshot restores on the node's counters. */
-function countingRestores(
-  machine: GroupStateMachine,
-  counters: { add(name: string, n?: number): void },
-): GroupStateMachine {
+function countingRestores(machine: GroupStateMachine, counters: CounterSink): GroupStateMachine {
   return {
     appliedIndex: () => machine.appliedIndex(),
     apply: (entries) => machine.apply(entries),

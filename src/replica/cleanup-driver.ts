@@ -19,6 +19,7 @@
  * gaining primacy. Meanwhile readers resolve the intents through the map and the commit partition, and a conflicting
  * request cleans a finished holder in line (inline-cleanup.ts).
  */
+import { type CounterSink, NO_COUNTERS } from '../core/counters.js';
 import { BasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -28,7 +29,6 @@ import { followMiss } from '../tx/coordinator/primary-route.js';
 import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../tx/core/messages.js';
 import { proposeCleanupCompleted } from './coalesced-proposals.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from './partition-replica.js';
-import { type CounterSink, NO_COUNTERS } from './resolution/ports.js';
 
 /** Names of the node counters bumped here. */
 export const CLEANUP_COUNTERS = {

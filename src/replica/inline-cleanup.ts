@@ -30,7 +30,8 @@
  * is ever guessed. Bounded: at most `holderStateRequestsMax` holders asked about and settling at once (past it the
  * request waits or dies as wait-die says).
  */
-import type { NodeId, PartitionId, TxId } from '../core/ids.js';
+import { type CounterSink, NO_COUNTERS } from '../core/counters.js';
+import type { NodeId, NodeIdentity, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { TxOutcome, TxStateCommitPartitionRequest } from '../tx/core/messages.js';
 import { outcomeOfEntry } from '../tx/core/outcome.js';
@@ -40,17 +41,11 @@ import type { PrimaryLocator } from './cleanup-driver.js';
 import { cleanupPartition } from './handlers/tx-cleanup.js';
 import type { PartitionReplica } from './partition-replica.js';
 import { answerOf, isFinalAnswer } from './resolution/answers.js';
-import {
-  type CounterSink,
-  NO_COUNTERS,
-  type PeerDirectory,
-  type SelfIdentity,
-  type TxRequestFn,
-} from './resolution/ports.js';
+import type { PeerDirectory, TxRequestFn } from './resolution/ports.js';
 import { requestPrimary } from './resolution/primary-requests.js';
 
 export interface InlineCleanupOptions {
-  readonly self: SelfIdentity;
+  readonly self: NodeIdentity;
   readonly peers: PeerDirectory;
   readonly request: TxRequestFn;
   readonly locator: PrimaryLocator;

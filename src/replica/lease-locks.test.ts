@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { type CounterSink, NO_COUNTERS } from '../core/counters.js';
 import { isBasaltError } from '../core/errors.js';
 import { type HybridTimestamp, type NodeId, nodeId, type PartitionId, type TxId } from '../core/ids.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
@@ -8,7 +9,6 @@ import { rowLockKey } from '../tx/core/lock-modes.js';
 import { makeTxId } from '../tx/core/tx-id.js';
 import type { LeaseToken } from './lease.js';
 import { LEASE_LOCK_COUNTERS, LeaseLockTable, LOCKING_TXS_SWEEP_MIN } from './lease-locks.js';
-import { type CounterSink, NO_COUNTERS } from './resolution/ports.js';
 
 const P = 't1p0' as PartitionId;
 const token = (start: number): LeaseToken => ({

@@ -12,6 +12,7 @@
  * those that hold and await nothing any more are forgotten each time the set doubles, so it stays within about twice
  * the txs that hold or await a lock here.
  */
+import type { CounterSink } from '../core/counters.js';
 import { BasaltError } from '../core/errors.js';
 import type { TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -19,7 +20,6 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import { type LockDenial, LockManager, type LockWaitHandle, lockDenialError } from '../tx/core/lock-manager.js';
 import type { LockStep } from '../tx/core/lock-modes.js';
 import { type LeaseToken, sameToken } from './lease.js';
-import type { CounterSink } from './resolution/ports.js';
 
 /** Names of the node counters bumped here. */
 export const LEASE_LOCK_COUNTERS = {

@@ -11,6 +11,7 @@
  * Holders are replica incarnations (rule 2): a restarted replica never holds its predecessor's lease, so a lease
  * taken over from one's own earlier incarnation counts as acquired and not as lost.
  */
+import type { CounterSink } from '../core/counters.js';
 import { type LeaseHolder, sameHolder } from './lease.js';
 import type { LeaseListener, LeaseTransition } from './state-machine.js';
 
@@ -20,11 +21,6 @@ export const LEASE_COUNTERS = {
   acquired: 'lease.acquired',
   lost: 'lease.lost',
 } as const;
-
-/** Where counts go: the node's counters (structurally; the node layer sits above this one). */
-export interface CounterSink {
-  add(name: string, n?: number): void;
-}
 
 export interface LeaseTransitionFacts {
   readonly holderChanged: boolean;

@@ -29,7 +29,9 @@
  * Everything here is synchronous except the proposals' promises, which only the Raft driver (through `submit` and the
  * state machine's apply) settles, and the waits on injected timers. The object is never reused after `stop`.
  */
+
 import { assert } from '../core/assert.js';
+import { type CounterSink, NO_COUNTERS } from '../core/counters.js';
 import { BasaltError } from '../core/errors.js';
 import type { HybridTimestamp, NodeId, NodeName, PartitionId, Term, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -78,7 +80,6 @@ import {
 import { primaryMissError } from './primary-miss.js';
 import { ProposalTracker, proposeCommand, type SubmitProposal, type TakenProposal } from './proposals.js';
 import { ReadableWaiters } from './readable-waiters.js';
-import { type CounterSink, NO_COUNTERS } from './resolution/ports.js';
 import { primarySafeTime } from './safe-time.js';
 import { PartitionStateMachine } from './state-machine.js';
 import { TxOperations } from './tx-operations.js';

@@ -5,8 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
-import type { NodeId, NodeName, PartitionId } from '../core/ids.js';
-import type { PeerIdentity } from '../env/transport.js';
+import type { NodeId, NodeIdentity, NodeName, PartitionId } from '../core/ids.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { SimClock } from '../sim/clock.js';
 import { Scheduler } from '../sim/scheduler.js';
@@ -30,7 +29,7 @@ type Equal<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const exhaustive: Equal<keyof TxRequestTable, TxRequestKind> = true;
 void exhaustive;
 
-const FROM: PeerIdentity = { name: 'n2' as NodeName, id: 'n2-a' as NodeId };
+const FROM: NodeIdentity = { name: 'n2' as NodeName, id: 'n2-a' as NodeId };
 const ANSWER: TxStateResponse = { kind: 'TxStateResponse', answer: { state: 'ABORTED' } };
 
 function table(): { readonly table: TxRequestTable; readonly asked: string[]; readonly hlc: HybridClock } {

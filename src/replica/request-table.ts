@@ -8,9 +8,8 @@
  * the node's transaction coordinator. The messenger has absorbed the envelope timestamp before any handler runs
  * (rule 1 reads `now` after that).
  */
-import type { HybridTimestamp, PartitionId } from '../core/ids.js';
+import type { HybridTimestamp, NodeIdentity, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import type { PeerIdentity } from '../env/transport.js';
 import type { TxRequestOf } from '../tx/coordinator/coordinator-ports.js';
 import type { TxRequestKind, TxResponseOf, TxStateCoordinatorRequest, TxStateResponse } from '../tx/core/messages.js';
 import type { IntentResolver } from './handlers/intent-resolver.js';
@@ -28,7 +27,7 @@ import { handlePrimaryReplicaState } from './resolution/primary-replica-state.js
 /** Answers one request kind (errors reject as coded BasaltErrors, which the messenger sends as error data). */
 export type TxRequestHandler<K extends TxRequestKind> = (
   body: TxRequestOf<K>,
-  from: PeerIdentity,
+  from: NodeIdentity,
 ) => Promise<TxResponseOf[K]>;
 
 /** Every request kind of the protocol, each with its handler. */
@@ -82,7 +81,7 @@ export function txRequestTable(parts: TxRequestTableParts): TxRequestTable {
 export interface TxHandlerRegistry {
   handle<K extends TxRequestKind>(
     kind: K,
-    handler: (body: TxRequestOf<K>, from: PeerIdentity) => Promise<TxResponseOf[K]>,
+    handler: (body: TxRequestOf<K>, from: NodeIdentity) => Promise<TxResponseOf[K]>,
   ): () => void;
 }
 
@@ -107,7 +106,7 @@ function registerKind<K extends TxRequestKind>(registry: TxHandlerRegistry, tabl
 export function dispatchTxRequest<K extends TxRequestKind>(
   table: TxRequestTable,
   body: TxRequestOf<K>,
-  from: PeerIdentity,
+  from: NodeIdentity,
 ): Promise<TxResponseOf[K]> {
   const handler: TxRequestHandler<K> = table[body.kind as K];
   return handler(body, from);

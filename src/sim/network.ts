@@ -16,8 +16,8 @@
  */
 import { assert } from '../core/assert.js';
 import { BasaltError, invalidArgument } from '../core/errors.js';
-import type { NodeName } from '../core/ids.js';
-import type { PeerIdentity, Transport, TransportEvent, TransportHandler } from '../env/transport.js';
+import type { NodeIdentity, NodeName } from '../core/ids.js';
+import type { Transport, TransportEvent, TransportHandler } from '../env/transport.js';
 import type { SeededRandom } from './random.js';
 import type { Scheduler } from './scheduler.js';
 
@@ -80,7 +80,7 @@ export type NetObservation =
 export interface SimMessage {
   /** Send order over the whole network, from 1. Copies made by duplication keep the original's number. */
   readonly seq: number;
-  readonly from: PeerIdentity;
+  readonly from: NodeIdentity;
   readonly to: NodeName;
   readonly payload: unknown;
 }
@@ -157,7 +157,7 @@ class SimEndpoint implements Transport {
 
   constructor(
     private readonly network: SimNetwork,
-    readonly self: PeerIdentity,
+    readonly self: NodeIdentity,
   ) {}
 
   send(to: NodeName, payload: unknown): void {
@@ -207,7 +207,7 @@ export class SimNetwork {
   }
 
   /** Opens the endpoint of `identity`; the name must not have another open endpoint. Peers connect to it. */
-  endpoint(identity: PeerIdentity): Transport {
+  endpoint(identity: NodeIdentity): Transport {
     const existing = this.endpoints.get(identity.name);
     if (existing?.open) throw invalidArgument(`node ${identity.name} already has an open endpoint`);
     const endpoint = new SimEndpoint(this, identity);
@@ -505,7 +505,7 @@ export class SimNetwork {
   }
 
   /** Reports `kind` about `peer` to `target`, in order with the messages from `peer` to it. */
-  private notify(target: SimEndpoint, peer: PeerIdentity, kind: 'up' | 'down', delayMs: number): void {
+  private notify(target: SimEndpoint, peer: NodeIdentity, kind: 'up' | 'down', delayMs: number): void {
     if (!target.open) return;
     const lane = this.lane(peer.name, target.self.name);
     const atMs = Math.max(this.scheduler.nowMs() + delayMs, lane.lastAtMs);

@@ -6,9 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { NodeName } from '../core/ids.js';
+import type { NodeIdentity, NodeName } from '../core/ids.js';
 import { sleep } from '../env/timers.js';
-import type { PeerIdentity } from '../env/transport.js';
 import { Nemesis } from './nemesis.js';
 import { type SimNodeEnv, SimWorld } from './world.js';
 
@@ -28,7 +27,7 @@ const NAMES = ['n1', 'n2', 'n3', 'n4'];
 function gossipNode(env: SimNodeEnv, world: SimWorld, control: { writing: boolean }, out: Map<string, GossipNode>) {
   const node: GossipNode = { value: Number(env.disk.get('state', 'value') ?? 0), pongs: 0 };
   out.set(env.name, node);
-  const peers = new Map<string, PeerIdentity>();
+  const peers = new Map<string, NodeIdentity>();
   const pending = new Map<number, (value: number | undefined) => void>();
   let nextRequestId = 1;
   let writes = 0;

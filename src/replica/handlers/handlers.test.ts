@@ -8,9 +8,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../../core/errors.js';
-import { type HybridTimestamp, type NodeName, nodeName, type PartitionId, type TxId } from '../../core/ids.js';
+import {
+  type HybridTimestamp,
+  type NodeIdentity,
+  type NodeName,
+  nodeName,
+  type PartitionId,
+  type TxId,
+} from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
-import type { PeerIdentity } from '../../env/transport.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs } from '../../hlc/timestamp.js';
 import type { MessageBody } from '../../net/envelope.js';
@@ -868,10 +874,10 @@ describe('ReadOnlyRequest and LeaseConfirmRequest', () => {
   it('registerTxRequests: every request kind of the table is registered with a messenger-shaped registry', async () => {
     const h = await Cluster.start(SEED);
     const m = h.primary(P1);
-    const handlers = new Map<string, (body: never, from: PeerIdentity) => Promise<unknown>>();
+    const handlers = new Map<string, (body: never, from: NodeIdentity) => Promise<unknown>>();
     const registry: TxHandlerRegistry = {
       handle: (kind, handler) => {
-        handlers.set(kind, handler as (body: never, from: PeerIdentity) => Promise<unknown>);
+        handlers.set(kind, handler as (body: never, from: NodeIdentity) => Promise<unknown>);
         return () => handlers.delete(kind);
       },
     };

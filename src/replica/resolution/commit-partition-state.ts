@@ -22,8 +22,9 @@
  * reporter's partition); else recovery as above. Below the horizon it answers UNKNOWN and cleans nothing: the request
  * names no row to infer from, and no outcome may be guessed.
  */
+import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import { BasaltError, invalidArgument } from '../../core/errors.js';
-import type { NodeId, PartitionId, TxId } from '../../core/ids.js';
+import type { NodeId, NodeIdentity, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { answerCoordinatorStateRequest } from '../../tx/coordinator/coordinator-state-request.js';
 import type {
@@ -39,22 +40,14 @@ import { isFinal } from '../../tx/core/tx-state.js';
 import type { CleanupDriver } from '../cleanup-driver.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition-replica.js';
 import { answerOf, outcomeOfRecord, stateResponse } from './answers.js';
-import {
-  type CounterSink,
-  NO_COUNTERS,
-  type PeerDirectory,
-  type PrimaryLocator,
-  RESOLUTION_COUNTERS,
-  type SelfIdentity,
-  type TxRequestFn,
-} from './ports.js';
+import { type PeerDirectory, type PrimaryLocator, RESOLUTION_COUNTERS, type TxRequestFn } from './ports.js';
 import { requestPrimary } from './primary-requests.js';
 
 export interface CommitPartitionStatesOptions {
   readonly partitions: PartitionRegistry;
   /** The commit partitions' cleanup driver: recovery's cleanups share its runs with finishes. */
   readonly finish: Pick<CleanupDriver, 'ensureCleanup'>;
-  readonly self: SelfIdentity;
+  readonly self: NodeIdentity;
   readonly peers: PeerDirectory;
   readonly request: TxRequestFn;
   readonly locator: PrimaryLocator;

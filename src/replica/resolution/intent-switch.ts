@@ -16,12 +16,13 @@
  * queued and bounded by `queuedMax` (past it a switch is skipped: the Raft cleanup does the work later). Switches
  * run on the injected timers, never inside the resolution that scheduled them.
  */
+import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Timers } from '../../env/timers.js';
 import type { MvPartitionStorage } from '../../storage/mv-partition-storage.js';
 import type { TxOutcome } from '../../tx/core/messages.js';
-import { type CounterSink, NO_COUNTERS, RESOLUTION_COUNTERS } from './ports.js';
+import { RESOLUTION_COUNTERS } from './ports.js';
 
 /** Finds this node's MVCC storage of a hosted partition (the node's PartitionDirectory: `get(p)?.mv`). */
 export interface IntentStorages {

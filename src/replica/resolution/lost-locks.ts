@@ -18,6 +18,7 @@
  * No outcome yet is `undefined`: the caller fails its request retryably (nothing was changed), and a later attempt
  * asks again. Counters: `resolution.lostLocks.<path>` per answering path.
  */
+import type { CounterSink } from '../../core/counters.js';
 import type { NodeId, TxId } from '../../core/ids.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import type { TxOutcome } from '../../tx/core/messages.js';
@@ -27,7 +28,7 @@ import { isFinal } from '../../tx/core/tx-state.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { LostLockRequest } from '../handlers/intent-resolver.js';
 import { answerOf, isFinalAnswer } from './answers.js';
-import type { CounterSink, PeerDirectory, PrimaryLocator, TxRequestFn } from './ports.js';
+import type { PeerDirectory, PrimaryLocator, TxRequestFn } from './ports.js';
 import { requestPrimary } from './primary-requests.js';
 
 export interface LostLockDeps {

@@ -20,6 +20,7 @@
  * knows only the commit partition and its reporter as enlisted): the same request (rate-limited alike, counted as an
  * orphan) makes the commit partition clean this partition up; the requester is left alone (wait-die decided for it).
  */
+import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
@@ -27,14 +28,7 @@ import { nodeIdOf } from '../../tx/core/tx-id.js';
 import { isFinal } from '../../tx/core/tx-state.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { PartitionReplica } from '../partition-replica.js';
-import {
-  type CounterSink,
-  NO_COUNTERS,
-  type PeerDirectory,
-  type PrimaryLocator,
-  RESOLUTION_COUNTERS,
-  type TxRequestFn,
-} from './ports.js';
+import { type PeerDirectory, type PrimaryLocator, RESOLUTION_COUNTERS, type TxRequestFn } from './ports.js';
 import { requestPrimary } from './primary-requests.js';
 
 export interface OrphanDetectorOptions {

@@ -11,25 +11,12 @@ import type { NodeId, NodeName } from '../../core/ids.js';
 export type { TxRequestFn, TxRequestOf, TxRequestOptions } from '../../tx/coordinator/coordinator-ports.js';
 export type { PrimaryLocator } from '../handlers/tx-finish.js';
 
-/** This node: its stable name and this incarnation's ephemeral id (a coordinatorId equal to `id` is this node). */
-export interface SelfIdentity {
-  readonly name: NodeName;
-  readonly id: NodeId;
-}
-
 export interface PeerDirectory {
   /** Rule 17: true only for a superseded id or one not heard for the liveness timeout. */
   isGone(id: NodeId): boolean;
   /** The node name a live (or at least connected) id belongs to; undefined when this node cannot reach it. */
   nameOf(id: NodeId): NodeName | undefined;
 }
-
-/** Metrics counters (the node's NodeCounters fits). */
-export interface CounterSink {
-  add(name: string, n?: number): void;
-}
-
-export const NO_COUNTERS: CounterSink = { add: () => {} };
 
 /** Counter names this directory bumps (the node's `metrics()` reports the `resolution.<path>` ones). */
 export const RESOLUTION_COUNTERS = {

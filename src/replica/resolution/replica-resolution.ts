@@ -8,10 +8,10 @@
  * complete once constructed. The local intent switch is off unless `localIntentSwitch` is set (see intent-switch.ts
  * for why).
  */
-import type { NodeId, NodeName } from '../../core/ids.js';
+import type { CounterSink } from '../../core/counters.js';
+import type { NodeId, NodeIdentity, NodeName } from '../../core/ids.js';
 import type { Clock } from '../../env/clock.js';
 import type { Timers } from '../../env/timers.js';
-import type { PeerIdentity } from '../../env/transport.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { CleanupDriver } from '../cleanup-driver.js';
@@ -19,11 +19,11 @@ import type { PartitionRegistry, PartitionReplica } from '../partition-replica.j
 import { CommitPartitionStates } from './commit-partition-state.js';
 import { IntentSwitcher } from './intent-switch.js';
 import { OrphanDetector } from './orphan-detector.js';
-import type { CounterSink, PeerDirectory, PrimaryLocator, SelfIdentity, TxRequestFn } from './ports.js';
+import type { PeerDirectory, PrimaryLocator, TxRequestFn } from './ports.js';
 import { TxStateResolver } from './resolver.js';
 
 export interface ReplicaResolutionOptions {
-  readonly self: SelfIdentity;
+  readonly self: NodeIdentity;
   readonly clock: HybridClock;
   readonly physicalClock: Pick<Clock, 'monotonicMs'>;
   readonly timers: Timers;
@@ -110,11 +110,11 @@ export class ReplicaResolution {
 /** The part of the node's Membership resolution needs (rule 17 lives in its `isGone`). */
 export interface MembershipView {
   isGone(id: NodeId): boolean;
-  connectedPeers(): readonly PeerIdentity[];
+  connectedPeers(): readonly NodeIdentity[];
 }
 
 /** A PeerDirectory over the node's membership: this node by its own id, peers while their connection is up. */
-export function membershipPeers(membership: MembershipView, self: PeerIdentity): PeerDirectory {
+export function membershipPeers(membership: MembershipView, self: NodeIdentity): PeerDirectory {
   return {
     isGone: (id) => membership.isGone(id),
     nameOf: (id): NodeName | undefined =>

@@ -33,8 +33,9 @@
  * Counters: `resolution.local|coordinator|commitPartition` per answering path, `resolution.outcome.<state>`,
  * `resolution.shared`, `resolution.failed`, `resolution.latencyMsTotal`.
  */
+import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import { BasaltError, isBasaltError } from '../../core/errors.js';
-import type { HybridTimestamp, NodeId, TxId } from '../../core/ids.js';
+import type { HybridTimestamp, NodeId, NodeIdentity, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
 import { sleep, type Timers } from '../../env/timers.js';
@@ -50,19 +51,16 @@ import { answerOf, isFinalAnswer, timeoutError } from './answers.js';
 import type { IntentSwitcher } from './intent-switch.js';
 import { resolveLostLock } from './lost-locks.js';
 import {
-  type CounterSink,
-  NO_COUNTERS,
   outcomeCounter,
   type PeerDirectory,
   type PrimaryLocator,
   RESOLUTION_COUNTERS,
-  type SelfIdentity,
   type TxRequestFn,
 } from './ports.js';
 import { requestPrimary } from './primary-requests.js';
 
 export interface TxStateResolverOptions {
-  readonly self: SelfIdentity;
+  readonly self: NodeIdentity;
   readonly clock: HybridClock;
   /** Monotonic ms for the resolution deadline. */
   readonly physicalClock: Pick<Clock, 'monotonicMs'>;

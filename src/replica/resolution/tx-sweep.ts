@@ -29,7 +29,8 @@
  * Time: `now` is the node's HLC; passes run on the injected timers and never overlap (a pass is synchronous; the
  * recovery requests it starts run on their own).
  */
-import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
+import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
+import type { HybridTimestamp, NodeIdentity, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { PeriodicTask, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
@@ -38,7 +39,7 @@ import { nodeIdOf, txDeadline } from '../../tx/core/tx-id.js';
 import type { TxStateEntry, TxStateMap, TxStateUpdateReason } from '../../tx/core/tx-state-map.js';
 import type { PartitionReplica } from '../partition-replica.js';
 import type { OrphanDetector } from './orphan-detector.js';
-import { type CounterSink, NO_COUNTERS, type PeerDirectory, type SelfIdentity } from './ports.js';
+import type { PeerDirectory } from './ports.js';
 
 /** Names of the node counters bumped here. */
 export const TX_SWEEP_COUNTERS = {
@@ -47,7 +48,7 @@ export const TX_SWEEP_COUNTERS = {
 } as const;
 
 export interface TxSweepOptions {
-  readonly self: SelfIdentity;
+  readonly self: NodeIdentity;
   readonly clock: HybridClock;
   readonly timers: Timers;
   readonly txStates: TxStateMap;

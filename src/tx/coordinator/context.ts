@@ -3,16 +3,17 @@
  * settings and the signal that ends them with the coordinator), and the helpers every flow uses: pausing on the
  * injected timers, grouping an operation's keys by partition, and settling all of an operation's requests.
  */
-import type { PartitionId } from '../../core/ids.js';
+import type { CounterSink } from '../../core/counters.js';
+import type { NodeIdentity, PartitionId } from '../../core/ids.js';
 import { sleep, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import type { TxStateMap } from '../core/tx-state-map.js';
-import type { CoordinatorSelf, TxPlacement, TxRequestFn } from './coordinator-ports.js';
+import type { TxPlacement, TxRequestFn } from './coordinator-ports.js';
 import type { CoordinatorSettings } from './settings.js';
 
 /** What the coordinator's flows run with. `signal` aborts when the coordinator stops. */
 export interface CoordinatorContext {
-  readonly self: CoordinatorSelf;
+  readonly self: NodeIdentity;
   readonly clock: HybridClock;
   readonly timers: Timers;
   readonly txStates: TxStateMap;
@@ -22,7 +23,7 @@ export interface CoordinatorContext {
   readonly signal: AbortSignal;
   readonly onError: (error: unknown) => void;
   /** The node's counters (structurally; the node layer sits above this one). */
-  readonly counters?: { add(name: string, n?: number): void };
+  readonly counters?: CounterSink;
 }
 
 /** Sleeps on the injected timers; rejects with CANCELLED once the coordinator stops. */

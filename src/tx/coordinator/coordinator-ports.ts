@@ -3,7 +3,7 @@
  * node's Messenger fits) and a placement view (table metadata and best-guess primaries). With these two faked, a test
  * plays every primary and commit partition the coordinator talks to.
  */
-import type { NodeId, NodeName, PartitionId } from '../../core/ids.js';
+import type { NodeName, PartitionId } from '../../core/ids.js';
 import type { TxRequest, TxRequestKind, TxResponseOf } from '../core/messages.js';
 
 export type TxRequestOf<K extends TxRequestKind> = Extract<TxRequest, { readonly kind: K }>;
@@ -47,10 +47,4 @@ export function primaryHintOr<T>(placement: TxPlacement, partitionId: PartitionI
   } catch {
     return fallback;
   }
-}
-
-/** The coordinator's own node: its stable name and this incarnation's ephemeral id (the tx's coordinatorId). */
-export interface CoordinatorSelf {
-  readonly name: NodeName;
-  readonly id: NodeId;
 }

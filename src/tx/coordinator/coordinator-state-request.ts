@@ -18,22 +18,24 @@
  * with a commitTs waits for the outcome whatever readTs is; PENDING (a tx this coordinator could not abort) is
  * answered as is, and the sender retries later.
  */
+
+import type { CounterSink } from '../../core/counters.js';
 import { BasaltError, invalidArgument } from '../../core/errors.js';
+import type { NodeIdentity } from '../../core/ids.js';
 import type { Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import type { TxStateAnswer, TxStateCoordinatorRequest, TxStateResponse } from '../core/messages.js';
 import { isTimestamp, outcomeOfEntry, waitForFinal } from '../core/outcome.js';
 import { isTxId } from '../core/tx-id.js';
 import type { TxStateEntry, TxStateMap } from '../core/tx-state-map.js';
-import type { CoordinatorSelf } from './coordinator-ports.js';
 
 export interface CoordinatorStateDeps {
-  readonly self: CoordinatorSelf;
+  readonly self: NodeIdentity;
   readonly clock: HybridClock;
   readonly timers: Timers;
   readonly txStates: TxStateMap;
   /** The node's counters (structurally; the node layer sits above this one). */
-  readonly counters?: { add(name: string, n?: number): void };
+  readonly counters?: CounterSink;
 }
 
 /** Names of the node counters bumped here. */

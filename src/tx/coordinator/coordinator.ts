@@ -27,10 +27,12 @@
  * we differ from Ignite: a commit after a rollback throws TX_ALREADY_FINISHED (TX_TIMEOUT if the timeout rolled it
  * back) instead of succeeding silently: a commit is never reported for a tx that did not commit (rule 14).
  */
+
 import { setMaxListeners } from 'node:events';
 import { assert } from '../../core/assert.js';
+import type { CounterSink } from '../../core/counters.js';
 import { asBasaltError, BasaltError, type Execution } from '../../core/errors.js';
-import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../../core/ids.js';
+import type { HybridTimestamp, NodeIdentity, NodeName, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Random } from '../../env/random.js';
 import type { Timers } from '../../env/timers.js';
@@ -66,14 +68,14 @@ import {
 import { type CoordinatorContext, groupByPartition, settleAll } from './context.js';
 import { CoordinatedTx, type Enlistment, sameEnlistmentToken } from './coordinated-tx.js';
 import { FinishDriver } from './coordinator-finish.js';
-import { type CoordinatorSelf, primaryHintOr, type TxPlacement, type TxRequestFn } from './coordinator-ports.js';
+import { primaryHintOr, type TxPlacement, type TxRequestFn } from './coordinator-ports.js';
 import { answerCoordinatorStateRequest } from './coordinator-state-request.js';
 import { isUnexecuted, mayResendAsNew, placementDirectory, sendToPrimary } from './primary-route.js';
 import { backoffMs } from './retry.js';
 import { resolveSettings, type TxCoordinatorOptions } from './settings.js';
 
 export interface TxCoordinatorDeps {
-  readonly self: CoordinatorSelf;
+  readonly self: NodeIdentity;
   readonly clock: HybridClock;
   readonly timers: Timers;
   /** The node's tx state map (shared with every other role of the node). */
@@ -86,7 +88,7 @@ export interface TxCoordinatorDeps {
   /** Rule 19: false while this node's clock is beyond the bound from the majority; `begin` then refuses (CLOCK_SKEW). */
   readonly clockWithinBound?: () => boolean;
   /** The node's counters (structurally; the node layer sits above this one). */
-  readonly counters?: { add(name: string, n?: number): void };
+  readonly counters?: CounterSink;
   /** Spreads the retries of clients on this coordinator (retry.ts); without it they back off in lockstep. */
   readonly random?: Random;
 }
@@ -106,7 +108,7 @@ export interface OnePhaseResult {
 const ONE_PHASE_NOT_APPLIED = new Set(['PRIMARY_MISS', 'TX_LOCK_CONFLICT', 'TX_TIMEOUT', 'TX_ABORTED']);
 
 export class TxCoordinator {
-  readonly self: CoordinatorSelf;
+  readonly self: NodeIdentity;
   readonly clock: HybridClock;
   readonly timers: Timers;
   readonly txStates: TxStateMap;

@@ -26,7 +26,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { asBasaltError, BasaltError } from '../../core/errors.js';
-import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../../core/ids.js';
+import type { HybridTimestamp, NodeIdentity, NodeName, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
@@ -50,7 +50,7 @@ import {
   type ScanRange,
 } from '../core/user-input.js';
 import { groupByPartition, settleAll } from './context.js';
-import type { CoordinatorSelf, TxPlacement, TxRequestFn } from './coordinator-ports.js';
+import type { TxPlacement, TxRequestFn } from './coordinator-ports.js';
 import { placementDirectory, sendToPrimary } from './primary-route.js';
 import { backoffMs, commitOrRollBack, retryPolicy, withRetries } from './retry.js';
 
@@ -76,7 +76,7 @@ export interface ReadOnlyCoordinatorOptions {
 type Settings = Required<ReadOnlyCoordinatorOptions>;
 
 export interface ReadOnlyCoordinatorDeps {
-  readonly self: CoordinatorSelf;
+  readonly self: NodeIdentity;
   readonly clock: HybridClock;
   readonly timers: Timers;
   readonly request: TxRequestFn;
@@ -135,7 +135,7 @@ const RETRYABLE_READ_CODES = new Set([
 ]);
 
 export class ReadOnlyCoordinator {
-  readonly self: CoordinatorSelf;
+  readonly self: NodeIdentity;
   readonly clock: HybridClock;
   readonly timers: Timers;
   readonly watermark: LowWatermark;
