@@ -8,9 +8,11 @@
  * A follower that accepted several Appends of a group in one Ready answers the leader once, with the largest index
  * (`withoutSubsumedAccepts`). Proposals made in one event-loop turn go into one batch (one Append per follower). A proposal resolves when its
  * entry is committed *and applied on this node*; it rejects with NOT_LEADER (and the known leader) when this node
- * cannot propose or the entry was overwritten by another leader's, and with TIMEOUT when a snapshot covered it, so
- * that its fate is unknown here. Invariants: at most one Ready per group is being handled at a time; applies happen
- * in log order; pending proposals are bounded by `raftPendingProposalsMax`.
+ * cannot propose or another leader's entry was applied in its place, with TIMEOUT when a snapshot covered it, so
+ * that its fate is unknown here, and with EntryLeftLogError (TIMEOUT) when this node's log lost it while other logs
+ * may still hold it (its fate is decided only once this node applies an entry at its index or above). Invariants: at
+ * most one Ready per group is being handled at a time; applies happen in log order; pending proposals are bounded by
+ * `raftPendingProposalsMax`.
  *
  * Quiescence (raft.ts): with `quiescence` options, a leader group the owner calls idle, whose driver has no
  * proposal pending and a majority of whose voters are live goes quiet instead of ticking; quiet groups are not
@@ -27,7 +29,7 @@
 import { ownedCopy } from '../core/bytes.js';
 import { BasaltError } from '../core/errors.js';
 import { Histogram, type HistogramSnapshot, LATENCY_BUCKETS_MS } from '../core/histogram.js';
-import type { LogIndex, NodeName, PartitionId, Term } from '../core/ids.js';
+import { type LogIndex, logIndex, type NodeName, type PartitionId, type Term, term as toTerm } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
@@ -38,6 +40,26 @@ import { liveQuorum } from './progress.js';
 import { Raft, type RaftConfig } from './raft.js';
 import type { AppendRespMessage, Entry, HardState, Message, Ready, Role, Snapshot, Status } from './types.js';
 import { isRaftEnvelope, type RaftEnvelope } from './wire.js';
+
+/**
+ * The entry of a proposal left this node's log before it was applied here (TIMEOUT: its outcome is unknown), while
+ * other logs may still hold it, so a later leader may yet commit it at `index`. It can no longer apply once this node
+ * applied any entry at `index` or above: the entry there is then decided, and this node applied it if it was this one.
+ * A proposer that keeps something for the proposal's sake until it can no longer apply (a timestamp in flight for
+ * safe time, rule 9) keeps it until then, though it answers its caller now.
+ */
+export class EntryLeftLogError extends BasaltError {
+  override readonly name: string = 'EntryLeftLogError';
+  /** The log index the entry was proposed at, and the term it was proposed in. */
+  readonly index: LogIndex;
+  readonly term: Term;
+
+  constructor(index: LogIndex, term: Term, details: Readonly<Record<string, unknown>>) {
+    super('TIMEOUT', 'outcome unknown: the entry left this log and may still commit elsewhere', details);
+    this.index = index;
+    this.term = term;
+  }
+}
 
 /** The transport as Raft needs it; the node layer adapts the messenger (or the simulated network) to it. */
 export interface RaftTransport {
@@ -296,11 +318,7 @@ export class RaftDriver {
     if (r.status === 'REFUSED') return Promise.reject(r.error);
     const proposedAtMs = this.clock?.monotonicMs() ?? 0;
     return new Promise((resolve, reject) => {
-      const stale = g.pending.get(r.index);
-      if (stale !== undefined) {
-        this.pendingCount--;
-        stale.reject(new BasaltError('TIMEOUT', 'outcome unknown: the entry left this log', leaderDetails(g)));
-      }
+      this.rejectLeftLog(g, r.index);
       g.pending.set(r.index, { term: r.term, proposedAtMs, resolve, reject });
       this.pendingCount++;
       this.schedule(g);
@@ -541,13 +559,7 @@ export class RaftDriver {
       return;
     }
     batch.forEach((q, i) => {
-      // New entries land above every entry this node holds, so an older proposal still waiting at this index lost
-      // its entry here without this driver seeing how; it is never left hanging, and its outcome is unknown.
-      const stale = g.pending.get(r.index + i);
-      if (stale !== undefined) {
-        this.pendingCount--;
-        stale.reject(new BasaltError('TIMEOUT', 'outcome unknown: the entry left this log', leaderDetails(g)));
-      }
+      this.rejectLeftLog(g, r.index + i);
       g.pending.set(r.index + i, { term: r.term, proposedAtMs: q.proposedAtMs, resolve: q.resolve, reject: q.reject });
     });
     this.pendingCount += batch.length;
@@ -607,6 +619,21 @@ export class RaftDriver {
       if (this.clock !== undefined) this.commitLatency.observe(this.clock.monotonicMs() - p.proposedAtMs);
       p.resolve({ index: e.index, term: e.term });
     } else p.reject(new BasaltError('NOT_LEADER', 'the proposal was overwritten by a new leader', leaderDetails(g)));
+  }
+
+  /**
+   * A new entry of this node lands at `index`, above every entry it holds, so an older proposal still waiting there
+   * lost its entry here without this driver seeing how (another leader's entries replaced it). It is never left
+   * hanging; other logs may still hold its entry and a later leader commit it, so it rejects with EntryLeftLogError.
+   */
+  private rejectLeftLog(g: Group, index: number): void {
+    const stale = g.pending.get(index);
+    if (stale === undefined) return;
+    g.pending.delete(index);
+    this.pendingCount--;
+    const s = g.raft.status();
+    const details = { group: g.id, leader: s.leader, term: s.term, index };
+    stale.reject(new EntryLeftLogError(logIndex(index), toTerm(stale.term), details));
   }
 
   /** Proposals at or below a restored snapshot: committed or not, this node cannot tell. */

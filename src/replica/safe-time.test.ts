@@ -1,14 +1,17 @@
 /**
  * Safe time (rules 9 and 11): applied safe-time waiters, the async wait with a timeout, the primary's readable safe
- * time, and the in-flight proposal registry (take-and-register in one step; removal only on apply or abandon).
+ * time, and the in-flight proposal registry (take-and-register in one step; removal only on apply or abandon, or for
+ * a proposal whose entry left the local log, once it is decided).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../core/errors.js';
-import type { HybridTimestamp } from '../core/ids.js';
+import { type HybridTimestamp, logIndex, term } from '../core/ids.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
-import { at, incarnation, ManualClock } from '../testing/replica-support.js';
+import { EntryLeftLogError } from '../raft/driver.js';
+import { at, incarnation, lease, ManualClock } from '../testing/replica-support.js';
+import { tokenOf } from './lease.js';
 import { ProposalTracker, proposeCommand } from './proposals.js';
 import { AppliedSafeTime, primarySafeTime, waitForSafeTime } from './safe-time.js';
 
@@ -210,6 +213,85 @@ describe('rule 9: in-flight proposals', () => {
     assert.equal(t.inFlightCount, 1, 'a proposal whose fate is open stays in flight');
     fail?.(new BasaltError('TIMEOUT', 'a snapshot covered it'));
     await assert.rejects(result, (e: unknown) => isBasaltError(e, 'TIMEOUT'));
+    assert.equal(t.inFlightCount, 0);
+  });
+
+  const leftLog = (index: number) => new EntryLeftLogError(logIndex(index), term(1), { index });
+
+  it('a proposal whose entry left the log is answered at once and stays in flight until the applied index reaches it (design-review #11c)', () => {
+    const { tracker: t } = tracker();
+    const outcomes: string[] = [];
+    const a = t.take((o) => outcomes.push(`a:${o.kind}`));
+    const b = t.take((o) => outcomes.push(`b:${o.kind}`));
+    assert.ok(a.kind === 'taken' && b.kind === 'taken');
+    t.appliedThrough(4, null);
+    assert.equal(t.hold(a.proposal.id, leftLog(7), { index: 7, token: undefined }), true);
+    assert.deepEqual(outcomes, ['a:abandoned'], 'the proposer learns at once that the outcome is unknown');
+    assert.equal(t.hold(a.proposal.id, leftLog(7), { index: 7, token: undefined }), false, 'answered once');
+    assert.equal(t.settleApplied(b.proposal.id, { kind: 'SAFE_TIME', appliedTs: b.proposal.ts }), true);
+    // A later leader may still commit the entry at 7: no read at or above its timestamp may be served meanwhile.
+    assert.equal(t.smallestInFlight(), a.proposal.ts);
+    assert.equal(t.heldInFlightCount, 1);
+    t.appliedThrough(6, null);
+    assert.equal(t.smallestInFlight(), a.proposal.ts);
+    // An entry at 7 was applied here: it was this one (and settled) or another, so this one can never apply.
+    t.appliedThrough(7, null);
+    assert.equal(t.smallestInFlight(), undefined);
+    assert.equal(t.heldInFlightCount, 0);
+    assert.deepEqual(outcomes, ['a:abandoned', 'b:applied']);
+  });
+
+  it('a held proposal that a later leader commits is settled by its apply, without a second answer', () => {
+    const { tracker: t } = tracker();
+    const outcomes: string[] = [];
+    const a = t.take((o) => outcomes.push(o.kind));
+    assert.ok(a.kind === 'taken');
+    t.hold(a.proposal.id, leftLog(3), { index: 3, token: undefined });
+    assert.equal(t.settleApplied(a.proposal.id, { kind: 'SAFE_TIME', appliedTs: a.proposal.ts }), true);
+    assert.equal(t.inFlightCount, 0);
+    assert.deepEqual(outcomes, ['abandoned']);
+  });
+
+  it('a held data proposal leaves the in-flight set once the applied lease no longer names its lease (rule 4: a no-op)', () => {
+    const { tracker: t } = tracker();
+    const own = lease(incarnation('p1'), 100, 200);
+    const a = t.take(() => {});
+    assert.ok(a.kind === 'taken');
+    t.appliedThrough(2, own);
+    t.hold(a.proposal.id, leftLog(9), { index: 9, token: tokenOf(own) });
+    t.appliedThrough(3, { ...own, expiration: at(300) });
+    assert.equal(t.smallestInFlight(), a.proposal.ts, 'an extension keeps the token: the proposal may still apply');
+    t.appliedThrough(4, lease(incarnation('p2'), 300, 400));
+    assert.equal(t.smallestInFlight(), undefined);
+  });
+
+  it('a proposal held after its lease was replaced leaves at once; abandonAll also ends held ones', () => {
+    const { tracker: t } = tracker();
+    const own = lease(incarnation('p1'), 100, 200);
+    const a = t.take(() => {});
+    const b = t.take(() => {});
+    assert.ok(a.kind === 'taken' && b.kind === 'taken');
+    t.appliedThrough(5, lease(incarnation('p2'), 200, 300));
+    t.hold(a.proposal.id, leftLog(9), { index: 9, token: tokenOf(own) });
+    assert.equal(t.inFlightCount, 1);
+    t.hold(b.proposal.id, leftLog(10), { index: 10, token: undefined });
+    t.abandonAll(new BasaltError('NODE_UNAVAILABLE', 'stopping'));
+    assert.equal(t.inFlightCount, 0);
+    assert.equal(t.heldInFlightCount, 0);
+  });
+
+  it('proposeCommand answers a proposal whose entry left the log and holds it until the applied index reaches it', async () => {
+    const { tracker: t } = tracker();
+    const own = lease(incarnation('p1'), 100, 200);
+    t.appliedThrough(1, own);
+    const result = proposeCommand(
+      t,
+      (p) => ({ kind: 'SafeTimeSync', ts: p.ts, proposalId: p.id }),
+      () => Promise.reject(leftLog(5)),
+    );
+    await assert.rejects(result, (e: unknown) => e instanceof EntryLeftLogError && isBasaltError(e, 'TIMEOUT'));
+    assert.equal(t.heldInFlightCount, 1, 'the caller was answered; the timestamp stays');
+    t.appliedThrough(5, own);
     assert.equal(t.inFlightCount, 0);
   });
 });

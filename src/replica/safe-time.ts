@@ -8,7 +8,9 @@
  * - *Primary readable safe time*: the primary also knows the timestamps of its own proposals not yet applied. With
  *   none in flight every later proposal takes a larger timestamp than `now`, so it may serve at `now`; otherwise just
  *   below the smallest in-flight timestamp. Never below the applied safe time, since every later command's effective
- *   timestamp exceeds that.
+ *   timestamp exceeds that. "In flight" means "may still apply", not "its proposer awaits it": a proposal whose
+ *   entry left the local log was answered already (its outcome unknown) but stays in flight until no later leader can
+ *   commit it (proposals.ts), since one that did would apply at or above its timestamp.
  *
  * `AppliedSafeTime` is a synchronous core with bounded waiters; `waitForSafeTime` wraps it in a promise with injected
  * timers and a timeout.

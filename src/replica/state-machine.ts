@@ -160,6 +160,7 @@ export class PartitionStateMachine {
     this.ts = loaded.ts;
     this.leaseRecord = loaded.leaseRecord;
     this.safeTime = new AppliedSafeTime(this.ts, options.safeTimeWaitersMax);
+    this.proposals?.appliedThrough(this.index, this.leaseRecord.lease);
   }
 
   // ---------------------------------------------------------------------------------------- reads
@@ -249,6 +250,7 @@ export class PartitionStateMachine {
       result: results[i] ?? null,
     }));
     this.deliverResults(applied);
+    this.proposals?.appliedThrough(this.index, this.leaseRecord.lease);
     this.notifyLease(work.leaseTransitions);
     for (const listener of this.listeners) listener(applied);
   }
@@ -471,6 +473,7 @@ export class PartitionStateMachine {
     this.leaseRecord = loaded.leaseRecord;
     this.clock.update(loaded.ts);
     this.safeTime.advance(loaded.ts);
+    this.proposals?.appliedThrough(this.index, this.leaseRecord.lease);
     const lease = loaded.leaseRecord.lease;
     if (lease !== null && !sameLease(previous, lease)) this.notifyLease([{ previous, lease, via: 'snapshot' }]);
     this.settleSnapshotResolved();
