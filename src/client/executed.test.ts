@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { BasaltError, provedUnexecuted } from '../core/errors.js';
 import { decode, encode } from '../net/codec.js';
 import { parseEnvelope } from '../net/envelope.js';
-import { isUnexecuted, mayResendAsNew } from '../tx/coordinator/primary-route.js';
+import { isUnexecuted, mayResendAsNew } from '../route/send-to-primary.js';
 import { parseResponse } from './protocol.js';
 
 const unsent = () =>

@@ -7,13 +7,14 @@
  * resolves once this node's metastorage view holds the table, and the first transactions on it may meet retryable
  * PRIMARY_MISS / NODE_UNAVAILABLE errors while leases settle (`transaction` retries them).
  */
+
 import { BasaltError } from '../core/errors.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep } from '../env/timers.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import type { MemberRecord, TableDescriptor, TableOptions } from '../node/metastorage-state.js';
-import { primaryHintOr } from '../tx/coordinator/coordinator-ports.js';
+import { locateOr } from '../route/primary-directory.js';
 import { beginReadOnly } from '../tx/coordinator/read-only.js';
 import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import { beginTransaction, readWriteBeginOptions, runTransaction } from '../tx/coordinator/transaction.js';
@@ -95,7 +96,7 @@ class NodeClient implements ClientBackend {
 
   primaries(table: string): readonly (string | null)[] {
     const placement = this.service().placement;
-    return placement.partitionsOf(table).map((partitionId) => primaryHintOr(placement, partitionId, null));
+    return placement.partitionsOf(table).map((partitionId) => locateOr(placement.primaries, partitionId, null));
   }
 
   removeNode(name: string, dead: boolean): Promise<readonly MemberRecord[]> {

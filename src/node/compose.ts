@@ -17,6 +17,7 @@
  *  7. the node, its coordinator service and the extra services.
  * Nothing is wired later: no part is completed after its construction.
  */
+
 import { BasaltError } from '../core/errors.js';
 import type { NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -29,12 +30,7 @@ import type { DiagnosticListener } from '../net/diagnostics.js';
 import type { MessageBody } from '../net/envelope.js';
 import { Messenger } from '../net/messenger.js';
 import { RaftDriver, type RaftTransport } from '../raft/driver.js';
-import {
-  CleanupDriver,
-  type CleanupSender,
-  messengerCleanupSender,
-  type PrimaryLocator,
-} from '../replica/cleanup-driver.js';
+import { CleanupDriver, type CleanupSender, messengerCleanupSender } from '../replica/cleanup-driver.js';
 import { StorageGcDriver } from '../replica/gc.js';
 import { TxFinishHandler } from '../replica/handlers/tx-finish.js';
 import { InlineCleanup } from '../replica/inline-cleanup.js';
@@ -44,10 +40,10 @@ import { registerTxRequests, txRequestTable } from '../replica/request-table.js'
 import { membershipPeers, ReplicaResolution } from '../replica/resolution/replica-resolution.js';
 import { TxSweep } from '../replica/resolution/tx-sweep.js';
 import { TxStateVacuumDriver, vacuumPartitionOf } from '../replica/vacuum.js';
-import type { TxRequestFn } from '../tx/coordinator/coordinator-ports.js';
+import { hintsDirectory, PrimaryHints } from '../route/primary-directory.js';
 import type { TxCoordinatorOptions } from '../tx/coordinator/settings.js';
 import { LowWatermark } from '../tx/core/low-watermark.js';
-import type { TxRequest, TxResponse } from '../tx/core/messages.js';
+import type { TxRequest, TxRequestFn, TxResponse } from '../tx/core/messages.js';
 import { TxStateMap } from '../tx/core/tx-state-map.js';
 import {
   BasaltNode,
@@ -72,10 +68,8 @@ import type { PartitionHostFactory, ReplicaLayer } from './partition-host.js';
 import { PartitionMover } from './partition-mover.js';
 import { PartitionReconciler } from './partition-reconciler.js';
 import {
-  holderHint,
   isExpectedFailure,
   localLeaseHolder,
-  PrimaryHints,
   type ReplicaHostOptions,
   replicaPartitionHost,
   replicasFromView,
@@ -438,12 +432,12 @@ function composeReplicaLayer(c: ReplicaLayerComponents): ReplicaLayer {
     (name) => name === self.name || c.membership.liveIdOf(name) !== undefined,
   );
   const lowWatermark = new LowWatermark({ clock: hlc });
-  const locator = hintsLocator(hints);
+  const locator = hintsDirectory(hints);
   const peers = membershipPeers(c.membership, self);
   const cleanups = new CleanupDriver({
     counters,
     partitions,
-    sender: hintingSender(c.cleanupSender, hints),
+    sender: c.cleanupSender,
     locator,
     timers,
     onError: background,
@@ -503,39 +497,6 @@ function raftTransport(messenger: Messenger<NodeMessage>): RaftTransport {
         handler(from.name, { group: body.group, message: body.message });
         return undefined;
       });
-    },
-  };
-}
-
-/** Primaries from the hints; NODE_UNAVAILABLE (certainly not executed) for a partition with no known replica. */
-function hintsLocator(hints: PrimaryHints): PrimaryLocator {
-  return {
-    locate: async (partitionId) => {
-      const name = hints.best(partitionId);
-      if (name === undefined) {
-        throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${partitionId} is known`, undefined, {
-          executed: 'no',
-        });
-      }
-      return name;
-    },
-  };
-}
-
-/** Cleanup requests teach the hints: a PRIMARY_MISS names the holder; another failure forgets the node asked. */
-function hintingSender(inner: CleanupSender, hints: PrimaryHints): CleanupSender {
-  return {
-    request: async (to, body) => {
-      try {
-        return await inner.request(to, body);
-      } catch (error) {
-        const holder = holderHint(error);
-        for (const p of body.partitions) {
-          if (holder !== undefined) hints.note(p, holder);
-          else hints.forget(p, to);
-        }
-        throw error;
-      }
     },
   };
 }

@@ -11,23 +11,26 @@
  * graceful stop cancels its background retries, and from then on state requests are refused as if no coordinator
  * ran here (UNKNOWN_MESSAGE), so that readers take the commit partition path.
  */
+
 import type { CounterSink } from '../core/counters.js';
 import { BasaltError } from '../core/errors.js';
-import type { NodeIdentity, NodeName, PartitionId } from '../core/ids.js';
+import type { NodeIdentity, PartitionId } from '../core/ids.js';
 import { partitionIndexOf, tablePartitionId } from '../core/partitioning.js';
 import type { Random } from '../env/random.js';
 import type { Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
+import type { PrimaryHints } from '../route/primary-directory.js';
+import { hintsDirectory, type PrimaryDirectory } from '../route/primary-directory.js';
 import { TxCoordinator } from '../tx/coordinator/coordinator.js';
-import type { TxPlacement, TxRequestFn } from '../tx/coordinator/coordinator-ports.js';
+import type { TxPlacement } from '../tx/coordinator/coordinator-ports.js';
 import { type LocalReplicaView, ReadOnlyCoordinator } from '../tx/coordinator/read-only.js';
 import type { TxCoordinatorOptions } from '../tx/coordinator/settings.js';
 import type { LowWatermark } from '../tx/core/low-watermark.js';
-import type { TxStateCoordinatorRequest, TxStateResponse } from '../tx/core/messages.js';
+import type { TxRequestFn, TxStateCoordinatorRequest, TxStateResponse } from '../tx/core/messages.js';
 import type { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { NodeService } from './basalt-node.js';
 import type { MetaView, TableDescriptor } from './metastorage-state.js';
-import { isExpectedFailure, type PrimaryHints } from './replica-host.js';
+import { isExpectedFailure } from './replica-host.js';
 
 export const COORDINATOR_SERVICE = 'coordinator';
 
@@ -115,12 +118,16 @@ export class CoordinatorService implements NodeService {
 
 /** Table → partitions from the node's metastorage view; primaries from the shared hints. */
 export class MetaPlacement implements TxPlacement {
+  readonly primaries: PrimaryDirectory;
+
   constructor(
     private readonly view: () => MetaView,
-    private readonly hints: PrimaryHints,
+    readonly hints: PrimaryHints,
     /** True when the view may be trusted to say a table does not exist (see Metastorage.isCurrent). */
     private readonly current: () => boolean = () => true,
-  ) {}
+  ) {
+    this.primaries = hintsDirectory(hints);
+  }
 
   partitionOf(table: string, key: string): PartitionId {
     const t = this.table(table);
@@ -130,25 +137,6 @@ export class MetaPlacement implements TxPlacement {
   partitionsOf(table: string): readonly PartitionId[] {
     const t = this.table(table);
     return Array.from({ length: t.partitions }, (_, i) => tablePartitionId(t.id, i));
-  }
-
-  primaryHint(partitionId: PartitionId): NodeName {
-    const name = this.hints.best(partitionId);
-    if (name === undefined) {
-      const details = { partitionId };
-      throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${partitionId} is known here`, details, {
-        executed: 'no',
-      });
-    }
-    return name;
-  }
-
-  notePrimary(partitionId: PartitionId, name: NodeName): void {
-    this.hints.note(partitionId, name);
-  }
-
-  forgetPrimary(partitionId: PartitionId, name: NodeName): void {
-    this.hints.forget(partitionId, name);
   }
 
   private table(name: string): TableDescriptor {

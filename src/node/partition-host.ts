@@ -11,6 +11,7 @@
  * composition root before the host, so that the request table and the coordinator share it); each host declares the
  * part of the context it uses.
  */
+
 import type { CounterSink } from '../core/counters.js';
 import type { NodeIdentity, NodeName, PartitionId } from '../core/ids.js';
 import type { Clock } from '../env/clock.js';
@@ -29,13 +30,13 @@ import type { PartitionDirectory } from '../replica/partition-directory.js';
 import type { ReplicaResolution } from '../replica/resolution/replica-resolution.js';
 import type { TxSweep } from '../replica/resolution/tx-sweep.js';
 import type { TxStateVacuumDriver } from '../replica/vacuum.js';
+import type { PrimaryHints } from '../route/primary-directory.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
 import type { LowWatermark } from '../tx/core/low-watermark.js';
 import type { TxStateMap } from '../tx/core/tx-state-map.js';
 import { EmptyStateMachine, type GroupStateMachines } from './group-state-machines.js';
 import type { Membership } from './membership.js';
 import type { MetaView } from './metastorage-state.js';
-import type { PrimaryHints } from './replica-host.js';
 
 export type PartitionStopReason = 'removed' | 'node-stopping';
 

@@ -1,17 +1,19 @@
 /**
  * The primary hints shared by a node's coordinator and cleanup locator, and the coordinator's metastorage placement.
  */
+
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { partitionIndexOf } from '../core/partitioning.js';
 import { primaryMissError } from '../replica/primary-miss.js';
+import { PrimaryHints } from '../route/primary-directory.js';
+import { sendToPrimary } from '../route/send-to-primary.js';
 import { primaryMissNaming } from '../testing/coordinator-fakes.js';
-import { placementDirectory, sendToPrimary } from '../tx/coordinator/primary-route.js';
 import { MetaPlacement } from './coordinator-service.js';
 import type { MetaView } from './metastorage-state.js';
-import { holderHint, isExpectedFailure, PrimaryHints } from './replica-host.js';
+import { holderHint, isExpectedFailure } from './replica-host.js';
 
 const P = 't1p0' as PartitionId;
 const n = (s: string) => s as NodeName;
@@ -94,7 +96,7 @@ describe('MetaPlacement', () => {
       () => [n('n2'), n('n3'), n('n4')],
       () => undefined,
     );
-    const directory = placementDirectory(new MetaPlacement(() => view, moved));
+    const directory = new MetaPlacement(() => view, moved).primaries;
     moved.note(P, n('n1'));
     const sent: string[] = [];
     const result = await sendToPrimary({
@@ -115,8 +117,8 @@ describe('MetaPlacement', () => {
   });
 
   it('answers primaries from the hints and learns from notes', () => {
-    assert.equal(placement.primaryHint(P), 'n1');
-    placement.notePrimary(P, n('n9'));
-    assert.equal(placement.primaryHint(P), 'n9');
+    assert.equal(placement.primaries.locate(P), 'n1');
+    placement.primaries.note?.(P, n('n9'));
+    assert.equal(placement.primaries.locate(P), 'n9');
   });
 });

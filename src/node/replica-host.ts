@@ -97,60 +97,6 @@ interface Hosted {
   readonly undo: (() => void)[];
 }
 
-/**
- * Best-known primaries of partitions: learned from responses and PRIMARY_MISS hints, else guessed among the assigned
- * replicas (rotating, so that repeated guesses try every replica).
- */
-export class PrimaryHints {
-  private readonly learned = new Map<PartitionId, NodeName>();
-  private readonly rotation = new Map<PartitionId, number>();
-
-  constructor(
-    private readonly replicasOf: (partitionId: PartitionId) => readonly NodeName[] | undefined,
-    private readonly localHolder: (partitionId: PartitionId) => NodeName | undefined,
-    private readonly isLive: (name: NodeName) => boolean = () => true,
-  ) {}
-
-  note(partitionId: PartitionId, name: NodeName): void {
-    if (this.learned.size >= LIMITS.txStateMapEntriesMax && !this.learned.has(partitionId)) this.learned.clear();
-    this.learned.set(partitionId, name);
-  }
-
-  /** Forgets a learned primary that turned out wrong. */
-  forget(partitionId: PartitionId, name: NodeName): void {
-    if (this.learned.get(partitionId) === name) this.learned.delete(partitionId);
-  }
-
-  /**
-   * The local lease holder, else the learned holder, else the next guess; a learned or guessed node that is not live
-   * is passed over (a crashed primary must not be asked forever). Undefined for an unknown partition.
-   */
-  best(partitionId: PartitionId): NodeName | undefined {
-    const local = this.localHolder(partitionId);
-    if (local !== undefined && this.isLive(local)) return local;
-    const learned = this.learned.get(partitionId);
-    if (learned !== undefined && this.isLive(learned)) return learned;
-    return this.guess(partitionId);
-  }
-
-  /** The next live replica of the partition, round robin (any replica when none is known live). */
-  guess(partitionId: PartitionId): NodeName | undefined {
-    const replicas = this.replicasOf(partitionId);
-    if (replicas === undefined || replicas.length === 0) return undefined;
-    const start = this.rotation.get(partitionId) ?? 0;
-    for (let k = 0; k < replicas.length; k++) {
-      const i = (start + k) % replicas.length;
-      const name = replicas[i];
-      if (name !== undefined && this.isLive(name)) {
-        this.rotation.set(partitionId, (i + 1) % replicas.length);
-        return name;
-      }
-    }
-    this.rotation.set(partitionId, (start + 1) % replicas.length);
-    return replicas[start % replicas.length];
-  }
-}
-
 /** What the replica host uses of its node: the node's context, with the replica layer the composition root built. */
 export type ReplicaHostContext = Pick<
   PartitionHostContext,

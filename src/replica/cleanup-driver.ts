@@ -7,7 +7,7 @@
  *
  * A run: enlisted partitions are grouped by their primary node (a hint first: the coordinator's enlistment, else the
  * locator), one TxCleanupRequest per node; partitions not reported cleaned (PRIMARY_MISS, timeout, failure) go next
- * to the holder their miss names, else to the primary the locator finds again (tx/coordinator/primary-route.ts's rule), and are
+ * to the holder their miss names, else to the primary the locator finds again (route/send-to-primary.ts's rule), and are
  * retried after a doubling backoff capped at `cleanupBackoffMsMax`, for at most `cleanupAttemptsMax` rounds. A run
  * also ends once this replica no longer acts as the commit partition's primary (the next primary re-drives on gaining
  * primacy). Concurrent runs of one tx share one.
@@ -19,13 +19,15 @@
  * gaining primacy. Meanwhile readers resolve the intents through the map and the commit partition, and a conflicting
  * request cleans a finished holder in line (inline-cleanup.ts).
  */
+
 import { type CounterSink, NO_COUNTERS } from '../core/counters.js';
-import { BasaltError } from '../core/errors.js';
+import { BasaltError, missHolder } from '../core/errors.js';
 import type { NodeName, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
+import { locateOr, type PrimaryDirectory } from '../route/primary-directory.js';
+import { followMiss } from '../route/send-to-primary.js';
 import type { StoredTxMeta } from '../storage/tx-state-storage.js';
-import { followMiss } from '../tx/coordinator/primary-route.js';
 import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../tx/core/messages.js';
 import { proposeCleanupCompleted } from './coalesced-proposals.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from './partition-replica.js';
@@ -62,11 +64,6 @@ export function messengerCleanupSender(
   };
 }
 
-/** Finds the current primary of a partition (waiting for one if needed; rejects when none can be found). */
-export interface PrimaryLocator {
-  locate(partitionId: PartitionId): Promise<NodeName>;
-}
-
 /** A partition to clean, with where to send first (the coordinator's enlistment hint), if known. */
 export interface CleanupTargetInput {
   readonly partitionId: PartitionId;
@@ -81,7 +78,7 @@ export interface HostedPartitions extends PartitionRegistry {
 export interface CleanupDriverOptions {
   readonly partitions: HostedPartitions;
   readonly sender: CleanupSender;
-  readonly locator: PrimaryLocator;
+  readonly locator: PrimaryDirectory;
   readonly timers: Timers;
   /** Background failures (a run that ended unfinished, TxCleanupCompleted not applied). */
   readonly onError?: (error: unknown) => void;
@@ -267,7 +264,7 @@ export class CleanupDriver {
       [...pending.values()]
         .filter((t) => t.hint === undefined)
         .map(async (t) => {
-          t.hint = await this.o.locator.locate(t.partitionId).catch(() => undefined);
+          t.hint = locateOr(this.o.locator, t.partitionId, undefined);
         }),
     );
   }
@@ -297,9 +294,11 @@ export class CleanupDriver {
     for (const partitionId of partitionIds) {
       if (cleaned.has(partitionId)) pending.delete(partitionId);
       else {
-        // Not its primary any more (or unreachable): the holder a miss of this partition names, else the locator.
+        // Not its primary any more (or unreachable): the holder a miss of this partition names, else the locator,
+        // which learns the holder, or, on any other failure, not to guess the node asked first again.
         const target = pending.get(partitionId);
-        if (target !== undefined) target.hint = followMiss(failure, partitionId, node);
+        if (target !== undefined) target.hint = followMiss(failure, partitionId, node, this.o.locator);
+        if (failure !== undefined && missHolder(failure) === undefined) this.o.locator.forget?.(partitionId, node);
       }
     }
   }

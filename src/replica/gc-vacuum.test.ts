@@ -13,10 +13,9 @@ import { SeededRandom } from '../sim/random.js';
 import { Scheduler } from '../sim/scheduler.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
-import type { TxRequestFn } from '../tx/coordinator/coordinator-ports.js';
 import { beginReadOnly, ReadOnlyCoordinator } from '../tx/coordinator/read-only.js';
 import { LowWatermark } from '../tx/core/low-watermark.js';
-import type { ReadOnlyRequest } from '../tx/core/messages.js';
+import type { ReadOnlyRequest, TxRequestFn } from '../tx/core/messages.js';
 import { makeTxId, txDeadline } from '../tx/core/tx-id.js';
 import { TxStateMap } from '../tx/core/tx-state-map.js';
 import { StorageGcDriver } from './gc.js';
@@ -443,8 +442,7 @@ describe('RO coordinator over a real replica (wiring)', () => {
       placement: {
         partitionOf: () => P,
         partitionsOf: () => [P],
-        primaryHint: () => 'n2' as NodeName,
-        notePrimary: () => {},
+        primaries: { locate: () => 'n2' as NodeName },
       },
       local: localReplicaView({ get: (p) => (p === P ? s.replica : undefined) }),
       watermark: s.watermark,

@@ -30,25 +30,26 @@
  * is ever guessed. Bounded: at most `holderStateRequestsMax` holders asked about and settling at once (past it the
  * request waits or dies as wait-die says).
  */
+
 import { type CounterSink, NO_COUNTERS } from '../core/counters.js';
 import type { NodeId, NodeIdentity, PartitionId, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import type { TxOutcome, TxStateCommitPartitionRequest } from '../tx/core/messages.js';
+import type { PrimaryDirectory } from '../route/primary-directory.js';
+import type { TxOutcome, TxRequestFn, TxStateCommitPartitionRequest } from '../tx/core/messages.js';
 import { outcomeOfEntry } from '../tx/core/outcome.js';
 import { nodeIdOf } from '../tx/core/tx-id.js';
 import { isFinal } from '../tx/core/tx-state.js';
-import type { PrimaryLocator } from './cleanup-driver.js';
 import { cleanupPartition } from './handlers/tx-cleanup.js';
 import type { PartitionReplica } from './partition-replica.js';
+import type { PeerDirectory } from './ports.js';
 import { answerOf, isFinalAnswer } from './resolution/answers.js';
-import type { PeerDirectory, TxRequestFn } from './resolution/ports.js';
 import { requestPrimary } from './resolution/primary-requests.js';
 
 export interface InlineCleanupOptions {
   readonly self: NodeIdentity;
   readonly peers: PeerDirectory;
   readonly request: TxRequestFn;
-  readonly locator: PrimaryLocator;
+  readonly locator: PrimaryDirectory;
   readonly counters?: CounterSink;
   readonly onError?: (error: unknown) => void;
   readonly requestTimeoutMs?: number;

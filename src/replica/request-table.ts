@@ -10,8 +10,13 @@
  */
 import type { HybridTimestamp, NodeIdentity, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import type { TxRequestOf } from '../tx/coordinator/coordinator-ports.js';
-import type { TxRequestKind, TxResponseOf, TxStateCoordinatorRequest, TxStateResponse } from '../tx/core/messages.js';
+import type {
+  TxRequestKind,
+  TxRequestOf,
+  TxResponseOf,
+  TxStateCoordinatorRequest,
+  TxStateResponse,
+} from '../tx/core/messages.js';
 import type { IntentResolver } from './handlers/intent-resolver.js';
 import { handleLeaseConfirm } from './handlers/lease-confirm.js';
 import { handleReadOnly } from './handlers/read-only.js';

@@ -25,7 +25,7 @@ import { addMs } from '../hlc/timestamp.js';
 import type { KeyRange, Value } from '../storage/mv-partition-storage.js';
 import { sameEnlistmentToken } from '../tx/coordinator/coordinated-tx.js';
 import { TxCoordinator } from '../tx/coordinator/coordinator.js';
-import type { TxPlacement, TxRequestFn, TxRequestOptions } from '../tx/coordinator/coordinator-ports.js';
+import type { TxPlacement } from '../tx/coordinator/coordinator-ports.js';
 import type { TxCoordinatorOptions } from '../tx/coordinator/settings.js';
 import type {
   FoundValue,
@@ -35,6 +35,8 @@ import type {
   TxFinishRequest,
   TxOutcome,
   TxRequest,
+  TxRequestFn,
+  TxRequestOptions,
   TxResponse,
 } from '../tx/core/messages.js';
 import type { TxStateMap } from '../tx/core/tx-state-map.js';
@@ -77,9 +79,9 @@ export class FakeCluster {
   readonly outcomes = new Map<TxId, TxOutcome>();
   readonly notedPrimaries: { partitionId: PartitionId; name: NodeName }[] = [];
   readonly writeLog: { txId: TxId; writeTs: HybridTimestamp }[] = [];
-  /** Stale placement guesses: primaryHint answers these before the real primaries. */
+  /** Stale placement guesses: locate answers these before the real primaries. */
   readonly hints = new Map<PartitionId, NodeName>();
-  /** Partitions whose primary the placement cannot name (primaryHint throws NODE_UNAVAILABLE). */
+  /** Partitions whose primary the placement cannot name (locate throws NODE_UNAVAILABLE). */
   readonly unknownPrimaries = new Set<PartitionId>();
   private readonly scripts = new Map<TxRequest['kind'], FakeHandler>();
   private incarnation = 0;
@@ -180,14 +182,16 @@ export class FakeCluster {
       if (table !== TABLE) throw new BasaltError('UNKNOWN_TABLE', `no table ${table}`);
       return Array.from({ length: this.partitionCount }, (_, i) => this.partition(i));
     },
-    primaryHint: (p) => {
-      if (this.unknownPrimaries.has(p)) throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${p} known`);
-      return this.hints.get(p) ?? this.primaries.get(p) ?? this.nodes[0]!;
-    },
-    notePrimary: (p, name) => {
-      // Like the node's hints: a learned holder replaces a stale guess.
-      this.notedPrimaries.push({ partitionId: p, name });
-      this.hints.set(p, name);
+    primaries: {
+      locate: (p) => {
+        if (this.unknownPrimaries.has(p)) throw new BasaltError('NODE_UNAVAILABLE', `no replica of ${p} known`);
+        return this.hints.get(p) ?? this.primaries.get(p) ?? this.nodes[0]!;
+      },
+      note: (p, name) => {
+        // Like the node's hints: a learned holder replaces a stale guess.
+        this.notedPrimaries.push({ partitionId: p, name });
+        this.hints.set(p, name);
+      },
     },
   };
 

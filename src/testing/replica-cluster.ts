@@ -8,6 +8,7 @@
  *
  * The simulator is injected (`SimulatedEnv`): replica code may not import src/sim, the test files may.
  */
+
 import assert from 'node:assert/strict';
 import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
 import { type LogIndex, type NodeId, type NodeName, nodeName, type PartitionId, type TxId } from '../core/ids.js';
@@ -20,11 +21,11 @@ import { decode, encode } from '../net/codec.js';
 import { RaftDriver, type RaftTransport } from '../raft/driver.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import type { Entry, Snapshot } from '../raft/types.js';
-import type { PrimaryLocator } from '../replica/handlers/tx-finish.js';
 import { PartitionDirectory } from '../replica/partition-directory.js';
 import { PartitionReplica } from '../replica/partition-replica.js';
 import { leaseTiming } from '../replica/primary.js';
 import { dispatchTxRequest, type TxRequestTable, type TxRequestTableParts } from '../replica/request-table.js';
+import type { PrimaryDirectory } from '../route/primary-directory.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import type { TxRequest, TxStateResponse } from '../tx/core/messages.js';
 import { makeTxId } from '../tx/core/tx-id.js';
@@ -116,7 +117,7 @@ export interface NodeParts {
   readonly map: TxStateMap;
   readonly timers: Timers;
   /** Finds a partition's primary among the members (NODE_UNAVAILABLE while there is none). */
-  readonly locator: PrimaryLocator;
+  readonly locator: PrimaryDirectory;
   /** The member's hosted partitions, filled once `wire` returned. */
   readonly partitions: PartitionDirectory;
 }
@@ -169,8 +170,8 @@ export abstract class ReplicaTestCluster<X extends object> {
     const timers = this.scheduler.timers(name);
     const replicas = new Map<PartitionId, PartitionReplica>();
     let driver: RaftDriver | undefined;
-    const locator: PrimaryLocator = {
-      locate: async (partitionId) => {
+    const locator: PrimaryDirectory = {
+      locate: (partitionId) => {
         const m = this.primaryOf(partitionId);
         if (m === undefined) throw new BasaltError('NODE_UNAVAILABLE', `no primary of ${partitionId}`);
         return m.name;

@@ -21,6 +21,7 @@ import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs } from '../../hlc/timestamp.js';
 import type { MessageBody } from '../../net/envelope.js';
 import type { Messenger } from '../../net/messenger.js';
+import { isUnexecuted, mayResendAsNew } from '../../route/send-to-primary.js';
 import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
@@ -35,7 +36,6 @@ import {
   P1,
   ReplicaTestCluster,
 } from '../../testing/replica-cluster.js';
-import { isUnexecuted, mayResendAsNew } from '../../tx/coordinator/primary-route.js';
 import { partitionLockKey, rowLockKey } from '../../tx/core/lock-modes.js';
 import type {
   EnlistmentToken,
@@ -53,11 +53,11 @@ import type {
   WriteConfirmResponse,
 } from '../../tx/core/messages.js';
 import { TX_REQUEST_KINDS } from '../../tx/core/messages.js';
-import { CleanupDriver } from '../cleanup-driver.js';
+import { CleanupDriver, messengerCleanupSender, type RequestChannel } from '../cleanup-driver.js';
 import { tokenOf } from '../lease.js';
 import { registerTxRequests, type TxHandlerRegistry, txRequestTable } from '../request-table.js';
 import { LocalIntentResolver } from './intent-resolver.js';
-import { messengerCleanupSender, type RequestChannel, TxFinishHandler } from './tx-finish.js';
+import { TxFinishHandler } from './tx-finish.js';
 
 /** What a member of these tests has besides the common stack: its commit partitions' cleanup driver. */
 interface CleanupParts {

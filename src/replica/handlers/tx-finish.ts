@@ -26,13 +26,6 @@ import type { ApplyResult } from '../apply-result.js';
 import { type CleanupDriver, type CleanupTargetInput, outcomeOfRecord } from '../cleanup-driver.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition-replica.js';
 
-export {
-  type CleanupSender,
-  messengerCleanupSender,
-  type PrimaryLocator,
-  type RequestChannel,
-} from '../cleanup-driver.js';
-
 export interface TxFinishOptions {
   readonly partitions: PartitionRegistry;
   readonly cleanups: Pick<CleanupDriver, 'ensureCleanup'>;

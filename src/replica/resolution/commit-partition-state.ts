@@ -22,14 +22,17 @@
  * reporter's partition); else recovery as above. Below the horizon it answers UNKNOWN and cleans nothing: the request
  * names no row to infer from, and no outcome may be guessed.
  */
+
 import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import { BasaltError, invalidArgument } from '../../core/errors.js';
 import type { NodeId, NodeIdentity, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
+import type { PrimaryDirectory } from '../../route/primary-directory.js';
 import { answerCoordinatorStateRequest } from '../../tx/coordinator/coordinator-state-request.js';
 import type {
   TxOutcome,
   TxRecoveryRequest,
+  TxRequestFn,
   TxStateAnswer,
   TxStateCommitPartitionRequest,
   TxStateResponse,
@@ -39,8 +42,8 @@ import { isTxId, nodeIdOf } from '../../tx/core/tx-id.js';
 import { isFinal } from '../../tx/core/tx-state.js';
 import type { CleanupDriver } from '../cleanup-driver.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition-replica.js';
+import { type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
 import { answerOf, outcomeOfRecord, stateResponse } from './answers.js';
-import { type PeerDirectory, type PrimaryLocator, RESOLUTION_COUNTERS, type TxRequestFn } from './ports.js';
 import { requestPrimary } from './primary-requests.js';
 
 export interface CommitPartitionStatesOptions {
@@ -50,7 +53,7 @@ export interface CommitPartitionStatesOptions {
   readonly self: NodeIdentity;
   readonly peers: PeerDirectory;
   readonly request: TxRequestFn;
-  readonly locator: PrimaryLocator;
+  readonly locator: PrimaryDirectory;
   readonly counters?: CounterSink;
   readonly onError?: (error: unknown) => void;
   readonly requestTimeoutMs?: number;

@@ -22,7 +22,7 @@ import { LIMITS } from '../../core/limits.js';
 import type { Timers } from '../../env/timers.js';
 import type { MvPartitionStorage } from '../../storage/mv-partition-storage.js';
 import type { TxOutcome } from '../../tx/core/messages.js';
-import { RESOLUTION_COUNTERS } from './ports.js';
+import { RESOLUTION_COUNTERS } from '../ports.js';
 
 /** Finds this node's MVCC storage of a hosted partition (the node's PartitionDirectory: `get(p)?.mv`). */
 export interface IntentStorages {

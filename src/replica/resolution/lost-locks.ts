@@ -18,17 +18,19 @@
  * No outcome yet is `undefined`: the caller fails its request retryably (nothing was changed), and a later attempt
  * asks again. Counters: `resolution.lostLocks.<path>` per answering path.
  */
+
 import type { CounterSink } from '../../core/counters.js';
 import type { NodeId, TxId } from '../../core/ids.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
-import type { TxOutcome } from '../../tx/core/messages.js';
+import type { PrimaryDirectory } from '../../route/primary-directory.js';
+import type { TxOutcome, TxRequestFn } from '../../tx/core/messages.js';
 import { outcomeOfEntry } from '../../tx/core/outcome.js';
 import { nodeIdOf } from '../../tx/core/tx-id.js';
 import { isFinal } from '../../tx/core/tx-state.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { LostLockRequest } from '../handlers/intent-resolver.js';
+import type { PeerDirectory } from '../ports.js';
 import { answerOf, isFinalAnswer } from './answers.js';
-import type { PeerDirectory, PrimaryLocator, TxRequestFn } from './ports.js';
 import { requestPrimary } from './primary-requests.js';
 
 export interface LostLockDeps {
@@ -36,7 +38,7 @@ export interface LostLockDeps {
   readonly txStates: TxStateMap;
   readonly peers: PeerDirectory;
   readonly request: TxRequestFn;
-  readonly locator: PrimaryLocator;
+  readonly locator: PrimaryDirectory;
   readonly counters: CounterSink;
   readonly requestTimeoutMs: number;
 }

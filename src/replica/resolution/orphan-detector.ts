@@ -20,22 +20,25 @@
  * knows only the commit partition and its reporter as enlisted): the same request (rate-limited alike, counted as an
  * orphan) makes the commit partition clean this partition up; the requester is left alone (wait-die decided for it).
  */
+
 import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
+import type { PrimaryDirectory } from '../../route/primary-directory.js';
+import type { TxRequestFn } from '../../tx/core/messages.js';
 import { nodeIdOf } from '../../tx/core/tx-id.js';
 import { isFinal } from '../../tx/core/tx-state.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { PartitionReplica } from '../partition-replica.js';
-import { type PeerDirectory, type PrimaryLocator, RESOLUTION_COUNTERS, type TxRequestFn } from './ports.js';
+import { type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
 import { requestPrimary } from './primary-requests.js';
 
 export interface OrphanDetectorOptions {
   readonly txStates: TxStateMap;
   readonly peers: PeerDirectory;
   readonly request: TxRequestFn;
-  readonly locator: PrimaryLocator;
+  readonly locator: PrimaryDirectory;
   readonly physicalClock: Pick<Clock, 'monotonicMs'>;
   readonly counters?: CounterSink;
   readonly onError?: (error: unknown) => void;

@@ -1,23 +1,24 @@
 /**
  * One resolution or recovery request to a partition's primary, routed as every primary-only request is
- * (tx/coordinator/primary-route.ts): the locator names a first target, a miss that names the holder redirects the next attempt
+ * (route/send-to-primary.ts): the locator names a first target, a miss that names the holder redirects the next attempt
  * there, and a miss without a hint asks the locator again; a target tried already waits a backoff first when the
  * caller gives timers. At most `attemptsMax` attempts (a named limit), and none past the caller's deadline; any other
  * error ends the call at once, and the last PRIMARY_MISS is rethrown when attempts run out. Each attempt is bounded by
  * the request function's timeout.
  */
+
 import type { NodeName, PartitionId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
 import type { Timers } from '../../env/timers.js';
-import { sendToPrimary } from '../../tx/coordinator/primary-route.js';
-import { backoffMs } from '../../tx/coordinator/retry.js';
-import type { TxRequestKind, TxResponseOf } from '../../tx/core/messages.js';
-import type { PrimaryLocator, TxRequestFn, TxRequestOf } from './ports.js';
+import { backoffMs } from '../../route/backoff.js';
+import type { PrimaryDirectory } from '../../route/primary-directory.js';
+import { sendToPrimary } from '../../route/send-to-primary.js';
+import type { TxRequestFn, TxRequestKind, TxRequestOf, TxResponseOf } from '../../tx/core/messages.js';
 
 export interface PrimaryRequestDeps {
   readonly request: TxRequestFn;
-  readonly locator: PrimaryLocator;
+  readonly locator: PrimaryDirectory;
 }
 
 export interface PrimaryRequestOptions {

@@ -43,7 +43,11 @@ describe('ReplicaResolution assembly', () => {
       txStates: new TxStateMap({ clock: physical }),
       peers: membershipPeers({ isGone: () => false, connectedPeers: () => [] }, self),
       request: unused,
-      locator: { locate: unused },
+      locator: {
+        locate: () => {
+          throw new Error('unused');
+        },
+      },
       partitions: new PartitionDirectory(),
       cleanups: { ensureCleanup: () => Promise.resolve(true) },
     });

@@ -8,18 +8,21 @@
  * complete once constructed. The local intent switch is off unless `localIntentSwitch` is set (see intent-switch.ts
  * for why).
  */
+
 import type { CounterSink } from '../../core/counters.js';
 import type { NodeId, NodeIdentity, NodeName } from '../../core/ids.js';
 import type { Clock } from '../../env/clock.js';
 import type { Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
+import type { PrimaryDirectory } from '../../route/primary-directory.js';
+import type { TxRequestFn } from '../../tx/core/messages.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { CleanupDriver } from '../cleanup-driver.js';
 import type { PartitionRegistry, PartitionReplica } from '../partition-replica.js';
+import type { PeerDirectory } from '../ports.js';
 import { CommitPartitionStates } from './commit-partition-state.js';
 import { IntentSwitcher } from './intent-switch.js';
 import { OrphanDetector } from './orphan-detector.js';
-import type { PeerDirectory, PrimaryLocator, TxRequestFn } from './ports.js';
 import { TxStateResolver } from './resolver.js';
 
 export interface ReplicaResolutionOptions {
@@ -30,7 +33,7 @@ export interface ReplicaResolutionOptions {
   readonly txStates: TxStateMap;
   readonly peers: PeerDirectory;
   readonly request: TxRequestFn;
-  readonly locator: PrimaryLocator;
+  readonly locator: PrimaryDirectory;
   /** The node's hosted partitions (the switcher's storages, the commit partitions' records). */
   readonly partitions: PartitionRegistry;
   /** The commit partitions' cleanup driver: recovery's cleanups share its runs with finishes. */

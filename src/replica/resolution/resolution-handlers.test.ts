@@ -48,8 +48,8 @@ import type {
 } from '../../tx/core/messages.js';
 import { CleanupDriver } from '../cleanup-driver.js';
 import { TxFinishHandler } from '../handlers/tx-finish.js';
+import { RESOLUTION_COUNTERS } from '../ports.js';
 import { txRequestTable } from '../request-table.js';
-import { RESOLUTION_COUNTERS } from './ports.js';
 import { ReplicaResolution } from './replica-resolution.js';
 
 const COORD_NAME = nodeName('coord');

@@ -16,8 +16,8 @@ import type { TxRequest, TxStateAnswer, TxStateResponse } from '../../tx/core/me
 import { makeTxId } from '../../tx/core/tx-id.js';
 import { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { IntentResolutionRequest } from '../handlers/intent-resolver.js';
+import { RESOLUTION_COUNTERS } from '../ports.js';
 import { IntentSwitcher } from './intent-switch.js';
-import { RESOLUTION_COUNTERS } from './ports.js';
 import { TxStateResolver } from './resolver.js';
 
 const SELF = { name: 'n1' as NodeName, id: 'n1-id' as NodeId };
@@ -73,7 +73,7 @@ class Fixture {
       this.sent.push({ to, body });
       return this.reply(to, body);
     }) as never,
-    locator: { locate: async () => 'p0-primary' as NodeName },
+    locator: { locate: () => 'p0-primary' as NodeName },
     switcher: this.switcher,
     counters: this.counters,
     timeoutMs: 2_000,

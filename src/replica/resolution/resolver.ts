@@ -33,6 +33,7 @@
  * Counters: `resolution.local|coordinator|commitPartition` per answering path, `resolution.outcome.<state>`,
  * `resolution.shared`, `resolution.failed`, `resolution.latencyMsTotal`.
  */
+
 import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import { BasaltError, isBasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, NodeId, NodeIdentity, TxId } from '../../core/ids.js';
@@ -40,23 +41,18 @@ import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
 import { sleep, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
+import type { PrimaryDirectory } from '../../route/primary-directory.js';
 import { answerCoordinatorStateRequest } from '../../tx/coordinator/coordinator-state-request.js';
-import type { TxOutcome, TxStateAnswer, TxStateCommitPartitionRequest } from '../../tx/core/messages.js';
+import type { TxOutcome, TxRequestFn, TxStateAnswer, TxStateCommitPartitionRequest } from '../../tx/core/messages.js';
 import { outcomeOfEntry, waitForFinal } from '../../tx/core/outcome.js';
 import { nodeIdOf } from '../../tx/core/tx-id.js';
 import { isFinal } from '../../tx/core/tx-state.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { IntentResolutionRequest, IntentResolver, LostLockRequest } from '../handlers/intent-resolver.js';
+import { outcomeCounter, type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
 import { answerOf, isFinalAnswer, timeoutError } from './answers.js';
 import type { IntentSwitcher } from './intent-switch.js';
 import { resolveLostLock } from './lost-locks.js';
-import {
-  outcomeCounter,
-  type PeerDirectory,
-  type PrimaryLocator,
-  RESOLUTION_COUNTERS,
-  type TxRequestFn,
-} from './ports.js';
 import { requestPrimary } from './primary-requests.js';
 
 export interface TxStateResolverOptions {
@@ -68,7 +64,7 @@ export interface TxStateResolverOptions {
   readonly txStates: TxStateMap;
   readonly peers: PeerDirectory;
   readonly request: TxRequestFn;
-  readonly locator: PrimaryLocator;
+  readonly locator: PrimaryDirectory;
   /** Switches the row locally once a final outcome is known; absent: no local switch (the Raft cleanup does it). */
   readonly switcher?: IntentSwitcher;
   readonly counters?: CounterSink;

@@ -38,8 +38,8 @@ import { addMs } from '../../hlc/timestamp.js';
 import { nodeIdOf, txDeadline } from '../../tx/core/tx-id.js';
 import type { TxStateEntry, TxStateMap, TxStateUpdateReason } from '../../tx/core/tx-state-map.js';
 import type { PartitionReplica } from '../partition-replica.js';
+import type { PeerDirectory } from '../ports.js';
 import type { OrphanDetector } from './orphan-detector.js';
-import type { PeerDirectory } from './ports.js';
 
 /** Names of the node counters bumped here. */
 export const TX_SWEEP_COUNTERS = {

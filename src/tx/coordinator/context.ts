@@ -3,12 +3,14 @@
  * settings and the signal that ends them with the coordinator), and the helpers every flow uses: pausing on the
  * injected timers, grouping an operation's keys by partition, and settling all of an operation's requests.
  */
+
 import type { CounterSink } from '../../core/counters.js';
 import type { NodeIdentity, PartitionId } from '../../core/ids.js';
 import { sleep, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
+import type { TxRequestFn } from '../core/messages.js';
 import type { TxStateMap } from '../core/tx-state-map.js';
-import type { TxPlacement, TxRequestFn } from './coordinator-ports.js';
+import type { TxPlacement } from './coordinator-ports.js';
 import type { CoordinatorSettings } from './settings.js';
 
 /** What the coordinator's flows run with. `signal` aborts when the coordinator stops. */

@@ -9,16 +9,17 @@
  * One TxCleanupRequest per node, naming that node's partitions. The first round is awaited, so that in the common
  * case the locks are gone when commit or rollback returns (a retry of the tx is younger and would die against them);
  * partitions not reported cleaned are retried in the background at their current primary (the placement's guess, which
- * has learned the holder a PRIMARY_MISS named: primary-route.ts), with backoff, at most `cleanupAttemptsMax` rounds.
+ * has learned the holder a PRIMARY_MISS named: route/send-to-primary.ts), with backoff, at most `cleanupAttemptsMax` rounds.
  */
+
 import { asBasaltError, BasaltError } from '../../core/errors.js';
 import type { NodeName, PartitionId, TxId } from '../../core/ids.js';
+import { backoffMs } from '../../route/backoff.js';
+import { locateOr } from '../../route/primary-directory.js';
+import { followMiss } from '../../route/send-to-primary.js';
 import type { TxCleanupRequest, TxOutcome } from '../core/messages.js';
 import { expectKind } from '../core/messages.js';
 import { type CoordinatorContext, pause } from './context.js';
-import { primaryHintOr } from './coordinator-ports.js';
-import { followMiss, placementDirectory } from './primary-route.js';
-import { backoffMs } from './retry.js';
 
 export interface CleanupTarget {
   readonly partitionId: PartitionId;
@@ -73,7 +74,7 @@ async function retryInBackground(
 
 function currentPrimary(ctx: CoordinatorContext, target: CleanupTarget): NodeName {
   // No hint (the table is gone, say: nobody holds its locks any more): the old target is as good as any.
-  return primaryHintOr(ctx.placement, target.partitionId, target.primary);
+  return locateOr(ctx.placement.primaries, target.partitionId, target.primary);
 }
 
 /** One request per node; resolves with the targets not reported cleaned. */
@@ -111,7 +112,7 @@ async function cleanupAt(
   } catch (error) {
     if (asBasaltError(error).code === 'CANCELLED' && ctx.signal.aborted) return [];
     // The holder a miss names is learned, so that the next round's placement guess goes there.
-    const directory = placementDirectory(ctx.placement);
+    const directory = ctx.placement.primaries;
     for (const partitionId of partitions) followMiss(error, partitionId, node, directory);
     return partitions.map((partitionId) => ({ partitionId, primary: node }));
   }

@@ -11,7 +11,7 @@
  *    heard, else a LeaseConfirmRequest to that primary; a failed check aborts instead (retryable error);
  * 4. a tx that wrote nothing: unlock-only cleanup, its entry goes final and is removed (no durable state);
  *    otherwise TxFinishRequest to the commit partition primary, routed as every primary-only request is
- *    (primary-route.ts: a PRIMARY_MISS hint followed, a target tried again after a backoff), timeouts retried too,
+ *    (route/send-to-primary.ts: a PRIMARY_MISS hint followed, a target tried again after a backoff), timeouts retried too,
  *    always with the same commitTs. The commit partition answers once the outcome is durable
  *    and cleans up the enlisted partitions after it (DESIGN §2 "Commit acknowledgement"), so the answer costs no
  *    cleanup round trip. COMMITTED is reported only from the stored outcome (rule 14); a mismatch sets the map to
@@ -29,10 +29,13 @@
  * If the compare-and-set is lost (recovery running on this very node decided the tx), the coordinator follows the
  * stored decision and cleans up its whole enlisted set with it.
  */
+
 import { assert } from '../../core/assert.js';
 import { asBasaltError, BasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, PartitionId } from '../../core/ids.js';
 import { formatTimestamp } from '../../hlc/timestamp.js';
+import { backoffMs } from '../../route/backoff.js';
+import { sendToPrimary } from '../../route/send-to-primary.js';
 import type { TxFinishRequest, TxOutcome } from '../core/messages.js';
 import { expectKind } from '../core/messages.js';
 import { mismatchOutcome, outcomeOfEntry, parseOutcome, waitForFinal } from '../core/outcome.js';
@@ -41,8 +44,6 @@ import type { BeginFinishResult } from '../core/tx-state-map.js';
 import { type CoordinatorContext, pause } from './context.js';
 import type { CoordinatedTx, Enlistment } from './coordinated-tx.js';
 import { type CleanupTarget, cleanUp } from './coordinator-cleanup.js';
-import { placementDirectory, sendToPrimary } from './primary-route.js';
-import { backoffMs } from './retry.js';
 
 type DriveResult =
   | { readonly kind: 'outcome'; readonly outcome: TxOutcome }
@@ -262,7 +263,7 @@ export class FinishDriver {
   }
 
   /**
-   * Sends the finish request (attempts `from`..`to`) to the commit partition's primary (primary-route.ts) until it
+   * Sends the finish request (attempts `from`..`to`) to the commit partition's primary (route/send-to-primary.ts) until it
    * answers with an outcome: the request is idempotent (the same commitTs every time), so every failure but a
    * mismatch or a refusal below the vacuum horizon is retried.
    */
@@ -285,7 +286,7 @@ export class FinishDriver {
     const first = tx.enlistment(body.commitPartitionId)?.primaryName;
     const routed = await sendToPrimary({
       partitionId: body.commitPartitionId,
-      directory: placementDirectory(ctx.placement),
+      directory: ctx.placement.primaries,
       ...(first !== undefined && { first }),
       send: async (target) => {
         const options = { timeoutMs: finishRequestTimeoutMs, signal: ctx.signal };

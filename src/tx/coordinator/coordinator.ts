@@ -12,7 +12,7 @@
  * Each request has the next opSeq of the tx (rule 7). Every response's writeTs is absorbed into the clock, so the
  * commitTs taken later exceeds every write. Failures:
  * - PRIMARY_MISS on a first request, or a failure that proves the request was never executed (`executed: 'no'`, e.g.
- *   not sent to a node that is down): routed again as every primary-only request is (primary-route.ts: the hint
+ *   not sent to a node that is down): routed again as every primary-only request is (route/send-to-primary.ts: the hint
  *   followed, a target tried already backed off from, bounded);
  * - PRIMARY_MISS once enlisted: the primary changed under the tx; it becomes abort-only (retryable TX_ABORTED);
  * - TX_LOCK_CONFLICT (wait-die): the op fails retryably and the tx is abort-only (the whole tx is retried);
@@ -38,12 +38,16 @@ import type { Random } from '../../env/random.js';
 import type { Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { maxTimestamp } from '../../hlc/timestamp.js';
+import { backoffMs } from '../../route/backoff.js';
+import { locateOr } from '../../route/primary-directory.js';
+import { isUnexecuted, mayResendAsNew, sendToPrimary } from '../../route/send-to-primary.js';
 import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
 import type {
   ReadWriteRequest,
   ReadWriteResponse,
   RwOperation,
   RwResult,
+  TxRequestFn,
   TxStateCoordinatorRequest,
   TxStateResponse,
 } from '../core/messages.js';
@@ -68,10 +72,8 @@ import {
 import { type CoordinatorContext, groupByPartition, settleAll } from './context.js';
 import { CoordinatedTx, type Enlistment, sameEnlistmentToken } from './coordinated-tx.js';
 import { FinishDriver } from './coordinator-finish.js';
-import { primaryHintOr, type TxPlacement, type TxRequestFn } from './coordinator-ports.js';
+import type { TxPlacement } from './coordinator-ports.js';
 import { answerCoordinatorStateRequest } from './coordinator-state-request.js';
-import { isUnexecuted, mayResendAsNew, placementDirectory, sendToPrimary } from './primary-route.js';
-import { backoffMs } from './retry.js';
 import { resolveSettings, type TxCoordinatorOptions } from './settings.js';
 
 export interface TxCoordinatorDeps {
@@ -354,7 +356,8 @@ export class TxCoordinator {
     if (tx.commitPartitionId !== undefined || groups.size < 2) return;
     const partitions = [...groups.keys()];
     const self = this.self.name;
-    tx.commitPartitionId = partitions.find((p) => primaryHintOr(this.ctx.placement, p, null) === self) ?? partitions[0];
+    tx.commitPartitionId =
+      partitions.find((p) => locateOr(this.ctx.placement.primaries, p, null) === self) ?? partitions[0];
   }
 
   private async enlist(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
@@ -369,7 +372,7 @@ export class TxCoordinator {
   }
 
   /**
-   * The first request to a partition, routed to its primary (primary-route.ts), at most enlistAttemptsMax attempts. A
+   * The first request to a partition, routed to its primary (route/send-to-primary.ts), at most enlistAttemptsMax attempts. A
    * miss did nothing; neither did a request proven unexecuted (e.g. never sent to a node that is down): both are sent
    * again as new. Anything else (a proposal abandoned by a stopping replica, a timeout) may have applied: rule 7.
    */
@@ -405,7 +408,7 @@ export class TxCoordinator {
     const { retryBackoffMsMin, retryBackoffMsMax, enlistAttemptsMax } = this.ctx.settings;
     return {
       partitionId,
-      directory: placementDirectory(this.ctx.placement),
+      directory: this.ctx.placement.primaries,
       retries: mayResendAsNew,
       attemptsMax: enlistAttemptsMax,
       backoffMs: (attempt: number) => backoffMs(attempt, retryBackoffMsMin, retryBackoffMsMax),

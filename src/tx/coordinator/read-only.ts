@@ -16,7 +16,7 @@
  * accepts bounded staleness and this node hosts a replica), else the partition's primary, which serves a fresh readTs
  * at once (a fresh read never waits for idle safe-time propagation on a backup). Reads are idempotent: a failed
  * attempt (PRIMARY_MISS, a timeout, a lost connection) is retried at the primary as every primary-only request is
- * routed (primary-route.ts), bounded by attemptsMax.
+ * routed (route/send-to-primary.ts), bounded by attemptsMax.
  *
  * Implicit reads (`client.get` outside a tx, rule 19) send a ReadOnlyRequest without readTs to the primary, which
  * reads at its own `now`.
@@ -24,6 +24,7 @@
  * Tx ids: RO txs get ids like RW ones (the begin timestamp from this node's clock, which never returns the same
  * value twice, so ids from this generator and the RW coordinator's never collide).
  */
+
 import { setMaxListeners } from 'node:events';
 import { asBasaltError, BasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, NodeIdentity, NodeName, PartitionId, TxId } from '../../core/ids.js';
@@ -31,9 +32,11 @@ import { LIMITS } from '../../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs, formatTimestamp, physicalMs } from '../../hlc/timestamp.js';
+import { backoffMs } from '../../route/backoff.js';
+import { sendToPrimary } from '../../route/send-to-primary.js';
 import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
 import { type LowWatermark, readOnlyTooOld, type WatermarkHold } from '../core/low-watermark.js';
-import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from '../core/messages.js';
+import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation, TxRequestFn } from '../core/messages.js';
 import { expectKind } from '../core/messages.js';
 import { TxIdGenerator } from '../core/tx-id.js';
 import {
@@ -50,9 +53,8 @@ import {
   type ScanRange,
 } from '../core/user-input.js';
 import { groupByPartition, settleAll } from './context.js';
-import type { TxPlacement, TxRequestFn } from './coordinator-ports.js';
-import { placementDirectory, sendToPrimary } from './primary-route.js';
-import { backoffMs, commitOrRollBack, retryPolicy, withRetries } from './retry.js';
+import type { TxPlacement } from './coordinator-ports.js';
+import { commitOrRollBack, retryPolicy, withRetries } from './retry.js';
 
 /** What the RO coordinator needs to know of the replicas on its own node. */
 export interface LocalReplicaView {
@@ -353,7 +355,7 @@ export class ReadOnlyCoordinator {
 
   /**
    * Sends the read: first to the local replica when it may serve (see `routeLocally`), then to the primary
-   * (primary-route.ts), retrying failures a retry may fix (reads are idempotent), at most attemptsMax attempts in all.
+   * (route/send-to-primary.ts), retrying failures a retry may fix (reads are idempotent), at most attemptsMax attempts in all.
    */
   private async attempts(
     partitionId: PartitionId,
@@ -365,7 +367,7 @@ export class ReadOnlyCoordinator {
     const local = mayGoLocal && tx !== undefined && this.routeLocally(tx, partitionId);
     const routed = await sendToPrimary({
       partitionId,
-      directory: placementDirectory(this.placement),
+      directory: this.placement.primaries,
       ...(local && { first: this.self.name, firstIsReplica: true }),
       send: (to) => this.send(to, partitionId, tx, operation),
       retries: (e) => RETRYABLE_READ_CODES.has(e.code) && !this.stopper.signal.aborted,

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BasaltError, isBasaltError } from '../../core/errors.js';
+import { backoffMs } from '../../route/backoff.js';
 import { SeededRandom } from '../../sim/random.js';
-import { backoffMs, isRetryable, retryPolicy, withRetries } from './retry.js';
+import { isRetryable, retryPolicy, withRetries } from './retry.js';
 
 const conflict = () => new BasaltError('TX_LOCK_CONFLICT', 'died under wait-die');
 

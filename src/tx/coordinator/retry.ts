@@ -9,9 +9,11 @@
  * attempt, with a pause before each retry doubling from `backoffMsMin` to `backoffMsMax`; the pause is the caller's
  * (the injected timers, or the simulator's virtual time), so the loop stays deterministic.
  */
+
 import { BasaltError, invalidArgument } from '../../core/errors.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Random } from '../../env/random.js';
+import { backoffMs } from '../../route/backoff.js';
 
 export interface RetryOptions {
   /** Retries after the first attempt (default LIMITS.txRunRetriesDefault). */
@@ -51,12 +53,6 @@ export function isRetryable(error: unknown): boolean {
   if (!(error instanceof BasaltError)) return false;
   if (error.code === 'TX_OUTCOME_UNKNOWN' || error.code === 'TX_MISMATCHING_OUTCOME') return false;
   return error.retryable;
-}
-
-/** The pause before retry `attempt` (1 = the first retry): doubling from min, capped at max. */
-export function backoffMs(attempt: number, minMs: number, maxMs: number): number {
-  const exponent = Math.min(Math.max(attempt - 1, 0), 30);
-  return Math.min(maxMs, minMs * 2 ** exponent);
 }
 
 /** What one attempt of a transaction runs on: any transaction handle, local or remote. */

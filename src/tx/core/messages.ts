@@ -320,3 +320,22 @@ export function expectKind<R extends { readonly kind: string }>(response: R, kin
   }
   return response;
 }
+
+// ------------------------------------------------------------------------------------------ the request port
+
+export type TxRequestOf<K extends TxRequestKind> = Extract<TxRequest, { readonly kind: K }>;
+
+export interface TxRequestOptions {
+  readonly timeoutMs: number;
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Sends `body` to node `to` and resolves with its response body, or rejects with a coded BasaltError: the remote
+ * error as sent (PRIMARY_MISS, TX_LOCK_CONFLICT, ...), TIMEOUT, CONNECTION_CLOSED (outcome unknown), CANCELLED, ...
+ */
+export type TxRequestFn = <K extends TxRequestKind>(
+  to: NodeName,
+  body: TxRequestOf<K>,
+  options: TxRequestOptions,
+) => Promise<TxResponseOf[K]>;

@@ -1,17 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BasaltError, isBasaltError } from '../../core/errors.js';
-import type { NodeName, PartitionId } from '../../core/ids.js';
-import { SimClock } from '../../sim/clock.js';
-import { Scheduler } from '../../sim/scheduler.js';
-import { primaryMissNaming, settleWithin } from '../../testing/coordinator-fakes.js';
-import {
-  followMiss,
-  type PrimaryDirectory,
-  type PrimaryRouteOptions,
-  type PrimaryRouteResult,
-  sendToPrimary,
-} from './primary-route.js';
+import { BasaltError, isBasaltError } from '../core/errors.js';
+import type { NodeName, PartitionId } from '../core/ids.js';
+import { SimClock } from '../sim/clock.js';
+import { Scheduler } from '../sim/scheduler.js';
+import { primaryMissNaming, settleWithin } from '../testing/coordinator-fakes.js';
+import type { PrimaryDirectory } from './primary-directory.js';
+import { followMiss, type PrimaryRouteOptions, type PrimaryRouteResult, sendToPrimary } from './send-to-primary.js';
 
 const P = 't1p0' as PartitionId;
 const OTHER = 't1p1' as PartitionId;

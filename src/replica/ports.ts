@@ -6,10 +6,7 @@
  * Rule 17 lives in `PeerDirectory.isGone`: an id is gone only when superseded by a newer incarnation of its node name
  * or unheard for the liveness timeout; an id never seen is *unknown*, not gone, and is tried first.
  */
-import type { NodeId, NodeName } from '../../core/ids.js';
-
-export type { TxRequestFn, TxRequestOf, TxRequestOptions } from '../../tx/coordinator/coordinator-ports.js';
-export type { PrimaryLocator } from '../handlers/tx-finish.js';
+import type { NodeId, NodeName } from '../core/ids.js';
 
 export interface PeerDirectory {
   /** Rule 17: true only for a superseded id or one not heard for the liveness timeout. */

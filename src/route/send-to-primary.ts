@@ -30,24 +30,14 @@ import {
   hintOf,
   isBasaltError,
   provedUnexecuted,
-} from '../../core/errors.js';
-import type { NodeName, PartitionId } from '../../core/ids.js';
-import type { Clock } from '../../env/clock.js';
-import { sleep, type Timers } from '../../env/timers.js';
-import type { TxPlacement } from './coordinator-ports.js';
+} from '../core/errors.js';
+import type { NodeName, PartitionId } from '../core/ids.js';
+import type { Clock } from '../env/clock.js';
+import { sleep, type Timers } from '../env/timers.js';
+import type { PrimaryDirectory } from './primary-directory.js';
 
 /** The hint a PRIMARY_MISS carries. */
 export type PrimaryMissHint = Extract<ErrorHint, { kind: 'primary-miss' }>;
-
-/** Where a partition's primary probably is. */
-export interface PrimaryDirectory {
-  /** The best guess now; may throw or reject (e.g. NODE_UNAVAILABLE `executed: 'no'` when no replica is known). */
-  locate(partitionId: PartitionId): NodeName | Promise<NodeName>;
-  /** Learns that `name` is (or was just now) the primary; a directory that only guesses leaves it out. */
-  note?(partitionId: PartitionId, name: NodeName): void;
-  /** Learns that `name` is not the primary and named none (a miss without a holder): guess again next time. */
-  forget?(partitionId: PartitionId, name: NodeName): void;
-}
 
 export interface PrimaryRouteOptions<R> {
   readonly partitionId: PartitionId;
@@ -231,13 +221,4 @@ async function pause(o: Pacing, attempt: number): Promise<BasaltError | undefine
   } catch (error) {
     return asBasaltError(error);
   }
-}
-
-/** The placement as a route's directory: its best guess, and what it learns from responses and misses. */
-export function placementDirectory(placement: TxPlacement): PrimaryDirectory {
-  return {
-    locate: (partitionId) => placement.primaryHint(partitionId),
-    note: (partitionId, name) => placement.notePrimary(partitionId, name),
-    forget: (partitionId, name) => placement.forgetPrimary?.(partitionId, name),
-  };
 }
