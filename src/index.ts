@@ -7,11 +7,11 @@
 import { type Client, embeddedClient } from './client/client.js';
 import { invalidArgument } from './core/errors.js';
 import type { NodeName } from './core/ids.js';
+import { Cluster, defaultNodeNames } from './harness/cluster.js';
+import { RealClusterEnvironment } from './harness/real-cluster.js';
 import type { NodeServiceFactory, NodeTuning } from './node/basalt-node.js';
-import { Cluster, defaultNodeNames } from './node/cluster.js';
 import { nodeRoles } from './node/compose.js';
 import type { PartitionHostFactory } from './node/partition-host.js';
-import { RealClusterEnvironment } from './node/real-cluster.js';
 import type { ReplicaHostOptions } from './node/replica-host.js';
 import { SimClusterEnvironment } from './sim/cluster.js';
 import type { TxCoordinatorOptions } from './tx/coordinator/settings.js';
@@ -38,6 +38,7 @@ export {
 } from './client/remote.js';
 export { type ConnectClusterOptions, connectCluster, RoutingClient } from './client/routing.js';
 export type { ClientServer, ClientServerOptions } from './client/server.js';
+export type { TableDescriptor, TableOptions } from './cluster/metastorage-state.js';
 export {
   BasaltError,
   ERROR_CODES,
@@ -48,17 +49,16 @@ export {
   isBasaltError,
 } from './core/errors.js';
 export type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from './core/ids.js';
-export { formatTimestamp, hybridTimestamp, logical, physicalMs } from './hlc/timestamp.js';
-export type { NodeMetrics, NodeService, NodeServiceFactory, NodeTuning } from './node/basalt-node.js';
 export {
   Cluster,
   type ClusterNode,
   type Placement,
   type SimulationControls,
   type WaitOptions,
-} from './node/cluster.js';
-export type { TableDescriptor, TableOptions } from './node/metastorage-state.js';
-export type { ClusterNetwork, DroppedMessages, HeldMessages, NetworkFilter } from './node/network-filters.js';
+} from './harness/cluster.js';
+export type { ClusterNetwork, DroppedMessages, HeldMessages, NetworkFilter } from './harness/network-filters.js';
+export { formatTimestamp, hybridTimestamp, logical, physicalMs } from './hlc/timestamp.js';
+export type { NodeMetrics, NodeService, NodeServiceFactory, NodeTuning } from './node/basalt-node.js';
 export type { PartitionHost, PartitionHostFactory } from './node/partition-host.js';
 export type { ReplicaHostOptions } from './node/replica-host.js';
 export type { TxCoordinatorOptions } from './tx/coordinator/settings.js';

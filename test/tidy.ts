@@ -2,8 +2,10 @@
  * Tidy rules for production code under src/:
  *   1. determinism: no direct wall clock, timers, randomness or high-resolution time outside src/env/real-*
  *      (src/cli and src/sim are allowed: the CLI is the process edge, the simulator drains microtasks on the real loop);
- *   2. layering: imports follow DESIGN.md §1, `core → env → hlc → {storage, raft, net} → route → tx → replica →
- *      node → client → sim → cli`, route being how a request finds a partition's primary; modules on one level never import each other, and nothing imports a higher level; inside
+ *   2. layering: imports follow DESIGN.md §1, `core → env → hlc → {storage, raft, net} → {route, cluster} → tx →
+ *      replica → node → harness → client → sim → cli`: route is how a request finds a partition's primary, cluster the
+ *      cluster's management (metastorage, membership, placement, partition moves), node the composition root of one
+ *      node, harness the in-process clusters of the public harness API; modules on one level never import each other, and nothing imports a higher level; inside
  *      tx/, the synchronous cores (tx/core) never import the coordinator's flows (tx/coordinator); src/testing (the
  *      fakes, simulated clusters and contract suites the tests share) sits above everything, so no product code
  *      imports it, and the package leaves it out.
@@ -39,9 +41,11 @@ export const LAYERS: Readonly<Record<string, number>> = {
   raft: 3,
   net: 3,
   route: 3.5,
+  cluster: 3.5,
   tx: 4,
   replica: 5,
   node: 6,
+  harness: 6.5,
   client: 7,
   sim: 8,
   cli: 9,

@@ -16,12 +16,13 @@
  * read-only transactions exist, a read-write transaction of a single read (it takes a shared lock on the primary and
  * finishes with an unlock-only cleanup), retried like `transaction`.
  */
+
+import type { TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
 import { BasaltError } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, TxId } from '../core/ids.js';
+import type { Cluster } from '../harness/cluster.js';
 import type { BasaltNode } from '../node/basalt-node.js';
-import type { Cluster } from '../node/cluster.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
-import type { TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import type { TxCoordinator } from '../tx/coordinator/coordinator.js';
 import { beginReadOnly, type ReadOnlyCoordinator, runReadOnlyTransaction } from '../tx/coordinator/read-only.js';

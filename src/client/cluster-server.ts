@@ -7,8 +7,8 @@
 import { invalidArgument } from '../core/errors.js';
 import { RealTimers } from '../env/real-timers.js';
 import type { Timers } from '../env/timers.js';
+import type { Cluster } from '../harness/cluster.js';
 import type { DiagnosticListener } from '../net/diagnostics.js';
-import type { Cluster } from '../node/cluster.js';
 import type { Client } from './client.js';
 import { ClientServer } from './server.js';
 

@@ -8,12 +8,12 @@
  * PRIMARY_MISS / NODE_UNAVAILABLE errors while leases settle (`transaction` retries them).
  */
 
+import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
 import { BasaltError } from '../core/errors.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep } from '../env/timers.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
-import type { MemberRecord, TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import { locateOr } from '../route/primary-directory.js';
 import { beginReadOnly } from '../tx/coordinator/read-only.js';
 import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';

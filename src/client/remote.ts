@@ -15,6 +15,7 @@
  * new client with `connect`.
  */
 import { connect as netConnect, type Socket } from 'node:net';
+import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
 import { assert } from '../core/assert.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import { type HybridTimestamp, type NodeName, nodeName, type TxId, txId } from '../core/ids.js';
@@ -24,7 +25,6 @@ import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import { decode } from '../net/codec.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import { parseHostPort } from '../net/tcp-transport.js';
-import type { MemberRecord, TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import { commitOrRollBack, retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import type { RunTransactionOptions } from '../tx/coordinator/transaction.js';
 import { checkReadOptions } from '../tx/core/user-input.js';

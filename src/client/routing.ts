@@ -11,12 +11,13 @@
  * only the calls on it, as with `connect`; later calls go elsewhere. Connecting fails if any address fails (every
  * connection made is closed again).
  */
+
+import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
 import { invalidArgument } from '../core/errors.js';
 import type { NodeName } from '../core/ids.js';
 import { partitionIndexOf } from '../core/partitioning.js';
 import type { Clock } from '../env/clock.js';
 import { RealClock } from '../env/real-clock.js';
-import type { MemberRecord, TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import type { Value } from './client.js';
 import {
   type ConnectOptions,

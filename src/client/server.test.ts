@@ -7,13 +7,13 @@
 import assert from 'node:assert/strict';
 import { connect as netConnect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
+import type { TableDescriptor } from '../cluster/metastorage-state.js';
 import type { BasaltError } from '../core/errors.js';
 import { txId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { RealTimers } from '../env/real-timers.js';
 import { decode } from '../net/codec.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
-import type { TableDescriptor } from '../node/metastorage-state.js';
 import type { Value } from './client.js';
 import { CLIENT_MAGIC, CLIENT_PROTOCOL_VERSION, parseRequest } from './protocol.js';
 import { connect } from './remote.js';

@@ -18,6 +18,7 @@
  * Time comes from the injected timers (the hello timeout); the socket is `node:net`.
  */
 import { createServer, type Server, type Socket } from 'node:net';
+import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
 import { assert } from '../core/assert.js';
 import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
 import type { HybridTimestamp, TxId } from '../core/ids.js';
@@ -26,7 +27,6 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import { decode } from '../net/codec.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnosticKind } from '../net/diagnostics.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
-import type { MemberRecord, TableDescriptor, TableOptions } from '../node/metastorage-state.js';
 import type { KeyValue, ScanOptions, ScanRange, Transaction, Value } from './client.js';
 import {
   CLIENT_MAGIC,

@@ -12,6 +12,10 @@
  * so that nothing of this incarnation acts again, and leaves storage as it is (the harness decides what a crash keeps).
  */
 import { setMaxListeners } from 'node:events';
+import type { GroupStateMachines } from '../cluster/group-state-machines.js';
+import type { Membership, MembershipListener } from '../cluster/membership.js';
+import type { NodeMessage } from '../cluster/messages.js';
+import type { Metastorage } from '../cluster/metastorage.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { HistogramSnapshot } from '../core/histogram.js';
 import type { NodeId, NodeIdentity, NodeName, PartitionId, TxId } from '../core/ids.js';
@@ -26,10 +30,6 @@ import type { LogStorage } from '../raft/log-storage.js';
 import { LEASE_COUNTERS } from '../replica/lease-metrics.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
 import type { TxStateMap, TxStateView } from '../tx/core/tx-state-map.js';
-import type { GroupStateMachines } from './group-state-machines.js';
-import type { Membership, MembershipListener } from './membership.js';
-import type { NodeMessage } from './messages.js';
-import type { Metastorage } from './metastorage.js';
 import type { OwnedTimers } from './owned-timers.js';
 import type { PartitionHost } from './partition-host.js';
 import type { PartitionReconciler } from './partition-reconciler.js';

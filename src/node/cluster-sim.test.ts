@@ -7,9 +7,9 @@ import { nodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { tablePartitionId } from '../core/partitioning.js';
 import { sleep } from '../env/timers.js';
+import { Cluster, defaultNodeNames } from '../harness/cluster.js';
 import { SimClusterEnvironment, startSimulatedCluster } from '../sim/cluster.js';
 import type { NodeServiceFactory } from './basalt-node.js';
-import { Cluster, defaultNodeNames } from './cluster.js';
 import { type PartitionHostFactory, PlaceholderPartitionHost } from './partition-host.js';
 
 /** A dropped table's partitions are served for tx timeout + 2·max clock skew after the drop; this is past that. */

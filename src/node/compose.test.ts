@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
 import { nodeId, nodeName } from '../core/ids.js';
+import { MemoryNetwork } from '../harness/memory-transport.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { SimClock } from '../sim/clock.js';
 import { SeededRandom } from '../sim/random.js';
@@ -14,7 +15,6 @@ import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { TX_REQUEST_KINDS, type TxRequest, type TxResponse } from '../tx/core/messages.js';
 import { composeNode } from './compose.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from './coordinator-service.js';
-import { MemoryNetwork } from './memory-transport.js';
 
 function composed() {
   const scheduler = new Scheduler({ seed: 1 });

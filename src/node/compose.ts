@@ -18,6 +18,13 @@
  * Nothing is wired later: no part is completed after its construction.
  */
 
+import { ClusterMembers, RejoinGuard } from '../cluster/cluster-members.js';
+import { GroupStateMachines } from '../cluster/group-state-machines.js';
+import { Membership } from '../cluster/membership.js';
+import type { NodeMessage } from '../cluster/messages.js';
+import { Metastorage } from '../cluster/metastorage.js';
+import type { MetaView } from '../cluster/metastorage-state.js';
+import { PartitionMover } from '../cluster/partition-mover.js';
 import { BasaltError } from '../core/errors.js';
 import type { NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -56,16 +63,9 @@ import {
   type NodeStorage,
   type NodeTuning,
 } from './basalt-node.js';
-import { ClusterMembers, RejoinGuard } from './cluster-members.js';
 import { COORDINATOR_SERVICE, CoordinatorService } from './coordinator-service.js';
-import { GroupStateMachines } from './group-state-machines.js';
-import { Membership } from './membership.js';
-import type { NodeMessage } from './messages.js';
-import { Metastorage } from './metastorage.js';
-import type { MetaView } from './metastorage-state.js';
 import { OwnedTimers } from './owned-timers.js';
 import type { PartitionHostFactory, ReplicaLayer } from './partition-host.js';
-import { PartitionMover } from './partition-mover.js';
 import { PartitionReconciler } from './partition-reconciler.js';
 import {
   isExpectedFailure,

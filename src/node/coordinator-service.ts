@@ -12,6 +12,7 @@
  * ran here (UNKNOWN_MESSAGE), so that readers take the commit partition path.
  */
 
+import type { MetaView, TableDescriptor } from '../cluster/metastorage-state.js';
 import type { CounterSink } from '../core/counters.js';
 import { BasaltError } from '../core/errors.js';
 import type { NodeIdentity, PartitionId } from '../core/ids.js';
@@ -29,7 +30,6 @@ import type { LowWatermark } from '../tx/core/low-watermark.js';
 import type { TxRequestFn, TxStateCoordinatorRequest, TxStateResponse } from '../tx/core/messages.js';
 import type { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { NodeService } from './basalt-node.js';
-import type { MetaView, TableDescriptor } from './metastorage-state.js';
 import { isExpectedFailure } from './replica-host.js';
 
 export const COORDINATOR_SERVICE = 'coordinator';

@@ -12,6 +12,9 @@
  * part of the context it uses.
  */
 
+import { EmptyStateMachine, type GroupStateMachines } from '../cluster/group-state-machines.js';
+import type { Membership } from '../cluster/membership.js';
+import type { MetaView } from '../cluster/metastorage-state.js';
 import type { CounterSink } from '../core/counters.js';
 import type { NodeIdentity, NodeName, PartitionId } from '../core/ids.js';
 import type { Clock } from '../env/clock.js';
@@ -34,9 +37,6 @@ import type { PrimaryHints } from '../route/primary-directory.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
 import type { LowWatermark } from '../tx/core/low-watermark.js';
 import type { TxStateMap } from '../tx/core/tx-state-map.js';
-import { EmptyStateMachine, type GroupStateMachines } from './group-state-machines.js';
-import type { Membership } from './membership.js';
-import type { MetaView } from './metastorage-state.js';
 
 export type PartitionStopReason = 'removed' | 'node-stopping';
 

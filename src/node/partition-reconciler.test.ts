@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { MetaView, RetiringTable, TableDescriptor } from '../cluster/metastorage-state.js';
 import { type NodeName, nodeName, type PartitionId, partitionId } from '../core/ids.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
-import type { MetaView, RetiringTable, TableDescriptor } from './metastorage-state.js';
 import type { PartitionHost } from './partition-host.js';
 import { PartitionReconciler, type ReconcilerTime } from './partition-reconciler.js';
 

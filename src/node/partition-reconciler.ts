@@ -17,11 +17,12 @@
  * `removed`, like a dropped table's. A retiring table proves nothing dropped before its deadline either. The deadline
  * is checked on each view and by a timer armed for the earliest pending one (no view need arrive when it passes).
  */
+
+import type { MetaView } from '../cluster/metastorage-state.js';
 import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
 import { tableIdOf } from '../core/partitioning.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import { minTimestamp, physicalMs } from '../hlc/timestamp.js';
-import type { MetaView } from './metastorage-state.js';
 import type { PartitionHost } from './partition-host.js';
 
 /** What the reconciler reads the time from: the node's HLC and its timers. */

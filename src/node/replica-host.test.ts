@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { MetaView } from '../cluster/metastorage-state.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { partitionIndexOf } from '../core/partitioning.js';
@@ -12,7 +13,6 @@ import { PrimaryHints } from '../route/primary-directory.js';
 import { sendToPrimary } from '../route/send-to-primary.js';
 import { primaryMissNaming } from '../testing/coordinator-fakes.js';
 import { MetaPlacement } from './coordinator-service.js';
-import type { MetaView } from './metastorage-state.js';
 import { holderHint, isExpectedFailure } from './replica-host.js';
 
 const P = 't1p0' as PartitionId;

@@ -36,6 +36,9 @@
  * durable before it is acknowledged, and a compacted prefix is restored from its snapshot). The host flushes the
  * engine on each upkeep tick only to bound what a crash can take back (and the simulator's undo log).
  */
+
+import type { GroupStateMachine } from '../cluster/group-state-machines.js';
+import type { MetaView } from '../cluster/metastorage-state.js';
 import type { CounterSink } from '../core/counters.js';
 import { BasaltError, missHolder } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
@@ -59,8 +62,6 @@ import {
 import type { ReplicaResolution } from '../replica/resolution/replica-resolution.js';
 import type { TxSweep } from '../replica/resolution/tx-sweep.js';
 import type { TxStateVacuumDriver } from '../replica/vacuum.js';
-import type { GroupStateMachine } from './group-state-machines.js';
-import type { MetaView } from './metastorage-state.js';
 import type {
   PartitionHost,
   PartitionHostContext,

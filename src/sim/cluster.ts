@@ -13,10 +13,7 @@
  */
 import type { NodeName } from '../core/ids.js';
 import type { Timers } from '../env/timers.js';
-import { decode, encode } from '../net/codec.js';
-import type { BasaltNode, NodeStopOptions, NodeTuning } from '../node/basalt-node.js';
-import { Cluster, type ClusterEnvironment, defaultNodeNames, type SimulationControls } from '../node/cluster.js';
-import { type NodeRoles, nodeRoles, startNode } from '../node/compose.js';
+import { Cluster, type ClusterEnvironment, defaultNodeNames, type SimulationControls } from '../harness/cluster.js';
 import {
   type ClusterNetwork,
   checkFilter,
@@ -24,7 +21,10 @@ import {
   type HeldMessages,
   matchesPayload,
   type NetworkFilter,
-} from '../node/network-filters.js';
+} from '../harness/network-filters.js';
+import { decode, encode } from '../net/codec.js';
+import type { BasaltNode, NodeStopOptions, NodeTuning } from '../node/basalt-node.js';
+import { type NodeRoles, nodeRoles, startNode } from '../node/compose.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { SimulationError } from './errors.js';

@@ -17,7 +17,7 @@
 import type { Client } from '../../client/client.js';
 import { invalidArgument } from '../../core/errors.js';
 import { LIMITS } from '../../core/limits.js';
-import type { Cluster } from '../../node/cluster.js';
+import type { Cluster } from '../../harness/cluster.js';
 import type { DropHandle, HoldHandle, LinkConfig, SimNetwork } from '../network.js';
 import type { SeededRandom } from '../random.js';
 import type { SimWorld } from '../world.js';

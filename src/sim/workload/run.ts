@@ -16,8 +16,8 @@
 import { createHash } from 'node:crypto';
 import { type Client, embeddedClient } from '../../client/client.js';
 import { BasaltError } from '../../core/errors.js';
+import { Cluster, defaultNodeNames } from '../../harness/cluster.js';
 import type { BasaltNode } from '../../node/basalt-node.js';
-import { Cluster, defaultNodeNames } from '../../node/cluster.js';
 import { formatHistory, HistoryRecorder, type Operation } from '../check/history.js';
 import { SimClusterEnvironment } from '../cluster.js';
 import { SimulationError } from '../errors.js';

@@ -3,10 +3,10 @@ import { test } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
 import { nodeId, nodeName } from '../core/ids.js';
 import type { TransportEvent } from '../env/transport.js';
+import { OwnedTimers } from '../node/owned-timers.js';
 import { Scheduler } from '../sim/scheduler.js';
 import { MemoryNetwork } from './memory-transport.js';
 import { NetworkFilters } from './network-filters.js';
-import { OwnedTimers } from './owned-timers.js';
 
 const peer = (name: string, id: string) => ({ name: nodeName(name), id: nodeId(id) });
 const show = (v: unknown): string => JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? `${x}n` : x));

@@ -9,13 +9,14 @@
  * Other async work a test awaits (e.g. a node's API) goes through `cluster.drive(promise)` the same way, and
  * `cluster.runFor(ms)` lets time pass. Concurrent drives share one run of the scheduler.
  */
+
+import type { MetaView, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
 import { BasaltError } from '../core/errors.js';
 import type { NodeId, NodeName, PartitionId, TxId } from '../core/ids.js';
 import { META_GROUP, partitionIndexOf, tableIdOf, tablePartitionId } from '../core/partitioning.js';
 import { sleep, type Timers } from '../env/timers.js';
+import type { BasaltNode, NodeMetrics, NodeStopOptions } from '../node/basalt-node.js';
 import type { TxStateView } from '../tx/core/tx-state-map.js';
-import type { BasaltNode, NodeMetrics, NodeStopOptions } from './basalt-node.js';
-import type { MetaView, TableDescriptor, TableOptions } from './metastorage-state.js';
 import type { ClusterNetwork } from './network-filters.js';
 
 /** What the simulator adds to a cluster: its seed and trace. */

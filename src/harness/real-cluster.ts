@@ -19,14 +19,14 @@ import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import type { Transport } from '../env/transport.js';
 import { TcpTransport } from '../net/tcp-transport.js';
+import type { BasaltNode, NodeStopOptions, NodeStorage, NodeTuning } from '../node/basalt-node.js';
+import { type NodeRoles, nodeRoles, startNode } from '../node/compose.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { SegmentedLogStorage } from '../raft/segmented-log-storage.js';
 import { openLmdbEnvironment } from '../storage/lmdb-environment.js';
 import { beginStateSession, type StateOpening } from '../storage/state-session.js';
 import { LmdbStorageEngine, MemoryStorageEngine } from '../storage/storage-engine.js';
-import type { BasaltNode, NodeStopOptions, NodeStorage, NodeTuning } from './basalt-node.js';
 import type { ClusterEnvironment } from './cluster.js';
-import { type NodeRoles, nodeRoles, startNode } from './compose.js';
 import { MemoryNetwork } from './memory-transport.js';
 import { NetworkFilters } from './network-filters.js';
 
