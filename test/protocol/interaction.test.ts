@@ -4,9 +4,11 @@
  * each followed by `----` and what it must produce on a simulated cluster. A file opens with `#` lines saying what it
  * shows. A change in behaviour shows up as a reviewable diff; after reviewing it, regenerate with TX_REWRITE=1.
  *
- * What a command prints, in the order it happened (virtual time, one seed: the same every run):
+ * What a command prints, in the order it happened (virtual time from one seed, so the same every run: each script
+ * runs twice and must print the same both times):
  *   - the command's own result (`ok`, a value, an error code, or `pending` for an operation still running after
- *     OP_WAIT_MS; its result then appears as `tX <op>: <result>` in a later command's output, when it settles);
+ *     OP_WAIT_MS; its result then appears as `<command>: <result>` in the output of the command running when it
+ *     settles);
  *   - every tx state map update on every node: `n2: t1 ABSENT -> PENDING (replica-touch)`, with the update point's
  *     reason label (src/tx/core/tx-state-map.ts); an update the transition table refuses is printed `ignored`, one
  *     that does not change the state is printed all the same (each update point is the thing shown); removals and
@@ -14,12 +16,12 @@
  *   - every finish, cleanup, state (resolution) and recovery message between nodes, with its answer, as the
  *     receiver gets it (`n3 -> n1 TxStateCoordinatorRequest t1`), and those the network holds or drops. A node's
  *     messages to itself do not cross the network and are not listed (the map updates they cause are);
- *   - per node, the change of its resolution and recovery counters (`n3 resolution.coordinator+1`), which name the
- *     path each resolution took, local ones included.
+ *   - per node, the change of its resolution and recovery counters (`n3 counters: resolution.coordinator+1`),
+ *     which name the path each resolution took, local ones included.
  * Tx ids are named as the script names them (`t1`), others by first appearance (`tx1`); partitions by index (`p0`);
  * a node's map updates, counters and coordinator ids by incarnation (`n1`, then `n1@2` once restarted), its
- * messages by name. Timestamps are not printed: a COMMITTED
- * state answer says how its commitTs compares with the reader's readTs, which decides what the reader sees.
+ * messages by name. Timestamps are not printed: a COMMITTED state answer says how its commitTs compares with the
+ * reader's readTs, which decides what the reader sees.
  *
  * Commands (keys are symbolic: `key` picks a real key by placement and prints it once):
  *   cluster nodes=3 partitions=2 [replicas=3] [seed=S]  a simulated cluster with one table
@@ -188,7 +190,6 @@ class Interpreter {
         assert.ok(rule !== undefined, `no hold rule ${args.join(' ')}`);
         this.holds.delete(args.join(' '));
         const count = rule.release();
-        await c.runFor(0);
         return `released ${count}`;
       }
       case 'drop':
