@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { nodeId, nodeName, term } from '../core/ids.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
-import type { Lease } from '../replica/lease.js';
-import { checkActing } from '../replica/lease.js';
-import { checkPrimary, decideLeaseAction, leaseTiming } from '../replica/primary.js';
+import type { Lease } from '../replica/partition/lease.js';
+import { checkActing } from '../replica/partition/lease.js';
+import { checkPrimary, decideLeaseAction, leaseTiming } from '../replica/partition/primary.js';
 import { ClockOffsets } from './clock-offsets.js';
 import { Membership } from './membership.js';
 

@@ -27,7 +27,7 @@ import type { MessageBody } from '../net/envelope.js';
 import type { Messenger } from '../net/messenger.js';
 import type { LeaderChange, RaftCoreOptions, RaftDriver } from '../raft/driver.js';
 import type { LogStorage } from '../raft/log-storage.js';
-import { LEASE_COUNTERS } from '../replica/lease-metrics.js';
+import { LEASE_COUNTERS } from '../replica/partition/lease-metrics.js';
 import type { StorageEngine } from '../storage/storage-engine.js';
 import type { TxStateMap, TxStateView } from '../tx/core/tx-state-map.js';
 import type { OwnedTimers } from './owned-timers.js';

@@ -8,7 +8,7 @@ import type { MetaView } from '../cluster/metastorage-state.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { partitionIndexOf } from '../core/partitioning.js';
-import { primaryMissError } from '../replica/primary-miss.js';
+import { primaryMissError } from '../replica/partition/primary-miss.js';
 import { PrimaryHints } from '../route/primary-directory.js';
 import { sendToPrimary } from '../route/send-to-primary.js';
 import { primaryMissNaming } from '../testing/coordinator-fakes.js';

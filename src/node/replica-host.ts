@@ -45,23 +45,23 @@ import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { META_GROUP } from '../core/partitioning.js';
 import { sleep, type TimerHandle } from '../env/timers.js';
-import type { CleanupDriver } from '../replica/cleanup-driver.js';
-import type { StorageGcDriver } from '../replica/gc.js';
-import type { InlineCleanup } from '../replica/inline-cleanup.js';
-import { routingHolder, startedHolder } from '../replica/lease.js';
-import { leaseCounting } from '../replica/lease-metrics.js';
-import type { PartitionDirectory } from '../replica/partition-directory.js';
-import { PartitionReplica } from '../replica/partition-replica.js';
+import type { CleanupDriver } from '../replica/cleanup/cleanup-driver.js';
+import type { InlineCleanup } from '../replica/cleanup/inline-cleanup.js';
+import type { StorageGcDriver } from '../replica/partition/gc.js';
+import { routingHolder, startedHolder } from '../replica/partition/lease.js';
+import { leaseCounting } from '../replica/partition/lease-metrics.js';
+import type { PartitionDirectory } from '../replica/partition/partition-directory.js';
+import { PartitionReplica } from '../replica/partition/partition-replica.js';
 import {
   type LeaseTiming,
   leaseTiming,
   type UpkeepAction,
   type UpkeepDecision,
   type UpkeepOccasion,
-} from '../replica/primary.js';
-import type { ReplicaResolution } from '../replica/resolution/replica-resolution.js';
+} from '../replica/partition/primary.js';
+import type { TxStateVacuumDriver } from '../replica/partition/vacuum.js';
+import type { ReplicaResolution } from '../replica/replica-resolution.js';
 import type { TxSweep } from '../replica/resolution/tx-sweep.js';
-import type { TxStateVacuumDriver } from '../replica/vacuum.js';
 import type {
   PartitionHost,
   PartitionHostContext,

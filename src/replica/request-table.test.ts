@@ -12,9 +12,8 @@ import { Scheduler } from '../sim/scheduler.js';
 import { TX_REQUEST_KINDS, type TxRequestKind, type TxStateResponse } from '../tx/core/messages.js';
 import { makeTxId } from '../tx/core/tx-id.js';
 import { TxStateMap } from '../tx/core/tx-state-map.js';
-import { LocalIntentResolver } from './handlers/intent-resolver.js';
 import { TxFinishHandler } from './handlers/tx-finish.js';
-import { PartitionDirectory } from './partition-directory.js';
+import { PartitionDirectory } from './partition/partition-directory.js';
 import {
   dispatchTxRequest,
   registerTxRequests,
@@ -23,6 +22,7 @@ import {
   tableKinds,
   txRequestTable,
 } from './request-table.js';
+import { LocalIntentResolver } from './resolution/intent-resolver.js';
 
 // Compile-time: the table's keys are exactly the protocol's request kinds.
 type Equal<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;

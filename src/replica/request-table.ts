@@ -17,17 +17,17 @@ import type {
   TxStateCoordinatorRequest,
   TxStateResponse,
 } from '../tx/core/messages.js';
-import type { IntentResolver } from './handlers/intent-resolver.js';
+import type { InlineCleanup } from './cleanup/inline-cleanup.js';
+import type { CommitPartitionStates } from './handlers/commit-partition-state.js';
 import { handleLeaseConfirm } from './handlers/lease-confirm.js';
+import { handlePrimaryReplicaState } from './handlers/primary-replica-state.js';
 import { handleReadOnly } from './handlers/read-only.js';
 import { handleReadWrite } from './handlers/read-write.js';
 import { handleTxCleanup } from './handlers/tx-cleanup.js';
 import type { TxFinishHandler } from './handlers/tx-finish.js';
 import { handleWriteConfirm } from './handlers/write-confirm.js';
-import type { InlineCleanup } from './inline-cleanup.js';
-import { assertHosted, type PartitionRegistry } from './partition-replica.js';
-import type { CommitPartitionStates } from './resolution/commit-partition-state.js';
-import { handlePrimaryReplicaState } from './resolution/primary-replica-state.js';
+import { assertHosted, type PartitionRegistry } from './partition/partition-replica.js';
+import type { IntentResolver } from './resolution/intent-resolver.js';
 
 /** Answers one request kind (errors reject as coded BasaltErrors, which the messenger sends as error data). */
 export type TxRequestHandler<K extends TxRequestKind> = (

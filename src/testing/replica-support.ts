@@ -7,7 +7,7 @@ import type { Clock } from '../env/clock.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
 import type { Entry } from '../raft/types.js';
-import type { ApplyResult } from '../replica/apply-result.js';
+import type { ApplyResult } from '../replica/partition/apply-result.js';
 import {
   encodeCommand,
   type FinishTxCommand,
@@ -18,10 +18,10 @@ import {
   type UpdateAllCommand,
   type UpdateCommand,
   type WriteIntentSwitchCommand,
-} from '../replica/commands.js';
-import { type Lease, type LeaseToken, type ReplicaIncarnation, tokenOf } from '../replica/lease.js';
-import { ProposalTracker } from '../replica/proposals.js';
-import { PartitionStateMachine, type PartitionStateMachineOptions } from '../replica/state-machine.js';
+} from '../replica/partition/commands.js';
+import { type Lease, type LeaseToken, type ReplicaIncarnation, tokenOf } from '../replica/partition/lease.js';
+import { ProposalTracker } from '../replica/partition/proposals.js';
+import { PartitionStateMachine, type PartitionStateMachineOptions } from '../replica/partition/state-machine.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import { MemoryStorageEngine, type StorageEngine } from '../storage/storage-engine.js';
 import { makeTxId } from '../tx/core/tx-id.js';

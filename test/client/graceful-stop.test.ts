@@ -9,7 +9,7 @@ import { LIMITS } from '../../src/core/limits.js';
 import type { NodeName, PartitionId } from '../../src/index.js';
 import { isBasaltError } from '../../src/index.js';
 import type { ReplicaPartitionHost } from '../../src/node/replica-host.js';
-import type { Lease } from '../../src/replica/lease.js';
+import type { Lease } from '../../src/replica/partition/lease.js';
 import { keyIn, type TestCluster, withSimCluster } from './support.js';
 
 const T = 'accounts';

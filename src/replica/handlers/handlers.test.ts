@@ -53,10 +53,10 @@ import type {
   WriteConfirmResponse,
 } from '../../tx/core/messages.js';
 import { TX_REQUEST_KINDS } from '../../tx/core/messages.js';
-import { CleanupDriver, messengerCleanupSender, type RequestChannel } from '../cleanup-driver.js';
-import { tokenOf } from '../lease.js';
+import { CleanupDriver, messengerCleanupSender, type RequestChannel } from '../cleanup/cleanup-driver.js';
+import { tokenOf } from '../partition/lease.js';
 import { registerTxRequests, type TxHandlerRegistry, txRequestTable } from '../request-table.js';
-import { LocalIntentResolver } from './intent-resolver.js';
+import { LocalIntentResolver } from '../resolution/intent-resolver.js';
 import { TxFinishHandler } from './tx-finish.js';
 
 /** What a member of these tests has besides the common stack: its commit partitions' cleanup driver. */

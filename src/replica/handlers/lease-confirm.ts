@@ -4,7 +4,7 @@
  * a larger timestamp) and says yes only if it still acts under that very token, with commitTs below the expiration.
  */
 import type { LeaseConfirmRequest, LeaseConfirmResponse } from '../../tx/core/messages.js';
-import type { PartitionReplica } from '../partition-replica.js';
+import type { PartitionReplica } from '../partition/partition-replica.js';
 
 export function handleLeaseConfirm(p: PartitionReplica, request: LeaseConfirmRequest): LeaseConfirmResponse {
   const confirmation = p.confirmLease(request.token, request.commitTs);

@@ -21,8 +21,8 @@ import { LIMITS } from '../../core/limits.js';
 import { type ReadResult, type RowValue, TOMBSTONE } from '../../storage/mv-partition-storage.js';
 import { readOnlyTooOld } from '../../tx/core/low-watermark.js';
 import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from '../../tx/core/messages.js';
-import type { PartitionReplica } from '../partition-replica.js';
-import { type IntentResolver, isIntentVisible } from './intent-resolver.js';
+import type { PartitionReplica } from '../partition/partition-replica.js';
+import { type IntentResolver, isIntentVisible } from '../resolution/intent-resolver.js';
 
 export interface ReadOnlyDeps {
   readonly resolver: IntentResolver;

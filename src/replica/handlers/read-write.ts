@@ -45,14 +45,14 @@ import { type KeyRange, type ReadResult, TOMBSTONE, type Value } from '../../sto
 import { type LockStep, partitionLockKey, pointLockPlan, scanLockPlan } from '../../tx/core/lock-modes.js';
 import type { FoundValue, ReadWriteRequest, ReadWriteResponse, RwOperation, RwResult } from '../../tx/core/messages.js';
 import { isFinal } from '../../tx/core/tx-state.js';
-import type { ApplyResult } from '../apply-result.js';
-import type { RowWrite } from '../commands.js';
-import type { InlineCleanup } from '../inline-cleanup.js';
-import { type Lease, tokenOf } from '../lease.js';
-import type { PartitionReplica } from '../partition-replica.js';
-import { primaryMissError } from '../primary-miss.js';
-import type { IntentResolver } from './intent-resolver.js';
-import { cleanupPartition } from './tx-cleanup.js';
+import type { InlineCleanup } from '../cleanup/inline-cleanup.js';
+import { cleanupPartition } from '../cleanup/partition-cleanup.js';
+import type { ApplyResult } from '../partition/apply-result.js';
+import type { RowWrite } from '../partition/commands.js';
+import { type Lease, tokenOf } from '../partition/lease.js';
+import type { PartitionReplica } from '../partition/partition-replica.js';
+import { primaryMissError } from '../partition/primary-miss.js';
+import type { IntentResolver } from '../resolution/intent-resolver.js';
 
 export async function handleReadWrite(
   p: PartitionReplica,

@@ -1,40 +1,16 @@
 /**
- * TxCleanupRequest on an enlisted primary (ignite3-protocol.md §7.6): for each listed partition this node acts as
- * primary of, in parallel:
- * 1. absorb commitTs (rule 8), check primacy (a partition this node does not act for is left out of `cleaned`, so
- *    the sender re-resolves its primary; if none was cleaned the whole request answers that PRIMARY_MISS);
- * 2. close the tx's operation record (no new operation of the tx runs here), map → final ('cleanup-request') when an
- *    outcome is given, fail the tx's lock waiters, wait for its operations in flight;
- * 3. unless unlock-only: if the tx has intents here, propose its write-intent switch (coalesced, below) and await
- *    its apply (on the commit partition the FinishTx entry already switched them, so there is usually none left);
- * 4. release every lock of the tx.
- * Idempotent: a repeated cleanup finds no intents and no locks and answers success again. Unlock-only (a tx that
- * wrote nothing anywhere) skips the switch; it still waits for operations in flight, so that none acquires a lock
- * after the release, and its map entry goes final too, with the tx's true outcome (seed 002, rule 11), so that it is
- * vacuumed after the retention rather than kept PENDING for good. (A primary that missed it and later has the tx
- * recovered by its commit partition ends ABORTED there: for a tx that only read, committing and aborting have the
- * same effect, and with no intent of it anywhere no reader ever resolves it.) A partition that holds an intent of the tx is not
- * cleaned by an unlock-only request (left out of `cleaned`, map untouched): only a cleanup with the tx's real
- * outcome may end it.
- *
- * Switches are coalesced per partition (coalesced-proposals.ts): while one switch command of the partition is being
- * replicated, the switches of the cleanups that arrive meanwhile wait and then go into one WriteIntentSwitchAll (at
- * most intentSwitchBatchMax txs; a lone one stays a WriteIntentSwitch), so that under load a tx costs a fraction of a
- * Raft entry per enlisted partition. Each cleanup still awaits the apply of the command that holds its switch before it releases the tx's
- * locks; a failed proposal fails every cleanup it carried, as a single one would.
- *
- * The commit partition's cleanup driver sends these requests after the finish was answered, so a request on this
- * primary may meet a finished tx's locks first: `cleanupPartition` then runs in line, as this request would
- * (inline-cleanup.ts; also for an intent whose locks were lost, read-write.ts), and the later request finds nothing
- * left to do.
+ * TxCleanupRequest on an enlisted primary (ignite3-protocol.md §7.6): each listed partition this node acts as primary
+ * of is cleaned in parallel by `cleanupPartition` (cleanup/partition-cleanup.ts, which says what a cleanup does). A
+ * partition this node does not act for is left out of `cleaned`, so the sender re-resolves its primary; if none was
+ * cleaned the whole request answers that PRIMARY_MISS. Idempotent: a repeated cleanup finds nothing left to do and
+ * answers success again.
  */
-import { BasaltError, invalidArgument } from '../../core/errors.js';
+import { invalidArgument } from '../../core/errors.js';
 import type { PartitionId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { TxCleanupRequest, TxCleanupResponse } from '../../tx/core/messages.js';
-import { coalescerOf, ProposalCoalescer } from '../coalesced-proposals.js';
-import type { IntentSwitch } from '../commands.js';
-import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition-replica.js';
+import { cleanupPartition } from '../cleanup/partition-cleanup.js';
+import { assertHosted, type PartitionRegistry } from '../partition/partition-replica.js';
 
 export async function handleTxCleanup(
   registry: PartitionRegistry,
@@ -59,50 +35,4 @@ export async function handleTxCleanup(
 async function cleanupOn(registry: PartitionRegistry, partitionId: PartitionId, request: TxCleanupRequest) {
   const p = assertHosted(registry.get(partitionId), partitionId);
   await cleanupPartition(p, request);
-}
-
-/** One partition's cleanup on its primary (see the module header). */
-export async function cleanupPartition(p: PartitionReplica, request: TxCleanupRequest): Promise<void> {
-  const { txId } = request;
-  if (request.unlockOnly && p.mv.rowsWrittenBy(txId).length > 0) {
-    throw invalidArgument(`an unlock-only cleanup of ${txId} met its intents`, { txId, partitionId: p.partitionId });
-  }
-  const { outcome } = request;
-  const commitTs = outcome.state === 'COMMITTED' ? outcome.commitTs : undefined;
-  const absorbed = commitTs === undefined ? p.clock.now() : p.clock.update(commitTs);
-  const now = await p.untilLeaseStart(absorbed);
-  p.actingLease(now);
-  p.operations.close(txId, p.deadlineOf(txId), now);
-  p.pipeline.forget(txId);
-  p.txStateMap.update(txId, { state: outcome.state, commitTimestamp: commitTs, reason: 'cleanup-request' });
-  p.locks.failWaiters(txId);
-  await p.operations.whenIdle(txId);
-  if (!request.unlockOnly && p.mv.rowsWrittenBy(txId).length > 0) {
-    await switchCoalescer(p).submit({ txId, commit: outcome.state === 'COMMITTED', commitTs: commitTs ?? null });
-  }
-  p.locks.releaseAll(txId);
-}
-
-const switchCoalescers = new WeakMap<PartitionReplica, ProposalCoalescer<IntentSwitch>>();
-
-/** The switch coalescer of a partition: one WriteIntentSwitch(All) in flight, the switches arriving meanwhile after it. */
-function switchCoalescer(p: PartitionReplica): ProposalCoalescer<IntentSwitch> {
-  return coalescerOf(switchCoalescers, p, () => {
-    return new ProposalCoalescer<IntentSwitch>({
-      batchMax: LIMITS.intentSwitchBatchMax,
-      key: (one) => `${one.txId}/${one.commit}/${one.commitTs ?? ''}`,
-      distinct: (one) => one.txId,
-      propose: async (switches) => {
-        const applied = await p.propose((proposal) =>
-          switches.length === 1
-            ? { kind: 'WriteIntentSwitch', ts: proposal.ts, proposalId: proposal.id, ...switches[0]! }
-            : { kind: 'WriteIntentSwitchAll', ts: proposal.ts, proposalId: proposal.id, switches },
-        );
-        if (applied.kind !== 'SWITCHED') {
-          const txIds = switches.map((one) => one.txId);
-          throw new BasaltError('INTERNAL', `write-intent switch answered ${applied.kind}`, { txIds });
-        }
-      },
-    });
-  });
 }

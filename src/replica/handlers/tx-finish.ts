@@ -22,9 +22,9 @@ import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { formatTimestamp } from '../../hlc/timestamp.js';
 import type { EnlistedPartition, TxFinishRequest, TxFinishResponse, TxOutcome } from '../../tx/core/messages.js';
-import type { ApplyResult } from '../apply-result.js';
-import { type CleanupDriver, type CleanupTargetInput, outcomeOfRecord } from '../cleanup-driver.js';
-import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition-replica.js';
+import { type CleanupDriver, type CleanupTargetInput, outcomeOfRecord } from '../cleanup/cleanup-driver.js';
+import type { ApplyResult } from '../partition/apply-result.js';
+import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition/partition-replica.js';
 
 export interface TxFinishOptions {
   readonly partitions: PartitionRegistry;

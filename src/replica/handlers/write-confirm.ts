@@ -9,7 +9,7 @@
  * cleanup instead of dying and retrying, which is what a hot key needs, and wait-die stays deadlock free.
  */
 import type { WriteConfirmRequest, WriteConfirmResponse } from '../../tx/core/messages.js';
-import type { PartitionReplica } from '../partition-replica.js';
+import type { PartitionReplica } from '../partition/partition-replica.js';
 
 export async function handleWriteConfirm(
   p: PartitionReplica,

@@ -28,9 +28,9 @@ import { outcomeOfEntry } from '../../tx/core/outcome.js';
 import { nodeIdOf } from '../../tx/core/tx-id.js';
 import { isFinal } from '../../tx/core/tx-state.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
-import type { LostLockRequest } from '../handlers/intent-resolver.js';
 import type { PeerDirectory } from '../ports.js';
 import { answerOf, isFinalAnswer } from './answers.js';
+import type { LostLockRequest } from './intent-resolver.js';
 import { requestPrimary } from './primary-requests.js';
 
 export interface LostLockDeps {

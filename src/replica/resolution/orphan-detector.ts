@@ -30,7 +30,7 @@ import type { TxRequestFn } from '../../tx/core/messages.js';
 import { nodeIdOf } from '../../tx/core/tx-id.js';
 import { isFinal } from '../../tx/core/tx-state.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
-import type { PartitionReplica } from '../partition-replica.js';
+import type { PartitionReplica } from '../partition/partition-replica.js';
 import { type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
 import { requestPrimary } from './primary-requests.js';
 

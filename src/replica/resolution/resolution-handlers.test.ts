@@ -46,11 +46,11 @@ import type {
   TxStateCommitPartitionRequest,
   TxStateResponse,
 } from '../../tx/core/messages.js';
-import { CleanupDriver } from '../cleanup-driver.js';
+import { CleanupDriver } from '../cleanup/cleanup-driver.js';
 import { TxFinishHandler } from '../handlers/tx-finish.js';
 import { RESOLUTION_COUNTERS } from '../ports.js';
+import { ReplicaResolution } from '../replica-resolution.js';
 import { txRequestTable } from '../request-table.js';
-import { ReplicaResolution } from './replica-resolution.js';
 
 const COORD_NAME = nodeName('coord');
 /** A second, live coordinator for requesters. */

@@ -15,8 +15,8 @@ import { primaryMissNaming } from '../../testing/coordinator-fakes.js';
 import type { TxRequest, TxStateAnswer, TxStateResponse } from '../../tx/core/messages.js';
 import { makeTxId } from '../../tx/core/tx-id.js';
 import { TxStateMap } from '../../tx/core/tx-state-map.js';
-import type { IntentResolutionRequest } from '../handlers/intent-resolver.js';
 import { RESOLUTION_COUNTERS } from '../ports.js';
+import type { IntentResolutionRequest } from './intent-resolver.js';
 import { IntentSwitcher } from './intent-switch.js';
 import { TxStateResolver } from './resolver.js';
 

@@ -37,7 +37,7 @@ import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { addMs } from '../../hlc/timestamp.js';
 import { nodeIdOf, txDeadline } from '../../tx/core/tx-id.js';
 import type { TxStateEntry, TxStateMap, TxStateUpdateReason } from '../../tx/core/tx-state-map.js';
-import type { PartitionReplica } from '../partition-replica.js';
+import type { PartitionReplica } from '../partition/partition-replica.js';
 import type { PeerDirectory } from '../ports.js';
 import type { OrphanDetector } from './orphan-detector.js';
 

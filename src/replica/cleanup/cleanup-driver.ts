@@ -1,0 +1,330 @@
+/**
+ * The commit partition's cleanup driver (ignite3-protocol.md §7.6–7.7; DESIGN §2 "Commit acknowledgement", "Vacuum").
+ * Once a tx's outcome is durable on its commit partition, that partition's primary cleans up every enlisted partition
+ * (intents switched, locks released) and then proposes TxCleanupCompleted, which lets vacuum remove the record later.
+ * The finish handler starts a run after answering the coordinator, recovery after deciding, and the rescan below
+ * whenever a record still owes one. The coordinator's answer never waits for a run.
+ *
+ * A run: enlisted partitions are grouped by their primary node (a hint first: the coordinator's enlistment, else the
+ * locator), one TxCleanupRequest per node; partitions not reported cleaned (PRIMARY_MISS, timeout, failure) go next
+ * to the holder their miss names, else to the primary the locator finds again (route/send-to-primary.ts's rule), and are
+ * retried after a doubling backoff capped at `cleanupBackoffMsMax`, for at most `cleanupAttemptsMax` rounds. A run
+ * also ends once this replica no longer acts as the commit partition's primary (the next primary re-drives on gaining
+ * primacy). Concurrent runs of one tx share one.
+ *
+ * Never given up: a record stays "cleanup not completed" until TxCleanupCompleted applies, and every
+ * `cleanupRescanIntervalMs` the driver scans each commit partition this node is primary of for such records that no
+ * run is cleaning now, starting runs for at most `cleanupRescanBatchMax` of them per partition per pass (the scan
+ * resumes after the last one next pass, and wraps around at the end). `recover` runs the same scan to its end on
+ * gaining primacy. Meanwhile readers resolve the intents through the map and the commit partition, and a conflicting
+ * request cleans a finished holder in line (inline-cleanup.ts).
+ */
+
+import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
+import { BasaltError, missHolder } from '../../core/errors.js';
+import type { NodeName, PartitionId, TxId } from '../../core/ids.js';
+import { LIMITS } from '../../core/limits.js';
+import { sleep, type TimerHandle, type Timers } from '../../env/timers.js';
+import { locateOr, type PrimaryDirectory } from '../../route/primary-directory.js';
+import { followMiss } from '../../route/send-to-primary.js';
+import type { StoredTxMeta } from '../../storage/tx-state-storage.js';
+import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../../tx/core/messages.js';
+import { proposeCleanupCompleted } from '../partition/coalesced-proposals.js';
+import type { HostedPartitions } from '../partition/partition-directory.js';
+import { assertHosted, type PartitionReplica } from '../partition/partition-replica.js';
+
+/** Names of the node counters bumped here. */
+export const CLEANUP_COUNTERS = {
+  /** Cleanup runs the rescan started again for finished txs whose cleanup had not completed. */
+  rescanRuns: 'cleanup.rescanRuns',
+} as const;
+
+/** Sends one TxCleanupRequest to a node (the messenger's `request`, with a timeout). */
+export interface CleanupSender {
+  request(to: NodeName, body: TxCleanupRequest): Promise<TxCleanupResponse>;
+}
+
+/** The part of the Messenger a CleanupSender needs. */
+export interface RequestChannel {
+  request(to: NodeName, body: TxCleanupRequest, options: { readonly timeoutMs: number }): Promise<unknown>;
+}
+
+/** A CleanupSender over the node's messenger, each request bounded by `timeoutMs`. */
+export function messengerCleanupSender(
+  channel: RequestChannel,
+  timeoutMs: number = LIMITS.cleanupRequestTimeoutMs,
+): CleanupSender {
+  return {
+    request: async (to, body) => {
+      const response = (await channel.request(to, body, { timeoutMs })) as Partial<TxCleanupResponse> | undefined;
+      if (response?.kind !== 'TxCleanupResponse' || !Array.isArray(response.cleaned)) {
+        throw new BasaltError('INTERNAL', `${to} answered a cleanup with ${String(response?.kind)}`);
+      }
+      return response as TxCleanupResponse;
+    },
+  };
+}
+
+/** A partition to clean, with where to send first (the coordinator's enlistment hint), if known. */
+export interface CleanupTargetInput {
+  readonly partitionId: PartitionId;
+  readonly hint?: NodeName;
+}
+
+export interface CleanupDriverOptions {
+  readonly partitions: HostedPartitions;
+  readonly sender: CleanupSender;
+  readonly locator: PrimaryDirectory;
+  readonly timers: Timers;
+  /** Background failures (a run that ended unfinished, TxCleanupCompleted not applied). */
+  readonly onError?: (error: unknown) => void;
+  readonly cleanupAttemptsMax?: number;
+  readonly cleanupBackoffMsMin?: number;
+  readonly cleanupBackoffMsMax?: number;
+  readonly finishesInFlightMax?: number;
+  readonly rescanIntervalMs?: number;
+  readonly rescanBatchMax?: number;
+  readonly counters?: CounterSink;
+}
+
+interface CleanupTarget {
+  readonly partitionId: PartitionId;
+  /** Where to send next: the hint, or the last located primary; undefined asks the locator. */
+  hint: NodeName | undefined;
+}
+
+export class CleanupDriver {
+  private readonly o: CleanupDriverOptions;
+  private readonly onError: (error: unknown) => void;
+  private readonly attemptsMax: number;
+  private readonly backoffMsMin: number;
+  private readonly backoffMsMax: number;
+  private readonly inFlightMax: number;
+  private readonly rescanIntervalMs: number;
+  private readonly rescanBatchMax: number;
+  private readonly counters: CounterSink;
+  /** Runs in progress, by tx: finishes, recoveries and rescans of one tx share one. */
+  private readonly runs = new Map<TxId, Promise<boolean>>();
+  /** Per commit partition: the last tx a rescan pass started from (the next pass resumes after it). */
+  private readonly rescanCursor = new Map<PartitionId, TxId>();
+  private timer: TimerHandle | undefined;
+  private stopped = false;
+
+  constructor(options: CleanupDriverOptions) {
+    this.o = options;
+    this.onError = options.onError ?? (() => {});
+    this.attemptsMax = options.cleanupAttemptsMax ?? LIMITS.cleanupAttemptsMax;
+    this.backoffMsMin = options.cleanupBackoffMsMin ?? LIMITS.cleanupBackoffMsMin;
+    this.backoffMsMax = options.cleanupBackoffMsMax ?? LIMITS.cleanupBackoffMsMax;
+    this.inFlightMax = options.finishesInFlightMax ?? LIMITS.finishesInFlightMax;
+    this.rescanIntervalMs = options.rescanIntervalMs ?? LIMITS.cleanupRescanIntervalMs;
+    this.rescanBatchMax = options.rescanBatchMax ?? LIMITS.cleanupRescanBatchMax;
+    this.counters = options.counters ?? NO_COUNTERS;
+  }
+
+  get runsInFlight(): number {
+    return this.runs.size;
+  }
+
+  /** Starts the periodic rescan (idempotent). */
+  start(): void {
+    if (this.timer !== undefined || this.stopped) return;
+    this.timer = this.o.timers.setTimer(() => {
+      this.timer = undefined;
+      if (this.stopped) return;
+      for (const p of this.o.partitions.hosted()) this.rescan(p);
+      this.start();
+    }, this.rescanIntervalMs);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== undefined) this.o.timers.clearTimer(this.timer);
+    this.timer = undefined;
+  }
+
+  /**
+   * Runs (or joins) the cleanup of `txId`; resolves true once every target partition's primary reported it cleaned
+   * (TxCleanupCompleted is then proposed in the background), false if the run ended unfinished (the record stays
+   * "not cleaned up" for the rescan). Rejects OVERLOADED when too many runs are in progress.
+   */
+  ensureCleanup(
+    p: PartitionReplica,
+    txId: TxId,
+    outcome: TxOutcome,
+    targets: readonly CleanupTargetInput[],
+  ): Promise<boolean> {
+    const running = this.runs.get(txId);
+    if (running !== undefined) return running;
+    if (this.runs.size >= this.inFlightMax) {
+      return Promise.reject(new BasaltError('OVERLOADED', 'too many cleanups in progress', { txId }));
+    }
+    const run = this.run(p, txId, outcome, targets)
+      .then((done) => {
+        if (done) void this.markCleaned(p, txId);
+        return done;
+      })
+      .finally(() => this.runs.delete(txId));
+    this.runs.set(txId, run);
+    return run;
+  }
+
+  /**
+   * On gaining primacy of commit partition `partitionId`: starts a run for every finished record whose cleanup did
+   * not complete (from durable state; primaries are located afresh). Resolves with the number of txs fully cleaned.
+   */
+  async recover(partitionId: PartitionId): Promise<number> {
+    const p = assertHosted(this.o.partitions.get(partitionId), partitionId);
+    let cleaned = 0;
+    let after: TxId | undefined;
+    for (;;) {
+      const page = p.txState.finishedNotCleanedUp(after, LIMITS.txStateListMax);
+      const done = await Promise.all(page.map((record) => this.runFor(p, record)));
+      cleaned += done.filter(Boolean).length;
+      const last = page.at(-1);
+      if (last === undefined || page.length < LIMITS.txStateListMax) return cleaned;
+      after = last.txId;
+    }
+  }
+
+  /**
+   * One rescan pass over `p` if this replica acts as its primary: runs for up to `rescanBatchMax` records whose
+   * cleanup has not completed and which no run is cleaning now. Returns the number of runs started.
+   */
+  rescan(p: PartitionReplica): number {
+    if (p.checkPrimary(p.clock.current()).kind !== 'ok') return 0;
+    const page = p.txState.finishedNotCleanedUp(this.rescanCursor.get(p.partitionId), this.rescanBatchMax);
+    const last = page.at(-1);
+    if (last === undefined || page.length < this.rescanBatchMax) this.rescanCursor.delete(p.partitionId);
+    else this.rescanCursor.set(p.partitionId, last.txId);
+    let started = 0;
+    for (const record of page) {
+      if (this.runs.has(record.txId)) continue;
+      void this.runFor(p, record);
+      started++;
+    }
+    if (started > 0) this.counters.add(CLEANUP_COUNTERS.rescanRuns, started);
+    return started;
+  }
+
+  private runFor(p: PartitionReplica, record: StoredTxMeta): Promise<boolean> {
+    const targets = record.enlistedPartitions.map((partitionId) => ({ partitionId }));
+    return this.ensureCleanup(p, record.txId, outcomeOfRecord(record), targets).catch((error: unknown) => {
+      this.onError(error);
+      return false;
+    });
+  }
+
+  private async run(
+    p: PartitionReplica,
+    txId: TxId,
+    outcome: TxOutcome,
+    targets: readonly CleanupTargetInput[],
+  ): Promise<boolean> {
+    const pending = new Map<PartitionId, CleanupTarget>(
+      targets.map((t) => [t.partitionId, { partitionId: t.partitionId, hint: t.hint }]),
+    );
+    let backoffMs = this.backoffMsMin;
+    for (let round = 0; round < this.attemptsMax && pending.size > 0; round++) {
+      if (round > 0) {
+        await sleep(this.o.timers, backoffMs);
+        backoffMs = Math.min(backoffMs * 2, this.backoffMsMax);
+      }
+      // A deposed primary stops: its successor re-drives the record on gaining primacy.
+      if (!this.actsFor(p)) return false;
+      await this.locateMissing(pending);
+      await Promise.all(
+        [...groupByNode(pending)].map(([node, partitionIds]) =>
+          this.sendOne(txId, outcome, node, partitionIds, pending),
+        ),
+      );
+    }
+    if (pending.size === 0) return true;
+    this.onError(
+      new BasaltError('TIMEOUT', `cleanup of ${txId} unfinished after ${this.attemptsMax} rounds; the rescan retries`, {
+        txId,
+        pending: [...pending.keys()],
+      }),
+    );
+    return false;
+  }
+
+  private actsFor(p: PartitionReplica): boolean {
+    return (
+      !this.stopped && this.o.partitions.get(p.partitionId) === p && p.checkPrimary(p.clock.current()).kind === 'ok'
+    );
+  }
+
+  private async locateMissing(pending: Map<PartitionId, CleanupTarget>): Promise<void> {
+    await Promise.all(
+      [...pending.values()]
+        .filter((t) => t.hint === undefined)
+        .map(async (t) => {
+          t.hint = locateOr(this.o.locator, t.partitionId, undefined);
+        }),
+    );
+  }
+
+  private async sendOne(
+    txId: TxId,
+    outcome: TxOutcome,
+    node: NodeName,
+    partitionIds: readonly PartitionId[],
+    pending: Map<PartitionId, CleanupTarget>,
+  ): Promise<void> {
+    const body: TxCleanupRequest = {
+      kind: 'TxCleanupRequest',
+      txId,
+      partitions: partitionIds,
+      unlockOnly: false,
+      outcome,
+    };
+    let failure: unknown;
+    const cleaned = await this.o.sender.request(node, body).then(
+      (response) => new Set(response.cleaned),
+      (error: unknown) => {
+        failure = error;
+        return new Set<PartitionId>();
+      },
+    );
+    for (const partitionId of partitionIds) {
+      if (cleaned.has(partitionId)) pending.delete(partitionId);
+      else {
+        // Not its primary any more (or unreachable): the holder a miss of this partition names, else the locator,
+        // which learns the holder, or, on any other failure, not to guess the node asked first again.
+        const target = pending.get(partitionId);
+        if (target !== undefined) target.hint = followMiss(failure, partitionId, node, this.o.locator);
+        if (failure !== undefined && missHolder(failure) === undefined) this.o.locator.forget?.(partitionId, node);
+      }
+    }
+  }
+
+  private async markCleaned(p: PartitionReplica, txId: TxId): Promise<void> {
+    try {
+      await proposeCleanupCompleted(p, txId);
+    } catch (error) {
+      // The record stays "not cleaned up": the rescan runs cleanup again (idempotent) and marks it.
+      this.onError(error);
+    }
+  }
+}
+
+/** The outcome a durable record holds (what the compare-and-set stored: rule 14). */
+export function outcomeOfRecord(stored: StoredTxMeta): TxOutcome {
+  if (stored.state === 'ABORTED') return { state: 'ABORTED' };
+  if (stored.commitTs === undefined) {
+    throw new BasaltError('STORAGE_CORRUPTED', `COMMITTED ${stored.txId} lacks commitTs`);
+  }
+  return { state: 'COMMITTED', commitTs: stored.commitTs };
+}
+
+function groupByNode(pending: ReadonlyMap<PartitionId, CleanupTarget>): Map<NodeName, PartitionId[]> {
+  const groups = new Map<NodeName, PartitionId[]>();
+  for (const t of pending.values()) {
+    if (t.hint === undefined) continue;
+    const group = groups.get(t.hint) ?? [];
+    group.push(t.partitionId);
+    groups.set(t.hint, group);
+  }
+  return groups;
+}
