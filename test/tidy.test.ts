@@ -2,7 +2,19 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, it } from 'node:test';
-import { checkSource, stripCommentsAndStrings } from './tidy.js';
+import {
+  ASSERT_FLOORS,
+  assertCount,
+  checkSource,
+  FUNCTION_LINES_MAX,
+  functionSpans,
+  importCircles,
+  importTargets,
+  LONG_FUNCTIONS,
+  looksLikeTestSupport,
+  stripCommentsAndStrings,
+  sublayerViolations,
+} from './tidy.js';
 
 const root = join(import.meta.dirname, '..', '..');
 
@@ -88,5 +100,103 @@ describe('tidy layering on multi-line imports', () => {
     const v = checkSource('src/storage/mvcc.ts', "import {\n  Coordinator,\n  Lock,\n} from '../tx/index.js';\n");
     assert.equal(v.length, 1);
     assert.equal(v[0]!.line, 1);
+  });
+});
+
+/** Production sources (no tests, no test support), repository-relative, with their text. */
+function productionSources(): { readonly file: string; readonly source: string }[] {
+  return sourceFiles(join(root, 'src'))
+    .map((path) => relative(root, path).split('\\').join('/'))
+    .filter((file) => !file.endsWith('.test.ts') && !file.startsWith('src/testing/'))
+    .map((file) => ({ file, source: readFileSync(join(root, file), 'utf8') }));
+}
+
+describe('house rules', () => {
+  const sources = productionSources();
+
+  it(`no function over ${FUNCTION_LINES_MAX} lines but the allowlisted ones, which may only shrink`, () => {
+    const long = new Map<string, number>();
+    for (const { file, source } of sources) {
+      for (const span of functionSpans(source)) {
+        if (span.lines <= FUNCTION_LINES_MAX) continue;
+        const key = `${file}:${span.name}`;
+        long.set(key, Math.max(long.get(key) ?? 0, span.lines));
+      }
+    }
+    const problems: string[] = [];
+    for (const [key, lines] of long) {
+      const allowed = LONG_FUNCTIONS[key];
+      if (allowed === undefined) problems.push(`${key} has ${lines} lines (at most ${FUNCTION_LINES_MAX})`);
+      else if (lines > allowed) problems.push(`${key} grew to ${lines} lines (allowlisted at ${allowed})`);
+    }
+    for (const key of Object.keys(LONG_FUNCTIONS)) {
+      if (!long.has(key)) problems.push(`${key} is no longer long: take it off LONG_FUNCTIONS`);
+    }
+    assert.deepEqual(problems, []);
+  });
+
+  it('no import circle in production code', () => {
+    const graph = new Map(sources.map(({ file, source }) => [file, importTargets(file, source)] as const));
+    assert.deepEqual(importCircles(graph), []);
+  });
+
+  it("sub-layers import only downward, and only their parent's ports", () => {
+    const problems = sources.flatMap(({ file, source }) => sublayerViolations(file, importTargets(file, source)));
+    assert.deepEqual(problems, []);
+  });
+
+  it('no test support under production folders (it lives in src/testing)', () => {
+    const misplaced = sources.filter(({ file, source }) => looksLikeTestSupport(file, source)).map((s) => s.file);
+    assert.deepEqual(misplaced, []);
+  });
+
+  it('async protocol folders keep their assertion floor', () => {
+    const counts = new Map<string, number>();
+    for (const { file, source } of sources) {
+      const folder = file.slice(0, file.lastIndexOf('/'));
+      counts.set(folder, (counts.get(folder) ?? 0) + assertCount(source));
+    }
+    const below = Object.entries(ASSERT_FLOORS)
+      .filter(([folder, floor]) => (counts.get(folder) ?? 0) < floor)
+      .map(([folder, floor]) => `${folder}: ${counts.get(folder) ?? 0} asserts, floor ${floor}`);
+    assert.deepEqual(below, []);
+  });
+
+  it('the measures see what they claim to', () => {
+    const spans = functionSpans(
+      [
+        'export function a(x: number): Promise<void> {',
+        '  if (x) {',
+        '    return;',
+        '  }',
+        '  const f = async (y: string) => {',
+        '    return y;',
+        '  };',
+        '}',
+        'class C {',
+        '  private m<T>(t: T): T {',
+        '    return t;',
+        '  }',
+        '}',
+      ].join('\n'),
+    );
+    assert.deepEqual(
+      spans.map((s) => `${s.name}:${s.line}:${s.lines}`),
+      ['a:1:8', 'f:5:3', 'm:10:3'],
+    );
+    const graph = new Map([
+      ['a', ['b']],
+      ['b', ['a', 'c']],
+      ['c', []],
+    ]);
+    assert.deepEqual(importCircles(graph), [['a', 'b']]);
+    assert.deepEqual(sublayerViolations('src/replica/partition/x.ts', ['src/replica/handlers/y.ts']).length, 1);
+    assert.deepEqual(sublayerViolations('src/replica/handlers/y.ts', ['src/replica/partition/x.ts']), []);
+    assert.deepEqual(sublayerViolations('src/replica/handlers/y.ts', ['src/replica/ports.ts']), []);
+    assert.equal(sublayerViolations('src/replica/handlers/y.ts', ['src/replica/request-table.ts']).length, 1);
+    assert.equal(looksLikeTestSupport('src/replica/test-support.ts', ''), true);
+    assert.equal(looksLikeTestSupport('src/replica/x.ts', "import assert from 'node:assert/strict';"), true);
+    assert.equal(looksLikeTestSupport('src/testing/x.ts', "import assert from 'node:assert/strict';"), false);
+    assert.equal(assertCount("assert(x, 'assert(');\n// assert(y)\nfoo.assert(z);"), 1);
   });
 });

@@ -345,3 +345,64 @@ export function importCircles(graph: ReadonlyMap<string, readonly string[]>): st
 export function assertCount(source: string): number {
   return [...stripCommentsAndStrings(source).matchAll(/(?<![.\w$])assert\s*\(/g)].length;
 }
+
+// ------------------------------------------------------------------------------------------ house rules
+
+/**
+ * Functions longer than FUNCTION_LINES_MAX that are allowed for now, with their length when listed. The list may only
+ * shrink: a function on it may not grow, one that got short enough must leave it, and no other may join it.
+ */
+export const LONG_FUNCTIONS: Readonly<Record<string, number>> = {
+  'src/cli/jepsen.ts:jepsen': 146,
+  'src/cli/start-command.ts:runStart': 183,
+  'src/node/compose.ts:composeNode': 245,
+  'src/sim/check/register.ts:checkKey': 81,
+  'src/sim/workload/run.ts:simRun': 122,
+};
+
+/**
+ * Sub-folders of a layer that are layers themselves, lowest first: a file in one may import the ones before it and
+ * its parent's `ports.ts` (declarations only), never a later one nor the parent's other files.
+ */
+export const SUBLAYERS: Readonly<Record<string, readonly string[]>> = {
+  replica: ['partition', 'resolution', 'cleanup', 'handlers'],
+  tx: ['core', 'coordinator'],
+};
+
+/**
+ * The least number of `assert(` calls per folder of async protocol code, where the subtle bugs live: the invariants
+ * their module headers state, checked where they are written and where they are read. A floor may only rise.
+ */
+export const ASSERT_FLOORS: Readonly<Record<string, number>> = {
+  'src/node': 4,
+  'src/route': 3,
+};
+
+/** Whether a production path is test support (it belongs in src/testing, which the package leaves out). */
+export function looksLikeTestSupport(file: string, source: string): boolean {
+  if (file.startsWith('src/testing/') || file.endsWith('.test.ts')) return false;
+  if (/(^|[/-])(test-support|test-cluster|fakes?)\.ts$|\.contract\.ts$/.test(file)) return true;
+  return /from\s+['"]node:test['"]|from\s+['"]node:assert(\/strict)?['"]/.test(source);
+}
+
+/** Imports between sub-layers that run against SUBLAYERS. */
+export function sublayerViolations(file: string, targets: readonly string[]): string[] {
+  const parts = file.split('/');
+  const layer = parts[1];
+  const order = layer === undefined ? undefined : SUBLAYERS[layer];
+  if (order === undefined || parts.length < 4) return [];
+  const from = order.indexOf(parts[2]!);
+  if (from < 0) return [];
+  const out: string[] = [];
+  for (const target of targets) {
+    const t = target.split('/');
+    if (t[0] !== 'src' || t[1] !== layer) continue;
+    if (t.length === 3) {
+      if (t[2] !== 'ports.ts') out.push(`${file} imports ${target}: a sub-layer imports only its parent's ports.ts`);
+      continue;
+    }
+    const to = order.indexOf(t[2]!);
+    if (to > from) out.push(`${file} imports ${target}: ${parts[2]} sits below ${t[2]}`);
+  }
+  return out;
+}

@@ -12,9 +12,9 @@
  * implicit write TX_OUTCOME_UNKNOWN (it may have reached its commit partition), a rollback resolves. `transaction`
  * looks its coordinator up again for every attempt, so it retries on the restarted node.
  *
- * Implicit operations: `put`/`remove` are one-phase writes (one replicated command, no intent). `get` is, until
- * read-only transactions exist, a read-write transaction of a single read (it takes a shared lock on the primary and
- * finishes with an unlock-only cleanup), retried like `transaction`.
+ * Implicit operations: `put`/`remove` are one-phase writes (one replicated command, no intent). `get` is one
+ * lock-free read on the key's primary at the primary's `now` (rule 19: a linearizable single-key read while clocks
+ * stay within maxClockSkew), retried on retryable errors.
  */
 
 import type { TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';

@@ -425,12 +425,7 @@ function composeReplicaLayer(c: ReplicaLayerComponents): ReplicaLayer {
     else c.report(error);
   };
   const partitions = new PartitionDirectory();
-  const hints = new PrimaryHints(
-    // The current assignment first: a partition that moved is no longer where it was started.
-    (p) => replicasFromView(c.metaView(), p) ?? partitions.replicasOf(p),
-    (p) => localLeaseHolder(partitions.get(p), hlc.current()),
-    (name) => name === self.name || c.membership.liveIdOf(name) !== undefined,
-  );
+  const hints = nodePrimaryHints(c, partitions);
   const lowWatermark = new LowWatermark({ clock: hlc });
   const locator = hintsDirectory(hints);
   const peers = membershipPeers(c.membership, self);
@@ -486,6 +481,16 @@ function composeReplicaLayer(c: ReplicaLayerComponents): ReplicaLayer {
     onError: background,
   });
   return { partitions, hints, lowWatermark, cleanups, finish, resolution, inline, gc, vacuum, sweep, background };
+}
+
+/** The node's primary hints over its hosted partitions, the cluster's assignment and its live members. */
+function nodePrimaryHints(c: ReplicaLayerComponents, partitions: PartitionDirectory): PrimaryHints {
+  return new PrimaryHints(
+    // The current assignment first: a partition that moved is no longer where it was started.
+    (p) => replicasFromView(c.metaView(), p) ?? partitions.replicasOf(p),
+    (p) => localLeaseHolder(partitions.get(p), c.hlc.current()),
+    (name) => name === c.self.name || c.membership.liveIdOf(name) !== undefined,
+  );
 }
 
 /** Raft messages of every group as one-way `Raft` messages on the node's messenger. */

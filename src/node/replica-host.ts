@@ -39,6 +39,7 @@
 
 import type { GroupStateMachine } from '../cluster/group-state-machines.js';
 import type { MetaView } from '../cluster/metastorage-state.js';
+import { assert } from '../core/assert.js';
 import type { CounterSink } from '../core/counters.js';
 import { BasaltError, missHolder } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
@@ -213,6 +214,11 @@ export class ReplicaPartitionHost implements PartitionHost {
     entry.undo.push(replica.stateMachine.onLeaseChange(leaseCounting(context.counters, replica.self)));
     entry.undo.push(replica.onWake((reason) => this.woken(partitionId, reason)));
     this.hosted.set(partitionId, entry);
+    assert(
+      this.partitions.get(partitionId) === replica,
+      'the directory serves the replica this host holds',
+      partitionId,
+    );
     this.wake(partitionId);
     try {
       // The assignment lists the preferred leader first.
@@ -300,10 +306,12 @@ export class ReplicaPartitionHost implements PartitionHost {
     this.awake.delete(partitionId);
     entry.replica.stop();
     for (const undo of entry.undo.reverse()) undo();
+    assert(this.partitions.get(partitionId) !== entry.replica, 'a released replica leaves the directory', partitionId);
   }
 
   /** `partitionId`'s upkeep runs on the timer again, which ticks fast from now on. */
   private wake(partitionId: PartitionId): void {
+    assert(this.hosted.has(partitionId), 'only a hosted partition is awake', partitionId);
     this.awake.add(partitionId);
     if (!this.timerResting || this.timer === undefined || this.stopped) return;
     this.context.timers.clearTimer(this.timer);
@@ -324,7 +332,8 @@ export class ReplicaPartitionHost implements PartitionHost {
         if (this.stopped) return;
         for (const partitionId of this.awake) {
           const replica = this.hosted.get(partitionId)?.replica;
-          if (this.options.rest === true && replica?.mayRest() === true) {
+          assert(replica !== undefined, 'an awake partition is hosted', partitionId);
+          if (this.options.rest === true && replica.mayRest()) {
             replica.rest();
             this.awake.delete(partitionId);
             this.context.counters.add(REPLICA_HOST_COUNTERS.rests);

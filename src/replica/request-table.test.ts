@@ -2,6 +2,7 @@
  * The one request table: its type is a record over every request kind of tx/core/messages.ts (a kind without a handler
  * does not compile), and a table built from its parts answers every kind and registers exactly those kinds.
  */
+
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
@@ -9,6 +10,7 @@ import type { NodeId, NodeIdentity, NodeName, PartitionId } from '../core/ids.js
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { SimClock } from '../sim/clock.js';
 import { Scheduler } from '../sim/scheduler.js';
+import { LocalIntentResolver } from '../testing/local-intent-resolver.js';
 import { TX_REQUEST_KINDS, type TxRequestKind, type TxStateResponse } from '../tx/core/messages.js';
 import { makeTxId } from '../tx/core/tx-id.js';
 import { TxStateMap } from '../tx/core/tx-state-map.js';
@@ -22,7 +24,6 @@ import {
   tableKinds,
   txRequestTable,
 } from './request-table.js';
-import { LocalIntentResolver } from './resolution/intent-resolver.js';
 
 // Compile-time: the table's keys are exactly the protocol's request kinds.
 type Equal<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;

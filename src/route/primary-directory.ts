@@ -8,6 +8,7 @@
  * the holder learned last, then a guess that rotates among the partition's live replicas. A test implements the
  * interface with whatever fixed or scripted answers it needs.
  */
+import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
 import type { NodeName, PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -50,6 +51,7 @@ export class PrimaryHints {
   note(partitionId: PartitionId, name: NodeName): void {
     if (this.learned.size >= LIMITS.txStateMapEntriesMax && !this.learned.has(partitionId)) this.learned.clear();
     this.learned.set(partitionId, name);
+    assert(this.learned.size <= LIMITS.txStateMapEntriesMax, 'learned primaries stay bounded', this.learned.size);
   }
 
   /** Forgets a learned primary that turned out wrong. */

@@ -22,6 +22,7 @@
  * error proves it (`executed: 'no'`) or its code is a refusal before acting; a PRIMARY_MISS did nothing either (the
  * request was refused, or its command applied as a deterministic no-op under a stale lease: rule 4).
  */
+import { assert } from '../core/assert.js';
 import {
   asBasaltError,
   BasaltError,
@@ -156,6 +157,7 @@ export async function sendToPrimary<R>(o: PrimaryRouteOptions<R>): Promise<Prima
       if (!miss && !isUnexecuted(last)) executed = 'unknown';
       if (!miss && !o.retries?.(last)) return failed(last, executed, sentTo);
       if (!asReplica) tried.add(to);
+      assert(tried.size <= attempt, 'a route sends to at most one new target per attempt', tried.size, attempt);
       const hinted = followMiss(last, o.partitionId, to, o.directory);
       if (attempt >= o.attemptsMax) break;
       const step = await retarget(o, tried, hinted, attempt);
@@ -163,6 +165,7 @@ export async function sendToPrimary<R>(o: PrimaryRouteOptions<R>): Promise<Prima
       next = step.to;
     }
   }
+  assert(executed === 'no' || sentTo !== undefined, 'an attempt that may have acted was sent somewhere');
   if (last === undefined) {
     const timeout = new BasaltError('TIMEOUT', `no attempt to reach the primary of ${o.partitionId} in time`);
     return failed(timeout, executed, sentTo);

@@ -5,6 +5,7 @@
  * call absorbs the sender's timestamp on arrival and the receiver's on the way back, as the messenger does. Seeds are
  * fixed; a failure message names the seed.
  */
+
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BasaltError, isBasaltError } from '../../core/errors.js';
@@ -25,6 +26,7 @@ import { isUnexecuted, mayResendAsNew } from '../../route/send-to-primary.js';
 import { SimClock } from '../../sim/clock.js';
 import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
+import { LocalIntentResolver } from '../../testing/local-intent-resolver.js';
 import {
   type ClusterMember,
   COORDINATOR,
@@ -56,7 +58,6 @@ import { TX_REQUEST_KINDS } from '../../tx/core/messages.js';
 import { CleanupDriver, messengerCleanupSender, type RequestChannel } from '../cleanup/cleanup-driver.js';
 import { tokenOf } from '../partition/lease.js';
 import { registerTxRequests, type TxHandlerRegistry, txRequestTable } from '../request-table.js';
-import { LocalIntentResolver } from '../resolution/intent-resolver.js';
 import { TxFinishHandler } from './tx-finish.js';
 
 /** What a member of these tests has besides the common stack: its commit partitions' cleanup driver. */

@@ -2,6 +2,7 @@
  * Storage GC, the replica's low-watermark check and tx state vacuum on one replica whose Raft group is reduced to
  * "apply at once" (every proposal is applied as the next log entry inside submit), on the simulator's virtual time.
  */
+
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isBasaltError } from '../../core/errors.js';
@@ -13,13 +14,13 @@ import { SeededRandom } from '../../sim/random.js';
 import { Scheduler } from '../../sim/scheduler.js';
 import type { Value } from '../../storage/mv-partition-storage.js';
 import { MemoryStorageEngine } from '../../storage/storage-engine.js';
+import { LocalIntentResolver } from '../../testing/local-intent-resolver.js';
 import { beginReadOnly, ReadOnlyCoordinator } from '../../tx/coordinator/read-only.js';
 import { LowWatermark } from '../../tx/core/low-watermark.js';
 import type { ReadOnlyRequest, TxRequestFn } from '../../tx/core/messages.js';
 import { makeTxId, txDeadline } from '../../tx/core/tx-id.js';
 import { TxStateMap } from '../../tx/core/tx-state-map.js';
 import { handleReadOnly } from '../handlers/read-only.js';
-import { LocalIntentResolver } from '../resolution/intent-resolver.js';
 import { StorageGcDriver } from './gc.js';
 import { type Lease, tokenOf } from './lease.js';
 import { localReplicaView } from './local-view.js';

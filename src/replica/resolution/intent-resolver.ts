@@ -3,18 +3,12 @@
  * intent's tx's *true* state (rule 11). Visibility is the reader's decision: the intent's value is visible only when
  * the tx is COMMITTED with commitTs ≤ readTs; otherwise the reader takes the newest committed version ≤ readTs.
  *
- * `LocalIntentResolver` is the default until the resolution issue brings the full resolver (local map → coordinator
- * path → commit partition path, shared requests, caching, write-intent switch of the row). It looks only at this
- * node's tx state map and answers PENDING ("not visible") for anything not final here.
- *
- * NOT SAFE YET for fresh reads of commits in flight: a tx this node still sees as PENDING (or has no entry for) may
- * already have chosen a commitTs ≤ readTs on its coordinator (FINISHING) or have it stored on its commit partition,
- * and then the older version this default returns is wrong. Only final local states are trustworthy (rule 11); the
- * coordinator and commit partition paths (rules 12, 16) come with the resolution issue.
+ * The node's resolver is `TxStateResolver` (resolver.ts): the local map, then the coordinator path, then the commit
+ * partition path, with shared requests, caching of final answers and the write-intent switch of the row (seed 001,
+ * rules 11, 12, 16, 17). Handler tests that need no resolution plug in a local-only one (src/testing).
  */
 import type { HybridTimestamp, PartitionId, TxId } from '../../core/ids.js';
 import type { TxOutcome, TxStateAnswer } from '../../tx/core/messages.js';
-import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 
 export interface IntentResolutionRequest {
   /** The tx owning the intent, and its commit partition (from the intent). */
@@ -50,22 +44,4 @@ export interface IntentResolver {
 /** The reader's visibility rule (rule 11): visible only when committed at or below readTs. */
 export function isIntentVisible(answer: TxStateAnswer, readTs: HybridTimestamp): boolean {
   return answer.state === 'COMMITTED' && answer.commitTs <= readTs;
-}
-
-/** Local-only default: final states of this node's map; PENDING (not visible) otherwise. See the module header. */
-export class LocalIntentResolver implements IntentResolver {
-  constructor(private readonly map: TxStateMap) {}
-
-  resolve(request: IntentResolutionRequest): Promise<TxStateAnswer> {
-    return Promise.resolve(localAnswer(this.map, request.txId));
-  }
-}
-
-export function localAnswer(map: TxStateMap, txId: TxId): TxStateAnswer {
-  const entry = map.entry(txId);
-  if (entry?.state === 'COMMITTED' && entry.commitTimestamp !== undefined) {
-    return { state: 'COMMITTED', commitTs: entry.commitTimestamp };
-  }
-  if (entry?.state === 'ABORTED') return { state: 'ABORTED' };
-  return { state: 'PENDING' };
 }
