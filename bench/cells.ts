@@ -51,6 +51,8 @@ export interface CellSpec {
   readonly threadsMax?: number;
   /** Basalt: the Raft log entries applied so far over the partition groups, read before and after the window. */
   readonly logEntries?: () => Promise<number>;
+  /** Basalt: messages sent to peers and the socket writes that carried them so far, summed over the nodes. */
+  readonly peerTraffic?: () => Promise<PeerTrafficCount>;
 }
 
 export interface CellResult {
@@ -78,6 +80,10 @@ export interface CellResult {
   readonly clientCores: number;
   /** Basalt: Raft log entries (all partition groups) per completed operation over the window. */
   readonly logEntriesPerOp?: number;
+  /** Basalt: messages sent between the nodes per completed operation over the window (all nodes). */
+  readonly peerMessagesPerOp?: number;
+  /** Basalt: socket writes between the nodes per completed operation over the window (all nodes). */
+  readonly peerWritesPerOp?: number;
   /** The measured window on CLOCK_MONOTONIC, in microseconds (the clock of `.cpuprofile` sample times). */
   readonly monotonicWindowUs: { readonly fromUs: number; readonly toUs: number };
   /** Intent cells: every node's resolution counter deltas over the cell (warm-up included), and writer failures. */
@@ -148,6 +154,7 @@ export class ClientPool {
     for (const w of workers) w.postMessage({ kind: 'go', startMs, endMs } satisfies DriverGo);
     await sleepUntil(startMs);
     const entriesBefore = await readEntries(spec);
+    const trafficBefore = await readTraffic(spec);
     const cpuBefore = spec.pids.map(cpuSecondsOf);
     const clientBefore = process.cpuUsage();
     const fromUs = monotonicUs();
@@ -157,15 +164,32 @@ export class ClientPool {
     const client = process.cpuUsage(clientBefore);
     const clientCpuS = (client.user + client.system) / 1e6;
     const entriesAfter = await readEntries(spec);
+    const trafficAfter = await readTraffic(spec);
     const cell = combine(spec, await Promise.all(results), cpuBefore, cpuAfter, clientCpuS);
     const entries =
       entriesBefore === undefined || entriesAfter === undefined ? undefined : entriesAfter - entriesBefore;
     return {
       ...cell,
       ...(entries !== undefined && cell.ops > 0 && { logEntriesPerOp: entries / cell.ops }),
+      ...(trafficBefore !== undefined &&
+        trafficAfter !== undefined &&
+        cell.ops > 0 && {
+          peerMessagesPerOp: (trafficAfter.messages - trafficBefore.messages) / cell.ops,
+          peerWritesPerOp: (trafficAfter.writes - trafficBefore.writes) / cell.ops,
+        }),
       monotonicWindowUs: window,
     };
   }
+}
+
+export interface PeerTrafficCount {
+  readonly messages: number;
+  readonly writes: number;
+}
+
+/** The cluster's peer traffic so far, or undefined when it has none or a scrape failed. */
+async function readTraffic(spec: CellSpec): Promise<PeerTrafficCount | undefined> {
+  return spec.peerTraffic === undefined ? undefined : spec.peerTraffic().catch(() => undefined);
 }
 
 /** The cell's log entry count, or undefined when it has none or the scrape failed (the figure is then left out). */

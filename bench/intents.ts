@@ -125,6 +125,13 @@ export function appliedPartitionEntries(metrics: string): number {
   return sum;
 }
 
+/** Messages sent to peers and socket writes, from one node's metrics (0 when the node does not export them). */
+export function peerTrafficOf(metrics: string): { messages: number; writes: number } {
+  const value = (name: string): number =>
+    Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)$`, 'm').exec(metrics)?.[1] ?? 0);
+  return { messages: value('basalt_peer_messages_sent_total'), writes: value('basalt_peer_writes_total') };
+}
+
 export async function scrape(url: string): Promise<string> {
   const response = await fetch(url, { signal: AbortSignal.timeout(SCRAPE_TIMEOUT_MS) });
   if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);

@@ -13,7 +13,15 @@ import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { type CellResult, type CellSpec, ClientPool, loadBasalt, loadEtcd, type System } from './cells.js';
+import {
+  type CellResult,
+  type CellSpec,
+  ClientPool,
+  loadBasalt,
+  loadEtcd,
+  type PeerTrafficCount,
+  type System,
+} from './cells.js';
 import { Cleanup } from './cleanup.js';
 import { BasaltCluster, BENCH_PARTITIONS, NODE_NAMES } from './cluster.js';
 import { runComponentSections } from './components.js';
@@ -23,6 +31,7 @@ import {
   appliedPartitionEntries,
   type IntentControl,
   parseResolutionCounts,
+  peerTrafficOf,
   prepareIntentCell,
   type ResolutionCounts,
   resolutionDeltas,
@@ -156,7 +165,21 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
           resume: (i) => cluster.resume(i),
         };
         const logEntries = async () => appliedPartitionEntries(await scrape(cluster.metricsUrls[0]!));
-        return { addresses: cluster.addresses, pids: cluster.pids, stop: () => cluster.stop(), intents, logEntries };
+        const peerTraffic = async () => {
+          const each = (await Promise.all(cluster.metricsUrls.map(scrape))).map(peerTrafficOf);
+          return {
+            messages: each.reduce((sum, t) => sum + t.messages, 0),
+            writes: each.reduce((sum, t) => sum + t.writes, 0),
+          };
+        };
+        return {
+          addresses: cluster.addresses,
+          pids: cluster.pids,
+          stop: () => cluster.stop(),
+          intents,
+          logEntries,
+          peerTraffic,
+        };
       },
       cleanup,
     );
@@ -270,6 +293,8 @@ interface Running {
   readonly intents?: IntentControl;
   /** Basalt only: Raft log entries applied so far over the partition groups (CellSpec.logEntries). */
   readonly logEntries?: () => Promise<number>;
+  /** Basalt only: messages and socket writes between the nodes so far (CellSpec.peerTraffic). */
+  readonly peerTraffic?: () => Promise<PeerTrafficCount>;
 }
 
 /** Starts one system, runs every cell on it, stops it; a failing cell is recorded and the next one runs. */
@@ -301,6 +326,7 @@ async function runSystem(
             durationMs: grid.durationMs,
             pids: running.pids,
             ...(running.logEntries !== undefined && { logEntries: running.logEntries }),
+            ...(running.peerTraffic !== undefined && { peerTraffic: running.peerTraffic }),
           };
           const cell =
             isIntentWorkload(workload) && running.intents !== undefined
@@ -311,6 +337,9 @@ async function runSystem(
             `${system}: ${workload} ×${clients}: ${cell.opsPerSec.toFixed(0)} ops/s, ` +
               `p50 ${(cell.latency.p50Us / 1000).toFixed(2)} ms` +
               (cell.logEntriesPerOp === undefined ? '' : `, ${cell.logEntriesPerOp.toFixed(2)} Raft entries/op`) +
+              (cell.peerMessagesPerOp === undefined
+                ? ''
+                : `, ${cell.peerMessagesPerOp.toFixed(1)} peer msgs/op in ${cell.peerWritesPerOp?.toFixed(1)} writes`) +
               (cell.failures > 0 ? `, ${cell.failures} failed: ${cell.firstFailure}` : ''),
           );
         } catch (error) {

@@ -240,6 +240,16 @@ export function formatTable(doc: BenchDocument): string {
         entries.map((c) => `${c.workload} ×${c.clients} ${c.logEntriesPerOp!.toFixed(2)}`).join(', '),
     );
   }
+  const traffic = doc.cells.filter((c) => c.peerMessagesPerOp !== undefined);
+  if (traffic.length > 0) {
+    lines.push(
+      '',
+      'Peer messages / socket writes per operation (Basalt, between the nodes, all nodes over the window): ' +
+        traffic
+          .map((c) => `${c.workload} ×${c.clients} ${c.peerMessagesPerOp!.toFixed(1)}/${c.peerWritesPerOp!.toFixed(1)}`)
+          .join(', '),
+    );
+  }
   lines.push('', 'Workloads (Basalt | etcd) and the critical path of the floor:');
   for (const w of doc.workloads) {
     const paths = w.paths.map((x) => `${x.share < 1 ? `${x.share} × ` : ''}${x.path.why}`).join(' + ');

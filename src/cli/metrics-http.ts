@@ -168,6 +168,11 @@ function renderNode(out: MetricsText, node: BasaltNode): void {
   out.metric('basalt_hosted_partitions', 'gauge', 'partition replicas hosted here', [[{}, m.hostedPartitions]]);
   out.metric('basalt_tx_state_entries', 'gauge', 'entries of the volatile tx state map', [[{}, m.txStateEntries]]);
   out.metric('basalt_pending_requests', 'gauge', 'requests to peers awaiting a response', [[{}, m.pendingRequests]]);
+  if (m.peerTraffic !== undefined) {
+    const { messagesSent, writes } = m.peerTraffic;
+    out.metric('basalt_peer_messages_sent_total', 'counter', 'messages sent to peers', [[{}, messagesSent]]);
+    out.metric('basalt_peer_writes_total', 'counter', 'socket writes to peers (one per peer per turn)', [[{}, writes]]);
+  }
   out.metric('basalt_lease_changes_total', 'counter', 'applied leases whose holder differs from the previous one', [
     [{}, m.leases.changes],
   ]);

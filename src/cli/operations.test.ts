@@ -105,6 +105,9 @@ test('basalt start --metrics-port: /health 200 once ready, /metrics in Prometheu
     }
     assert.notEqual(sample(body, 'basalt_tx_state_entries{node="n1"}'), undefined);
     assert.notEqual(sample(body, 'basalt_pending_requests{node="n1"}'), undefined);
+    // A node alone sends nothing to peers; the counters are there from the start.
+    assert.equal(sample(body, 'basalt_peer_messages_sent_total{node="n1"}'), 0);
+    assert.equal(sample(body, 'basalt_peer_writes_total{node="n1"}'), 0);
     assert.ok((sample(body, 'process_resident_memory_bytes{node="n1"}') ?? 0) > 1_000_000, 'the resident set');
     assert.ok((sample(body, 'nodejs_heap_size_used_bytes{node="n1"}') ?? 0) > 1_000_000, 'the heap in use');
     assert.ok((sample(body, 'nodejs_external_memory_bytes{node="n1"}') ?? 0) > 0, 'the memory outside the heap');

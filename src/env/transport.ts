@@ -17,6 +17,12 @@ export type TransportEvent =
 
 export type TransportHandler = (event: TransportEvent) => void;
 
+/** What a transport sent to peers so far: payloads queued, and the system calls that wrote them (batched per turn). */
+export interface PeerTraffic {
+  readonly messagesSent: number;
+  readonly writes: number;
+}
+
 export interface Transport {
   readonly self: NodeIdentity;
   /** Queues `payload` for peer `to`. Never throws for an unreachable peer; the payload may be lost. */
@@ -29,4 +35,6 @@ export interface Transport {
   addPeer?(name: NodeName, address: string): void;
   /** Whether this transport already has an address for `name` (given by configuration or learned). */
   knowsPeer?(name: NodeName): boolean;
+  /** Counts of what went to peers (transports over sockets; in-process ones have no writes to count). */
+  traffic?(): PeerTraffic;
 }

@@ -27,7 +27,7 @@ import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
 import type { NodeId, NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
-import type { Transport, TransportEvent } from '../env/transport.js';
+import type { PeerTraffic, Transport, TransportEvent } from '../env/transport.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import { physicalMs } from '../hlc/timestamp.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnostic } from './diagnostics.js';
@@ -195,6 +195,11 @@ export class Messenger<B extends MessageBody = MessageBody> {
   /** The ephemeral id of `name` while its connection is up. */
   peerId(name: NodeName): NodeId | undefined {
     return this.live.get(name);
+  }
+
+  /** What the transport sent to peers so far, where it counts it. */
+  traffic(): PeerTraffic | undefined {
+    return this.transport.traffic?.();
   }
 
   get pendingCount(): number {

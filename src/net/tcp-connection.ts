@@ -64,6 +64,8 @@ export class TcpConnection {
     private readonly diagnose: DiagnosticListener,
     /** Who we believe is at the other end, for diagnostics before the hello arrives. */
     private readonly label: string,
+    /** The transport's traffic counts, which this connection's writes add to. */
+    private readonly traffic: { writes: number } = { writes: 0 },
   ) {
     this.decoder = new FrameDecoder(limits.frameBytesMax);
     socket.setNoDelay(true);
@@ -138,6 +140,7 @@ export class TcpConnection {
     const bytes = this.batch.length === 1 ? this.batch[0]! : Buffer.concat(this.batch);
     this.batch = [];
     this.socket.write(bytes);
+    this.traffic.writes += 1;
     if (this.socket.writableLength > this.limits.writeBufferBytesMax) {
       this.fail('connection-error', `peer does not drain: ${this.socket.writableLength} bytes buffered`);
     }

@@ -27,7 +27,7 @@ import type { NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Random } from '../env/random.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
-import type { Transport, TransportEvent, TransportHandler } from '../env/transport.js';
+import type { PeerTraffic, Transport, TransportEvent, TransportHandler } from '../env/transport.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnostic } from './diagnostics.js';
 import { encodeFrame } from './frame.js';
 import { hello, memberFingerprint, memberMismatch, type PeerHello, sameMembers } from './handshake.js';
@@ -82,6 +82,8 @@ export class TcpTransport implements Transport {
   /** Open inbound connections by peer name (the newest per name); handshaking ones are only in `connections`. */
   private readonly inbound = new Map<NodeName, TcpConnection>();
   private readonly connections = new Set<TcpConnection>();
+  /** Payloads sent to peers and socket writes, over every connection of this transport. */
+  private readonly counts = { messagesSent: 0, writes: 0 };
   /** Accepted connections, handshaking or open; at most `inboundConnectionsMax`. */
   private readonly accepted = new Set<TcpConnection>();
   private handler: TransportHandler | undefined;
@@ -167,10 +169,15 @@ export class TcpTransport implements Transport {
       this.diagnose({ kind: 'payload-dropped', message: `no address known for ${to}`, peer: to });
       return;
     }
+    this.counts.messagesSent += 1;
     if (link.up !== undefined) {
       assert(link.connection?.isOpen === true, 'a peer is up only while its outbound connection is open');
       link.connection.write(frame);
     } else this.enqueue(link, frame);
+  }
+
+  traffic(): PeerTraffic {
+    return { messagesSent: this.counts.messagesSent, writes: this.counts.writes };
   }
 
   knowsPeer(name: NodeName): boolean {
@@ -390,6 +397,7 @@ export class TcpTransport implements Transport {
       events,
       this.diagnose,
       label,
+      this.counts,
     );
     this.connections.add(connection);
     return connection;

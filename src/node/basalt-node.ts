@@ -22,6 +22,7 @@ import type { NodeId, NodeIdentity, NodeName, PartitionId, TxId } from '../core/
 import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
+import type { PeerTraffic } from '../env/transport.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
 import type { MessageBody } from '../net/envelope.js';
 import type { Messenger } from '../net/messenger.js';
@@ -122,6 +123,8 @@ export interface NodeMetrics {
   readonly hostedPartitions: number;
   readonly txStateEntries: number;
   readonly pendingRequests: number;
+  /** Messages sent to peers and the socket writes that carried them (absent on in-process transports). */
+  readonly peerTraffic: PeerTraffic | undefined;
   /** Every counter of this incarnation (resolution outcomes and latency totals, recoveries, background failures). */
   readonly counters: Readonly<Record<string, number>>;
 }
@@ -342,6 +345,7 @@ export class BasaltNode {
       hostedPartitions: this.reconciler.running().size,
       txStateEntries: this.txStates.size,
       pendingRequests: this.messenger.pendingCount,
+      peerTraffic: this.messenger.traffic(),
       counters: this.counters.snapshot(),
     };
   }

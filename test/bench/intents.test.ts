@@ -4,6 +4,7 @@ import {
   appliedPartitionEntries,
   parsePrimaries,
   parseResolutionCounts,
+  peerTrafficOf,
   resolutionDeltas,
 } from '../../bench/intents.js';
 
@@ -35,6 +36,18 @@ describe('Raft entries per operation from /metrics', () => {
     ].join('\n');
     assert.equal(appliedPartitionEntries(text), 42);
     assert.equal(appliedPartitionEntries(''), 0);
+  });
+});
+
+describe('peer traffic per operation from /metrics', () => {
+  it('reads the messages sent to peers and the socket writes of one node; 0 where a node does not export them', () => {
+    const text = [
+      '# TYPE basalt_peer_messages_sent_total counter',
+      'basalt_peer_messages_sent_total{node="n1"} 1234',
+      'basalt_peer_writes_total{node="n1"} 321',
+    ].join('\n');
+    assert.deepEqual(peerTrafficOf(text), { messages: 1234, writes: 321 });
+    assert.deepEqual(peerTrafficOf(''), { messages: 0, writes: 0 });
   });
 });
 
