@@ -64,6 +64,7 @@ import { ClusterMembers, RejoinGuard } from './cluster-members.js';
 import { COORDINATOR_SERVICE, CoordinatorService } from './coordinator-service.js';
 import { GroupStateMachines } from './group-state-machines.js';
 import { Membership } from './membership.js';
+import { PEER_MESSAGE_CHECKS } from './message-checks.js';
 import type { NodeMessage } from './messages.js';
 import { Metastorage } from './metastorage.js';
 import type { MetaView } from './metastorage-state.js';
@@ -155,6 +156,9 @@ export function composeNode(options: NodeOptions): BasaltNode {
     timers,
     ...(tuning.requestTimeoutMs !== undefined && { requestTimeoutMsDefault: tuning.requestTimeoutMs }),
     onClockSkew: () => counters.add(NODE_COUNTERS.clockSkewRefusals),
+    // Every body is checked by kind before it is dispatched, so handlers, the Raft core and applies trust its shape.
+    bodyChecks: PEER_MESSAGE_CHECKS,
+    onMalformed: () => counters.add(NODE_COUNTERS.malformedPeerMessages),
     ...(options.onDiagnostic !== undefined && { onDiagnostic: options.onDiagnostic }),
   });
   // Sorted: every node must derive the same metastorage members from the same names, whatever order it was given.
