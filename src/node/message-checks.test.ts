@@ -36,7 +36,7 @@ const VALID: { readonly [K in PeerMessageKind]: Readonly<Record<string, unknown>
   NodeLeaving: {},
   MetaCommandRequest: { command: { kind: 'DropTable', requestId: 'r1', name: 't', ts, graceMs: 0 } },
   MetaCommandResponse: { result: { status: 'OK', table: { name: 't', id: 1, partitions: 2, replicas: 3 } } },
-  MetaWatchRequest: { sinceRevision: 0 },
+  MetaWatchRequest: { sinceRevision: -1 },
   MetaWatchResponse: { view: null, leader: 'n1' },
   ReadWriteRequest: {
     partitionId: p,
@@ -124,7 +124,7 @@ describe('peer message checks', () => {
     refused('Raft', { message: { ...append, term: -2 } }, /message term/);
     refused('Raft', { message: { ...append, commit: 1.5 } }, /message commit/);
     refused('ReadWriteRequest', { opSeq: -1 }, /^opSeq must be an integer >= 0/);
-    refused('MetaWatchRequest', { sinceRevision: -1 }, /^sinceRevision/);
+    refused('MetaWatchRequest', { sinceRevision: -2 }, /^sinceRevision/);
     refused('ReadOnlyRequest', { operation: { op: 'scan', range: { kind: 'prefix', prefix: '' }, limit: 0 } }, /limit/);
   });
 

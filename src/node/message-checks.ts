@@ -55,7 +55,8 @@ export const NODE_MESSAGE_CHECKS: { readonly [K in NodeMessageKind]: BodyCheck }
     command: (v) => (parseMetaCommand(v) !== undefined ? undefined : 'is not a metastorage command'),
   }),
   MetaCommandResponse: fieldsCheck({ result: metaResult }),
-  MetaWatchRequest: fieldsCheck({ sinceRevision: index }),
+  // -1 asks for the view at once: a confirmation that this node's metadata is current (metastorage.ts `confirm`).
+  MetaWatchRequest: fieldsCheck({ sinceRevision: (v) => (v === -1 ? undefined : index(v)) }),
   MetaWatchResponse: fieldsCheck({
     view: nullable((v) => (parseMetaView(v) !== undefined ? undefined : 'is not a metastorage view')),
     leader: nullable(id),
