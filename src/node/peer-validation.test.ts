@@ -51,7 +51,7 @@ test('simulated: a TxCleanupRequest with a COMMITTED outcome and no commitTs is 
   }
 });
 
-test('simulated: a negative Raft index, an unknown kind and a field of the wrong type are refused and counted', async () => {
+test('simulated: a negative index (Raft or request), an unknown kind and a field of the wrong type are refused and counted', async () => {
   const cluster = await startCluster({ simulation: { seed: 'peer-malformed' }, nodes: 3 });
   try {
     await cluster.createTable(T, { partitions: 2, replicas: 3 });
@@ -71,11 +71,29 @@ test('simulated: a negative Raft index, an unknown kind and a field of the wrong
     } as unknown as MessageBody);
     await cluster.runFor(100);
     assert.equal(counted(), 1);
+    // The same as a request is answered with the code.
+    const tx = await client.begin();
+    const negative = {
+      kind: 'ReadWriteRequest',
+      partitionId: partition,
+      txId: tx.id,
+      coordinatorId: n1.ephemeralId,
+      commitPartitionId: partition,
+      opSeq: -1,
+      full: false,
+      operation: { op: 'get', key: 'k' },
+    } as unknown as MessageBody;
+    await assert.rejects(
+      cluster.drive(n2.request(to, negative)),
+      (e: BasaltError) => e.code === 'MALFORMED_MESSAGE' && /opSeq must be an integer >= 0/.test(e.message),
+    );
+    assert.equal(counted(), 2);
+    await tx.rollback();
     await assert.rejects(
       cluster.drive(n2.request(to, { kind: 'NoSuchKind' })),
       (e: BasaltError) => e.code === 'UNKNOWN_MESSAGE' && e.executed === 'no',
     );
-    assert.equal(counted(), 2);
+    assert.equal(counted(), 3);
     const wrongType = {
       kind: 'TxStateCoordinatorRequest',
       txId: 'not a tx id',
@@ -85,7 +103,7 @@ test('simulated: a negative Raft index, an unknown kind and a field of the wrong
       cluster.drive(n2.request(to, wrongType)),
       (e: BasaltError) => e.code === 'MALFORMED_MESSAGE' && /txId must be a tx id/.test(e.message),
     );
-    assert.equal(counted(), 3);
+    assert.equal(counted(), 4);
     // The group still applies on every replica.
     const applied = cluster.nodes.map((n) => cluster.basaltNode(n)!.raft.status(partition)!.applied);
     await client.put(T, 'k', 2);
