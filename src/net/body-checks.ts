@@ -16,11 +16,24 @@
 import { LIMITS } from '../core/limits.js';
 import { MAX_TIMESTAMP } from '../hlc/timestamp.js';
 
+/**
+ * What a check knows of the message around the value: the largest timestamp a body may carry for the receiver to
+ * absorb. A correct sender stamps its envelope after choosing every timestamp of its body, and a reader's readTs is at
+ * most maxClockSkew past its node's clock (rule 8), so nothing a receiver absorbs lies beyond the envelope's timestamp
+ * plus maxClockSkew; the envelope itself passed the skew check, so a body cannot drag the receiver's clock further.
+ */
+export interface CheckContext {
+  readonly tsCeiling: bigint;
+}
+
 /** A problem with `value` (a few words naming what is wrong), or undefined when it is well-formed. */
-export type Check = (value: unknown) => string | undefined;
+export type Check = (value: unknown, context: CheckContext) => string | undefined;
 
 /** Checks one body of a known kind (its `kind` already matched the table's key). */
-export type BodyCheck = (body: Readonly<Record<string, unknown>>) => string | undefined;
+export type BodyCheck = (body: Readonly<Record<string, unknown>>, context: CheckContext) => string | undefined;
+
+/** No ceiling: for checks outside the messenger (tests, a body checked on its own). */
+export const NO_CEILING: CheckContext = { tsCeiling: MAX_TIMESTAMP };
 
 type Rec = Readonly<Record<string, unknown>>;
 
@@ -43,8 +56,16 @@ export const index: Check = (v) =>
   typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? undefined : 'must be an integer >= 0';
 export const positive: Check = (v) =>
   typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? undefined : 'must be an integer > 0';
-/** A hybrid timestamp as messages carry one: 0 is never sent for "none" (such fields are omitted). */
-export const timestamp: Check = (v) =>
+/**
+ * A hybrid timestamp the receiver may absorb (a commitTs, a readTs, a write's timestamp): 0 is never sent for "none"
+ * (such fields are omitted), and it lies at or below the message's ceiling (CheckContext).
+ */
+export const timestamp: Check = (v, context) => {
+  if (typeof v !== 'bigint' || v <= 0n || v >= MAX_TIMESTAMP) return 'must be a timestamp';
+  return v <= context.tsCeiling ? undefined : 'is beyond the sender clock + the skew bound';
+};
+/** A lease bound (a token's start, an expiration): ahead of the sender's clock by design, compared, never absorbed. */
+export const leaseBound: Check = (v) =>
   typeof v === 'bigint' && v > 0n && v < MAX_TIMESTAMP ? undefined : 'must be a timestamp';
 
 /** One of a few literal values. */
@@ -55,26 +76,26 @@ export function literal(...values: readonly (string | number | boolean | null)[]
 // ---- combinators ----------------------------------------------------------------------------------------------------
 
 export function optional(check: Check): Check {
-  return (v) => (v === undefined ? undefined : check(v));
+  return (v, context) => (v === undefined ? undefined : check(v, context));
 }
 
 export function nullable(check: Check): Check {
-  return (v) => (v === null ? undefined : check(v));
+  return (v, context) => (v === null ? undefined : check(v, context));
 }
 
 /** A record with these fields (each field's check decides whether it may be absent). */
 export function fields(spec: Readonly<Record<string, Check>>): Check {
   const checkFields = fieldsCheck(spec);
-  return (v) => (isRecord(v) ? checkFields(v) : 'must be a record');
+  return (v, context) => (isRecord(v) ? checkFields(v, context) : 'must be a record');
 }
 
 /** The fields of a body (its kind already matched): the same walk as `fields`, on a value known to be a record. */
 export function fieldsCheck(spec: Readonly<Record<string, Check>>): BodyCheck {
   const list = Object.entries(spec);
-  return (v) => {
+  return (v, context) => {
     for (let i = 0; i < list.length; i++) {
       const [name, check] = list[i]!;
-      const problem = check(v[name]);
+      const problem = check(v[name], context);
       if (problem !== undefined) return `${name} ${problem}`;
     }
     return undefined;
@@ -83,11 +104,11 @@ export function fieldsCheck(spec: Readonly<Record<string, Check>>): BodyCheck {
 
 /** An array of at most `max` items, each passing `check`. */
 export function arrayOf(check: Check, max: number): Check {
-  return (v) => {
+  return (v, context) => {
     if (!Array.isArray(v)) return 'must be an array';
     if (v.length > max) return `must hold at most ${max} items`;
     for (let i = 0; i < v.length; i++) {
-      const problem = check(v[i]);
+      const problem = check(v[i], context);
       if (problem !== undefined) return `[${i}] ${problem}`;
     }
     return undefined;
@@ -96,11 +117,11 @@ export function arrayOf(check: Check, max: number): Check {
 
 /** A record tagged by `tag`, checked by the variant its tag names. */
 export function tagged(tag: string, variants: Readonly<Record<string, Check>>): Check {
-  return (v) => {
+  return (v, context) => {
     if (!isRecord(v)) return 'must be a record';
     const t = v[tag];
     if (typeof t !== 'string' || !Object.hasOwn(variants, t)) return `${tag} ${short(t)} is unknown`;
-    return variants[t]!(v);
+    return variants[t]!(v, context);
   };
 }
 

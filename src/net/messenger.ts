@@ -19,7 +19,8 @@
  *     (`onClockSkew`); a diagnostic is reported at most once per peer per `clockSkewReportIntervalMs`;
  *   - with `bodyChecks` (the node passes one check per kind it speaks, body-checks.ts), every body is checked before
  *     its timestamp is absorbed and before any handler sees it: a kind without a check is refused as UNKNOWN_MESSAGE,
- *     a body that fails its check as MALFORMED_MESSAGE. A refused request is answered with that code (`executed:
+ *     a body that fails its check as MALFORMED_MESSAGE; a timestamp the body carries for the receiver to absorb may
+ *     lie at most maxClockSkew past the envelope's (body-checks.ts CheckContext). A refused request is answered with that code (`executed:
  *     'no'`), a refused response fails its request with it (`executed: 'unknown'`: the peer did act), a refused
  *     one-way message is dropped; each refusal, and each envelope refused as MALFORMED_FRAME, is counted
  *     (`onMalformed`). Handlers therefore trust the shape of what they are given;
@@ -30,12 +31,12 @@
  */
 import { assert } from '../core/assert.js';
 import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
-import type { NodeId, NodeName } from '../core/ids.js';
+import type { HybridTimestamp, NodeId, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import type { PeerIdentity, Transport, TransportEvent } from '../env/transport.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
-import { physicalMs } from '../hlc/timestamp.js';
+import { addMs, physicalMs } from '../hlc/timestamp.js';
 import type { BodyCheck } from './body-checks.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnostic } from './diagnostics.js';
 import {
@@ -132,6 +133,10 @@ export class Messenger<B extends MessageBody = MessageBody> {
   private readonly handlers = new Map<string, AnyHandler>();
   /** Undefined: bodies are not checked. */
   private readonly bodyChecks: Map<string, BodyCheck> | undefined;
+  /** The context of the body being checked, reused for every message (set from its envelope before the check). */
+  private readonly checkContext: { tsCeiling: bigint } = { tsCeiling: 0n };
+  /** maxClockSkew in timestamp units: a body's absorbed timestamps lie at most this far past its envelope's. */
+  private readonly skewUnits: bigint;
   private readonly onMalformed: ((refusal: MalformedRefusal) => void) | undefined;
   private readonly pending = new Map<RequestId, PendingRequest>();
   private readonly peerListeners = new Set<PeerListener>();
@@ -155,6 +160,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
     this.clockSkewReportIntervalMs = options.clockSkewReportIntervalMs ?? LIMITS.clockSkewReportIntervalMs;
     this.bodyChecks = options.bodyChecks === undefined ? undefined : new Map(Object.entries(options.bodyChecks));
     this.onMalformed = options.onMalformed;
+    this.skewUnits = addMs(0n as HybridTimestamp, this.clock.maxClockSkewMs);
     this.transport.setHandler((event) => this.onTransportEvent(event));
   }
 
@@ -373,7 +379,7 @@ export class Messenger<B extends MessageBody = MessageBody> {
     }
     // Before its timestamp is absorbed: a message refused whole is not processed (rule 8), and moves no clock.
     if (envelope.body !== undefined && this.bodyChecks !== undefined) {
-      const refusal = this.bodyRefusal(envelope.body);
+      const refusal = this.bodyRefusal(envelope.body, envelope.ts);
       if (refusal !== undefined) {
         this.refuseBody(envelope, from, refusal.code, refusal.reason);
         return;
@@ -452,12 +458,14 @@ export class Messenger<B extends MessageBody = MessageBody> {
   /** Why `body` is refused, or undefined when it is a well-formed message of a kind this node speaks. */
   private bodyRefusal(
     body: MessageBody,
+    ts: HybridTimestamp,
   ): { code: 'UNKNOWN_MESSAGE' | 'MALFORMED_MESSAGE'; reason: string } | undefined {
     const check = this.bodyChecks?.get(body.kind);
     if (check === undefined) {
       return { code: 'UNKNOWN_MESSAGE', reason: `unknown message kind ${JSON.stringify(body.kind.slice(0, 64))}` };
     }
-    const problem = check(body as unknown as Readonly<Record<string, unknown>>);
+    this.checkContext.tsCeiling = ts + this.skewUnits;
+    const problem = check(body as unknown as Readonly<Record<string, unknown>>, this.checkContext);
     return problem === undefined ? undefined : { code: 'MALFORMED_MESSAGE', reason: `${body.kind}: ${problem}` };
   }
 

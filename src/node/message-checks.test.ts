@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { nodeId } from '../core/ids.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
+import { NO_CEILING } from '../net/body-checks.js';
 import { encode } from '../net/codec.js';
 import { makeTxId } from '../tx/core/tx-id.js';
 import { PEER_MESSAGE_CHECKS, type PeerMessageKind } from './message-checks.js';
@@ -90,7 +91,7 @@ const VALID: { readonly [K in PeerMessageKind]: Readonly<Record<string, unknown>
 };
 
 function problem(kind: PeerMessageKind, body: Readonly<Record<string, unknown>>): string | undefined {
-  return PEER_MESSAGE_CHECKS[kind]({ kind, ...body });
+  return PEER_MESSAGE_CHECKS[kind]({ kind, ...body }, NO_CEILING);
 }
 
 function refused(kind: PeerMessageKind, change: Readonly<Record<string, unknown>>, expected: RegExp): void {
@@ -141,6 +142,18 @@ describe('peer message checks', () => {
     refused('MetaCommandRequest', { command: { kind: 'DropTable' } }, /not a metastorage command/);
     refused('MetaWatchResponse', { view: { revision: 'x' } }, /not a metastorage view/);
     refused('NodeHeartbeat', { physicalMs: Number.NaN }, /physicalMs/);
+  });
+
+  it('refuse a timestamp to absorb beyond the ceiling (envelope + skew), not a lease bound ahead of it', () => {
+    const ceiling = { tsCeiling: ts + 10n };
+    const cleanup = { kind: 'TxCleanupRequest', ...VALID.TxCleanupRequest };
+    assert.equal(PEER_MESSAGE_CHECKS.TxCleanupRequest(cleanup, ceiling), undefined);
+    const ahead = { ...cleanup, outcome: { state: 'COMMITTED', commitTs: ts + 11n } };
+    assert.match(PEER_MESSAGE_CHECKS.TxCleanupRequest(ahead, ceiling) ?? '', /commitTs is beyond the sender clock/);
+    const state = { kind: 'TxStateCoordinatorRequest', ...VALID.TxStateCoordinatorRequest, readTs: ts + 11n };
+    assert.match(PEER_MESSAGE_CHECKS.TxStateCoordinatorRequest(state, ceiling) ?? '', /readTs is beyond/);
+    const response = { kind: 'ReadWriteResponse', ...VALID.ReadWriteResponse, writeTs: ts };
+    assert.equal(PEER_MESSAGE_CHECKS.ReadWriteResponse(response, ceiling), undefined, 'its lease expires ahead');
   });
 
   it('know no kind outside the protocol', () => {

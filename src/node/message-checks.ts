@@ -56,7 +56,7 @@ export const NODE_MESSAGE_CHECKS: { readonly [K in NodeMessageKind]: BodyCheck }
   }),
   MetaCommandResponse: fieldsCheck({ result: metaResult }),
   // -1 asks for the view at once: a confirmation that this node's metadata is current (metastorage.ts `confirm`).
-  MetaWatchRequest: fieldsCheck({ sinceRevision: (v) => (v === -1 ? undefined : index(v)) }),
+  MetaWatchRequest: fieldsCheck({ sinceRevision: (v, context) => (v === -1 ? undefined : index(v, context)) }),
   MetaWatchResponse: fieldsCheck({
     view: nullable((v) => (parseMetaView(v) !== undefined ? undefined : 'is not a metastorage view')),
     leader: nullable(id),

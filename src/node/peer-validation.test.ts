@@ -115,3 +115,37 @@ test('simulated: a negative index (Raft or request), an unknown kind and a field
     await cluster.stop();
   }
 });
+
+test('simulated: a cleanup whose commitTs lies a year ahead is refused and leaves the primary clock where it was', async () => {
+  const cluster = await startCluster({ simulation: { seed: 'peer-cleanup-far-commit-ts' }, nodes: 3 });
+  try {
+    await cluster.createTable(T, { partitions: 2, replicas: 3 });
+    const client = cluster.client('n1');
+    const tx = await client.begin();
+    await tx.put(T, 'k', 1);
+    const { partition } = cluster.placement(T, 'k');
+    const primary = cluster.placement(T, 'k').primary!;
+    const sender = cluster.nodes.find((n) => n !== primary)!;
+    const node = cluster.basaltNode(primary)!;
+    const yearAheadMs = 365 * 24 * 3_600_000;
+    const far = (node.hlc.current() >> 16n) + BigInt(yearAheadMs);
+    const bad = {
+      kind: 'TxCleanupRequest',
+      txId: tx.id,
+      partitions: [partition],
+      unlockOnly: false,
+      outcome: { state: 'COMMITTED', commitTs: far << 16n },
+    } as unknown as MessageBody;
+    // Absorbed, it dragged the primary's clock a year ahead: its answer came back refused as CLOCK_SKEW, and so did
+    // everything it sent afterwards.
+    await assert.rejects(
+      cluster.drive(cluster.basaltNode(sender)!.messenger.request(nodeName(primary), bad)),
+      (e: BasaltError) => e.code === 'MALFORMED_MESSAGE' && /commitTs is beyond the sender clock/.test(e.message),
+    );
+    assert.ok(node.hlc.current() >> 16n < far - BigInt(yearAheadMs / 2), 'the primary clock was not dragged');
+    await tx.commit();
+    assert.equal(await cluster.client(sender).get(T, 'k'), 1);
+  } finally {
+    await cluster.stop();
+  }
+});

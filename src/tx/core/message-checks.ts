@@ -5,7 +5,10 @@
  * MALFORMED_MESSAGE before any handler runs, so handlers and the replicas' applies trust these shapes:
  *   - every COMMITTED outcome or state answer carries its commitTs, an ABORTED one none (rules 11, 14); a finish
  *     carries its commitTs exactly when it commits (rule 13); a cleanup that switches intents names its outcome;
- *   - ids are bounded strings, tx ids parse, timestamps are in range, counts and sequence numbers are integers >= 0;
+ *   - ids are bounded strings, tx ids parse, counts and sequence numbers are integers >= 0; every timestamp the
+ *     receiver absorbs (commitTs, readTs, writeTs) is at most the envelope's timestamp + maxClockSkew (rule 8 for the
+ *     body: a well-formed cleanup with a commitTs a year ahead dragged its primary's clock a year ahead, and every
+ *     peer then refused that node's messages as CLOCK_SKEW); lease bounds are only in range, being ahead by design;
  *   - operations, results and values have the shapes of their `op` (values JSON-compatible or bytes).
  * Bounds that depend on this node's state (deadlines, leases, a partition being hosted) stay with the handlers.
  */
@@ -23,6 +26,7 @@ import {
   index,
   isRecord,
   json,
+  leaseBound,
   literal,
   nullable,
   optional,
@@ -40,20 +44,20 @@ const txId: Check = (v) => (isTxId(v) ? undefined : 'must be a tx id');
 const key = string;
 const jsonValue = json(LIMITS.codecDepthMax);
 /** A stored value: JSON-compatible data, or bytes at the top level (storage's `Value`). */
-const value: Check = (v) => (bytes(v) === undefined ? undefined : jsonValue(v));
+const value: Check = (v, context) => (bytes(v, context) === undefined ? undefined : jsonValue(v, context));
 const keys = arrayOf(key, LIMITS.txBatchKeysMax);
 const keyValues = (max: number) => arrayOf(fields({ key, value }), max);
 const partitionIds = arrayOf(id, LIMITS.finishEnlistedPartitionsMax);
 
-const token = fields({ holder: fields({ nodeId: id, incarnation: id }), start: timestamp });
-const leaseInfo = fields({ token, holderName: id, expiration: timestamp });
+const token = fields({ holder: fields({ nodeId: id, incarnation: id }), start: leaseBound });
+const leaseInfo = fields({ token, holderName: id, expiration: leaseBound });
 
 const keyRange = tagged('kind', {
   prefix: fields({ prefix: string }),
   range: fields({ start: optional(string), end: optional(string) }),
 });
-const scanLimit: Check = (v) =>
-  positive(v) ?? ((v as number) <= LIMITS.storageScanRowsMax ? undefined : 'is above storageScanRowsMax');
+const scanLimit: Check = (v, context) =>
+  positive(v, context) ?? ((v as number) <= LIMITS.storageScanRowsMax ? undefined : 'is above storageScanRowsMax');
 
 const reads = {
   get: fields({ key, forUpdate: optional(boolean) }),
@@ -73,11 +77,11 @@ const roOperation = tagged('op', {
 });
 
 /** A value found by a read, or its absence: `{ found: true, value }` or `{ found: false }`. */
-const found: Check = (v) => {
+const found: Check = (v, context) => {
   if (!isRecord(v)) return 'must be a record';
   if (v['found'] === false) return undefined;
   if (v['found'] !== true) return 'found must be a boolean';
-  const problem = value(v['value']);
+  const problem = value(v['value'], context);
   return problem === undefined ? undefined : `value ${problem}`;
 };
 const readResults = {
@@ -105,7 +109,7 @@ const enlisted = arrayOf(fields({ partitionId: id, primaryName: id, token }), LI
 /** Fields first, then a rule that ties two of them together. */
 function withRule(spec: Readonly<Record<string, Check>>, rule: BodyCheck): BodyCheck {
   const check = fieldsCheck(spec);
-  return (body) => check(body) ?? rule(body);
+  return (body, context) => check(body, context) ?? rule(body, context);
 }
 
 export const TX_MESSAGE_CHECKS: { readonly [K in TxRequestKind | TxResponseKind]: BodyCheck } = {
