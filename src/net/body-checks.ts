@@ -1,13 +1,14 @@
 /**
  * Checks of message bodies at the receive edge: each layer describes its kinds' fields with these combinators, the
  * node joins every layer's table into one `Record<Kind, BodyCheck>` and the messenger runs it on every body before
- * dispatch (messenger.ts `bodyChecks`; a kind without a check is refused as UNKNOWN_MESSAGE). What passes is a well-formed message of its kind, so handlers, cores and applies trust the
- * types and never assert on what a peer sent (core/assert.ts: peer input is validated, never asserted).
+ * dispatch (messenger.ts `bodyChecks`; a kind without a check is refused as UNKNOWN_MESSAGE). What passes is a
+ * well-formed message of its kind, so handlers, cores and applies trust the types and never assert on what a peer
+ * sent (core/assert.ts: peer input is validated, never asserted).
  *
  * A check returns a problem (a short text naming the field) or undefined. The combinators are built once, at module
- * load; running one allocates nothing on the success path (fields are walked from precomputed lists, arrays by index),
- * because bodies are checked on the hot path: every Raft Append and every transaction request. Only a refusal builds
- * its message.
+ * load; running one allocates nothing of its own on the success path (fields are walked from precomputed lists,
+ * arrays by index; a tx id's pattern match is the exception), because bodies are checked on the hot path: every Raft
+ * Append and every transaction request. Only a refusal builds its message.
  *
  * Unknown fields are ignored rather than refused (the envelope, a transport-level shape, refuses them): a newer peer
  * may add an optional field, and no handler reads a field it does not know. A field whose value is `undefined` is an
