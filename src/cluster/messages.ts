@@ -16,7 +16,10 @@ export type NodeMessage =
   /** To a metastorage member: apply `command` (the leader proposes it; others answer NOT_LEADER with a hint). */
   | { readonly kind: 'MetaCommandRequest'; readonly command: MetaCommand }
   | { readonly kind: 'MetaCommandResponse'; readonly result: MetaResult }
-  /** To a metastorage member: answer once its revision exceeds `sinceRevision`, or after a wait with `view: null`. */
+  /**
+   * To a metastorage member: answer once its revision exceeds `sinceRevision` (-1: at once, from a member that applied
+   * its whole log), or after a wait with `view: null`.
+   */
   | { readonly kind: 'MetaWatchRequest'; readonly sinceRevision: number }
   | { readonly kind: 'MetaWatchResponse'; readonly view: MetaView | null; readonly leader: string | null };
 

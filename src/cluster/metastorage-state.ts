@@ -619,6 +619,11 @@ export function decodeMetaCommand(data: Uint8Array): MetaCommand | undefined {
   } catch {
     return undefined;
   }
+  return parseMetaCommand(value);
+}
+
+/** The command `value` holds, or undefined if it is not one (also the receive-edge check of MetaCommandRequest). */
+export function parseMetaCommand(value: unknown): MetaCommand | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const c = value as Record<string, unknown>;
   const requestId = c['requestId'];
@@ -678,7 +683,7 @@ function isMemberSpec(value: unknown): value is MemberSpec {
   );
 }
 
-function isMemberRecord(value: unknown): value is MemberRecord {
+export function isMemberRecord(value: unknown): value is MemberRecord {
   if (!isMemberSpec(value)) return false;
   const { state, dead, meta } = value as unknown as Record<string, unknown>;
   return (
@@ -766,7 +771,7 @@ function hasViewFields(value: unknown): value is Record<string, unknown> {
   );
 }
 
-function isTableDescriptor(value: unknown): value is TableDescriptor {
+export function isTableDescriptor(value: unknown): value is TableDescriptor {
   if (typeof value !== 'object' || value === null) return false;
   const t = value as Record<string, unknown>;
   return (

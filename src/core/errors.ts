@@ -25,6 +25,11 @@ export const ERROR_CODES = {
   NODE_UNAVAILABLE: { retryable: true },
   CONNECTION_CLOSED: { retryable: true },
   MALFORMED_FRAME: { retryable: false },
+  /**
+   * A peer message whose envelope is sound but whose body is not a well-formed message of its kind (a missing or
+   * mistyped field, a negative index, an outcome without its commitTs): refused whole before any handler ran.
+   */
+  MALFORMED_MESSAGE: { retryable: false },
   FRAME_TOO_LARGE: { retryable: false },
   HANDSHAKE_FAILED: { retryable: true },
   /** A message kind no handler is registered for on the receiving node. */

@@ -22,6 +22,11 @@ export type NetDiagnosticKind =
   | 'sender-mismatch'
   /** A response for a request that is no longer pending (it timed out, was cancelled, or never existed). */
   | 'unexpected-response'
+  /**
+   * A message whose body is not well-formed for its kind, or of a kind this node has no check for (messenger.ts
+   * `bodyChecks`): refused whole before any handler ran; a request is answered with the code.
+   */
+  | 'malformed-message'
   /** A one-way message of a kind without a handler. */
   | 'unknown-message'
   /** Envelopes refused because their timestamp was beyond the clock skew bound (rule 8); rate-limited per peer. */

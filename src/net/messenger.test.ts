@@ -9,10 +9,11 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import type { Transport, TransportHandler } from '../env/transport.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
+import { type BodyCheck, fieldsCheck, index, string } from './body-checks.js';
 import { decode, encode } from './codec.js';
 import type { NetDiagnostic } from './diagnostics.js';
 import type { Envelope } from './envelope.js';
-import { Messenger, type PeerEvent } from './messenger.js';
+import { type MalformedRefusal, Messenger, type PeerEvent } from './messenger.js';
 
 class ManualClock implements Clock {
   constructor(public ms: number) {}
@@ -640,6 +641,88 @@ describe('Messenger', () => {
       const past = skewed(501);
       past.b.handle('Echo', (body) => ({ kind: 'EchoReply', text: body.text }));
       await rejectsWith(past.a.request('b' as NodeName, { kind: 'Echo', text: 'x' }), 'CLOCK_SKEW');
+    });
+  });
+
+  describe('body checks (issue 31 item 6)', () => {
+    const CHECKS: Readonly<Record<Body['kind'], BodyCheck>> = {
+      Echo: fieldsCheck({ text: string }),
+      EchoReply: fieldsCheck({ text: string }),
+      Fail: fieldsCheck({ how: string }),
+      Hang: fieldsCheck({}),
+      Note: fieldsCheck({ n: index }),
+      Nobody: fieldsCheck({}),
+    };
+
+    const AHEAD_MS = 5_000_000;
+
+    function checked() {
+      const network = new LoopbackNetwork();
+      const timers = new ManualTimers();
+      const ta = network.endpoint('a');
+      const tb = network.endpoint('b');
+      const clockB = new HybridClock(new ManualClock(1_000), { maxClockSkewMs: WIDE_SKEW_BOUND_MS });
+      const refusals: MalformedRefusal[] = [];
+      // a's clock far ahead of b's (within the bound), so that absorbing one of its timestamps would show on b's.
+      const clock = new HybridClock(new ManualClock(AHEAD_MS), { maxClockSkewMs: WIDE_SKEW_BOUND_MS });
+      const a = new Messenger<Body>({ transport: ta, clock, timers, bodyChecks: CHECKS });
+      const b = new Messenger<Body>({
+        transport: tb,
+        clock: clockB,
+        timers,
+        bodyChecks: CHECKS,
+        onMalformed: (r) => refusals.push(r),
+      });
+      network.connect(ta, tb);
+      return { a, b, ta, clockB, refusals };
+    }
+
+    it('refuses a request whose body fails its check with MALFORMED_MESSAGE before the handler or the clock sees it', async () => {
+      const { a, b, clockB, refusals } = checked();
+      let handled = 0;
+      b.handle('Note', () => {
+        handled++;
+        return { kind: 'EchoReply', text: 'noted' };
+      });
+      const error = await rejectsWith(a.request('b' as NodeName, { kind: 'Note', n: -1 } as Body), 'MALFORMED_MESSAGE');
+      assert.match(error.message, /Note: n must be an integer >= 0/);
+      assert.equal(error.executed, 'no');
+      assert.equal(handled, 0);
+      assert.ok(clockB.current() < hybridTimestamp(AHEAD_MS), 'a refused message moves no clock (rule 8)');
+      assert.deepEqual(
+        refusals.map((r) => [r.peer, r.code]),
+        [['a', 'MALFORMED_MESSAGE']],
+      );
+    });
+
+    it('refuses a kind without a check with UNKNOWN_MESSAGE and counts it; a one-way is dropped and counted', async () => {
+      const { a, b, refusals } = checked();
+      let handled = 0;
+      b.handle('Note', () => {
+        handled++;
+        return undefined;
+      });
+      await rejectsWith(a.request('b' as NodeName, { kind: 'Bogus' } as unknown as Body), 'UNKNOWN_MESSAGE');
+      a.send('b' as NodeName, { kind: 'Note', n: 'one' } as unknown as Body);
+      a.send('b' as NodeName, { kind: 'Note', n: 1 });
+      await settle();
+      assert.equal(handled, 1, 'only the well-formed one-way message reached its handler');
+      assert.deepEqual(
+        refusals.map((r) => r.code),
+        ['UNKNOWN_MESSAGE', 'MALFORMED_MESSAGE'],
+      );
+    });
+
+    it('fails a request whose response body fails its check; a kind added with addBodyCheck is accepted', async () => {
+      const { a, b } = checked();
+      b.handle('Echo', () => ({ kind: 'EchoReply', text: 7 }) as unknown as Body);
+      await rejectsWith(a.request('b' as NodeName, { kind: 'Echo', text: 'x' }), 'MALFORMED_MESSAGE');
+      assert.equal(a.pendingCount, 0);
+      const extra = { kind: 'Extra' } as unknown as Body;
+      b.handle('Extra' as Body['kind'], () => ({ kind: 'EchoReply', text: 'extra' }));
+      await rejectsWith(a.request('b' as NodeName, extra), 'UNKNOWN_MESSAGE');
+      b.addBodyCheck('Extra' as Body['kind'], () => undefined);
+      assert.deepEqual(await a.request('b' as NodeName, extra), { kind: 'EchoReply', text: 'extra' });
     });
   });
 });

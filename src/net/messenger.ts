@@ -17,6 +17,13 @@
  *     that the sender can measure its offset), a response fails its request with CLOCK_SKEW (`executed: 'unknown'`:
  *     the peer did act), a one-way message (Raft included: Raft tolerates loss) is dropped. Each refusal is counted
  *     (`onClockSkew`); a diagnostic is reported at most once per peer per `clockSkewReportIntervalMs`;
+ *   - with `bodyChecks` (the node passes one check per kind it speaks, body-checks.ts), every body is checked before
+ *     its timestamp is absorbed and before any handler sees it: a kind without a check is refused as UNKNOWN_MESSAGE,
+ *     a body that fails its check as MALFORMED_MESSAGE; a timestamp the body carries for the receiver to absorb may
+ *     lie at most maxClockSkew past the envelope's (body-checks.ts CheckContext). A refused request is answered with that code (`executed:
+ *     'no'`), a refused response fails its request with it (`executed: 'unknown'`: the peer did act), a refused
+ *     one-way message is dropped; each refusal, and each envelope refused as MALFORMED_FRAME, is counted
+ *     (`onMalformed`). Handlers therefore trust the shape of what they are given;
  *   - one handler per message kind; a handler never crashes the node: a thrown BasaltError is answered as its error
  *     data, anything else as INTERNAL, an unknown kind as UNKNOWN_MESSAGE, a malformed request as MALFORMED_FRAME.
  * Messages to this node's own name are delivered locally on a microtask, through the same path as remote ones.
@@ -24,12 +31,13 @@
  */
 import { assert } from '../core/assert.js';
 import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
-import type { NodeId, NodeIdentity, NodeName } from '../core/ids.js';
+import type { HybridTimestamp, NodeId, NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { TimerHandle, Timers } from '../env/timers.js';
 import type { PeerTraffic, Transport, TransportEvent } from '../env/transport.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
-import { physicalMs } from '../hlc/timestamp.js';
+import { addMs, physicalMs } from '../hlc/timestamp.js';
+import type { BodyCheck } from './body-checks.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnostic } from './diagnostics.js';
 import {
   type Envelope,
@@ -68,6 +76,13 @@ export interface ClockSkewRefusal {
   readonly beyondMs: number;
 }
 
+/** One peer message refused at the receive edge, before any handler ran. */
+export interface MalformedRefusal {
+  readonly peer: NodeName;
+  readonly code: 'MALFORMED_FRAME' | 'MALFORMED_MESSAGE' | 'UNKNOWN_MESSAGE';
+  readonly reason: string;
+}
+
 export interface MessengerOptions {
   readonly transport: Transport;
   readonly clock: HybridClock;
@@ -79,6 +94,13 @@ export interface MessengerOptions {
   /** Called for every envelope refused for its clock (rule 8); the node counts them. */
   readonly onClockSkew?: (refusal: ClockSkewRefusal) => void;
   readonly clockSkewReportIntervalMs?: number;
+  /**
+   * The check of every body kind this node speaks (absent: bodies are not checked, e.g. in tests of the messenger
+   * alone). More kinds can be added with `addBodyCheck`.
+   */
+  readonly bodyChecks?: Readonly<Record<string, BodyCheck>>;
+  /** Called for every peer message refused as malformed (its envelope or its body); the node counts them. */
+  readonly onMalformed?: (refusal: MalformedRefusal) => void;
 }
 
 interface PendingRequest {
@@ -109,6 +131,13 @@ export class Messenger<B extends MessageBody = MessageBody> {
    */
   private readonly skewReported = new Map<NodeName, { suppressed: number }>();
   private readonly handlers = new Map<string, AnyHandler>();
+  /** Undefined: bodies are not checked. */
+  private readonly bodyChecks: Map<string, BodyCheck> | undefined;
+  /** The context of the body being checked, reused for every message (set from its envelope before the check). */
+  private readonly checkContext: { tsCeiling: bigint } = { tsCeiling: 0n };
+  /** maxClockSkew in timestamp units: a body's absorbed timestamps lie at most this far past its envelope's. */
+  private readonly skewUnits: bigint;
+  private readonly onMalformed: ((refusal: MalformedRefusal) => void) | undefined;
   private readonly pending = new Map<RequestId, PendingRequest>();
   private readonly peerListeners = new Set<PeerListener>();
   /** Live ephemeral id of each peer whose connection is up. */
@@ -129,6 +158,9 @@ export class Messenger<B extends MessageBody = MessageBody> {
     this.diagnose = options.onDiagnostic ?? ignoreDiagnostics;
     this.onClockSkew = options.onClockSkew;
     this.clockSkewReportIntervalMs = options.clockSkewReportIntervalMs ?? LIMITS.clockSkewReportIntervalMs;
+    this.bodyChecks = options.bodyChecks === undefined ? undefined : new Map(Object.entries(options.bodyChecks));
+    this.onMalformed = options.onMalformed;
+    this.skewUnits = addMs(0n as HybridTimestamp, this.clock.maxClockSkewMs);
     this.transport.setHandler((event) => this.onTransportEvent(event));
   }
 
@@ -169,9 +201,9 @@ export class Messenger<B extends MessageBody = MessageBody> {
   }
 
   /**
-   * This messenger as one layer sees it: only that layer's message kinds, to send and to register. The messenger
-   * checks envelopes, never bodies (each layer validates the bodies of its own kinds), so the view changes what the
-   * compiler lets a layer do, not what the messenger does: it is the one place where a body type is narrowed.
+   * This messenger as one layer sees it: only that layer's message kinds, to send and to register. Bodies are checked
+   * by kind on receipt (`bodyChecks`), whatever the view, so the view changes what the compiler lets a layer do, not
+   * what the messenger does: it is the one place where a body type is narrowed.
    */
   as<C extends MessageBody>(): Messenger<C> {
     return this as unknown as Messenger<C>;
@@ -184,6 +216,16 @@ export class Messenger<B extends MessageBody = MessageBody> {
     return () => {
       if (this.handlers.get(kind) === (handler as unknown)) this.handlers.delete(kind);
     };
+  }
+
+  /**
+   * Adds the check of a body kind beyond those given at construction (a node service's own kinds); without it, a
+   * messenger that checks bodies refuses that kind as UNKNOWN_MESSAGE.
+   */
+  addBodyCheck(kind: B['kind'], check: BodyCheck): void {
+    if (this.bodyChecks === undefined) return;
+    if (this.bodyChecks.has(kind)) throw new BasaltError('ALREADY_EXISTS', `a body check for ${kind} is registered`);
+    this.bodyChecks.set(kind, check);
   }
 
   /** Subscribes to peer up/down events (membership); returns the unsubscribe function. */
@@ -340,6 +382,14 @@ export class Messenger<B extends MessageBody = MessageBody> {
       this.refuseForClock(envelope, from, beyondMs);
       return;
     }
+    // Before its timestamp is absorbed: a message refused whole is not processed (rule 8), and moves no clock.
+    if (envelope.body !== undefined && this.bodyChecks !== undefined) {
+      const refusal = this.bodyRefusal(envelope.body, envelope.ts);
+      if (refusal !== undefined) {
+        this.refuseBody(envelope, from, refusal.code, refusal.reason);
+        return;
+      }
+    }
     this.clock.update(envelope.ts);
     switch (envelope.type) {
       case 'oneway':
@@ -410,9 +460,60 @@ export class Messenger<B extends MessageBody = MessageBody> {
     }, this.clockSkewReportIntervalMs);
   }
 
+  /** Why `body` is refused, or undefined when it is a well-formed message of a kind this node speaks. */
+  private bodyRefusal(
+    body: MessageBody,
+    ts: HybridTimestamp,
+  ): { code: 'UNKNOWN_MESSAGE' | 'MALFORMED_MESSAGE'; reason: string } | undefined {
+    const check = this.bodyChecks?.get(body.kind);
+    if (check === undefined) {
+      return { code: 'UNKNOWN_MESSAGE', reason: `unknown message kind ${JSON.stringify(body.kind.slice(0, 64))}` };
+    }
+    this.checkContext.tsCeiling = ts + this.skewUnits;
+    const problem = check(body as unknown as Readonly<Record<string, unknown>>, this.checkContext);
+    return problem === undefined ? undefined : { code: 'MALFORMED_MESSAGE', reason: `${body.kind}: ${problem}` };
+  }
+
+  /** Refuses a message whose body failed its check (see the module header): answered, failed or dropped; counted. */
+  private refuseBody(
+    envelope: Envelope,
+    from: NodeIdentity,
+    code: 'UNKNOWN_MESSAGE' | 'MALFORMED_MESSAGE',
+    reason: string,
+  ): void {
+    this.noteMalformed(from.name, code, reason);
+    switch (envelope.type) {
+      case 'oneway':
+        return;
+      case 'request':
+        this.respond(from, envelope.requestId, { error: { code, message: reason, executed: 'no' } });
+        return;
+      case 'response': {
+        const entry = this.pending.get(envelope.requestId);
+        if (entry === undefined || entry.to !== from.name) return;
+        this.fail(envelope.requestId, new BasaltError(code, `${entry.kind} answer refused: ${reason}`));
+        return;
+      }
+    }
+  }
+
+  private noteMalformed(peer: NodeName, code: MalformedRefusal['code'], reason: string): void {
+    try {
+      this.onMalformed?.({ peer, code, reason });
+    } catch {
+      // A failing counter must not take message handling down with it.
+    }
+    this.report({
+      kind: code === 'MALFORMED_FRAME' ? 'malformed-frame' : 'malformed-message',
+      message: reason,
+      peer,
+      code,
+    });
+  }
+
   /** A request whose envelope header is readable gets a MALFORMED_FRAME answer; anything else is only reported. */
   private rejectMalformed(from: NodeIdentity, payload: unknown, reason: string): void {
-    this.report({ kind: 'malformed-frame', message: reason, peer: from.name, code: 'MALFORMED_FRAME' });
+    this.noteMalformed(from.name, 'MALFORMED_FRAME', reason);
     if (typeof payload !== 'object' || payload === null) return;
     const { type, requestId } = payload as { type?: unknown; requestId?: unknown };
     if (type !== 'request' || typeof requestId !== 'number' || !Number.isSafeInteger(requestId) || requestId < 1)

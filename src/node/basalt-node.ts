@@ -74,6 +74,8 @@ export interface NodeServiceFactory {
 export const NODE_COUNTERS = {
   /** Peer envelopes refused because their timestamp was beyond the clock skew bound (rule 8). */
   clockSkewRefusals: 'clock.skewRefusals',
+  /** Peer messages refused at the receive edge: a malformed envelope, or a body not well-formed for its kind. */
+  malformedPeerMessages: 'net.malformedPeerMessages',
 } as const;
 
 /** Counters other layers bump (e.g. the resolver's resolution paths), reported by `metrics()`. */

@@ -327,6 +327,9 @@ test('simulated: node services are built per incarnation, handle messages, and s
     name: 'echo',
     create(node) {
       log.push(`create ${node.name}`);
+      // A service's own kinds come with their checks: the messenger refuses kinds it cannot check.
+      node.messenger.addBodyCheck('EchoRequest', () => undefined);
+      node.messenger.addBodyCheck('EchoResponse', () => undefined);
       node.messenger.handle('EchoRequest', (body) => ({ kind: 'EchoResponse', from: node.ephemeralId, body }));
       return { stop: () => void log.push(`stop ${node.name}`) };
     },

@@ -64,6 +64,7 @@ import {
   type NodeTuning,
 } from './basalt-node.js';
 import { COORDINATOR_SERVICE, CoordinatorService } from './coordinator-service.js';
+import { PEER_MESSAGE_CHECKS } from './message-checks.js';
 import { OwnedTimers } from './owned-timers.js';
 import type { PartitionHostFactory, ReplicaLayer } from './partition-host.js';
 import { PartitionReconciler } from './partition-reconciler.js';
@@ -143,14 +144,7 @@ export function composeNode(options: NodeOptions): BasaltNode {
   const hlc = new HybridClock(clock, {
     ...(tuning.maxClockSkewMs !== undefined && { maxClockSkewMs: tuning.maxClockSkewMs }),
   });
-  const messenger = new Messenger<MessageBody>({
-    transport: options.transport,
-    clock: hlc,
-    timers,
-    ...(tuning.requestTimeoutMs !== undefined && { requestTimeoutMsDefault: tuning.requestTimeoutMs }),
-    onClockSkew: () => counters.add(NODE_COUNTERS.clockSkewRefusals),
-    ...(options.onDiagnostic !== undefined && { onDiagnostic: options.onDiagnostic }),
-  });
+  const messenger = messengerOf(options, hlc, timers, counters);
   // Sorted: every node must derive the same metastorage members from the same names, whatever order it was given.
   const nodes = [...new Set(options.nodes)].sort();
   const membership = new Membership({
@@ -413,6 +407,27 @@ interface ReplicaLayerComponents {
   readonly counters: NodeCounters;
   readonly report: (error: unknown) => void;
   readonly options: ReplicaHostOptions;
+}
+
+/** The node's messenger: request timeouts on the node's timers, refusals counted. */
+function messengerOf(
+  o: NodeOptions,
+  hlc: HybridClock,
+  timers: OwnedTimers,
+  counters: NodeCounters,
+): Messenger<MessageBody> {
+  const tuning = o.tuning ?? {};
+  return new Messenger<MessageBody>({
+    transport: o.transport,
+    clock: hlc,
+    timers,
+    ...(tuning.requestTimeoutMs !== undefined && { requestTimeoutMsDefault: tuning.requestTimeoutMs }),
+    onClockSkew: () => counters.add(NODE_COUNTERS.clockSkewRefusals),
+    // Every body is checked by kind before it is dispatched, so handlers, the Raft core and applies trust its shape.
+    bodyChecks: PEER_MESSAGE_CHECKS,
+    onMalformed: () => counters.add(NODE_COUNTERS.malformedPeerMessages),
+    ...(o.onDiagnostic !== undefined && { onDiagnostic: o.onDiagnostic }),
+  });
 }
 
 /** Step 3: the replica layer, in its own order (each part from the ones before it). */

@@ -79,15 +79,26 @@ function checkField(type: FieldType, v: unknown): boolean {
   }
 }
 
-export function isRaftMessage(v: unknown): v is Message {
-  if (!isObject(v) || typeof v['kind'] !== 'string' || !Object.hasOwn(FIELDS, v['kind'])) return false;
-  if (typeof v['from'] !== 'string' || typeof v['to'] !== 'string' || !isIndex(v['term'])) return false;
-  for (const [name, type] of FIELD_LISTS[v['kind'] as MessageKind]) if (!checkField(type, v[name])) return false;
+/** What is wrong with `v` as a Raft message (the field at fault), or undefined when it is one. */
+export function raftMessageProblem(v: unknown): string | undefined {
+  if (!isObject(v)) return 'is not a record';
+  if (typeof v['kind'] !== 'string' || !Object.hasOwn(FIELDS, v['kind'])) return 'has an unknown kind';
+  if (typeof v['from'] !== 'string' || typeof v['to'] !== 'string') return 'from and to must be node names';
+  if (!isIndex(v['term'])) return 'term must be an integer >= 0';
+  for (const [name, type] of FIELD_LISTS[v['kind'] as MessageKind]) {
+    if (!checkField(type, v[name])) return `${name} is not a well-formed ${type}`;
+  }
   if (v['kind'] === 'Append') {
     const entries = v['entries'] as { index: number }[];
-    if (entries.length > 0 && entries[0]!.index !== (v['prevIndex'] as number) + 1) return false;
+    if (entries.length > 0 && entries[0]!.index !== (v['prevIndex'] as number) + 1) {
+      return 'entries must follow prevIndex';
+    }
   }
-  return true;
+  return undefined;
+}
+
+export function isRaftMessage(v: unknown): v is Message {
+  return raftMessageProblem(v) === undefined;
 }
 
 export function isRaftEnvelope(v: unknown): v is RaftEnvelope {
