@@ -360,6 +360,46 @@ describe('resolution through the commit partition and recovery', () => {
     assert.deepEqual(finishes, [], 'no second FinishTx was applied');
   });
 
+  // Found by the golden script recover-orphan-sweep.txt: the second reporter joined the recovery the first had
+  // started, its partition was neither in that run's cleanup nor in the durable record, and its intent stayed.
+  it("a TxRecoveryRequest that joins a recovery in progress has its reporter's partition cleaned with the shared outcome", async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const p0 = h.primary(P0);
+    const p1 = h.primary(P1);
+    await h.send(p0, rw(P0, tx, 1, { op: 'put', key: 'c', value: 'mine' }));
+    await h.send(p1, rw(P1, tx, 2, { op: 'put', key: 'k', value: 'mine' }));
+    await h.converge();
+    h.gone.add(COORDINATOR);
+    const recovery = (reporterPartitionId: PartitionId) =>
+      h.call<TxStateResponse>(
+        COORD_NAME,
+        p0.name,
+        {
+          kind: 'TxRecoveryRequest',
+          txId: tx,
+          commitPartitionId: P0,
+          reporterPartitionId,
+        },
+        h.coord,
+      );
+    // P0's own sweep starts the recovery; P1's request arrives while it runs and joins it.
+    const [first, second] = await h.settle(Promise.all([recovery(P0), recovery(P1)]));
+    assert.deepEqual(first.answer, { state: 'ABORTED' });
+    assert.deepEqual(second.answer, { state: 'ABORTED' });
+    assert.equal(p0.counters.get(RESOLUTION_COUNTERS.recoveries), 1, 'one shared recovery');
+    assert.deepEqual(h.hosted(p0, P0).txState.get(tx)?.enlistedPartitions, [P0], 'the record knows only the first');
+    const decidedAtMs = h.scheduler.nowMs();
+    const holdsP1 = () =>
+      h.hosted(h.primary(P1), P1).mv.rowsWrittenBy(tx).length > 0 ||
+      h.hosted(h.primary(P1), P1).locks.locksOf(tx).length > 0;
+    await h.runUntil(() => !holdsP1(), 1_000);
+    assert.ok(h.scheduler.nowMs() - decidedAtMs <= 1_000);
+    assert.equal(h.latest(P1, 'k'), 'empty', "the joined reporter's intent was aborted");
+    assert.equal(h.latest(P0, 'c'), 'empty');
+    assert.equal(p1.map.entry(tx)?.state, 'ABORTED');
+  });
+
   it('a commit partition replica that is not primary answers PRIMARY_MISS naming the primary', async () => {
     const h = await Cluster.start(SEED);
     const backup = h.backups(P0)[0]!;
