@@ -1,7 +1,7 @@
 /**
  * One node's write intent resolution and recovery, assembled from its parts so that the node wires it in one place:
  * the resolver the RO read handler uses, the local intent switcher it feeds, the orphan detector watching each hosted
- * partition's lock conflicts, and the commit partition's answers to state and recovery requests (the request table
+ * partition's lock conflicts (which cleans a reporter partition in line once its recovery is answered), and the commit partition's answers to state and recovery requests (the request table
  * routes TxStateCommitPartitionRequest and TxRecoveryRequest to `commitPartition`).
  *
  * It takes the node's partition directory and the commit partitions' cleanup driver, both built before it, so it is
@@ -84,6 +84,7 @@ export class ReplicaResolution {
     });
     this.orphans = new OrphanDetector({
       txStates: options.txStates,
+      partitions: options.partitions,
       peers: options.peers,
       request: options.request,
       locator: options.locator,
