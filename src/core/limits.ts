@@ -190,8 +190,9 @@ export const LIMITS = {
    */
   replicaLeaseStartWaitMsMax: 4_000,
   /**
-   * Commit partition primary: cleanup rounds (send, re-resolve primaries, back off) of one cleanup run; a run that
-   * ends unfinished leaves its record "cleanup not completed" for the rescan, which starts a new run.
+   * Commit partition primary: cleanup rounds (send, re-resolve primaries, back off) each target partition of one
+   * cleanup run is sent in (a target a later caller added gets as many); a run that ends unfinished leaves its record
+   * "cleanup not completed" for the rescan, which starts a new run.
    */
   cleanupAttemptsMax: 30,
   /** Commit partition primary: backoff between cleanup rounds, doubling from min to max. */

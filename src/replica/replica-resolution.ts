@@ -1,7 +1,7 @@
 /**
  * One node's write intent resolution and recovery, assembled from its parts so that the node wires it in one place:
  * the resolver the RO read handler uses, the local intent switcher it feeds, the orphan detector watching each hosted
- * partition's lock conflicts, and the commit partition's answers to state and recovery requests (the request table
+ * partition's lock conflicts (which cleans a reporter partition in line once its recovery is answered), and the commit partition's answers to state and recovery requests (the request table
  * routes TxStateCommitPartitionRequest and TxRecoveryRequest to `commitPartition`).
  *
  * It takes the node's partition directory and the commit partitions' cleanup driver, both built before it, so it is
@@ -18,6 +18,7 @@ import type { PrimaryDirectory } from '../route/primary-directory.js';
 import type { TxRequestFn } from '../tx/core/messages.js';
 import type { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { CleanupDriver } from './cleanup/cleanup-driver.js';
+import { cleanupPartition } from './cleanup/partition-cleanup.js';
 import { CommitPartitionStates } from './handlers/commit-partition-state.js';
 import type { PartitionRegistry, PartitionReplica } from './partition/partition-replica.js';
 import type { PeerDirectory } from './ports.js';
@@ -84,6 +85,8 @@ export class ReplicaResolution {
     });
     this.orphans = new OrphanDetector({
       txStates: options.txStates,
+      partitions: options.partitions,
+      cleanLocally: cleanupPartition,
       peers: options.peers,
       request: options.request,
       locator: options.locator,

@@ -10,7 +10,14 @@
  * to the holder their miss names, else to the primary the locator finds again (route/send-to-primary.ts's rule), and are
  * retried after a doubling backoff capped at `cleanupBackoffMsMax`, for at most `cleanupAttemptsMax` rounds. A run
  * also ends once this replica no longer acts as the commit partition's primary (the next primary re-drives on gaining
- * primacy). Concurrent runs of one tx share one.
+ * primacy). Concurrent runs of one tx share one: a caller that joins a run with partitions it does not clean yet adds
+ * them to it (each target gets its own `cleanupAttemptsMax` rounds), or, once its rounds are over, gets a run of its
+ * own after it. A recovery may learn a partition only from a reporter, after another caller started the run, and
+ * the partition would otherwise stay unclean until somebody meets its intents.
+ *
+ * A run proposes TxCleanupCompleted only if its targets covered every partition the durable record names: vacuum
+ * and rule 15's inference rely on "cleanup completed" meaning the whole enlisted set, never just the partitions a
+ * later caller added.
  *
  * Never given up: a record stays "cleanup not completed" until TxCleanupCompleted applies, and every
  * `cleanupRescanIntervalMs` the driver scans each commit partition this node is primary of for such records that no
@@ -91,6 +98,23 @@ interface CleanupTarget {
   readonly partitionId: PartitionId;
   /** Where to send next: the hint, or the last located primary; undefined asks the locator. */
   hint: NodeName | undefined;
+  /** Rounds this target was sent in (at most `cleanupAttemptsMax`). */
+  rounds: number;
+}
+
+/** What one run cleans; its callers share it. */
+interface Cleaning {
+  /** Targets not reported cleaned yet; a joining caller adds its own while the run still has rounds to go. */
+  readonly pending: Map<PartitionId, CleanupTarget>;
+  /** Every partition the run was asked to clean. */
+  readonly targets: Set<PartitionId>;
+  /** False once the run sends no more rounds: a later target needs a run of its own. */
+  open: boolean;
+}
+
+interface Run {
+  readonly cleaning: Cleaning;
+  readonly promise: Promise<boolean>;
 }
 
 export class CleanupDriver {
@@ -104,7 +128,7 @@ export class CleanupDriver {
   private readonly rescanBatchMax: number;
   private readonly counters: CounterSink;
   /** Runs in progress, by tx: finishes, recoveries and rescans of one tx share one. */
-  private readonly runs = new Map<TxId, Promise<boolean>>();
+  private readonly runs = new Map<TxId, Run>();
   /** Per commit partition: the last tx a rescan pass started from (the next pass resumes after it). */
   private readonly rescanCursor = new Map<PartitionId, TxId>();
   private timer: TimerHandle | undefined;
@@ -145,8 +169,9 @@ export class CleanupDriver {
 
   /**
    * Runs (or joins) the cleanup of `txId`; resolves true once every target partition's primary reported it cleaned
-   * (TxCleanupCompleted is then proposed in the background), false if the run ended unfinished (the record stays
-   * "not cleaned up" for the rescan). Rejects OVERLOADED when too many runs are in progress.
+   * (TxCleanupCompleted is then proposed in the background if the targets covered the record's enlisted set), false
+   * if the run ended unfinished (the record stays "not cleaned up" for the rescan). A joined run cleans the joiner's
+   * targets too (see the module header). Rejects OVERLOADED when too many runs are in progress.
    */
   ensureCleanup(
     p: PartitionReplica,
@@ -155,18 +180,44 @@ export class CleanupDriver {
     targets: readonly CleanupTargetInput[],
   ): Promise<boolean> {
     const running = this.runs.get(txId);
-    if (running !== undefined) return running;
+    if (running !== undefined) return this.join(running, p, txId, outcome, targets);
     if (this.runs.size >= this.inFlightMax) {
       return Promise.reject(new BasaltError('OVERLOADED', 'too many cleanups in progress', { txId }));
     }
-    const run = this.run(p, txId, outcome, targets)
+    const pending = new Map<PartitionId, CleanupTarget>(
+      targets.map((t) => [t.partitionId, { partitionId: t.partitionId, hint: t.hint, rounds: 0 }]),
+    );
+    const cleaning: Cleaning = { pending, targets: new Set(pending.keys()), open: true };
+    const promise = this.run(p, txId, outcome, cleaning)
       .then((done) => {
-        if (done) void this.markCleaned(p, txId);
+        if (done && coversRecord(p, txId, cleaning.targets)) void this.markCleaned(p, txId);
         return done;
       })
       .finally(() => this.runs.delete(txId));
-    this.runs.set(txId, run);
-    return run;
+    this.runs.set(txId, { cleaning, promise });
+    return promise;
+  }
+
+  /** A caller joins `running`: the partitions it does not clean yet are added to it, or cleaned by a run after it. */
+  private join(
+    running: Run,
+    p: PartitionReplica,
+    txId: TxId,
+    outcome: TxOutcome,
+    targets: readonly CleanupTargetInput[],
+  ): Promise<boolean> {
+    const { cleaning } = running;
+    const added = targets.filter((t) => !cleaning.targets.has(t.partitionId));
+    if (added.length === 0) return running.promise;
+    if (!cleaning.open) {
+      // The run sends no more rounds: the added partitions get a run of their own once it is over.
+      return running.promise.then((done) => this.ensureCleanup(p, txId, outcome, added).then((also) => done && also));
+    }
+    for (const t of added) {
+      cleaning.targets.add(t.partitionId);
+      cleaning.pending.set(t.partitionId, { partitionId: t.partitionId, hint: t.hint, rounds: 0 });
+    }
+    return running.promise;
   }
 
   /**
@@ -215,30 +266,34 @@ export class CleanupDriver {
     });
   }
 
-  private async run(
-    p: PartitionReplica,
-    txId: TxId,
-    outcome: TxOutcome,
-    targets: readonly CleanupTargetInput[],
-  ): Promise<boolean> {
-    const pending = new Map<PartitionId, CleanupTarget>(
-      targets.map((t) => [t.partitionId, { partitionId: t.partitionId, hint: t.hint }]),
-    );
+  /**
+   * Rounds until every target is cleaned or has had its `attemptsMax` rounds. `pending` may grow between rounds (a
+   * joining caller); the run closes in the same synchronous step in which it decides to send no more rounds.
+   */
+  private async run(p: PartitionReplica, txId: TxId, outcome: TxOutcome, cleaning: Cleaning): Promise<boolean> {
+    const { pending } = cleaning;
+    const close = (): void => {
+      cleaning.open = false;
+    };
     let backoffMs = this.backoffMsMin;
-    for (let round = 0; round < this.attemptsMax && pending.size > 0; round++) {
+    for (let round = 0; this.due(pending).size > 0; round++) {
       if (round > 0) {
         await sleep(this.o.timers, backoffMs);
         backoffMs = Math.min(backoffMs * 2, this.backoffMsMax);
       }
       // A deposed primary stops: its successor re-drives the record on gaining primacy.
-      if (!this.actsFor(p)) return false;
-      await this.locateMissing(pending);
+      if (!this.actsFor(p)) {
+        close();
+        return false;
+      }
+      const due = this.due(pending);
+      for (const t of due.values()) t.rounds++;
+      await this.locateMissing(due);
       await Promise.all(
-        [...groupByNode(pending)].map(([node, partitionIds]) =>
-          this.sendOne(txId, outcome, node, partitionIds, pending),
-        ),
+        [...groupByNode(due)].map(([node, partitionIds]) => this.sendOne(txId, outcome, node, partitionIds, pending)),
       );
     }
+    close();
     if (pending.size === 0) return true;
     this.onError(
       new BasaltError('TIMEOUT', `cleanup of ${txId} unfinished after ${this.attemptsMax} rounds; the rescan retries`, {
@@ -247,6 +302,11 @@ export class CleanupDriver {
       }),
     );
     return false;
+  }
+
+  /** The targets with rounds left. */
+  private due(pending: ReadonlyMap<PartitionId, CleanupTarget>): Map<PartitionId, CleanupTarget> {
+    return new Map([...pending].filter(([, t]) => t.rounds < this.attemptsMax));
   }
 
   private actsFor(p: PartitionReplica): boolean {
@@ -307,6 +367,11 @@ export class CleanupDriver {
       this.onError(error);
     }
   }
+}
+
+/** True if `targets` include every partition the tx's durable record on `p` names (false without a record). */
+function coversRecord(p: PartitionReplica, txId: TxId, targets: ReadonlySet<PartitionId>): boolean {
+  return p.txState.get(txId)?.enlistedPartitions.every((partitionId) => targets.has(partitionId)) ?? false;
 }
 
 /** The outcome a durable record holds (what the compare-and-set stored: rule 14). */

@@ -14,12 +14,16 @@
  * Recovery aborts through the durable compare-and-set: FinishTx{commit: false} is proposed and the answer is what was
  * *stored*, possibly COMMITTED when the coordinator's commit won the race (rule 11). Abort cleanup (or, if the commit
  * won, commit cleanup) then runs in the background over the enlisted set known: the stored set plus the commit
- * partition and the reporter's partition. Concurrent recoveries of one tx share one run. Below the vacuum horizon the
+ * partition and the reporter's partition. Concurrent recoveries of one tx share one run, and every one of them has
+ * its own partitions cleaned with the shared outcome: a request that joins a run has not told it its reporter's (or
+ * reader's intent) partition, which the record does not name either, so without that nothing would clean it until
+ * somebody met its intents. Below the vacuum horizon the
  * FinishTx is not applied (TX_OUTCOME_UNKNOWN): the state request takes the primary-replica path instead, except
  * for a request from a holder's primary (`holder`), which is answered UNKNOWN with `vacuumed` (inline-cleanup.ts).
  *
  * TxRecoveryRequest (orphan detection): a durable final outcome is answered (after scheduling cleanup of the
- * reporter's partition); else recovery as above. Below the horizon it answers UNKNOWN and cleans nothing: the request
+ * reporter's partition, with the record's enlisted set while its cleanup has not completed, so that the run may mark
+ * it completed); else recovery as above. Below the horizon it answers UNKNOWN and cleans nothing: the request
  * names no row to infer from, and no outcome may be guessed.
  */
 
@@ -215,7 +219,8 @@ export class CommitPartitionStates {
     const record = p.txState.get(request.txId);
     if (record !== undefined) {
       const outcome = outcomeOfRecord(record);
-      this.cleanupInBackground(p, request.txId, outcome, [request.reporterPartitionId]);
+      const enlisted = record.cleanupCompleted ? [] : record.enlistedPartitions;
+      this.cleanupInBackground(p, request.txId, outcome, unique([...enlisted, request.reporterPartitionId]));
       return stateResponse(outcome);
     }
     if (p.deadlineOf(request.txId) <= p.txState.vacuumHorizon()) return stateResponse({ state: 'UNKNOWN' });
@@ -225,10 +230,21 @@ export class CommitPartitionStates {
 
   // ---------------------------------------------------------------------------------------- recovery
 
-  /** Aborts `txId` through the durable compare-and-set (shared per tx); resolves with what was stored. */
+  /**
+   * Aborts `txId` through the durable compare-and-set (shared per tx); resolves with what was stored. `partitions`
+   * are cleaned with it, whether this call starts the recovery or joins one.
+   */
   recover(p: PartitionReplica, txId: TxId, partitions: readonly PartitionId[]): Promise<Recovered> {
     const running = this.recoveries.get(txId);
-    if (running !== undefined) return running;
+    if (running !== undefined) {
+      return running.then((recovered) => {
+        if (recovered !== 'vacuumed') {
+          const stored = p.txState.get(txId)?.enlistedPartitions ?? [];
+          this.cleanupInBackground(p, txId, recovered, unique([...stored, ...partitions]));
+        }
+        return recovered;
+      });
+    }
     if (this.recoveries.size >= this.recoveriesMax) {
       return Promise.reject(new BasaltError('OVERLOADED', 'too many recoveries in progress', { txId }));
     }

@@ -682,6 +682,43 @@ describe('TxFinishRequest and cleanup', () => {
     assert.equal(p1.cleanups.rescan(h.hosted(p1, P0)), 0, 'a backup of the commit partition drives nothing');
   });
 
+  it('a caller that joins a cleanup run in progress with a partition the run does not clean has it cleaned by that run', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const { p0, p1, enlisted } = await writeBoth(h, tx);
+    // A decider that knew only the commit partition (as a recovery may); its cleanup cannot get through yet.
+    h.dropCleanups = true;
+    const partial = enlisted.filter((e) => e.partitionId === P0);
+    await h.settle(h.call<TxFinishResponse>(p0.name, finishRequest(tx, undefined, partial)));
+    assert.equal(p0.cleanups.runsInFlight, 1);
+    // A later caller (another reporter's recovery request) knows P1 too: it joins the run in progress.
+    const joined = p0.cleanups.ensureCleanup(h.hosted(p0, P0), tx, { state: 'ABORTED' }, [{ partitionId: P1 }]);
+    assert.equal(p0.cleanups.runsInFlight, 1, 'one run per tx');
+    h.dropCleanups = false;
+    assert.equal(await h.settle(joined), true);
+    assert.deepEqual(h.hosted(p1, P1).mv.rowsWrittenBy(tx), [], "the joiner's partition was cleaned");
+    assert.deepEqual(h.hosted(p1, P1).locks.locksOf(tx), []);
+    assert.deepEqual(h.hosted(p0, P0).locks.locksOf(tx), []);
+    await h.runUntil(() => h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted === true);
+  });
+
+  it('rule 15: a run that cleaned only some of the partitions the record names does not mark the record cleaned up', async () => {
+    const h = await Cluster.start(SEED, { cleanupAttemptsMax: 2 });
+    const tx = h.newTx();
+    const { p0, p1, enlisted } = await writeBoth(h, tx);
+    h.dropCleanups = true;
+    await h.settle(h.call<TxFinishResponse>(p0.name, finishRequest(tx, undefined, enlisted)));
+    await h.runUntil(() => p0.cleanups.runsInFlight === 0);
+    h.dropCleanups = false;
+    // A caller that knows only P1 (a reporter's recovery request): P1 is cleaned, P0 still holds the tx's locks.
+    const run = p0.cleanups.ensureCleanup(h.hosted(p0, P0), tx, { state: 'ABORTED' }, [{ partitionId: P1 }]);
+    assert.equal(await h.settle(run), true);
+    assert.deepEqual(h.hosted(p1, P1).locks.locksOf(tx), []);
+    assert.ok(h.hosted(p0, P0).locks.locksOf(tx).length > 0, 'P0 was not cleaned by this run');
+    await h.scheduler.run({ forMs: 2 * LIMITS.cleanupCompletedGatherMs });
+    assert.equal(h.hosted(p0, P0).txState.get(tx)?.cleanupCompleted, false, 'vacuum may not remove the record yet');
+  });
+
   it('messengerCleanupSender bounds each request by the cleanup timeout and checks the response kind', async () => {
     const seen: { to: string; timeoutMs: number }[] = [];
     const answers: unknown[] = [

@@ -16,6 +16,14 @@
  * The node's tx sweep (tx-sweep.ts) sends its recovery requests through `requestRecovery`, so both share one rate
  * limit per tx.
  *
+ * A final answer to a recovery request is what the commit partition's compare-and-set stored (rule 11): the reporter
+ * caches it in the map (reason `recovery-answer`), so that its next reader, conflict or sweep does not ask again, and,
+ * while it acts as the reporter partition's primary and still holds an intent or lock of the tx there, cleans that
+ * partition up in line with it (cleanup/partition-cleanup.ts `cleanupPartition`, as the commit partition's cleanup would). The
+ * commit partition cleans the reporter's partition too, but it learned that partition only from this request, and
+ * its durable record may not name it: the reporter, which knows what it holds, does not rely on that cleanup alone.
+ * UNKNOWN (below the vacuum horizon) is neither cached nor acted on (rule 16).
+ *
  * A holder the map has ABORTED yet still holding a lock here missed its cleanup of this partition (a recovery's abort
  * knows only the commit partition and its reporter as enlisted): the same request (rate-limited alike, counted as an
  * orphan) makes the commit partition clean this partition up; the requester is left alone (wait-die decided for it).
@@ -26,16 +34,21 @@ import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
 import type { PrimaryDirectory } from '../../route/primary-directory.js';
-import type { TxRequestFn } from '../../tx/core/messages.js';
+import type { TxCleanupRequest, TxOutcome, TxRequestFn, TxStateResponse } from '../../tx/core/messages.js';
 import { nodeIdOf } from '../../tx/core/tx-id.js';
 import { isFinal } from '../../tx/core/tx-state.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
-import type { PartitionReplica } from '../partition/partition-replica.js';
+import type { PartitionRegistry, PartitionReplica } from '../partition/partition-replica.js';
 import { type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
+import { answerOf, isFinalAnswer } from './answers.js';
 import { requestPrimary } from './primary-requests.js';
 
 export interface OrphanDetectorOptions {
   readonly txStates: TxStateMap;
+  /** The node's hosted partitions: a reporter partition is cleaned in line once its recovery is answered. */
+  readonly partitions: PartitionRegistry;
+  /** One partition's cleanup on its primary (cleanup/partition-cleanup.ts, wired from above this layer). */
+  readonly cleanLocally: (p: PartitionReplica, request: TxCleanupRequest) => Promise<void>;
   readonly peers: PeerDirectory;
   readonly request: TxRequestFn;
   readonly locator: PrimaryDirectory;
@@ -151,7 +164,37 @@ export class OrphanDetector {
       commitPartitionId,
       { kind: 'TxRecoveryRequest', txId, commitPartitionId, reporterPartitionId },
       { timeoutMs: this.requestTimeoutMs },
-    ).catch(this.onError);
+    )
+      .then((response) => this.onAnswer(txId, commitPartitionId, reporterPartitionId, response))
+      .catch(this.onError);
     return true;
   }
+
+  /** A recovery request was answered (see the module header). */
+  private async onAnswer(
+    txId: TxId,
+    commitPartitionId: PartitionId,
+    reporterPartitionId: PartitionId,
+    response: TxStateResponse,
+  ): Promise<void> {
+    const answer = answerOf(response);
+    if (answer === null || !isFinalAnswer(answer)) return;
+    this.o.txStates.update(txId, {
+      state: answer.state,
+      commitTimestamp: answer.state === 'COMMITTED' ? answer.commitTs : undefined,
+      commitPartitionId,
+      reason: 'recovery-answer',
+    });
+    const p = this.o.partitions.get(reporterPartitionId);
+    if (p === undefined || !holdsHere(p, txId) || p.checkPrimary(p.clock.current()).kind !== 'ok') return;
+    await this.o.cleanLocally(p, cleanupOf(txId, p.partitionId, answer));
+  }
+}
+
+function holdsHere(p: PartitionReplica, txId: TxId): boolean {
+  return p.mv.rowsWrittenBy(txId).length > 0 || p.locks.locksOf(txId).length > 0;
+}
+
+function cleanupOf(txId: TxId, partitionId: PartitionId, outcome: TxOutcome): TxCleanupRequest {
+  return { kind: 'TxCleanupRequest', txId, partitions: [partitionId], unlockOnly: false, outcome };
 }

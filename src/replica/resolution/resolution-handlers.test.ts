@@ -79,6 +79,8 @@ class Cluster extends ReplicaTestCluster<ResolutionParts> {
   readonly gone = new Set<NodeId>();
   /** Every request sent between nodes: [from, to, kind]. */
   readonly sent: { from: NodeName; to: NodeName; kind: string }[] = [];
+  /** While set, the commit partitions' cleanup requests fail (the sender sees CONNECTION_CLOSED). */
+  dropCleanups = false;
   coordinator: CoordinatorScript = () => Promise.reject(new BasaltError('CONNECTION_CLOSED', 'no coordinator'));
 
   constructor(seed: number) {
@@ -95,7 +97,12 @@ class Cluster extends ReplicaTestCluster<ResolutionParts> {
     const request = ((to: NodeName, body: TxRequest) => this.call(name, to, body, clock)) as never;
     const cleanups = new CleanupDriver({
       partitions,
-      sender: { request: (to, body) => this.call(name, to, body, clock) as never },
+      sender: {
+        request: (to, body) =>
+          this.dropCleanups
+            ? Promise.reject(new BasaltError('CONNECTION_CLOSED', 'dropped'))
+            : (this.call(name, to, body, clock) as never),
+      },
       locator,
       timers,
       cleanupBackoffMsMin: 10,
@@ -358,6 +365,70 @@ describe('resolution through the commit partition and recovery', () => {
     assert.equal(p0.counters.get(RESOLUTION_COUNTERS.recoveryCommitWon), 0);
     await h.converge();
     assert.deepEqual(finishes, [], 'no second FinishTx was applied');
+  });
+
+  // Found by the golden script recover-orphan-sweep.txt: the second reporter joined the recovery the first had
+  // started, its partition was neither in that run's cleanup nor in the durable record, and its intent stayed.
+  it("a TxRecoveryRequest that joins a recovery in progress has its reporter's partition cleaned with the shared outcome", async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const p0 = h.primary(P0);
+    const p1 = h.primary(P1);
+    await h.send(p0, rw(P0, tx, 1, { op: 'put', key: 'c', value: 'mine' }));
+    await h.send(p1, rw(P1, tx, 2, { op: 'put', key: 'k', value: 'mine' }));
+    await h.converge();
+    h.gone.add(COORDINATOR);
+    const recovery = (reporterPartitionId: PartitionId) =>
+      h.call<TxStateResponse>(
+        COORD_NAME,
+        p0.name,
+        {
+          kind: 'TxRecoveryRequest',
+          txId: tx,
+          commitPartitionId: P0,
+          reporterPartitionId,
+        },
+        h.coord,
+      );
+    // P0's own sweep starts the recovery; P1's request arrives while it runs and joins it.
+    const [first, second] = await h.settle(Promise.all([recovery(P0), recovery(P1)]));
+    assert.deepEqual(first.answer, { state: 'ABORTED' });
+    assert.deepEqual(second.answer, { state: 'ABORTED' });
+    assert.equal(p0.counters.get(RESOLUTION_COUNTERS.recoveries), 1, 'one shared recovery');
+    assert.deepEqual(h.hosted(p0, P0).txState.get(tx)?.enlistedPartitions, [P0], 'the record knows only the first');
+    const decidedAtMs = h.scheduler.nowMs();
+    const holdsP1 = () =>
+      h.hosted(h.primary(P1), P1).mv.rowsWrittenBy(tx).length > 0 ||
+      h.hosted(h.primary(P1), P1).locks.locksOf(tx).length > 0;
+    await h.runUntil(() => !holdsP1(), 1_000);
+    assert.ok(h.scheduler.nowMs() - decidedAtMs <= 1_000);
+    assert.equal(h.latest(P1, 'k'), 'empty', "the joined reporter's intent was aborted");
+    assert.equal(h.latest(P0, 'c'), 'empty');
+    assert.equal(p1.map.entry(tx)?.state, 'ABORTED');
+  });
+
+  it('a reporter answered with a final outcome caches it and cleans its own partition in line, even when the commit partition cannot reach it', async () => {
+    const h = await Cluster.start(SEED);
+    const tx = h.newTx();
+    const p1 = h.primary(P1);
+    await h.send(p1, rw(P1, tx, 1, { op: 'put', key: 'k', value: 'orphaned' }));
+    await h.converge();
+    h.gone.add(COORDINATOR);
+    h.dropCleanups = true;
+    const reasons: string[] = [];
+    p1.map.observe((e) => {
+      if (e.kind === 'update' && e.txId === tx) reasons.push(e.reason);
+    });
+    assert.equal(p1.resolution.orphans.requestRecovery(tx, P0, P1), true);
+    await h.runUntil(
+      () => h.hosted(p1, P1).mv.rowsWrittenBy(tx).length === 0 && h.hosted(p1, P1).locks.locksOf(tx).length === 0,
+      1_000,
+    );
+    assert.equal(h.count('TxRecoveryRequest'), 1);
+    assert.ok(reasons.includes('recovery-answer'), reasons.join(','));
+    assert.equal(p1.map.entry(tx)?.state, 'ABORTED');
+    assert.equal(h.latest(P1, 'k'), 'empty', 'the intent was aborted without a cleanup request');
+    assert.equal(h.hosted(h.primary(P0), P0).txState.get(tx)?.cleanupCompleted, false, 'the driver could not clean');
   });
 
   it('a commit partition replica that is not primary answers PRIMARY_MISS naming the primary', async () => {

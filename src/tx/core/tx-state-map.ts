@@ -58,6 +58,11 @@ export type TxStateUpdateReason =
   | 'cleanup-applied'
   /** A resolving replica caches a true final outcome (rule 11). */
   | 'resolution'
+  /**
+   * An orphan's reporter (orphan detection, the tx sweep) caches the final outcome its TxRecoveryRequest was answered:
+   * what the commit partition's compare-and-set stored (rule 11), so that it neither asks again nor sweeps the tx.
+   */
+  | 'recovery-answer'
   /** The tx's coordinator is gone (rule 17): → ABANDONED where an entry exists. */
   | 'coordinator-gone'
   /** Coordinator: a one-phase tx finished (PENDING → final), or its entry was dropped (outcome unknown). */
@@ -218,6 +223,7 @@ export const REASON_TARGETS: Readonly<Record<TxStateUpdateReason, readonly TxSta
   'cleanup-request': FINAL,
   'cleanup-applied': FINAL,
   resolution: FINAL,
+  'recovery-answer': FINAL,
   'coordinator-gone': ['ABANDONED'],
   'one-phase': FINAL,
   'unlock-only': FINAL,
