@@ -135,6 +135,8 @@ export async function runStart(options: StartSettings): Promise<void> {
     onDiagnostic: transportDiagnostics(name, logger),
     // Idle partitions rest and their Raft groups go quiet (replica-host.ts "Rest"); BASALT_IDLE_REST=0 keeps them awake.
     ...(process.env['BASALT_IDLE_REST'] !== '0' && { replicas: { rest: true } }),
+    // BASALT_PIPELINED_WRITES=0 answers writes after their apply (no confirmation round at commit), for comparisons.
+    ...(process.env['BASALT_PIPELINED_WRITES'] === '0' && { coordinator: { pipelinedWrites: false } }),
     onError: (error) => {
       log(`basalt: node ${name}: ${String(error)}`);
       logger.error({ err: String(error) }, 'background failure');
