@@ -1,13 +1,22 @@
 /**
  * Message bodies the node layer itself exchanges (the replica and coordinator layers add their own kinds on the same
  * messenger). Every kind is visible to harness network filters by its `kind`; Raft traffic of every group travels as
- * one-way `Raft` messages carrying the group id, so a filter can match `{ kind: 'Raft', group }`.
+ * one-way `Raft` messages carrying the group id, so a filter can match `{ kind: 'Raft', group }`. The messages of one
+ * event-loop turn to one peer, of all groups, may travel together as one `RaftBatch` (one envelope, one dispatch);
+ * the harness's filters see a batch as the `Raft` messages it carries (harness/network-filters.ts `unbatched`).
  */
 import type { Message } from '../raft/types.js';
 import type { MetaCommand, MetaResult, MetaView } from './metastorage-state.js';
 
+/** One group's Raft message. */
+export interface RaftPart {
+  readonly group: string;
+  readonly message: Message;
+}
+
 export type NodeMessage =
-  | { readonly kind: 'Raft'; readonly group: string; readonly message: Message }
+  | ({ readonly kind: 'Raft' } & RaftPart)
+  | { readonly kind: 'RaftBatch'; readonly messages: readonly RaftPart[] }
   /** Liveness probe; answered at once by a live node. Both carry the sender's physical time (clock offsets). */
   | { readonly kind: 'NodeHeartbeat'; readonly physicalMs?: number }
   | { readonly kind: 'NodeHeartbeatAck'; readonly physicalMs?: number }

@@ -68,6 +68,11 @@ export const LIMITS = {
   raftHeartbeatTicks: 2,
   /** Raft driver: real time between two ticks. */
   raftTickIntervalMs: 50,
+  /**
+   * Raft messages of all groups to one peer that one turn of the event loop carries in one `RaftBatch` message (more
+   * go in further batches of the same turn); also the most a received batch may hold.
+   */
+  raftBatchMessagesMax: 512,
   /** Raft: unanswered Appends pipelined to one follower in the replicate state. */
   raftInflightAppendsMax: 256,
   /** Raft: entries in one Append message (and the byte bound below; an Append always carries at least one). */

@@ -5,7 +5,9 @@
  * catch its responses (a `{ from }` filter catches everything that node sends).
  *
  * Real transports get this by wrapping each node's Transport (`NetworkFilters.wrap`); the simulator applies the same
- * predicate through its own network's filters. Rules act at send time: a dropped message is lost, a held message is
+ * predicate through its own network's filters. A `RaftBatch` is seen as the `Raft` messages it carries (`unbatched`):
+ * each is logged for `count`, and if a rule would catch any of them, each goes (or is held or dropped) on its own;
+ * otherwise the batch goes whole. Rules act at send time: a dropped message is lost, a held message is
  * kept until `release()` and then sent in its original order (if its sender still runs). Every send is logged (kind,
  * group, from, to) for `count`, up to `sentLogMax`; past that `count` refuses to answer rather than under-count.
  */
@@ -54,6 +56,17 @@ export function payloadKind(payload: unknown): string | undefined {
 export function payloadGroup(payload: unknown): string | undefined {
   const group = bodyOf(payload)?.['group'];
   return typeof group === 'string' ? group : undefined;
+}
+
+/**
+ * The messages a payload carries as filters see them: a `RaftBatch` envelope as one `Raft` envelope per message it
+ * carries (same sender, type and timestamp), in order; any other payload as itself.
+ */
+export function unbatched(payload: unknown): readonly unknown[] {
+  const body = bodyOf(payload);
+  const messages = body?.['kind'] === 'RaftBatch' ? body['messages'] : undefined;
+  if (!Array.isArray(messages)) return [payload];
+  return messages.map((part: unknown) => ({ ...(payload as object), body: { kind: 'Raft', ...(part as object) } }));
 }
 
 /** The kind/group part of a filter (from/to are matched by whoever knows the endpoints). */
@@ -170,10 +183,25 @@ export class NetworkFilters implements ClusterNetwork {
     return n;
   }
 
-  /** @internal Decides the fate of one send: 'send', or it was dropped or held here. */
+  /** @internal Decides the fate of one send: true to send it as it is; false if it was dropped, held or split here. */
   route(via: FilteringTransport, to: NodeName, payload: unknown): boolean {
     const from = via.self.name;
-    this.log(from, to, payload);
+    const parts = unbatched(payload);
+    for (const part of parts) this.log(from, to, part);
+    if (parts.length === 1) return this.decide(via, to, payload);
+    if (!parts.some((part) => this.catches(from, to, part))) return true;
+    for (const part of parts) if (this.decide(via, to, part)) via.transmit(to, part);
+    return false;
+  }
+
+  private catches(from: string, to: string, payload: unknown): boolean {
+    const rules: readonly { readonly filter: NetworkFilter }[] = [...this.dropRules, ...this.holdRules];
+    return rules.some((rule) => matchesFilter(rule.filter, from, to, payload));
+  }
+
+  /** True to send `payload` now; false if a rule dropped or held it. */
+  private decide(via: FilteringTransport, to: NodeName, payload: unknown): boolean {
+    const from = via.self.name;
     for (const rule of this.dropRules) {
       if (matchesFilter(rule.filter, from, to, payload)) {
         rule.dropped++;

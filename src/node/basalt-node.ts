@@ -52,6 +52,8 @@ export interface NodeTuning {
   readonly maxClockSkewMs?: number;
   readonly requestTimeoutMs?: number;
   readonly metaWatchWaitMs?: number;
+  /** Raft messages of one turn to one peer travel as one batch (default true; compose.ts `raftTransport`). */
+  readonly raftBatching?: boolean;
 }
 
 export interface NodeStopOptions {

@@ -21,7 +21,7 @@
 import { ClusterMembers, RejoinGuard } from '../cluster/cluster-members.js';
 import { GroupStateMachines } from '../cluster/group-state-machines.js';
 import { Membership } from '../cluster/membership.js';
-import type { NodeMessage } from '../cluster/messages.js';
+import type { NodeMessage, RaftPart } from '../cluster/messages.js';
 import { Metastorage } from '../cluster/metastorage.js';
 import type { MetaView } from '../cluster/metastorage-state.js';
 import { PartitionMover } from '../cluster/partition-mover.js';
@@ -164,7 +164,7 @@ export function composeNode(options: NodeOptions): BasaltNode {
   const nodeMessenger = messenger.as<NodeMessage>();
   const raft = new RaftDriver({
     self: self.name,
-    transport: raftTransport(nodeMessenger),
+    transport: raftTransport(nodeMessenger, tuning.raftBatching ?? true),
     timers,
     random: random.fork('raft'),
     storage: storage.log,
@@ -508,13 +508,48 @@ function nodePrimaryHints(c: ReplicaLayerComponents, partitions: PartitionDirect
   );
 }
 
-/** Raft messages of every group as one-way `Raft` messages on the node's messenger. */
-function raftTransport(messenger: Messenger<NodeMessage>): RaftTransport {
+/**
+ * Raft messages of every group as one-way messages on the node's messenger. Batched (the default), the messages to
+ * one peer of all groups that one turn of the event loop produces go together as one `RaftBatch` once the turn's
+ * synchronous work is done (a microtask later, so within the same turn and before its socket write), in the order
+ * they were sent: one envelope, one check and one dispatch for many, so Raft traffic grows with node pairs rather
+ * than with partitions. A lone message goes as a plain `Raft` message. Unbatched, each goes on its own at once.
+ */
+function raftTransport(messenger: Messenger<NodeMessage>, batched: boolean): RaftTransport {
+  const pending = new Map<NodeName, RaftPart[]>();
+  let flushing = false;
+  const flush = (): void => {
+    flushing = false;
+    for (const [to, parts] of pending) {
+      for (let i = 0; i < parts.length; i += LIMITS.raftBatchMessagesMax) {
+        const messages = parts.slice(i, i + LIMITS.raftBatchMessagesMax);
+        if (messages.length === 1) messenger.send(to, { kind: 'Raft', ...messages[0]! });
+        else messenger.send(to, { kind: 'RaftBatch', messages });
+      }
+    }
+    pending.clear();
+  };
   return {
-    send: (to, envelope) => messenger.send(to, { kind: 'Raft', group: envelope.group, message: envelope.message }),
+    send: (to, envelope) => {
+      const part: RaftPart = { group: envelope.group, message: envelope.message };
+      if (!batched) {
+        messenger.send(to, { kind: 'Raft', ...part });
+        return;
+      }
+      const parts = pending.get(to);
+      if (parts === undefined) pending.set(to, [part]);
+      else parts.push(part);
+      if (flushing) return;
+      flushing = true;
+      queueMicrotask(flush);
+    },
     setHandler: (handler) => {
       messenger.handle('Raft', (body, from) => {
         handler(from.name, { group: body.group, message: body.message });
+        return undefined;
+      });
+      messenger.handle('RaftBatch', (body, from) => {
+        for (const part of body.messages) handler(from.name, part);
         return undefined;
       });
     },

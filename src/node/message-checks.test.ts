@@ -3,9 +3,11 @@
  * sample of every kind passes (the samples are a record over every kind, so a new kind needs one), and each way a
  * peer can send a malformed body is refused with a problem that names the field.
  */
+
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { nodeId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
 import { NO_CEILING } from '../net/body-checks.js';
 import { encode } from '../net/codec.js';
@@ -18,19 +20,24 @@ const token = { holder: { nodeId: 'n1-id', incarnation: 'i1' }, start: ts };
 const lease = { token, holderName: 'n1', expiration: ts + 100n };
 const p = 't1p0';
 
+const APPEND = {
+  kind: 'Append',
+  from: 'n2',
+  to: 'n1',
+  term: 2,
+  prevIndex: 4,
+  prevTerm: 1,
+  commit: 4,
+  entries: [{ index: 5, term: 2, kind: 'data', data: new Uint8Array([1]) }],
+};
+
 const VALID: { readonly [K in PeerMessageKind]: Readonly<Record<string, unknown>> } = {
-  Raft: {
-    group: p,
-    message: {
-      kind: 'Append',
-      from: 'n2',
-      to: 'n1',
-      term: 2,
-      prevIndex: 4,
-      prevTerm: 1,
-      commit: 4,
-      entries: [{ index: 5, term: 2, kind: 'data', data: new Uint8Array([1]) }],
-    },
+  Raft: { group: p, message: APPEND },
+  RaftBatch: {
+    messages: [
+      { group: p, message: APPEND },
+      { group: 'meta', message: { ...APPEND, entries: [] } },
+    ],
   },
   NodeHeartbeat: { physicalMs: 1_000 },
   NodeHeartbeatAck: {},
@@ -124,6 +131,12 @@ describe('peer message checks', () => {
     refused('Raft', { message: { ...append, prevIndex: -1 } }, /message prevIndex/);
     refused('Raft', { message: { ...append, term: -2 } }, /message term/);
     refused('Raft', { message: { ...append, commit: 1.5 } }, /message commit/);
+    const part = { group: p, message: APPEND };
+    refused('RaftBatch', { messages: [part, { group: p, message: { ...append, term: -2 } }] }, /\[1\] message term/);
+    refused('RaftBatch', { messages: [part, { message: APPEND }] }, /\[1\] group/);
+    refused('RaftBatch', { messages: part }, /^messages must be an array/);
+    const tooMany = Array.from({ length: LIMITS.raftBatchMessagesMax + 1 }, () => part);
+    refused('RaftBatch', { messages: tooMany }, /at most/);
     refused('ReadWriteRequest', { opSeq: -1 }, /^opSeq must be an integer >= 0/);
     refused('MetaWatchRequest', { sinceRevision: -2 }, /^sinceRevision/);
     refused('ReadOnlyRequest', { operation: { op: 'scan', range: { kind: 'prefix', prefix: '' }, limit: 0 } }, /limit/);

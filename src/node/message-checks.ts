@@ -31,6 +31,7 @@ import type { TxRequestKind } from '../tx/core/messages.js';
 
 export type PeerMessageKind = NodeMessageKind | TxRequestKind | TxResponseKind;
 
+const raftPart = { group: id, message: raftMessageProblem };
 const physicalMs = optional((v) =>
   typeof v === 'number' && Number.isFinite(v) && v >= 0 ? undefined : 'must be >= 0',
 );
@@ -48,7 +49,8 @@ const metaResult = tagged('status', {
 });
 
 export const NODE_MESSAGE_CHECKS: { readonly [K in NodeMessageKind]: BodyCheck } = {
-  Raft: fieldsCheck({ group: id, message: raftMessageProblem }),
+  Raft: fieldsCheck(raftPart),
+  RaftBatch: fieldsCheck({ messages: arrayOf(fields(raftPart), LIMITS.raftBatchMessagesMax) }),
   NodeHeartbeat: fieldsCheck({ physicalMs }),
   NodeHeartbeatAck: fieldsCheck({ physicalMs }),
   NodeLeaving: fieldsCheck({}),

@@ -21,6 +21,7 @@ import {
   type HeldMessages,
   matchesPayload,
   type NetworkFilter,
+  unbatched,
 } from '../harness/network-filters.js';
 import { decode, encode } from '../net/codec.js';
 import type { BasaltNode, NodeStopOptions, NodeTuning } from '../node/basalt-node.js';
@@ -79,7 +80,7 @@ export class SimClusterEnvironment implements ClusterEnvironment {
     this.driveTimeoutMs = options.driveTimeoutMs ?? DRIVE_TIMEOUT_MS_DEFAULT;
     this.world = new SimWorld({
       seed: options.seed,
-      network: { codec: { encode, decode }, ...options.network },
+      network: { codec: { encode, decode }, split: unbatched, ...options.network },
       ...(options.traceMax !== undefined && { traceMax: options.traceMax }),
     });
     this.network = simNetworkControls(this.world.network);

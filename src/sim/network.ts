@@ -69,6 +69,11 @@ export interface SimNetworkOptions {
   readonly detectDownMs?: number;
   /** Sends remembered for `count`; past this `count` refuses to answer rather than under-count. */
   readonly sentLogMax?: number;
+  /**
+   * The messages a payload carries as filters and `count` see them (default: the payload itself). A payload of
+   * several goes whole unless a hold or drop rule catches one of them; then each goes on its own.
+   */
+  readonly split?: (payload: unknown) => readonly unknown[];
 }
 
 export type DropReason = 'disconnected' | 'unknown-peer' | 'filter' | 'random' | 'connection-lost' | 'no-handler';
@@ -191,6 +196,7 @@ export class SimNetwork {
   private readonly connectMs: number;
   private readonly detectDownMs: number;
   private readonly copy: (payload: unknown) => unknown;
+  private readonly split: ((payload: unknown) => readonly unknown[]) | undefined;
   private seq = 0;
   private readonly counters = { sent: 0, delivered: 0, dropped: 0, duplicated: 0, held: 0 };
 
@@ -204,6 +210,7 @@ export class SimNetwork {
     this.detectDownMs = options.detectDownMs ?? DETECT_DOWN_MS_DEFAULT;
     this.sentLogMax = options.sentLogMax ?? SENT_LOG_MAX_DEFAULT;
     this.copy = copierOf(options);
+    this.split = options.split;
   }
 
   /** Opens the endpoint of `identity`; the name must not have another open endpoint. Peers connect to it. */
@@ -353,6 +360,26 @@ export class SimNetwork {
   /** @internal */
   sendFrom(endpoint: SimEndpoint, to: NodeName, payload: unknown): void {
     if (!endpoint.open) return;
+    const parts = this.split?.(payload);
+    if (parts !== undefined && parts.length > 1) {
+      const name = endpoint.self.name;
+      if (parts.some((part) => this.caught(name, to, part))) {
+        for (const part of parts) this.sendFrom(endpoint, to, part);
+        return;
+      }
+      for (const part of parts) this.logSent(name, to, part);
+      this.sendOne(endpoint, to, payload, false);
+      return;
+    }
+    this.sendOne(endpoint, to, payload, true);
+  }
+
+  private caught(from: string, to: string, payload: unknown): boolean {
+    const rules: readonly { readonly filter: MessageFilter }[] = [...this.dropRules, ...this.holdRules];
+    return rules.some((rule) => matchesFilter(rule.filter, from, to, payload));
+  }
+
+  private sendOne(endpoint: SimEndpoint, to: NodeName, payload: unknown, log: boolean): void {
     const from = endpoint.self;
     const pair = to === from.name ? undefined : this.pairs.get(pairKey(from.name, to));
     const message: InFlight = {
@@ -363,7 +390,7 @@ export class SimNetwork {
       epoch: pair === undefined ? -1 : pair.epoch,
     };
     this.counters.sent++;
-    this.logSent(from.name, to, message.payload);
+    if (log) this.logSent(from.name, to, message.payload);
     this.emit({ kind: 'send', message });
     if (to !== from.name) {
       if (!this.endpoints.has(to)) {
