@@ -102,6 +102,42 @@ test('network filters on a real transport: drop, hold in order then release, cou
   assert.equal(dropped.droppedCount, 1, 'an undone rule drops nothing more');
 });
 
+test('network filters see a RaftBatch as the Raft messages it carries: counted each, whole unless a rule catches one', () => {
+  const { scheduler, log, open } = setup();
+  const filters = new NetworkFilters();
+  const a = filters.wrap(open('a', 'a1'));
+  open('b', 'b1');
+  const batch = (...groups: string[]) => ({
+    type: 'oneway',
+    ts: 7,
+    body: { kind: 'RaftBatch', messages: groups.map((group) => ({ group, message: { kind: 'Heartbeat' } })) },
+  });
+  a.send(nodeName('b'), batch('g1', 'g2', 'g3'));
+  scheduler.runSync();
+  const delivered = () => log.filter((l) => l.startsWith('b<-'));
+  assert.equal(delivered().length, 1, 'no rule: the batch goes whole');
+  assert.match(delivered()[0]!, /RaftBatch/);
+  assert.equal(filters.count({ kind: 'Raft' }), 3);
+  assert.equal(filters.count({ kind: 'Raft', group: 'g2' }), 1);
+  assert.equal(filters.count({ kind: 'RaftBatch' }), 0);
+
+  const dropped = filters.drop({ kind: 'Raft', group: 'g2' });
+  a.send(nodeName('b'), batch('g1', 'g2', 'g3'));
+  scheduler.runSync();
+  assert.equal(dropped.droppedCount, 1, 'only the caught message is dropped');
+  const split = delivered().slice(1);
+  assert.deepEqual(
+    split.map((l) => /"group":"(g\d)"/.exec(l)?.[1]),
+    ['g1', 'g3'],
+    'the others go on their own, in order',
+  );
+  assert.ok(
+    split.every((l) => l.includes('"kind":"Raft"') && l.includes('"ts":7')),
+    'as Raft messages of the same envelope',
+  );
+  assert.equal(filters.count({ kind: 'Raft' }), 6);
+});
+
 test('owned timers: retire cancels pending timers and makes later ones inert', () => {
   const scheduler = new Scheduler({ seed: 'owned' });
   const timers = new OwnedTimers(scheduler.timers('x'));

@@ -53,6 +53,23 @@ const send = (net: Net, from: string, to: string, payload: unknown): void =>
   net.ends.get(from)!.send(nodeName(to), payload);
 
 describe('SimNetwork', () => {
+  it('a payload of several messages (split) is counted as each, and goes whole unless a rule catches one', () => {
+    const split = (p: unknown): readonly unknown[] => (Array.isArray(p) ? p : [p]);
+    const net = makeNet('split', ['n1', 'n2'], { split, copy: 'none' });
+    net.scheduler.runSync();
+    send(net, 'n1', 'n2', ['a', 'b', 'c']);
+    net.scheduler.runSync();
+    assert.deepEqual(net.messages('n2'), [['a', 'b', 'c']], 'no rule: one delivery');
+    assert.equal(net.network.count({ match: (p) => p === 'b' }), 1);
+    assert.equal(net.network.count({}), 3);
+    const dropped = net.network.drop({ match: (p) => p === 'b' });
+    send(net, 'n1', 'n2', ['a', 'b', 'c']);
+    net.scheduler.runSync();
+    assert.equal(dropped.droppedCount, 1);
+    assert.deepEqual(net.messages('n2').slice(1), ['a', 'c'], 'the others on their own, in order');
+    assert.equal(net.network.count({}), 6);
+  });
+
   it('reports up to both ends of a new connection, with the peer identity', () => {
     const net = makeNet(1, ['n1', 'n2']);
     net.scheduler.runSync();
