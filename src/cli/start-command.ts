@@ -137,6 +137,8 @@ export async function runStart(options: StartSettings): Promise<void> {
     ...(process.env['BASALT_IDLE_REST'] !== '0' && { replicas: { rest: true } }),
     // BASALT_PIPELINED_WRITES=0 answers writes after their apply (no confirmation round at commit), for comparisons.
     ...(process.env['BASALT_PIPELINED_WRITES'] === '0' && { coordinator: { pipelinedWrites: false } }),
+    // BASALT_RAFT_BATCHING=0 sends every Raft message on its own (compose.ts raftTransport), for comparisons.
+    ...(process.env['BASALT_RAFT_BATCHING'] === '0' && { tuning: { raftBatching: false } }),
     onError: (error) => {
       log(`basalt: node ${name}: ${String(error)}`);
       logger.error({ err: String(error) }, 'background failure');
