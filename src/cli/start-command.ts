@@ -23,7 +23,7 @@ import type { DiagnosticListener } from '../net/diagnostics.js';
 import { probePeer } from '../net/probe.js';
 import { TcpTransport } from '../net/tcp-transport.js';
 import type { BasaltNode, NodeStorage } from '../node/basalt-node.js';
-import { startNode } from '../node/compose.js';
+import { type NodeOptions, startNode } from '../node/compose.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
 import { log, type TableSpec, untilSignal } from './common.js';
@@ -133,12 +133,7 @@ export async function runStart(options: StartSettings): Promise<void> {
     advertise: peerAddress,
     ...(joinVia !== undefined && { join: true, metaSeeds: [joinVia] }),
     onDiagnostic: transportDiagnostics(name, logger),
-    // Idle partitions rest and their Raft groups go quiet (replica-host.ts "Rest"); BASALT_IDLE_REST=0 keeps them awake.
-    ...(process.env['BASALT_IDLE_REST'] !== '0' && { replicas: { rest: true } }),
-    // BASALT_PIPELINED_WRITES=0 answers writes after their apply (no confirmation round at commit), for comparisons.
-    ...(process.env['BASALT_PIPELINED_WRITES'] === '0' && { coordinator: { pipelinedWrites: false } }),
-    // BASALT_RAFT_BATCHING=0 sends every Raft message on its own (compose.ts raftTransport), for comparisons.
-    ...(process.env['BASALT_RAFT_BATCHING'] === '0' && { tuning: { raftBatching: false } }),
+    ...environmentSwitches(process.env),
     onError: (error) => {
       log(`basalt: node ${name}: ${String(error)}`);
       logger.error({ err: String(error) }, 'background failure');
@@ -339,4 +334,17 @@ async function until(condition: () => boolean, timeoutMs: number): Promise<boole
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
   return true;
+}
+
+/**
+ * Switches read from the environment, for comparisons: idle partitions rest and their Raft groups go quiet
+ * (replica-host.ts "Rest") unless BASALT_IDLE_REST=0; BASALT_PIPELINED_WRITES=0 answers writes after their apply (no
+ * confirmation round at commit); BASALT_RAFT_BATCHING=0 sends every Raft message on its own (compose.ts).
+ */
+export function environmentSwitches(env: NodeJS.ProcessEnv): Pick<NodeOptions, 'replicas' | 'coordinator' | 'tuning'> {
+  return {
+    ...(env['BASALT_IDLE_REST'] !== '0' && { replicas: { rest: true } }),
+    ...(env['BASALT_PIPELINED_WRITES'] === '0' && { coordinator: { pipelinedWrites: false } }),
+    ...(env['BASALT_RAFT_BATCHING'] === '0' && { tuning: { raftBatching: false } }),
+  };
 }
