@@ -17,7 +17,7 @@
 import { assert } from '../core/assert.js';
 import { BasaltError, invalidArgument } from '../core/errors.js';
 import type { NodeIdentity, NodeName } from '../core/ids.js';
-import type { Transport, TransportEvent, TransportHandler } from '../env/transport.js';
+import type { PeerTraffic, Transport, TransportEvent, TransportHandler } from '../env/transport.js';
 import type { SeededRandom } from './random.js';
 import type { Scheduler } from './scheduler.js';
 
@@ -165,8 +165,16 @@ class SimEndpoint implements Transport {
     readonly self: NodeIdentity,
   ) {}
 
+  /** Payloads this endpoint sent (a simulated link has no socket writes to count). */
+  private sent = 0;
+
   send(to: NodeName, payload: unknown): void {
+    if (to !== this.self.name) this.sent += 1;
     this.network.sendFrom(this, to, payload);
+  }
+
+  traffic(): PeerTraffic {
+    return { messagesSent: this.sent, writes: 0 };
   }
 
   setHandler(handler: TransportHandler): void {
