@@ -40,6 +40,7 @@ import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../../tx/co
 import { proposeCleanupCompleted } from '../partition/coalesced-proposals.js';
 import type { HostedPartitions } from '../partition/partition-directory.js';
 import { assertHosted, type PartitionReplica } from '../partition/partition-replica.js';
+import { outcomeOfRecord } from '../resolution/answers.js';
 
 /** Names of the node counters bumped here. */
 export const CLEANUP_COUNTERS = {
@@ -359,13 +360,4 @@ export class CleanupDriver {
 /** True if `targets` include every partition the tx's durable record on `p` names (false without a record). */
 function coversRecord(p: PartitionReplica, txId: TxId, targets: ReadonlySet<PartitionId>): boolean {
   return p.txState.get(txId)?.enlistedPartitions.every((partitionId) => targets.has(partitionId)) ?? false;
-}
-
-/** The outcome a durable record holds (what the compare-and-set stored: rule 14). */
-export function outcomeOfRecord(stored: StoredTxMeta): TxOutcome {
-  if (stored.state === 'ABORTED') return { state: 'ABORTED' };
-  if (stored.commitTs === undefined) {
-    throw new BasaltError('STORAGE_CORRUPTED', `COMMITTED ${stored.txId} lacks commitTs`);
-  }
-  return { state: 'COMMITTED', commitTs: stored.commitTs };
 }
