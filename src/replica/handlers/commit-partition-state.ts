@@ -48,6 +48,7 @@ import type { CleanupDriver } from '../cleanup/cleanup-driver.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition/partition-replica.js';
 import { type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
 import { answerOf, outcomeOfRecord, stateResponse } from '../resolution/answers.js';
+import { markCoordinatorGone } from '../resolution/coordinator-gone.js';
 import { requestPrimary } from '../resolution/primary-requests.js';
 import { type Decided, decideOutcome } from './outcome-decision.js';
 
@@ -252,9 +253,7 @@ export class CommitPartitionStates {
   }
 
   private async runRecovery(p: PartitionReplica, txId: TxId, partitions: readonly PartitionId[]): Promise<Decided> {
-    if (p.txStateMap.entry(txId)?.state === 'PENDING') {
-      p.txStateMap.update(txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
-    }
+    markCoordinatorGone(p.txStateMap, this.o.peers, txId, p.txStateMap.entry(txId)?.coordinatorId ?? nodeIdOf(txId));
     const enlisted = unique(partitions);
     const outcome = await decideOutcome(p, { txId, commit: false, commitTs: undefined, enlistedPartitions: enlisted });
     if (outcome === 'vacuumed') return 'vacuumed';

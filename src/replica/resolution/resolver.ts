@@ -50,6 +50,7 @@ import { isFinal } from '../../tx/core/tx-state.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import { outcomeCounter, type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
 import { answerOf, isFinalAnswer, timeoutError } from './answers.js';
+import { markCoordinatorGone } from './coordinator-gone.js';
 import type { IntentResolutionRequest, IntentResolver, LostLockRequest } from './intent-resolver.js';
 import type { IntentSwitcher } from './intent-switch.js';
 import { resolveLostLock } from './lost-locks.js';
@@ -300,10 +301,7 @@ export class TxStateResolver implements IntentResolver {
   ): Promise<TxStateAnswer | undefined> {
     if (coordinatorId === undefined || coordinatorId === this.o.self.id) return undefined;
     if (this.o.peers.isGone(coordinatorId)) {
-      // Only an entry this node already has is marked: ABANDONED is a note about a known tx, not a new entry.
-      if (this.o.txStates.entry(request.txId) !== undefined) {
-        this.o.txStates.update(request.txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
-      }
+      markCoordinatorGone(this.o.txStates, this.o.peers, request.txId, coordinatorId);
       return undefined;
     }
     const name = this.o.peers.nameOf(coordinatorId);
