@@ -41,6 +41,7 @@ import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
 import { sleep, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
+import { backoffMs } from '../../route/backoff.js';
 import type { PrimaryDirectory } from '../../route/primary-directory.js';
 import { answerCoordinatorStateRequest } from '../../tx/coordinator/coordinator-state-request.js';
 import type { TxOutcome, TxRequestFn, TxStateAnswer, TxStateCommitPartitionRequest } from '../../tx/core/messages.js';
@@ -341,7 +342,6 @@ export class TxStateResolver implements IntentResolver {
   ): Promise<TxStateAnswer> {
     const body = commitPartitionRequest(request, coordinatorId);
     const deadlineMs = this.o.physicalClock.monotonicMs() + this.timeoutMs;
-    let backoffMs = this.backoffMsMin;
     let lastError: unknown;
     for (let attempt = 0; ; attempt++) {
       if (deadlineMs - this.o.physicalClock.monotonicMs() <= 0) {
@@ -370,8 +370,8 @@ export class TxStateResolver implements IntentResolver {
         if (outcome.kind === 'answer') return outcome.answer;
         lastError = outcome.error;
       }
-      await sleep(this.o.timers, Math.min(backoffMs, Math.max(1, deadlineMs - this.o.physicalClock.monotonicMs())));
-      backoffMs = Math.min(backoffMs * 2, this.backoffMsMax);
+      const pauseMs = backoffMs(attempt + 1, this.backoffMsMin, this.backoffMsMax);
+      await sleep(this.o.timers, Math.min(pauseMs, Math.max(1, deadlineMs - this.o.physicalClock.monotonicMs())));
     }
   }
 
