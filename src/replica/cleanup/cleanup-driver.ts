@@ -40,7 +40,7 @@ import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../../tx/co
 import { proposeCleanupCompleted } from '../partition/coalesced-proposals.js';
 import type { HostedPartitions } from '../partition/partition-directory.js';
 import { assertHosted, type PartitionReplica } from '../partition/partition-replica.js';
-import { outcomeOfRecord } from '../resolution/answers.js';
+import { isTrueOutcome, outcomeOfRecord } from '../resolution/answers.js';
 
 /** Names of the node counters bumped here. */
 export const CLEANUP_COUNTERS = {
@@ -181,6 +181,8 @@ export class CleanupDriver {
     outcome: TxOutcome,
     targets: readonly CleanupTargetInput[],
   ): Promise<boolean> {
+    // Rule 11: a cleanup ends the tx with its true outcome (checked again as each round builds its request).
+    assert(isTrueOutcome(outcome), "a cleanup's outcome is ABORTED, or COMMITTED with its commitTs", txId);
     const running = this.runs.get(txId);
     if (running !== undefined) return this.join(running, p, txId, outcome, targets);
     if (this.runs.size >= this.inFlightMax) {
@@ -192,6 +194,7 @@ export class CleanupDriver {
     const cleaning: Cleaning = { pending, targets: new Set(pending.keys()), open: true };
     const promise = this.run(p, txId, outcome, cleaning)
       .then((done) => {
+        assert(!done || cleaning.pending.size === 0, 'a run is done only once every target reported cleaned', txId);
         if (done && coversRecord(p, txId, cleaning.targets)) void this.markCleaned(p, txId);
         return done;
       })
@@ -286,13 +289,16 @@ export class CleanupDriver {
       // A deposed primary stops: its successor re-drives the record on gaining primacy.
       proceed: () => unlessClosed(this.actsFor(p)),
       pause: (ms) => sleep(this.o.timers, ms),
-      round: () => this.round(txId, outcome, pending),
+      round: () => this.round(txId, outcome, cleaning),
       backoffMsMin: this.backoffMsMin,
       backoffMsMax: this.backoffMsMax,
     });
     assert(!cleaning.open, 'a run closed when it decided to send no more rounds', txId);
     if (ended === 'stopped') return false;
     if (pending.size === 0) return true;
+    for (const t of pending.values()) {
+      assert(t.rounds >= this.attemptsMax, 'a run gives up only on targets that had all their rounds', txId, t.rounds);
+    }
     this.onError(
       new BasaltError('TIMEOUT', `cleanup of ${txId} unfinished after ${this.attemptsMax} rounds; the rescan retries`, {
         txId,
@@ -303,14 +309,20 @@ export class CleanupDriver {
   }
 
   /** One round over the targets with rounds left; a target with no known primary spends its round unsent. */
-  private async round(txId: TxId, outcome: TxOutcome, pending: Map<PartitionId, CleanupTarget>): Promise<void> {
+  private async round(txId: TxId, outcome: TxOutcome, cleaning: Cleaning): Promise<void> {
+    const { pending } = cleaning;
     const due = this.due(pending);
-    for (const t of due.values()) t.rounds++;
+    for (const t of due.values()) {
+      t.rounds++;
+      assert(t.rounds <= this.attemptsMax, 'a target is sent in at most cleanupAttemptsMax rounds', txId, t.rounds);
+      assert(cleaning.targets.has(t.partitionId), 'a run sends only to partitions it was asked to clean', txId);
+    }
     await this.locateMissing(due);
     const sent = [...due.values()].flatMap((t) =>
       t.hint === undefined ? [] : [{ partitionId: t.partitionId, node: t.hint }],
     );
     const send = async (node: NodeName, partitions: readonly PartitionId[]): Promise<readonly PartitionId[]> => {
+      assert(isTrueOutcome(outcome), "a cleanup request carries the tx's true outcome", txId);
       const body: TxCleanupRequest = { kind: 'TxCleanupRequest', txId, partitions, unlockOnly: false, outcome };
       return (await this.o.sender.request(node, body)).cleaned;
     };

@@ -34,6 +34,7 @@
  * `resolution.shared`, `resolution.failed`, `resolution.latencyMsTotal`.
  */
 
+import { assert } from '../../core/assert.js';
 import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import { BasaltError, isBasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, NodeId, NodeIdentity, TxId } from '../../core/ids.js';
@@ -50,7 +51,7 @@ import { nodeIdOf } from '../../tx/core/tx-id.js';
 import { isFinal } from '../../tx/core/tx-state.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import { outcomeCounter, type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
-import { answerOf, isFinalAnswer, timeoutError } from './answers.js';
+import { answerOf, isFinalAnswer, isTrueOutcome, timeoutError } from './answers.js';
 import { markCoordinatorGone } from './coordinator-gone.js';
 import type { IntentResolutionRequest, IntentResolver, LostLockRequest } from './intent-resolver.js';
 import type { IntentSwitcher } from './intent-switch.js';
@@ -233,6 +234,7 @@ export class TxStateResolver implements IntentResolver {
     const flight: Flight = { readTs, answer };
     this.flights.set(txId, [...flights, flight]);
     this.flightCount += 1;
+    assert(this.flightCount <= this.inFlightMax, 'resolutions in flight stay within their limit', this.flightCount);
     const done = (): void => this.land(txId, flight);
     answer.then(done, done);
     return answer;
@@ -259,9 +261,11 @@ export class TxStateResolver implements IntentResolver {
       flight = started;
       this.recovering.set(txId, started);
       this.flightCount += 1;
+      assert(this.flightCount <= this.inFlightMax, 'resolutions in flight stay within their limit', this.flightCount);
       const done = (): void => {
         if (this.recovering.get(txId) === started) this.recovering.delete(txId);
         this.flightCount -= 1;
+        assert(this.flightCount >= 0, 'a landed recovering flight was counted', txId, this.flightCount);
       };
       answer.then(done, done);
     }
@@ -277,6 +281,7 @@ export class TxStateResolver implements IntentResolver {
     if (rest.length === 0) this.flights.delete(txId);
     else this.flights.set(txId, rest);
     this.flightCount -= 1;
+    assert(this.flightCount >= 0, 'a landed flight was counted', txId, this.flightCount);
   }
 
   // ---------------------------------------------------------------------------------------- remote paths
@@ -359,7 +364,11 @@ export class TxStateResolver implements IntentResolver {
         }
         await gate.busy;
       }
-      if (gate.final !== undefined) return gate.final;
+      if (gate.final !== undefined) {
+        // Rule 12: a gate shares only final answers; a PENDING or UNKNOWN one served only the reader that asked.
+        assert(isFinalAnswer(gate.final), 'a gate shares only a final answer', request.txId, gate.final.state);
+        return gate.final;
+      }
       const remainingMs = deadlineMs - this.o.physicalClock.monotonicMs();
       if (gate.failures > failuresSeen || remainingMs <= 0) {
         // Another reader's request failed while this one waited (no primary, coordinator unreachable): this one
@@ -422,11 +431,13 @@ export class TxStateResolver implements IntentResolver {
       this.gates.set(txId, gate);
     }
     gate.users += 1;
+    assert(gate.users >= 1, 'a gate entered counts its user', txId, gate.users);
     return gate;
   }
 
   private leaveGate(txId: TxId, gate: CommitPartitionGate): void {
     gate.users -= 1;
+    assert(gate.users >= 0, 'a gate left was entered first', txId, gate.users);
     if (gate.users === 0 && this.gates.get(txId) === gate) this.gates.delete(txId);
   }
 
@@ -451,6 +462,7 @@ export class TxStateResolver implements IntentResolver {
 
   /** Rule 11: only a true final outcome is cached and switches the row. */
   private onFinal(request: IntentResolutionRequest, outcome: TxStateAnswer & { state: 'COMMITTED' | 'ABORTED' }): void {
+    assert(isTrueOutcome(outcome), 'only a true final outcome is cached or switches a row', request.txId);
     this.o.txStates.update(request.txId, {
       state: outcome.state,
       commitTimestamp: outcome.state === 'COMMITTED' ? outcome.commitTs : undefined,
