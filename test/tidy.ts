@@ -375,7 +375,9 @@ export const SUBLAYERS: Readonly<Record<string, readonly string[]>> = {
  */
 export const ASSERT_FLOORS: Readonly<Record<string, number>> = {
   'src/node': 4,
-  'src/route': 3,
+  'src/replica/cleanup': 10,
+  'src/replica/resolution': 12,
+  'src/route': 5,
 };
 
 /** Whether a production path is test support (it belongs in src/testing, which the package leaves out). */

@@ -27,18 +27,20 @@
  * request cleans a finished holder in line (inline-cleanup.ts).
  */
 
+import { assert } from '../../core/assert.js';
 import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import { BasaltError, missHolder } from '../../core/errors.js';
 import type { NodeName, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { sleep, type TimerHandle, type Timers } from '../../env/timers.js';
 import { locateOr, type PrimaryDirectory } from '../../route/primary-directory.js';
-import { followMiss } from '../../route/send-to-primary.js';
+import { runRounds, sendRound } from '../../route/rounds-by-node.js';
 import type { StoredTxMeta } from '../../storage/tx-state-storage.js';
 import type { TxCleanupRequest, TxCleanupResponse, TxOutcome } from '../../tx/core/messages.js';
 import { proposeCleanupCompleted } from '../partition/coalesced-proposals.js';
 import type { HostedPartitions } from '../partition/partition-directory.js';
 import { assertHosted, type PartitionReplica } from '../partition/partition-replica.js';
+import { isTrueOutcome, outcomeOfRecord } from '../resolution/answers.js';
 
 /** Names of the node counters bumped here. */
 export const CLEANUP_COUNTERS = {
@@ -179,6 +181,8 @@ export class CleanupDriver {
     outcome: TxOutcome,
     targets: readonly CleanupTargetInput[],
   ): Promise<boolean> {
+    // Rule 11: a cleanup ends the tx with its true outcome (checked again as each round builds its request).
+    assert(isTrueOutcome(outcome), "a cleanup's outcome is ABORTED, or COMMITTED with its commitTs", txId);
     const running = this.runs.get(txId);
     if (running !== undefined) return this.join(running, p, txId, outcome, targets);
     if (this.runs.size >= this.inFlightMax) {
@@ -190,6 +194,7 @@ export class CleanupDriver {
     const cleaning: Cleaning = { pending, targets: new Set(pending.keys()), open: true };
     const promise = this.run(p, txId, outcome, cleaning)
       .then((done) => {
+        assert(!done || cleaning.pending.size === 0, 'a run is done only once every target reported cleaned', txId);
         if (done && coversRecord(p, txId, cleaning.targets)) void this.markCleaned(p, txId);
         return done;
       })
@@ -267,34 +272,33 @@ export class CleanupDriver {
   }
 
   /**
-   * Rounds until every target is cleaned or has had its `attemptsMax` rounds. `pending` may grow between rounds (a
-   * joining caller); the run closes in the same synchronous step in which it decides to send no more rounds.
+   * Rounds (route/rounds-by-node.ts) until every target is cleaned or has had its `attemptsMax` rounds. `pending` may
+   * grow between rounds (a joining caller); the run closes in the same synchronous step in which it decides to send no
+   * more rounds.
    */
   private async run(p: PartitionReplica, txId: TxId, outcome: TxOutcome, cleaning: Cleaning): Promise<boolean> {
     const { pending } = cleaning;
-    const close = (): void => {
-      cleaning.open = false;
+    // Closed in the step that decides no more rounds: a caller joining after the decision, before the rounds' promise
+    // settles, must get a run of its own.
+    const unlessClosed = (more: boolean): boolean => {
+      if (!more) cleaning.open = false;
+      return more;
     };
-    let backoffMs = this.backoffMsMin;
-    for (let round = 0; this.due(pending).size > 0; round++) {
-      if (round > 0) {
-        await sleep(this.o.timers, backoffMs);
-        backoffMs = Math.min(backoffMs * 2, this.backoffMsMax);
-      }
+    const ended = await runRounds(1, {
+      due: () => unlessClosed(this.due(pending).size > 0),
       // A deposed primary stops: its successor re-drives the record on gaining primacy.
-      if (!this.actsFor(p)) {
-        close();
-        return false;
-      }
-      const due = this.due(pending);
-      for (const t of due.values()) t.rounds++;
-      await this.locateMissing(due);
-      await Promise.all(
-        [...groupByNode(due)].map(([node, partitionIds]) => this.sendOne(txId, outcome, node, partitionIds, pending)),
-      );
-    }
-    close();
+      proceed: () => unlessClosed(this.actsFor(p)),
+      pause: (ms) => sleep(this.o.timers, ms),
+      round: () => this.round(txId, outcome, cleaning),
+      backoffMsMin: this.backoffMsMin,
+      backoffMsMax: this.backoffMsMax,
+    });
+    assert(!cleaning.open, 'a run closed when it decided to send no more rounds', txId);
+    if (ended === 'stopped') return false;
     if (pending.size === 0) return true;
+    for (const t of pending.values()) {
+      assert(t.rounds >= this.attemptsMax, 'a run gives up only on targets that had all their rounds', txId, t.rounds);
+    }
     this.onError(
       new BasaltError('TIMEOUT', `cleanup of ${txId} unfinished after ${this.attemptsMax} rounds; the rescan retries`, {
         txId,
@@ -302,6 +306,36 @@ export class CleanupDriver {
       }),
     );
     return false;
+  }
+
+  /** One round over the targets with rounds left; a target with no known primary spends its round unsent. */
+  private async round(txId: TxId, outcome: TxOutcome, cleaning: Cleaning): Promise<void> {
+    const { pending } = cleaning;
+    const due = this.due(pending);
+    for (const t of due.values()) {
+      t.rounds++;
+      assert(t.rounds <= this.attemptsMax, 'a target is sent in at most cleanupAttemptsMax rounds', txId, t.rounds);
+      assert(cleaning.targets.has(t.partitionId), 'a run sends only to partitions it was asked to clean', txId);
+    }
+    await this.locateMissing(due);
+    const sent = [...due.values()].flatMap((t) =>
+      t.hint === undefined ? [] : [{ partitionId: t.partitionId, node: t.hint }],
+    );
+    const send = async (node: NodeName, partitions: readonly PartitionId[]): Promise<readonly PartitionId[]> => {
+      assert(isTrueOutcome(outcome), "a cleanup request carries the tx's true outcome", txId);
+      const body: TxCleanupRequest = { kind: 'TxCleanupRequest', txId, partitions, unlockOnly: false, outcome };
+      return (await this.o.sender.request(node, body)).cleaned;
+    };
+    const failed = await sendRound(sent, send, this.o.locator);
+    const notDone = new Set(failed.map((f) => f.partitionId));
+    for (const t of sent) if (!notDone.has(t.partitionId)) pending.delete(t.partitionId);
+    for (const f of failed) {
+      // Not its primary any more (or unreachable): the holder a miss of this partition names, else the locator,
+      // which learns the holder, or, on any other failure, not to guess the node asked first again.
+      const target = pending.get(f.partitionId);
+      if (target !== undefined) target.hint = f.hinted;
+      if (f.error !== undefined && missHolder(f.error) === undefined) this.o.locator.forget?.(f.partitionId, f.node);
+    }
   }
 
   /** The targets with rounds left. */
@@ -325,40 +359,6 @@ export class CleanupDriver {
     );
   }
 
-  private async sendOne(
-    txId: TxId,
-    outcome: TxOutcome,
-    node: NodeName,
-    partitionIds: readonly PartitionId[],
-    pending: Map<PartitionId, CleanupTarget>,
-  ): Promise<void> {
-    const body: TxCleanupRequest = {
-      kind: 'TxCleanupRequest',
-      txId,
-      partitions: partitionIds,
-      unlockOnly: false,
-      outcome,
-    };
-    let failure: unknown;
-    const cleaned = await this.o.sender.request(node, body).then(
-      (response) => new Set(response.cleaned),
-      (error: unknown) => {
-        failure = error;
-        return new Set<PartitionId>();
-      },
-    );
-    for (const partitionId of partitionIds) {
-      if (cleaned.has(partitionId)) pending.delete(partitionId);
-      else {
-        // Not its primary any more (or unreachable): the holder a miss of this partition names, else the locator,
-        // which learns the holder, or, on any other failure, not to guess the node asked first again.
-        const target = pending.get(partitionId);
-        if (target !== undefined) target.hint = followMiss(failure, partitionId, node, this.o.locator);
-        if (failure !== undefined && missHolder(failure) === undefined) this.o.locator.forget?.(partitionId, node);
-      }
-    }
-  }
-
   private async markCleaned(p: PartitionReplica, txId: TxId): Promise<void> {
     try {
       await proposeCleanupCompleted(p, txId);
@@ -372,24 +372,4 @@ export class CleanupDriver {
 /** True if `targets` include every partition the tx's durable record on `p` names (false without a record). */
 function coversRecord(p: PartitionReplica, txId: TxId, targets: ReadonlySet<PartitionId>): boolean {
   return p.txState.get(txId)?.enlistedPartitions.every((partitionId) => targets.has(partitionId)) ?? false;
-}
-
-/** The outcome a durable record holds (what the compare-and-set stored: rule 14). */
-export function outcomeOfRecord(stored: StoredTxMeta): TxOutcome {
-  if (stored.state === 'ABORTED') return { state: 'ABORTED' };
-  if (stored.commitTs === undefined) {
-    throw new BasaltError('STORAGE_CORRUPTED', `COMMITTED ${stored.txId} lacks commitTs`);
-  }
-  return { state: 'COMMITTED', commitTs: stored.commitTs };
-}
-
-function groupByNode(pending: ReadonlyMap<PartitionId, CleanupTarget>): Map<NodeName, PartitionId[]> {
-  const groups = new Map<NodeName, PartitionId[]>();
-  for (const t of pending.values()) {
-    if (t.hint === undefined) continue;
-    const group = groups.get(t.hint) ?? [];
-    group.push(t.partitionId);
-    groups.set(t.hint, group);
-  }
-  return groups;
 }

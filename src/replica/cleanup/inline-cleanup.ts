@@ -31,6 +31,7 @@
  * request waits or dies as wait-die says).
  */
 
+import { assert } from '../../core/assert.js';
 import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import type { NodeId, NodeIdentity, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
@@ -41,7 +42,7 @@ import { nodeIdOf } from '../../tx/core/tx-id.js';
 import { isFinal } from '../../tx/core/tx-state.js';
 import type { PartitionReplica } from '../partition/partition-replica.js';
 import type { PeerDirectory } from '../ports.js';
-import { answerOf, isFinalAnswer } from '../resolution/answers.js';
+import { answerOf, isFinalAnswer, isTrueOutcome } from '../resolution/answers.js';
 import { requestPrimary } from '../resolution/primary-requests.js';
 import { cleanupPartition } from './partition-cleanup.js';
 
@@ -132,12 +133,15 @@ export class InlineCleanup {
     if (this.settling.size >= this.inFlightMax) return Promise.resolve(false);
     const promise = this.runSettle(p, holder, since).finally(() => this.settling.delete(key));
     this.settling.set(key, { startedAt: this.mark(), promise });
+    assert(this.settling.size <= this.inFlightMax, 'settles in flight stay within their limit', this.settling.size);
     return promise;
   }
 
   private async runSettle(p: PartitionReplica, holder: TxId, since: number): Promise<boolean> {
     const outcome = await this.outcomeOf(p, holder, since);
     if (outcome === undefined) return false;
+    // Rule 11: only a true final outcome (local, the commit partition's, or rule 15's abort) cleans a holder.
+    assert(isTrueOutcome(outcome), 'a holder is cleaned with a true final outcome', holder);
     try {
       await cleanupPartition(p, {
         kind: 'TxCleanupRequest',
@@ -187,6 +191,11 @@ export class InlineCleanup {
     if (this.asking.size >= this.inFlightMax) return Promise.resolve({ kind: 'open' });
     const promise = this.askOnce(p, holder, commitPartitionId).finally(() => this.asking.delete(holder));
     this.asking.set(holder, { startedAt: this.mark(), promise });
+    assert(
+      this.asking.size <= this.inFlightMax,
+      'holder questions in flight stay within their limit',
+      this.asking.size,
+    );
     return promise;
   }
 

@@ -48,7 +48,9 @@ import type { CleanupDriver } from '../cleanup/cleanup-driver.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition/partition-replica.js';
 import { type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
 import { answerOf, outcomeOfRecord, stateResponse } from '../resolution/answers.js';
+import { markCoordinatorGone } from '../resolution/coordinator-gone.js';
 import { requestPrimary } from '../resolution/primary-requests.js';
+import { type Decided, decideOutcome } from './outcome-decision.js';
 
 export interface CommitPartitionStatesOptions {
   readonly partitions: PartitionRegistry;
@@ -78,9 +80,6 @@ type Forward =
   | { readonly kind: 'disowned' }
   | { readonly kind: 'failed'; readonly error: unknown };
 
-/** Recovery's result: the stored outcome, or 'vacuumed' when FinishTx was refused below the horizon. */
-type Recovered = TxOutcome | 'vacuumed';
-
 export class CommitPartitionStates {
   private readonly o: CommitPartitionStatesOptions;
   private readonly counters: CounterSink;
@@ -88,7 +87,7 @@ export class CommitPartitionStates {
   private readonly requestTimeoutMs: number;
   private readonly stateWaitMs: number;
   private readonly recoveriesMax: number;
-  private readonly recoveries = new Map<TxId, Promise<Recovered>>();
+  private readonly recoveries = new Map<TxId, Promise<Decided>>();
 
   constructor(options: CommitPartitionStatesOptions) {
     this.o = options;
@@ -234,7 +233,7 @@ export class CommitPartitionStates {
    * Aborts `txId` through the durable compare-and-set (shared per tx); resolves with what was stored. `partitions`
    * are cleaned with it, whether this call starts the recovery or joins one.
    */
-  recover(p: PartitionReplica, txId: TxId, partitions: readonly PartitionId[]): Promise<Recovered> {
+  recover(p: PartitionReplica, txId: TxId, partitions: readonly PartitionId[]): Promise<Decided> {
     const running = this.recoveries.get(txId);
     if (running !== undefined) {
       return running.then((recovered) => {
@@ -253,31 +252,11 @@ export class CommitPartitionStates {
     return run;
   }
 
-  private async runRecovery(p: PartitionReplica, txId: TxId, partitions: readonly PartitionId[]): Promise<Recovered> {
-    if (p.txStateMap.entry(txId)?.state === 'PENDING') {
-      p.txStateMap.update(txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
-    }
+  private async runRecovery(p: PartitionReplica, txId: TxId, partitions: readonly PartitionId[]): Promise<Decided> {
+    markCoordinatorGone(p.txStateMap, this.o.peers, txId, p.txStateMap.entry(txId)?.coordinatorId ?? nodeIdOf(txId));
     const enlisted = unique(partitions);
-    const applied = await p.propose((proposal) => ({
-      kind: 'FinishTx',
-      ts: proposal.ts,
-      proposalId: proposal.id,
-      txId,
-      commit: false,
-      commitTs: null,
-      enlistedPartitions: enlisted,
-      switchIntents: true,
-    }));
-    if (applied.kind === 'TX_OUTCOME_UNKNOWN') return 'vacuumed';
-    if (applied.kind !== 'FINISHED') throw new BasaltError('INTERNAL', `FinishTx answered ${applied.kind}`);
-    const outcome = storedOutcome(txId, applied.outcome);
-    p.txStateMap.update(txId, {
-      state: outcome.state,
-      commitTimestamp: outcome.state === 'COMMITTED' ? outcome.commitTs : undefined,
-      commitPartitionId: p.partitionId,
-      reason: 'finish-marker',
-      retainUntilCleanup: true,
-    });
+    const outcome = await decideOutcome(p, { txId, commit: false, commitTs: undefined, enlistedPartitions: enlisted });
+    if (outcome === 'vacuumed') return 'vacuumed';
     this.counters.add(
       outcome.state === 'COMMITTED' ? RESOLUTION_COUNTERS.recoveryCommitWon : RESOLUTION_COUNTERS.recoveries,
     );
@@ -301,12 +280,6 @@ export class CommitPartitionStates {
       )
       .catch(this.onError);
   }
-}
-
-function storedOutcome(txId: TxId, stored: { state: 'COMMITTED' | 'ABORTED'; commitTs: unknown }): TxOutcome {
-  if (stored.state === 'ABORTED') return { state: 'ABORTED' };
-  if (!isTimestamp(stored.commitTs)) throw new BasaltError('INTERNAL', `COMMITTED ${txId} applied without commitTs`);
-  return { state: 'COMMITTED', commitTs: stored.commitTs };
 }
 
 function unique(partitions: readonly PartitionId[]): PartitionId[] {

@@ -22,9 +22,10 @@ import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { formatTimestamp } from '../../hlc/timestamp.js';
 import type { EnlistedPartition, TxFinishRequest, TxFinishResponse, TxOutcome } from '../../tx/core/messages.js';
-import { type CleanupDriver, type CleanupTargetInput, outcomeOfRecord } from '../cleanup/cleanup-driver.js';
-import type { ApplyResult } from '../partition/apply-result.js';
+import type { CleanupDriver, CleanupTargetInput } from '../cleanup/cleanup-driver.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition/partition-replica.js';
+import { outcomeOfRecord } from '../resolution/answers.js';
+import { decideOutcome } from './outcome-decision.js';
 
 export interface TxFinishOptions {
   readonly partitions: PartitionRegistry;
@@ -75,27 +76,22 @@ export class TxFinishHandler {
     this.cleanups.ensureCleanup(p, request.txId, outcome, targets).catch(this.onError);
   }
 
-  /** Proposes FinishTx (the durable compare-and-set) and answers from its apply result. */
+  /** The durable compare-and-set (outcome-decision.ts); the answer is what it stored. */
   private async finishDurably(p: PartitionReplica, request: TxFinishRequest): Promise<TxOutcome> {
-    const applied = await p.propose((proposal) => ({
-      kind: 'FinishTx',
-      ts: proposal.ts,
-      proposalId: proposal.id,
+    const decided = await decideOutcome(p, {
       txId: request.txId,
       commit: request.commit,
-      commitTs: request.commitTs ?? null,
+      commitTs: request.commitTs,
       enlistedPartitions: request.enlisted.map((e) => e.partitionId),
-      switchIntents: true,
-    }));
-    const outcome = finishedOutcome(request.txId, applied);
-    p.txStateMap.update(request.txId, {
-      state: outcome.state,
-      commitTimestamp: outcome.state === 'COMMITTED' ? outcome.commitTs : undefined,
-      commitPartitionId: p.partitionId,
-      reason: 'finish-marker',
-      retainUntilCleanup: true,
     });
-    return outcome;
+    if (decided === 'vacuumed') {
+      throw new BasaltError(
+        'TX_OUTCOME_UNKNOWN',
+        `tx ${request.txId} is below the vacuum horizon: its outcome is unknown`,
+        { txId: request.txId },
+      );
+    }
+    return decided;
   }
 }
 
@@ -119,23 +115,6 @@ function checkDeadline(p: PartitionReplica, request: TxFinishRequest): void {
     commitTs: formatTimestamp(request.commitTs),
     deadline: formatTimestamp(deadline),
   });
-}
-
-function finishedOutcome(txId: TxId, applied: ApplyResult): TxOutcome {
-  switch (applied.kind) {
-    case 'FINISHED': {
-      const { state, commitTs } = applied.outcome;
-      if (state === 'ABORTED') return { state };
-      if (commitTs === undefined) throw new BasaltError('INTERNAL', `COMMITTED ${txId} applied without commitTs`);
-      return { state, commitTs };
-    }
-    case 'TX_OUTCOME_UNKNOWN':
-      throw new BasaltError('TX_OUTCOME_UNKNOWN', `tx ${txId} is below the vacuum horizon: its outcome is unknown`, {
-        txId,
-      });
-    default:
-      throw new BasaltError('INTERNAL', `FinishTx answered ${applied.kind}`);
-  }
 }
 
 /** True if the stored outcome is not what the request asked for (rule 14). */

@@ -32,6 +32,14 @@ export function isFinalAnswer(answer: TxStateAnswer): answer is TxOutcome {
   return answer.state === 'COMMITTED' || answer.state === 'ABORTED';
 }
 
+/**
+ * Rule 11's "true final outcome", for asserts of outcomes this node holds (never for a peer's, which answerOf checks):
+ * ABORTED, or COMMITTED with its commitTs.
+ */
+export function isTrueOutcome(outcome: { readonly state: string; readonly commitTs?: unknown }): boolean {
+  return outcome.state === 'ABORTED' || (outcome.state === 'COMMITTED' && isTimestamp(outcome.commitTs));
+}
+
 /** The outcome a durable record holds (what the compare-and-set stored: rule 14). */
 export function outcomeOfRecord(record: StoredTxMeta): TxOutcome {
   if (record.state === 'ABORTED') return { state: 'ABORTED' };

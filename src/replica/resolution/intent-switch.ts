@@ -16,6 +16,7 @@
  * queued and bounded by `queuedMax` (past it a switch is skipped: the Raft cleanup does the work later). Switches
  * run on the injected timers, never inside the resolution that scheduled them.
  */
+import { assert } from '../../core/assert.js';
 import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
@@ -23,6 +24,7 @@ import type { Timers } from '../../env/timers.js';
 import type { MvPartitionStorage } from '../../storage/mv-partition-storage.js';
 import type { TxOutcome } from '../../tx/core/messages.js';
 import { RESOLUTION_COUNTERS } from '../ports.js';
+import { isTrueOutcome } from './answers.js';
 
 /** Finds this node's MVCC storage of a hosted partition (the node's PartitionDirectory: `get(p)?.mv`). */
 export interface IntentStorages {
@@ -68,6 +70,8 @@ export class IntentSwitcher {
 
   /** Queues the switch of `key`'s intent of `txId` in `partitionId`; false if one is queued already or no room. */
   schedule(partitionId: PartitionId, key: string, txId: TxId, outcome: TxOutcome): boolean {
+    // Rule 11: only a true final outcome switches a row (checked again when the switch runs).
+    assert(isTrueOutcome(outcome), 'a scheduled switch carries a true final outcome', txId);
     const rowKey = `${partitionId}\u0000${key}`;
     if (this.queued.has(rowKey) || this.queued.size >= this.queuedMax) return false;
     this.queued.set(rowKey, { partitionId, key, txId, outcome });
@@ -86,6 +90,7 @@ export class IntentSwitcher {
 
   /** Switches at once (synchronously): the row's intent of `txId`, if it still holds one. */
   switchNow(partitionId: PartitionId, key: string, txId: TxId, outcome: TxOutcome): SwitchResult {
+    assert(isTrueOutcome(outcome), 'a switch commits only at its commitTs, or aborts', txId);
     const mv = this.storages.mvPartition(partitionId);
     if (mv === undefined) return 'not-hosted';
     const rowId = mv.rowIdOf(key);

@@ -41,6 +41,7 @@ import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { PartitionRegistry, PartitionReplica } from '../partition/partition-replica.js';
 import { type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
 import { answerOf, isFinalAnswer } from './answers.js';
+import { markCoordinatorGone } from './coordinator-gone.js';
 import { requestPrimary } from './primary-requests.js';
 
 export interface OrphanDetectorOptions {
@@ -110,7 +111,7 @@ export class OrphanDetector {
     if (entry !== undefined && (isFinal(entry.state) || entry.state === 'FINISHING')) return false;
     const coordinatorId = entry?.coordinatorId ?? nodeIdOf(txId);
     if (!this.o.peers.isGone(coordinatorId)) return false;
-    if (entry !== undefined) this.o.txStates.update(txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
+    markCoordinatorGone(this.o.txStates, this.o.peers, txId, coordinatorId);
     this.requestRecovery(txId, commitPartitionId, partition.partitionId);
     return true;
   }
@@ -136,7 +137,7 @@ export class OrphanDetector {
     }
     const coordinatorId = entry.coordinatorId;
     if (coordinatorId === undefined || !this.o.peers.isGone(coordinatorId)) return false;
-    this.o.txStates.update(holder, { state: 'ABANDONED', reason: 'coordinator-gone' });
+    markCoordinatorGone(this.o.txStates, this.o.peers, holder, coordinatorId);
     if (entry.commitPartitionId !== undefined)
       this.requestRecovery(holder, entry.commitPartitionId, partition.partitionId);
     this.defer(() => partition.locks.failWaiters(requester));

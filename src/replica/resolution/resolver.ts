@@ -34,6 +34,7 @@
  * `resolution.shared`, `resolution.failed`, `resolution.latencyMsTotal`.
  */
 
+import { assert } from '../../core/assert.js';
 import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import { BasaltError, isBasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, NodeId, NodeIdentity, TxId } from '../../core/ids.js';
@@ -41,6 +42,7 @@ import { LIMITS } from '../../core/limits.js';
 import type { Clock } from '../../env/clock.js';
 import { sleep, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
+import { backoffMs } from '../../route/backoff.js';
 import type { PrimaryDirectory } from '../../route/primary-directory.js';
 import { answerCoordinatorStateRequest } from '../../tx/coordinator/coordinator-state-request.js';
 import type { TxOutcome, TxRequestFn, TxStateAnswer, TxStateCommitPartitionRequest } from '../../tx/core/messages.js';
@@ -49,7 +51,8 @@ import { nodeIdOf } from '../../tx/core/tx-id.js';
 import { isFinal } from '../../tx/core/tx-state.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import { outcomeCounter, type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
-import { answerOf, isFinalAnswer, timeoutError } from './answers.js';
+import { answerOf, isFinalAnswer, isTrueOutcome, timeoutError } from './answers.js';
+import { markCoordinatorGone } from './coordinator-gone.js';
 import type { IntentResolutionRequest, IntentResolver, LostLockRequest } from './intent-resolver.js';
 import type { IntentSwitcher } from './intent-switch.js';
 import { resolveLostLock } from './lost-locks.js';
@@ -231,6 +234,7 @@ export class TxStateResolver implements IntentResolver {
     const flight: Flight = { readTs, answer };
     this.flights.set(txId, [...flights, flight]);
     this.flightCount += 1;
+    assert(this.flightCount <= this.inFlightMax, 'resolutions in flight stay within their limit', this.flightCount);
     const done = (): void => this.land(txId, flight);
     answer.then(done, done);
     return answer;
@@ -257,9 +261,11 @@ export class TxStateResolver implements IntentResolver {
       flight = started;
       this.recovering.set(txId, started);
       this.flightCount += 1;
+      assert(this.flightCount <= this.inFlightMax, 'resolutions in flight stay within their limit', this.flightCount);
       const done = (): void => {
         if (this.recovering.get(txId) === started) this.recovering.delete(txId);
         this.flightCount -= 1;
+        assert(this.flightCount >= 0, 'a landed recovering flight was counted', txId, this.flightCount);
       };
       answer.then(done, done);
     }
@@ -275,6 +281,7 @@ export class TxStateResolver implements IntentResolver {
     if (rest.length === 0) this.flights.delete(txId);
     else this.flights.set(txId, rest);
     this.flightCount -= 1;
+    assert(this.flightCount >= 0, 'a landed flight was counted', txId, this.flightCount);
   }
 
   // ---------------------------------------------------------------------------------------- remote paths
@@ -300,10 +307,7 @@ export class TxStateResolver implements IntentResolver {
   ): Promise<TxStateAnswer | undefined> {
     if (coordinatorId === undefined || coordinatorId === this.o.self.id) return undefined;
     if (this.o.peers.isGone(coordinatorId)) {
-      // Only an entry this node already has is marked: ABANDONED is a note about a known tx, not a new entry.
-      if (this.o.txStates.entry(request.txId) !== undefined) {
-        this.o.txStates.update(request.txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
-      }
+      markCoordinatorGone(this.o.txStates, this.o.peers, request.txId, coordinatorId);
       return undefined;
     }
     const name = this.o.peers.nameOf(coordinatorId);
@@ -343,7 +347,6 @@ export class TxStateResolver implements IntentResolver {
   ): Promise<TxStateAnswer> {
     const body = commitPartitionRequest(request, coordinatorId);
     const deadlineMs = this.o.physicalClock.monotonicMs() + this.timeoutMs;
-    let backoffMs = this.backoffMsMin;
     let lastError: unknown;
     for (let attempt = 0; ; attempt++) {
       if (deadlineMs - this.o.physicalClock.monotonicMs() <= 0) {
@@ -361,7 +364,11 @@ export class TxStateResolver implements IntentResolver {
         }
         await gate.busy;
       }
-      if (gate.final !== undefined) return gate.final;
+      if (gate.final !== undefined) {
+        // Rule 12: a gate shares only final answers; a PENDING or UNKNOWN one served only the reader that asked.
+        assert(isFinalAnswer(gate.final), 'a gate shares only a final answer', request.txId, gate.final.state);
+        return gate.final;
+      }
       const remainingMs = deadlineMs - this.o.physicalClock.monotonicMs();
       if (gate.failures > failuresSeen || remainingMs <= 0) {
         // Another reader's request failed while this one waited (no primary, coordinator unreachable): this one
@@ -372,8 +379,8 @@ export class TxStateResolver implements IntentResolver {
         if (outcome.kind === 'answer') return outcome.answer;
         lastError = outcome.error;
       }
-      await sleep(this.o.timers, Math.min(backoffMs, Math.max(1, deadlineMs - this.o.physicalClock.monotonicMs())));
-      backoffMs = Math.min(backoffMs * 2, this.backoffMsMax);
+      const pauseMs = backoffMs(attempt + 1, this.backoffMsMin, this.backoffMsMax);
+      await sleep(this.o.timers, Math.min(pauseMs, Math.max(1, deadlineMs - this.o.physicalClock.monotonicMs())));
     }
   }
 
@@ -424,11 +431,13 @@ export class TxStateResolver implements IntentResolver {
       this.gates.set(txId, gate);
     }
     gate.users += 1;
+    assert(gate.users >= 1, 'a gate entered counts its user', txId, gate.users);
     return gate;
   }
 
   private leaveGate(txId: TxId, gate: CommitPartitionGate): void {
     gate.users -= 1;
+    assert(gate.users >= 0, 'a gate left was entered first', txId, gate.users);
     if (gate.users === 0 && this.gates.get(txId) === gate) this.gates.delete(txId);
   }
 
@@ -453,6 +462,7 @@ export class TxStateResolver implements IntentResolver {
 
   /** Rule 11: only a true final outcome is cached and switches the row. */
   private onFinal(request: IntentResolutionRequest, outcome: TxStateAnswer & { state: 'COMMITTED' | 'ABORTED' }): void {
+    assert(isTrueOutcome(outcome), 'only a true final outcome is cached or switches a row', request.txId);
     this.o.txStates.update(request.txId, {
       state: outcome.state,
       commitTimestamp: outcome.state === 'COMMITTED' ? outcome.commitTs : undefined,

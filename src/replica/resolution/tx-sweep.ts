@@ -30,7 +30,7 @@
  * recovery requests it starts run on their own).
  */
 import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
-import type { HybridTimestamp, NodeIdentity, PartitionId, TxId } from '../../core/ids.js';
+import type { HybridTimestamp, NodeId, NodeIdentity, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { PeriodicTask, type Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
@@ -39,6 +39,7 @@ import { nodeIdOf, txDeadline } from '../../tx/core/tx-id.js';
 import type { TxStateEntry, TxStateMap, TxStateUpdateReason } from '../../tx/core/tx-state-map.js';
 import type { PartitionReplica } from '../partition/partition-replica.js';
 import type { PeerDirectory } from '../ports.js';
+import { markCoordinatorGone } from './coordinator-gone.js';
 import type { OrphanDetector } from './orphan-detector.js';
 
 /** Names of the node counters bumped here. */
@@ -133,8 +134,7 @@ export class TxSweep {
         continue;
       }
       if (!recoverable || recoveries >= this.recoveriesPerPassMax) continue;
-      const gone = this.o.peers.isGone(coordinatorId);
-      recoveries += this.recover(txId, entry, holding, now, gone);
+      recoveries += this.recover(txId, entry, coordinatorId, holding, now);
     }
     recoveries += this.recoverUnknownIntents(partitions, now, this.recoveriesPerPassMax - recoveries);
     if (recoveries > 0) (this.o.counters ?? NO_COUNTERS).add(TX_SWEEP_COUNTERS.recoveries, recoveries);
@@ -193,18 +193,16 @@ export class TxSweep {
   private recover(
     txId: TxId,
     entry: TxStateEntry,
+    coordinatorId: NodeId,
     holding: readonly PartitionReplica[],
     now: HybridTimestamp,
-    gone: boolean,
   ): number {
     let sent = 0;
     for (const p of holding) {
       if (p.checkPrimary(now).kind !== 'ok') continue;
       const commitPartitionId = entry.commitPartitionId ?? commitPartitionOfIntent(p, txId);
       if (commitPartitionId === undefined) continue;
-      if (gone && entry.state === 'PENDING') {
-        this.o.txStates.update(txId, { state: 'ABANDONED', reason: 'coordinator-gone' });
-      }
+      markCoordinatorGone(this.o.txStates, this.o.peers, txId, coordinatorId);
       if (this.o.orphans.requestRecovery(txId, commitPartitionId, p.partitionId)) sent += 1;
     }
     return sent;

@@ -14,9 +14,8 @@
 
 import { asBasaltError, BasaltError } from '../../core/errors.js';
 import type { NodeName, PartitionId, TxId } from '../../core/ids.js';
-import { backoffMs } from '../../route/backoff.js';
 import { locateOr } from '../../route/primary-directory.js';
-import { followMiss } from '../../route/send-to-primary.js';
+import { runRounds, sendRound } from '../../route/rounds-by-node.js';
 import type { TxCleanupRequest, TxOutcome } from '../core/messages.js';
 import { expectKind } from '../core/messages.js';
 import { type CoordinatorContext, pause } from './context.js';
@@ -56,13 +55,22 @@ async function retryInBackground(
   kind: CleanupKind,
 ): Promise<void> {
   let failed = initial;
-  for (let round = 2; round <= ctx.settings.cleanupAttemptsMax && failed.length > 0; round++) {
-    if (ctx.signal.aborted) return;
-    await pause(ctx, backoffMs(round - 1, ctx.settings.retryBackoffMsMin, ctx.settings.backgroundBackoffMsMax));
-    const retargeted = failed.map((t) => ({ partitionId: t.partitionId, primary: currentPrimary(ctx, t) }));
-    failed = await cleanupRound(ctx, txId, dedupe(retargeted), kind);
-  }
-  if (failed.length > 0) {
+  let cancelled = false;
+  await runRounds(2, {
+    due: (round) => {
+      if (round > ctx.settings.cleanupAttemptsMax || failed.length === 0) return false;
+      cancelled = ctx.signal.aborted;
+      return !cancelled;
+    },
+    round: async () => {
+      const retargeted = failed.map((t) => ({ partitionId: t.partitionId, primary: currentPrimary(ctx, t) }));
+      failed = await cleanupRound(ctx, txId, dedupe(retargeted), kind);
+    },
+    pause: (ms) => pause(ctx, ms),
+    backoffMsMin: ctx.settings.retryBackoffMsMin,
+    backoffMsMax: ctx.settings.backgroundBackoffMsMax,
+  });
+  if (failed.length > 0 && !cancelled) {
     ctx.onError(
       new BasaltError('TIMEOUT', `cleanup of tx ${txId} gave up`, {
         txId,
@@ -77,45 +85,33 @@ function currentPrimary(ctx: CoordinatorContext, target: CleanupTarget): NodeNam
   return locateOr(ctx.placement.primaries, target.partitionId, target.primary);
 }
 
-/** One request per node; resolves with the targets not reported cleaned. */
+/**
+ * One request per node (route/rounds-by-node.ts); resolves with the targets not reported cleaned. The holder a miss
+ * names is learned there, so that the next round's placement guess goes to it.
+ */
 async function cleanupRound(
   ctx: CoordinatorContext,
   txId: TxId,
   targets: readonly CleanupTarget[],
   kind: CleanupKind,
 ): Promise<CleanupTarget[]> {
-  const byNode = new Map<NodeName, PartitionId[]>();
-  for (const t of targets) {
-    const list = byNode.get(t.primary) ?? [];
-    list.push(t.partitionId);
-    byNode.set(t.primary, list);
-  }
-  const rounds = [...byNode].map(([node, partitions]) => cleanupAt(ctx, txId, node, partitions, kind));
-  return (await Promise.all(rounds)).flat();
-}
-
-async function cleanupAt(
-  ctx: CoordinatorContext,
-  txId: TxId,
-  node: NodeName,
-  partitions: readonly PartitionId[],
-  kind: CleanupKind,
-): Promise<CleanupTarget[]> {
-  const body: TxCleanupRequest = { kind: 'TxCleanupRequest', txId, partitions, ...kind };
-  try {
-    const response = expectKind(
-      await ctx.request(node, body, { timeoutMs: ctx.settings.cleanupRequestTimeoutMs, signal: ctx.signal }),
-      'TxCleanupResponse',
-    );
-    const cleaned = new Set(response.cleaned);
-    return partitions.filter((p) => !cleaned.has(p)).map((partitionId) => ({ partitionId, primary: node }));
-  } catch (error) {
-    if (asBasaltError(error).code === 'CANCELLED' && ctx.signal.aborted) return [];
-    // The holder a miss names is learned, so that the next round's placement guess goes there.
-    const directory = ctx.placement.primaries;
-    for (const partitionId of partitions) followMiss(error, partitionId, node, directory);
-    return partitions.map((partitionId) => ({ partitionId, primary: node }));
-  }
+  const send = async (node: NodeName, partitions: readonly PartitionId[]): Promise<readonly PartitionId[]> => {
+    const body: TxCleanupRequest = { kind: 'TxCleanupRequest', txId, partitions, ...kind };
+    try {
+      const response = await ctx.request(node, body, {
+        timeoutMs: ctx.settings.cleanupRequestTimeoutMs,
+        signal: ctx.signal,
+      });
+      return expectKind(response, 'TxCleanupResponse').cleaned;
+    } catch (error) {
+      // Cancelled with the coordinator: nothing to retry.
+      if (asBasaltError(error).code === 'CANCELLED' && ctx.signal.aborted) return partitions;
+      throw error;
+    }
+  };
+  const sent = targets.map((t) => ({ partitionId: t.partitionId, node: t.primary }));
+  const failed = await sendRound(sent, send, ctx.placement.primaries);
+  return failed.map((f) => ({ partitionId: f.partitionId, primary: f.node }));
 }
 
 function dedupe(targets: readonly CleanupTarget[]): CleanupTarget[] {
