@@ -11,10 +11,25 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
 import { EXIT_CODES } from '../sim/workload/run.js';
 import { WORKLOADS, type WorkloadName } from '../sim/workload/workload.js';
+import type { Value } from '../storage/mv-partition-storage.js';
 import { DEFAULT_CONNECT, DEFAULT_METRICS, nodeList, nodeRemove, status, tableCreate, tableList } from './admin.js';
 import { runBench } from './bench-command.js';
 import { runCluster } from './cluster-command.js';
 import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
+import {
+  DATA_EXIT_CODES,
+  type DataOp,
+  type DataOptions,
+  getCommand,
+  type Output,
+  parseScript,
+  parseValue,
+  readSource,
+  reportFailure,
+  scanCommand,
+  txnCommand,
+  withClient,
+} from './data.js';
 import { demo } from './demo.js';
 import { type PeerEntry, peerList } from './discovery.js';
 import { NEMESIS_FAULTS, type NemesisFault, parseNemesis, runJepsen } from './jepsen.js';
@@ -169,6 +184,92 @@ table
   .action(async (options: { connect: string }) => {
     await tableList(options.connect);
   });
+
+const DATA_HELP = `
+Exit codes: ${DATA_EXIT_CODES.ok} done, ${DATA_EXIT_CODES.invalid} invalid input (nothing written), ${DATA_EXIT_CODES.notFound} not found, ${DATA_EXIT_CODES.unavailable} unavailable or retryable, ${DATA_EXIT_CODES.unknown} outcome unknown, ${DATA_EXIT_CODES.refused} refused.`;
+
+/** The options every data command takes. */
+function dataCommand(name: string, description: string) {
+  return program
+    .command(name)
+    .description(description)
+    .option('--connect <list>', 'node client ports host:port, comma separated, tried in order', DEFAULT_CONNECT)
+    .option('--output <format>', 'json (one JSON line per result) or table (tab-separated)', outputFormat, 'json')
+    .addHelpText('after', DATA_HELP);
+}
+
+interface DataFlags {
+  readonly connect: string;
+  readonly output: Output;
+}
+
+function dataOptions(flags: DataFlags): DataOptions {
+  return { connect: flags.connect.split(','), output: flags.output };
+}
+
+dataCommand('get <table> <key>', "print a key's value (an implicit read on its primary)").action(
+  async (tableName: string, key: string, flags: DataFlags) => {
+    const o = dataOptions(flags);
+    process.exitCode = await withClient(o, (client) => getCommand(client, tableName, key, o.output));
+  },
+);
+dataCommand('put <table> <key> <json>', 'write a JSON value (- reads it from standard input)').action(
+  async (tableName: string, key: string, json: string, flags: DataFlags) => {
+    let value: Value;
+    try {
+      value = parseValue(json === '-' ? readSource('-') : json);
+    } catch (error) {
+      process.exitCode = reportFailure(error);
+      return;
+    }
+    process.exitCode = await withClient(dataOptions(flags), async (client) => {
+      await client.put(tableName, key, value);
+      return DATA_EXIT_CODES.ok;
+    });
+  },
+);
+dataCommand('rm <table> <key>', 'remove a key').action(async (tableName: string, key: string, flags: DataFlags) => {
+  process.exitCode = await withClient(dataOptions(flags), async (client) => {
+    await client.remove(tableName, key);
+    return DATA_EXIT_CODES.ok;
+  });
+});
+dataCommand('scan <table>', 'list keys and values in key order, from one read-only snapshot')
+  .option('--prefix <p>', 'keys starting with p')
+  .option('--start <key>', 'from this key (inclusive)')
+  .option('--end <key>', 'to this key (exclusive)')
+  .option('--limit <n>', 'at most n rows', positiveInt)
+  .action(
+    async (tableName: string, flags: DataFlags & { prefix?: string; start?: string; end?: string; limit?: number }) => {
+      const o = dataOptions(flags);
+      const range =
+        flags.prefix !== undefined
+          ? { prefix: flags.prefix }
+          : {
+              ...(flags.start !== undefined && { start: flags.start }),
+              ...(flags.end !== undefined && { end: flags.end }),
+            };
+      process.exitCode = await withClient(o, (client) => scanCommand(client, tableName, range, flags.limit, o.output));
+    },
+  );
+dataCommand('txn <script>', 'run a JSON script of get/put/rm/scan operations as one transaction (- reads stdin)')
+  .option('--read-only', 'a read-only transaction (a snapshot; no put or rm)', false)
+  .action(async (source: string, flags: DataFlags & { readOnly: boolean }) => {
+    let script: DataOp[];
+    try {
+      script = parseScript(readSource(source));
+    } catch (error) {
+      process.exitCode = reportFailure(error);
+      return;
+    }
+    const o = dataOptions(flags);
+    process.exitCode = await withClient(o, (client) => txnCommand(client, script, flags.readOnly, o.output));
+  });
+
+function outputFormat(value: string): Output {
+  if (value !== 'json' && value !== 'table') throw new InvalidArgumentError('expected json or table');
+  return value;
+}
 
 const nodes = program.command('node').description('list the members of a running cluster, remove one');
 nodes
