@@ -37,6 +37,7 @@ export {
   type RemoteTransactionOptions,
 } from './client/remote.js';
 export { type ConnectClusterOptions, connectCluster, RoutingClient } from './client/routing.js';
+export { type ScanPagesOptions, type ScanSource, scanPages } from './client/scan-pages.js';
 export type { ClientServer, ClientServerOptions } from './client/server.js';
 export type { TableDescriptor, TableOptions } from './cluster/metastorage-state.js';
 export {

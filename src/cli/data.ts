@@ -8,12 +8,15 @@
  * retryable (no node answered, or the cluster refused for now: trying again may succeed), 5 the outcome is unknown
  * (a write that may or may not have applied), 6 any other refusal (its code is printed).
  *
+ * `scan` without `--limit` streams the whole range from one snapshot, page by page (client/scan-pages.ts).
+ *
  * `txn` runs a JSON script as one read-write transaction (retried as `client.transaction` retries), or read-only with
  * `--read-only`: an array of `{ op: 'get' | 'put' | 'rm' | 'scan', table, key?, value?, prefix?, start?, end?,
  * limit? }`. The whole script is checked before anything is sent.
  */
 import { readFileSync } from 'node:fs';
 import { connect, type RemoteClient, type RemoteTransaction } from '../client/remote.js';
+import { scanPages } from '../client/scan-pages.js';
 import { BasaltError, invalidArgument, isBasaltError } from '../core/errors.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import type { ScanRange } from '../tx/core/user-input.js';
@@ -157,10 +160,19 @@ export async function scanCommand(
   limit: number | undefined,
   output: Output,
 ): Promise<number> {
-  const rows = await client.transaction((tx) => tx.scan(table, range, limit === undefined ? {} : { limit }), {
-    readOnly: true,
-  });
-  for (const row of rows) printRow(row.key, row.value, output);
+  if (limit !== undefined) {
+    const rows = await client.transaction((tx) => tx.scan(table, range, { limit }), { readOnly: true });
+    for (const row of rows) printRow(row.key, row.value, output);
+    return DATA_EXIT_CODES.ok;
+  }
+  // The whole range, page by page from one snapshot, printed as it comes (no retry: it would print rows twice).
+  await client.transaction(
+    async (tx) => {
+      for await (const page of scanPages(tx, table, range))
+        for (const row of page) printRow(row.key, row.value, output);
+    },
+    { readOnly: true, retries: 0 },
+  );
   return DATA_EXIT_CODES.ok;
 }
 
