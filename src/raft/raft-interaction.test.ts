@@ -16,6 +16,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { nodeName } from '../core/ids.js';
 import { SeededRandom } from '../sim/random.js';
+import { assertGolden, parseScript, renderScript } from '../testing/datadriven.js';
 import { SimCluster } from '../testing/raft-sim-cluster.js';
 import { type ConfChangeType, decodeConfChange } from './conf-change.js';
 import type { Entry, Message } from './types.js';
@@ -150,42 +151,16 @@ class Interpreter {
   }
 }
 
-interface Case {
-  readonly command: string;
-  readonly expected: string;
-}
-
-function parse(text: string): Case[] {
-  const cases: Case[] = [];
-  const blocks = text.split(/\n(?=\S[^\n]*\n----\n)/);
-  for (const block of blocks) {
-    const lines = block.split('\n').filter((l) => !l.startsWith('#'));
-    while (lines.length > 0 && lines[0]!.trim() === '') lines.shift();
-    if (lines.length === 0) continue;
-    assert.equal(lines[1], '----', `malformed block: ${block}`);
-    cases.push({ command: lines[0]!, expected: lines.slice(2).join('\n').trim() });
-  }
-  return cases;
-}
-
-function render(header: string, results: readonly { command: string; output: string }[]): string {
-  return `${header}${results.map((r) => `${r.command}\n----\n${r.output}\n`).join('\n')}`;
-}
-
 for (const file of readdirSync(dir).filter((f) => f.endsWith('.txt'))) {
   test(`interaction script ${file}`, () => {
     const text = readFileSync(dir + file, 'utf8');
-    const header = text
-      .split('\n')
-      .filter((l, i, all) => l.startsWith('#') && all.slice(0, i).every((p) => p.startsWith('#')))
-      .map((l) => `${l}\n`)
-      .join('');
+    const { header, cases } = parseScript(text);
     const it = new Interpreter();
-    const results = parse(text).map((cs) => ({ ...cs, output: it.run(cs.command) }));
+    const results = cases.map((cs) => ({ command: cs.command, output: it.run(cs.command) }));
     if (rewrite) {
-      writeFileSync(dir + file, render(header, results));
+      writeFileSync(dir + file, renderScript(header, results));
       return;
     }
-    for (const r of results) assert.equal(r.output, r.expected, `${file}: output of \`${r.command}\` changed`);
+    assertGolden(file, cases, results);
   });
 }

@@ -37,6 +37,7 @@
  *   crash n1 | restart n1 | tick 100ms|2s                power loss (volatile state lost) / new incarnation / time
  *   state t1                                             each node's map entry for t1
  */
+
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { test } from 'node:test';
@@ -51,6 +52,13 @@ import type { BasaltNode, NodeServiceFactory } from '../../src/node/basalt-node.
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../../src/node/coordinator-service.js';
 import { SimClusterEnvironment } from '../../src/sim/cluster.js';
 import type { NetObservation } from '../../src/sim/network.js';
+import {
+  assertGolden,
+  parseScript,
+  renderScript,
+  type ScriptCase,
+  type ScriptResult,
+} from '../../src/testing/datadriven.js';
 import { beginReadOnly, type ReadOnlyTransaction } from '../../src/tx/coordinator/read-only.js';
 import { beginTransaction, type Transaction } from '../../src/tx/coordinator/transaction.js';
 import type { TxStateAnswer } from '../../src/tx/core/messages.js';
@@ -499,32 +507,10 @@ function describeError(error: unknown): string {
 
 // ------------------------------------------------------------------------------------------ files
 
-interface Case {
-  readonly command: string;
-  readonly expected: string;
-}
-
-function parse(text: string): Case[] {
-  const cases: Case[] = [];
-  const blocks = text.split(/\n(?=\S[^\n]*\n----\n)/);
-  for (const block of blocks) {
-    const lines = block.split('\n').filter((l) => !l.startsWith('#'));
-    while (lines.length > 0 && lines[0]!.trim() === '') lines.shift();
-    if (lines.length === 0) continue;
-    assert.equal(lines[1], '----', `malformed block: ${block}`);
-    cases.push({ command: lines[0]!, expected: lines.slice(2).join('\n').trim() });
-  }
-  return cases;
-}
-
-function render(header: string, results: readonly { command: string; output: string }[]): string {
-  return `${header}${results.map((r) => `${r.command}\n----\n${r.output}\n`).join('\n')}`;
-}
-
-async function runScript(cases: readonly Case[]): Promise<{ command: string; output: string }[]> {
+async function runScript(cases: readonly ScriptCase[]): Promise<ScriptResult[]> {
   const it = new Interpreter();
   try {
-    const results: { command: string; output: string }[] = [];
+    const results: ScriptResult[] = [];
     for (const cs of cases) results.push({ command: cs.command, output: await it.run(cs.command) });
     return results;
   } finally {
@@ -535,21 +521,14 @@ async function runScript(cases: readonly Case[]): Promise<{ command: string; out
 for (const file of readdirSync(dir).filter((f) => f.endsWith('.txt'))) {
   test(`tx interaction script ${file}`, async () => {
     const text = readFileSync(dir + file, 'utf8');
-    const header = text
-      .split('\n')
-      .filter((l, i, all) => l.startsWith('#') && all.slice(0, i).every((p) => p.startsWith('#')))
-      .map((l) => `${l}\n`)
-      .join('');
-    const cases = parse(text);
+    const { header, cases } = parseScript(text);
     const results = await runScript(cases);
     // The same seed must give the same run: a second run of the script prints exactly the same.
     assert.deepEqual(await runScript(cases), results, `${file}: a second run printed something else`);
     if (rewrite) {
-      writeFileSync(dir + file, render(header, results));
+      writeFileSync(dir + file, renderScript(header, results));
       return;
     }
-    results.forEach((r, i) => {
-      assert.equal(r.output, cases[i]!.expected, `${file}: output of \`${r.command}\` changed`);
-    });
+    assertGolden(file, cases, results);
   });
 }
