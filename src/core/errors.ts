@@ -63,6 +63,8 @@ export const ERROR_CODES = {
    * certificate expired or not yet valid, or one that does not name this node. Fixed by new material, not by retrying.
    */
   TLS_CONFIG_INVALID: { retryable: false },
+  /** A peer whose TLS certificate does not name the member its hello claims to be: refused, never trusted. */
+  PEER_CERT_MISMATCH: { retryable: false },
   INTERNAL: { retryable: false },
   /** A feature of the public API that this version does not provide yet. */
   NOT_IMPLEMENTED: { retryable: false },
