@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +15,7 @@ import {
   createNodeCert,
   formatCertList,
   listCerts,
+  loadPeerTls,
 } from './certs.js';
 
 const root = mkdtempSync(join(tmpdir(), 'basalt-certs-'));
@@ -161,6 +162,51 @@ describe('basalt cert', () => {
     assert.equal(certStatus(from, to, new Date('2025-12-31T23:59:59Z')), 'not yet valid');
     assert.equal(certStatus(from, to, new Date('2026-06-01T00:00:00Z')), 'valid');
     assert.equal(certStatus(from, to, new Date('2027-01-01T00:00:01Z')), 'expired');
+  });
+});
+
+describe('basalt start --certs-dir: the peer material is checked before the node starts', () => {
+  const refusedWith = (pattern: RegExp) => (e: unknown) =>
+    isBasaltError(e, 'TLS_CONFIG_INVALID') && pattern.test(e.message);
+
+  it('loads ca.crt, node.crt and node.key of a node certificate naming the member', () => {
+    const material = loadPeerTls(dir, 'n1', new Date());
+    assert.equal(material.ca, read(dir, CERT_FILES.caCert));
+    assert.equal(material.cert, read(dir, CERT_FILES.nodeCert));
+    assert.equal(material.key, read(dir, CERT_FILES.nodeKey));
+  });
+
+  it('refuses a node certificate that names another member', () => {
+    assert.throws(() => loadPeerTls(dir, 'n2', new Date()), refusedWith(/node\.crt names n1, .*not this node n2/));
+  });
+
+  it('refuses an expired or not yet valid certificate, naming the file and its dates', async () => {
+    const certsDir = join(root, 'dates');
+    const made = new Date();
+    await createCa({ certsDir, now: new Date(made.getTime() - 86_400_000) });
+    await createNodeCert('n1', { certsDir, days: 2, now: made });
+    const nodeCrt = join(certsDir, CERT_FILES.nodeCert).replace(/[.]/g, '\\.');
+    const later = new Date(made.getTime() + 3 * 86_400_000);
+    assert.throws(
+      () => loadPeerTls(certsDir, 'n1', later),
+      refusedWith(
+        new RegExp(`${nodeCrt} is expired \\(valid from \\d{4}-.*Z to \\d{4}-.*Z, now ${later.toISOString()}\\)`),
+      ),
+    );
+    const earlier = new Date(made.getTime() - 2 * 3_600_000);
+    assert.throws(() => loadPeerTls(certsDir, 'n1', earlier), refusedWith(/node\.crt is not yet valid \(valid from/));
+  });
+
+  it('refuses a directory without node.key, a key of another certificate, and a node certificate of another CA', () => {
+    assert.throws(() => loadPeerTls(join(root, 'empty'), 'n1', new Date()), refusedWith(/cannot read .*ca\.crt/));
+    const mixed = join(root, 'mixed-node');
+    mkdirSync(mixed, { recursive: true });
+    writeFileSync(join(mixed, CERT_FILES.caCert), read(dir, CERT_FILES.caCert));
+    writeFileSync(join(mixed, CERT_FILES.nodeCert), read(dir, CERT_FILES.nodeCert));
+    writeFileSync(join(mixed, CERT_FILES.nodeKey), read(otherDir, CERT_FILES.nodeKey));
+    assert.throws(() => loadPeerTls(mixed, 'n1', new Date()), refusedWith(/node\.key is not the key of .*node\.crt/));
+    writeFileSync(join(mixed, CERT_FILES.caCert), read(otherDir, CERT_FILES.caCert));
+    assert.throws(() => loadPeerTls(mixed, 'n1', new Date()), refusedWith(/node\.crt is not signed by the CA/));
   });
 });
 

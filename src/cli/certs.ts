@@ -9,6 +9,9 @@
  * readable by others gives the cluster away. Nothing is overwritten without `overwrite` (a replaced CA would orphan
  * every certificate it signed). Certificates start an hour before now, so that a peer whose clock is a little behind
  * does not refuse a certificate that was just made, and a certificate never outlives the CA that signed it.
+ *
+ * `loadPeerTls` reads a node's directory for `basalt start --certs-dir` (mutual TLS on the peer port, net/peer-tls.ts)
+ * and checks it against the wall clock here, at the process edge, since the net layer reads no clock.
  */
 import 'reflect-metadata';
 import { createPrivateKey, createPublicKey, webcrypto, X509Certificate } from 'node:crypto';
@@ -17,6 +20,7 @@ import { isIP } from 'node:net';
 import { join } from 'node:path';
 import * as x509 from '@peculiar/x509';
 import { BasaltError } from '../core/errors.js';
+import type { PeerTlsMaterial } from '../net/peer-tls.js';
 
 x509.cryptoProvider.set(webcrypto);
 
@@ -297,4 +301,78 @@ export function formatCertList(entries: ReturnType<typeof listCerts>): string[] 
       `  status:     ${entry.status}`,
     ];
   });
+}
+
+/**
+ * The peer-port material of `basalt start --certs-dir`: ca.crt, node.crt and node.key, checked before the node starts
+ * so that a bad directory is one clear error rather than peers refusing each other in a loop. Throws
+ * TLS_CONFIG_INVALID naming the file: missing or unreadable, a certificate expired or not yet valid at `now` (with its
+ * dates), node.crt not signed by ca.crt or not naming the member `name`, node.key not node.crt's key.
+ */
+export function loadPeerTls(certsDir: string, name: string, now: Date): PeerTlsMaterial {
+  const caFile = join(certsDir, CERT_FILES.caCert);
+  const certFile = join(certsDir, CERT_FILES.nodeCert);
+  const keyFile = join(certsDir, CERT_FILES.nodeKey);
+  const ca = readMaterial(caFile);
+  const cert = readMaterial(certFile);
+  const key = readMaterial(keyFile);
+  const caCert = parseCert(caFile, ca, now);
+  const nodeCert = parseCert(certFile, cert, now);
+  const invalid = (problem: string) => new BasaltError('TLS_CONFIG_INVALID', problem, { certsDir });
+  if (!nodeCert.verify(caCert.publicKey)) throw invalid(`${certFile} is not signed by the CA in ${caFile}`);
+  const names = [...dnsNames(nodeCert.subjectAltName), ...commonNames(nodeCert.subject)];
+  if (!names.includes(name)) {
+    throw invalid(`${certFile} names ${names.join(', ') || 'nobody'}, not this node ${name}: peers would refuse it`);
+  }
+  let matches: boolean;
+  try {
+    matches = nodeCert.checkPrivateKey(createPrivateKey(key));
+  } catch (error) {
+    throw invalid(`${keyFile} is not a private key: ${(error as Error).message}`);
+  }
+  if (!matches) throw invalid(`${keyFile} is not the key of ${certFile}`);
+  return { ca, cert, key };
+}
+
+function readMaterial(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new BasaltError('TLS_CONFIG_INVALID', `cannot read ${file}: ${(error as Error).message}`);
+  }
+}
+
+/** A certificate valid at `now`. Throws TLS_CONFIG_INVALID naming the file (and its dates, when out of date). */
+function parseCert(file: string, pem: string, now: Date): X509Certificate {
+  let cert: X509Certificate;
+  try {
+    cert = new X509Certificate(pem);
+  } catch (error) {
+    throw new BasaltError('TLS_CONFIG_INVALID', `${file} is not a certificate: ${(error as Error).message}`);
+  }
+  const info = certInfo(file, cert, now);
+  if (info.status !== 'valid') {
+    const dates = `valid from ${info.notBefore.toISOString()} to ${info.notAfter.toISOString()}`;
+    throw new BasaltError('TLS_CONFIG_INVALID', `${file} is ${info.status} (${dates}, now ${now.toISOString()})`, {
+      file,
+      notBefore: info.notBefore.toISOString(),
+      notAfter: info.notAfter.toISOString(),
+    });
+  }
+  return cert;
+}
+
+/** The DNS names of a SAN as node:crypto spells it (`DNS:n1, IP Address:…`). */
+function dnsNames(subjectAltName: string | undefined): string[] {
+  return (subjectAltName ?? '')
+    .split(', ')
+    .filter((entry) => entry.startsWith('DNS:'))
+    .map((entry) => entry.slice(4));
+}
+
+function commonNames(subject: string): string[] {
+  return subject
+    .split('\n')
+    .filter((line) => line.startsWith('CN='))
+    .map((line) => line.slice(3));
 }

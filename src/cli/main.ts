@@ -67,6 +67,7 @@ interface StartFlags {
   readonly logLevel?: LogLevel;
   readonly logFile?: string;
   readonly statusInterval?: number;
+  readonly certsDir?: string;
 }
 
 program
@@ -104,6 +105,11 @@ program
     '--status-interval <ms>',
     `milliseconds between status lines (default: ${DEFAULT_STATUS_INTERVAL_MS})`,
     positiveInt,
+  )
+  .option(
+    '--certs-dir <dir>',
+    'mutual TLS 1.3 on the peer port with ca.crt, node.crt and node.key of this directory (see basalt cert); ' +
+      'default: plain TCP',
   )
   .action(async (flags: StartFlags, command: Command) => {
     const file = flags.config === undefined ? {} : readStartConfig(flags.config);
