@@ -20,7 +20,7 @@ import { isIP } from 'node:net';
 import { join } from 'node:path';
 import * as x509 from '@peculiar/x509';
 import { BasaltError } from '../core/errors.js';
-import type { PeerTlsMaterial } from '../net/peer-tls.js';
+import { dnsNames, type PeerTlsMaterial } from '../net/peer-tls.js';
 
 x509.cryptoProvider.set(webcrypto);
 
@@ -360,14 +360,6 @@ function parseCert(file: string, pem: string, now: Date): X509Certificate {
     });
   }
   return cert;
-}
-
-/** The DNS names of a SAN as node:crypto spells it (`DNS:n1, IP Address:…`). */
-function dnsNames(subjectAltName: string | undefined): string[] {
-  return (subjectAltName ?? '')
-    .split(', ')
-    .filter((entry) => entry.startsWith('DNS:'))
-    .map((entry) => entry.slice(4));
 }
 
 function commonNames(subject: string): string[] {

@@ -53,7 +53,7 @@ export class PeerSockets {
    * A server that calls `onSocket` with every connection ready for the hello: at once over TCP, after a completed
    * handshake over TLS; `onRefused` hears of every TLS handshake that failed (another CA, no certificate, expired).
    */
-  listen(onSocket: (socket: Socket) => void, onRefused: (message: string) => void): Server {
+  listen(onSocket: (socket: Socket) => void, onRefused: (message: string) => void, connectionsMax: number): Server {
     if (this.material === undefined) return netCreateServer(onSocket);
     const server = tlsCreateServer({
       ca: this.material.ca,
@@ -65,6 +65,8 @@ export class PeerSockets {
       rejectUnauthorized: true,
       handshakeTimeout: this.handshakeTimeoutMs,
     });
+    // Connections still in their TLS handshake are not the transport's yet, so its inbound limit cannot see them.
+    server.maxConnections = connectionsMax;
     server.on('secureConnection', onSocket);
     server.on('tlsClientError', (error, socket) => {
       onRefused(error.message);
@@ -103,14 +105,20 @@ export function certificateNameProblem(socket: Socket, claimed: string): string 
 /** The SAN DNS names and the CN(s) of the peer's certificate. */
 export function certificateNames(socket: TLSSocket): string[] {
   const certificate = socket.getPeerCertificate();
-  const names: string[] = [];
-  for (const entry of splitAltNames(certificate.subjectaltname ?? '')) {
-    if (entry.startsWith('DNS:')) names.push(unquote(entry.slice(4)));
-  }
   const cn: unknown = certificate.subject?.CN;
-  if (typeof cn === 'string') names.push(cn);
-  else if (Array.isArray(cn)) names.push(...cn.filter((n): n is string => typeof n === 'string'));
-  return names;
+  const commonNames = typeof cn === 'string' ? [cn] : Array.isArray(cn) ? cn : [];
+  return [...dnsNames(certificate.subjectaltname), ...commonNames.filter((n): n is string => typeof n === 'string')];
+}
+
+/**
+ * The DNS names of a subject alternative name as node:tls and node:crypto's X509Certificate both spell it
+ * (`DNS:n1, IP Address:127.0.0.1`): the one reading of "a certificate names a member", shared with `basalt start`'s
+ * check of its own certificate.
+ */
+export function dnsNames(subjectAltName: string | undefined): string[] {
+  return splitAltNames(subjectAltName ?? '')
+    .filter((entry) => entry.startsWith('DNS:'))
+    .map((entry) => unquote(entry.slice(4)));
 }
 
 /**

@@ -10,7 +10,7 @@ import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import type { TransportEvent } from '../env/transport.js';
 import type { NetDiagnostic } from './diagnostics.js';
-import type { PeerTlsMaterial } from './peer-tls.js';
+import { dnsNames, type PeerTlsMaterial } from './peer-tls.js';
 import { probePeer } from './probe.js';
 import { TcpTransport } from './tcp-transport.js';
 
@@ -91,6 +91,15 @@ const upsOf = (e: Endpoint, name: string) => e.events.filter((ev) => ev.kind ===
 const messagesFrom = (e: Endpoint, name: string) =>
   e.events.flatMap((ev) => (ev.kind === 'message' && ev.from.name === name ? [ev.payload] : []));
 const diagnosticsOf = (e: Endpoint, kind: NetDiagnostic['kind']) => e.diagnostics.filter((d) => d.kind === kind);
+
+describe('the names a certificate gives its holder', () => {
+  it('are its DNS SANs, a quoted one whole, so that a crafted SAN cannot read as another name', () => {
+    assert.deepEqual(dnsNames('DNS:n1, IP Address:127.0.0.1, DNS:db.example'), ['n1', 'db.example']);
+    // node:tls quotes a value holding ", ": it stays one name, not "a" and "DNS:n2".
+    assert.deepEqual(dnsNames('DNS:"a, DNS:n2", DNS:n3'), ['a, DNS:n2', 'n3']);
+    assert.deepEqual(dnsNames(undefined), []);
+  });
+});
 
 describe('TcpTransport over mutual TLS', () => {
   it('two nodes with certificates of the same CA come up and exchange messages both ways', async () => {

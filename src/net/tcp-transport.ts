@@ -149,6 +149,7 @@ export class TcpTransport implements Transport {
     const server = sockets.listen(
       (socket) => transport.onInbound(socket),
       (message) => transport.onTlsRefused(message),
+      transport.inboundMax,
     );
     transport.server = server;
     await new Promise<void>((resolve, reject) => {
