@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -6,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { connect, createServer, type TLSSocket } from 'node:tls';
+import { fileURLToPath } from 'node:url';
 import { isBasaltError } from '../core/errors.js';
 import {
   CERT_FILES,
@@ -162,6 +164,37 @@ describe('basalt cert', () => {
     assert.equal(certStatus(from, to, new Date('2025-12-31T23:59:59Z')), 'not yet valid');
     assert.equal(certStatus(from, to, new Date('2026-06-01T00:00:00Z')), 'valid');
     assert.equal(certStatus(from, to, new Date('2027-01-01T00:00:01Z')), 'expired');
+  });
+});
+
+describe('the basalt cert command', () => {
+  const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
+  const basalt = (...args: string[]) => {
+    const run = spawnSync(process.execPath, [MAIN, 'cert', ...args], { encoding: 'utf8' });
+    return { code: run.status, out: run.stdout, err: run.stderr };
+  };
+
+  it('creates and lists a CA, a node and a client certificate; refuses a node without a CA with exit code 1', () => {
+    const certsDir = join(root, 'command');
+    const orphan = basalt('create-node', 'n1', '--certs-dir', certsDir);
+    assert.equal(orphan.code, 1);
+    assert.match(orphan.err, /^basalt: NOT_FOUND: no CA: .*ca\.crt does not exist/);
+    assert.equal(basalt('create-ca', '--certs-dir', certsDir, '--days', '30').code, 0);
+    const node = basalt('create-node', 'n1', '--certs-dir', certsDir, '--host', '10.0.0.1', '--host', 'n1.local');
+    assert.equal(node.code, 0, node.err);
+    assert.match(node.out, /^node n1: wrote .*node\.crt and .*node\.key \(valid until /);
+    assert.equal(basalt('create-client', 'root', '--certs-dir', certsDir).code, 0);
+    const list = basalt('list', '--certs-dir', certsDir);
+    assert.equal(list.code, 0, list.err);
+    assert.match(
+      list.out,
+      /node\.crt:\n {2}subject: {4}CN=n1, O=Basalt\n.*\n {2}SANs: {7}DNS:n1, IP Address:10\.0\.0\.1, DNS:n1\.local\n/,
+    );
+    assert.match(list.out, /client\.root\.crt:\n {2}subject: {4}CN=root, O=Basalt/);
+    assert.equal(list.out.split('status:     valid').length - 1, 3);
+    const again = basalt('create-ca', '--certs-dir', certsDir);
+    assert.equal(again.code, 1);
+    assert.match(again.err, /ALREADY_EXISTS: .*ca\.crt and .*ca\.key already exist; pass --overwrite to replace/);
   });
 });
 
