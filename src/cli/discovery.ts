@@ -16,6 +16,7 @@ import { type NodeIdentity, type NodeName, nodeName } from '../core/ids.js';
 import type { Timers } from '../env/timers.js';
 import { sleep } from '../env/timers.js';
 import { formatMembers, memberFingerprint, sameMembers } from '../net/handshake.js';
+import type { PeerTlsMaterial } from '../net/peer-tls.js';
 import { probePeer } from '../net/probe.js';
 import { parseHostPort } from '../net/tcp-transport.js';
 
@@ -58,6 +59,8 @@ export interface DiscoveryOptions {
   readonly onWaiting?: (waiting: ReadonlyMap<string, string>) => void;
   /** Stops waiting: the result is then undefined. */
   readonly signal?: AbortSignal;
+  /** Mutual TLS for the probes, as the node's transport uses it. */
+  readonly tls?: PeerTlsMaterial;
 }
 
 const PROBE_TIMEOUT_MS = 2_000;
@@ -128,6 +131,7 @@ async function probeRound(
         address,
         timers: options.timers,
         timeoutMs: options.probeTimeoutMs ?? PROBE_TIMEOUT_MS,
+        ...(options.tls !== undefined && { tls: options.tls }),
       }),
     ),
   );

@@ -5,7 +5,7 @@
  * a whole local cluster inside one process (a developer tool). These stop gracefully on SIGINT/SIGTERM (a second
  * SIGINT exits at once). `basalt table`, `status` and `demo` work against a running cluster (client port and metrics
  * endpoints). `basalt sim` runs the deterministic simulator (workloads under faults, checked histories); `basalt check`
- * checks a history file.
+ * checks a history file. `basalt cert` creates and lists the CA, node and client certificates (certs.ts).
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
@@ -14,8 +14,20 @@ import { WORKLOADS, type WorkloadName } from '../sim/workload/workload.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import { DEFAULT_CONNECT, DEFAULT_METRICS, nodeList, nodeRemove, status, tableCreate, tableList } from './admin.js';
 import { runBench } from './bench-command.js';
+import {
+  CA_DAYS_DEFAULT,
+  CERT_DAYS_DEFAULT,
+  type CertOptions,
+  type CreatedCert,
+  createCa,
+  createClientCert,
+  createNodeCert,
+  DEFAULT_CERTS_DIR,
+  formatCertList,
+  listCerts,
+} from './certs.js';
 import { runCluster } from './cluster-command.js';
-import { port, positiveInt, type TableSpec, tableSpec } from './common.js';
+import { log, port, positiveInt, type TableSpec, tableSpec } from './common.js';
 import {
   DATA_EXIT_CODES,
   type DataOp,
@@ -70,6 +82,7 @@ interface StartFlags {
   readonly logLevel?: LogLevel;
   readonly logFile?: string;
   readonly statusInterval?: number;
+  readonly certsDir?: string;
 }
 
 program
@@ -108,6 +121,11 @@ program
     `milliseconds between status lines (default: ${DEFAULT_STATUS_INTERVAL_MS})`,
     positiveInt,
   )
+  .option(
+    '--certs-dir <dir>',
+    'mutual TLS 1.3 on the peer port with ca.crt, node.crt and node.key of this directory (see basalt cert); ' +
+      'default: plain TCP',
+  )
   .action(async (flags: StartFlags, command: Command) => {
     const file = flags.config === undefined ? {} : readStartConfig(flags.config);
     const { config: _, table, statusInterval, fsync, ...rest } = flags;
@@ -115,6 +133,45 @@ program
     const fsyncGiven = command.getOptionValueSource('fsync') === 'cli' ? fsync : undefined;
     const given: PartialStartSettings = { ...rest, fsync: fsyncGiven, tables: table, statusIntervalMs: statusInterval };
     await runStart(resolveStartSettings(file, given));
+  });
+
+const cert = program
+  .command('cert')
+  .description('create a cluster CA, node and client certificates (CockroachDB layout), list them');
+cert
+  .command('create-ca')
+  .description(`create ca.crt and ca.key (valid ${CA_DAYS_DEFAULT} days unless --days)`)
+  .option('--certs-dir <dir>', 'the certificates directory', DEFAULT_CERTS_DIR)
+  .option('--days <n>', 'days of validity', positiveInt)
+  .option('--overwrite', 'replace an existing CA (certificates it signed will no longer verify)', false)
+  .action(async (options: CertFlags) => {
+    printCreated('CA', await createCa(certOptions(options)));
+  });
+cert
+  .command('create-node <name>')
+  .description(`create node.crt and node.key for member <name>, signed by the CA (valid ${CERT_DAYS_DEFAULT} days)`)
+  .option('--certs-dir <dir>', 'the certificates directory', DEFAULT_CERTS_DIR)
+  .option('--host <host>', 'another DNS name or IP address the node is reached at (repeatable)', collect, [])
+  .option('--days <n>', "days of validity (at most the CA's)", positiveInt)
+  .option('--overwrite', 'replace existing node.crt and node.key', false)
+  .action(async (name: string, options: CertFlags & { host: string[] }) => {
+    printCreated(`node ${name}`, await createNodeCert(name, { ...certOptions(options), hosts: options.host }));
+  });
+cert
+  .command('create-client <user>')
+  .description(`create client.<user>.crt and .key (CN = user), signed by the CA (valid ${CERT_DAYS_DEFAULT} days)`)
+  .option('--certs-dir <dir>', 'the certificates directory', DEFAULT_CERTS_DIR)
+  .option('--days <n>', "days of validity (at most the CA's)", positiveInt)
+  .option('--overwrite', 'replace existing client certificate and key', false)
+  .action(async (user: string, options: CertFlags) => {
+    printCreated(`client ${user}`, await createClientCert(user, certOptions(options)));
+  });
+cert
+  .command('list')
+  .description('list the certificates of the directory: subject, SANs, validity, whether expired')
+  .option('--certs-dir <dir>', 'the certificates directory', DEFAULT_CERTS_DIR)
+  .action((options: { certsDir: string }) => {
+    for (const line of formatCertList(listCerts(options.certsDir))) log(line);
   });
 
 program
@@ -465,6 +522,28 @@ program
     const [workload] = workloadList(options.workload);
     process.exitCode = runCheck(file, workload!);
   });
+
+interface CertFlags {
+  readonly certsDir: string;
+  readonly days?: number;
+  readonly overwrite: boolean;
+}
+
+function certOptions(flags: CertFlags): CertOptions {
+  return {
+    certsDir: flags.certsDir,
+    overwrite: flags.overwrite,
+    ...(flags.days !== undefined && { days: flags.days }),
+  };
+}
+
+function printCreated(what: string, created: CreatedCert): void {
+  log(`${what}: wrote ${created.certFile} and ${created.keyFile} (valid until ${created.notAfter.toISOString()})`);
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
 
 function nemesisList(value: string): NemesisFault[] {
   try {

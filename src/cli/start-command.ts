@@ -13,19 +13,21 @@ import { resolve } from 'node:path';
 import { nodeClient } from '../client/node-client.js';
 import { ClientServer } from '../client/server.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
-import { freshNodeId, type NodeName, type nodeId, nodeName } from '../core/ids.js';
+import { freshNodeId, type NodeIdentity, type NodeName, nodeName } from '../core/ids.js';
 import { META_GROUP, tablePartitionId } from '../core/partitioning.js';
 import { RealClock } from '../env/real-clock.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import { openNodeStorage } from '../harness/real-cluster.js';
-import type { DiagnosticListener } from '../net/diagnostics.js';
+import type { DiagnosticListener, NetDiagnosticKind } from '../net/diagnostics.js';
+import type { PeerTlsMaterial } from '../net/peer-tls.js';
 import { probePeer } from '../net/probe.js';
 import { TcpTransport } from '../net/tcp-transport.js';
 import type { BasaltNode, NodeStorage } from '../node/basalt-node.js';
 import { type NodeOptions, startNode } from '../node/compose.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
+import { loadPeerTls } from './certs.js';
 import { log, type TableSpec, untilSignal } from './common.js';
 import { discoverPeers } from './discovery.js';
 import { createNodeLogger, type NodeLogger } from './logging.js';
@@ -50,15 +52,10 @@ export async function runStart(options: StartSettings): Promise<void> {
   const random = new RealRandom();
   const timers = new RealTimers();
   const self = { name, id: freshNodeId(random.uuid()) };
+  // Certificates before anything opens: a bad directory is one error, not peers refusing each other in a loop.
+  const tls = options.certsDir === undefined ? undefined : loadPeerTls(resolve(options.certsDir), name, new Date());
   // Storage before the transport: once peers can reach this node, it must be able to answer them without a pause.
-  const dataDir = options.data === undefined ? undefined : resolve(options.data);
-  const storage: NodeStorage =
-    options.memory || dataDir === undefined
-      ? { engine: new MemoryStorageEngine(), log: new MemoryLogStorage() }
-      : await openNodeStorage(dataDir, options.fsync);
-  if ('stateOpening' in storage && storage.stateOpening === 'rebuilt') {
-    log(`basalt: node ${name}: the state was not synced before a reboot; it is rebuilt from the Raft logs`);
-  }
+  const { storage, dataDir } = await openStorage(options, name);
   // Listen first: peers started at the same time probe this node while it probes them.
   const transport = await TcpTransport.start({
     self,
@@ -66,6 +63,7 @@ export async function runStart(options: StartSettings): Promise<void> {
     port: options.port,
     timers,
     random,
+    ...(tls !== undefined && { tls }),
     onDiagnostic: transportDiagnostics(name, logger),
   }).catch(async (error: unknown) => {
     await storage.close?.();
@@ -75,7 +73,8 @@ export async function runStart(options: StartSettings): Promise<void> {
   const reachHost = advertisedHost(options, hostname());
   const peerAddress = hostPort(reachHost, options.advertise?.port ?? transport.port);
   const advertisedNote = peerAddress === transport.address ? '' : `, advertised as ${peerAddress}`;
-  log(`node ${name} listening on ${transport.address}${advertisedNote} (id ${self.id})`);
+  const tlsNote = tls === undefined ? '' : `, mutual TLS with the certificates in ${options.certsDir}`;
+  log(`node ${name} listening on ${transport.address}${advertisedNote} (id ${self.id}${tlsNote})`);
   const aborted = new AbortController();
   void stopRequested.then(() => aborted.abort());
   // Founders: the members the cluster was started with (every node's hello carries them). A node started with
@@ -84,7 +83,7 @@ export async function runStart(options: StartSettings): Promise<void> {
   let joinVia: NodeName | undefined;
   try {
     if (options.join !== undefined) {
-      const joined = await probeCluster(self, options.join, timers, aborted.signal, name);
+      const joined = await probeCluster({ self, address: options.join, timers, signal: aborted.signal, tls });
       if (joined !== undefined) {
         founders = [...joined.members];
         joinVia = joined.peer;
@@ -97,6 +96,7 @@ export async function runStart(options: StartSettings): Promise<void> {
         timeoutMs: PEER_DISCOVERY_TIMEOUT_MS,
         signal: aborted.signal,
         onWaiting: waitingReporter(name),
+        ...(tls !== undefined && { tls }),
       });
       if (members !== undefined) {
         founders = [name, ...members.keys()];
@@ -222,15 +222,23 @@ export async function runStart(options: StartSettings): Promise<void> {
   logger.flush();
 }
 
+/** Diagnostics that are warnings: each is reported once per peer and cause (or per peer and interval). */
+const WARNED_DIAGNOSTICS: ReadonlySet<NetDiagnosticKind> = new Set([
+  'member-mismatch',
+  'clock-skew',
+  'peer-cert-mismatch',
+  'tls-refused',
+]);
+
 /**
- * Transport and messenger diagnostics: a refused member set and a peer refused for its clock are warnings (human line
- * and structured log; each is reported once per peer and member set, or per peer and interval); the rest (a peer not
- * up yet refuses every redial) is debug detail.
+ * Transport and messenger diagnostics: a refused member set, a peer refused for its clock or its certificate and a
+ * refused TLS handshake are warnings (human line and structured log); the rest (a peer not up yet refuses every
+ * redial) is debug detail.
  */
 function transportDiagnostics(name: NodeName, logger: NodeLogger): DiagnosticListener {
   return (diagnostic) => {
     const fields = { peer: diagnostic.peer, kind: diagnostic.kind };
-    if (diagnostic.kind !== 'member-mismatch' && diagnostic.kind !== 'clock-skew') {
+    if (!WARNED_DIAGNOSTICS.has(diagnostic.kind)) {
       logger.debug(fields, diagnostic.message);
       return;
     }
@@ -272,21 +280,44 @@ function status(node: BasaltNode): string {
   );
 }
 
+/** Opens this node's storage: LMDB in its data directory, or memory. */
+async function openStorage(
+  options: StartSettings,
+  name: NodeName,
+): Promise<{ readonly storage: NodeStorage; readonly dataDir: string | undefined }> {
+  const dataDir = options.data === undefined ? undefined : resolve(options.data);
+  const storage: NodeStorage =
+    options.memory || dataDir === undefined
+      ? { engine: new MemoryStorageEngine(), log: new MemoryLogStorage() }
+      : await openNodeStorage(dataDir, options.fsync);
+  if ('stateOpening' in storage && storage.stateOpening === 'rebuilt') {
+    log(`basalt: node ${name}: the state was not synced before a reboot; it is rebuilt from the Raft logs`);
+  }
+  return { storage, dataDir };
+}
+
+interface ClusterProbe {
+  readonly self: NodeIdentity;
+  /** The peer address of `--join`. */
+  readonly address: string;
+  readonly timers: RealTimers;
+  readonly signal: AbortSignal;
+  readonly tls: PeerTlsMaterial | undefined;
+}
+
 /**
  * Probes the node at `address` until it answers as a member of a running cluster (its hello lists the founders), for
  * at most the discovery timeout; undefined if stopped first. A founder's name may not join (it restarts with --peers).
  */
 async function probeCluster(
-  self: { readonly name: NodeName; readonly id: ReturnType<typeof nodeId> },
-  address: string,
-  timers: RealTimers,
-  signal: AbortSignal,
-  name: NodeName,
+  probe: ClusterProbe,
 ): Promise<{ readonly peer: NodeName; readonly members: readonly NodeName[] } | undefined> {
+  const { self, address, timers, signal, tls } = probe;
+  const name = self.name;
   const deadline = Date.now() + PEER_DISCOVERY_TIMEOUT_MS;
   let reported = '';
   while (!signal.aborted) {
-    const result = await probePeer({ self, address, timers });
+    const result = await probePeer({ self, address, timers, ...(tls !== undefined && { tls }) });
     if (result.ok && result.members !== undefined) {
       if (result.members.includes(name)) {
         throw new BasaltError(

@@ -42,6 +42,7 @@ describe('basalt start --config', () => {
       memory: false,
       fsync: false,
       statusInterval: 1000,
+      certsDir: 'certs/n2',
     });
     const file = readStartConfig(path);
     assert.deepEqual(resolveStartSettings(file, {}), {
@@ -62,6 +63,7 @@ describe('basalt start --config', () => {
       memory: false,
       fsync: false,
       statusIntervalMs: 1000,
+      certsDir: join(dir, 'certs/n2'),
     });
     const overridden = resolveStartSettings(file, { port: 0, clientPort: 0, peers: [], name: undefined });
     assert.equal(overridden.port, 0);

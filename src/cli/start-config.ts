@@ -3,7 +3,7 @@
  * command-line flags. The file is one object whose keys are the settings below (flags in camelCase, `peers` and
  * `tables` as arrays of strings); an unknown key or a value of the wrong type is refused with an INVALID_ARGUMENT
  * error naming the file and the key, so a typo never silently falls back to a default. Relative paths in the file
- * (`data`, `logFile`) are relative to the file's directory, so a config means the same from any working directory.
+ * (`data`, `logFile`, `certsDir`) are relative to the file's directory, so a config means the same from any working directory.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -39,6 +39,11 @@ export interface StartSettings {
   readonly logLevel: LogLevel;
   readonly logFile?: string;
   readonly statusIntervalMs: number;
+  /**
+   * A certificates directory (ca.crt, node.crt, node.key; `basalt cert`): the peer port then uses mutual TLS 1.3 and
+   * peers must hold certificates of the same CA naming their member names. Absent: plain TCP.
+   */
+  readonly certsDir?: string;
 }
 
 /** Settings as one source gives them: any may be missing. */
@@ -115,6 +120,7 @@ const FILE_KEYS: Readonly<Record<string, KeyParser>> = {
   logLevel: (v) => ({ logLevel: logLevel(nonEmptyString(v)) }),
   logFile: (v) => ({ logFile: nonEmptyString(v) }),
   statusInterval: (v) => ({ statusIntervalMs: positiveInt(String(number(v))) }),
+  certsDir: (v) => ({ certsDir: nonEmptyString(v) }),
 };
 
 /** The keys a config file may have. */
@@ -153,6 +159,7 @@ export function parseStartConfig(value: unknown, path: string): PartialStartSett
   const base = dirname(resolve(path));
   if (settings.data !== undefined) settings.data = resolve(base, settings.data);
   if (settings.logFile !== undefined) settings.logFile = resolve(base, settings.logFile);
+  if (settings.certsDir !== undefined) settings.certsDir = resolve(base, settings.certsDir);
   return settings;
 }
 

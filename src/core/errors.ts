@@ -58,6 +58,13 @@ export const ERROR_CODES = {
   STORAGE_CLOSED: { retryable: false },
   STORAGE_CORRUPTED: { retryable: false },
   CLOCK_SKEW: { retryable: true },
+  /**
+   * Certificates or keys that cannot be used: a file missing or unreadable, a key that is not its certificate's, a
+   * certificate expired or not yet valid, or one that does not name this node. Fixed by new material, not by retrying.
+   */
+  TLS_CONFIG_INVALID: { retryable: false },
+  /** A peer whose TLS certificate does not name the member its hello claims to be: refused, never trusted. */
+  PEER_CERT_MISMATCH: { retryable: false },
   INTERNAL: { retryable: false },
   /** A feature of the public API that this version does not provide yet. */
   NOT_IMPLEMENTED: { retryable: false },

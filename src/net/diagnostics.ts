@@ -14,6 +14,13 @@ export type NetDiagnosticKind =
   | 'handshake-failed'
   /** A peer's hello listed other cluster members than this node runs with; the connection is refused (handshake.ts). */
   | 'member-mismatch'
+  /**
+   * A peer whose TLS certificate does not name the member its hello claims (peer-tls.ts); the connection is refused.
+   * Reported once per peer and certificate names, as a member mismatch is.
+   */
+  | 'peer-cert-mismatch'
+  /** An inbound TLS handshake that failed (a certificate of another CA, none, or out of date); once per reason. */
+  | 'tls-refused'
   /** A connection ended by an error (refused, reset, too slow to drain its write buffer). */
   | 'connection-error'
   /** A payload dropped: the peer's queue was full, the peer has no known address, or the transport is closed. */

@@ -9,13 +9,16 @@
  * The probe's hello carries no member list (it runs before this node knows its members), so any node accepts it;
  * the answer carries the peer's member list if the peer already runs with one, for the caller to compare.
  *
+ * With `tls` the probe dials with mutual TLS as the transport does (peer-tls.ts), and a peer whose certificate does not
+ * name the member its hello claims is a failure like a bad hello.
+ *
  * Expected failures (refused, reset, no hello within the timeout, a bad hello) are a value, never thrown.
  */
-import { connect as netConnect } from 'node:net';
 import type { NodeIdentity, NodeName } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import type { Timers } from '../env/timers.js';
 import { hello } from './handshake.js';
+import { certificateNameProblem, PeerSockets, type PeerTlsMaterial } from './peer-tls.js';
 import { TcpConnection } from './tcp-connection.js';
 import { parseHostPort } from './tcp-transport.js';
 
@@ -26,6 +29,8 @@ export interface ProbeOptions {
   readonly timers: Timers;
   /** Connect and hello together; defaults to the transport's handshake timeout. */
   readonly timeoutMs?: number;
+  /** Mutual TLS, as the peer's transport listens with it. */
+  readonly tls?: PeerTlsMaterial;
 }
 
 export type ProbeResult =
@@ -39,21 +44,21 @@ export type ProbeResult =
 
 export function probePeer(options: ProbeOptions): Promise<ProbeResult> {
   const { host, port } = parseHostPort(options.address);
+  const handshakeTimeoutMs = options.timeoutMs ?? LIMITS.handshakeTimeoutMs;
   return new Promise((resolve) => {
     let reason = 'connection closed before the hello';
     let result: ProbeResult | undefined;
-    const socket = netConnect({ host, port });
+    const socket = new PeerSockets(options.tls, handshakeTimeoutMs).dial(host, port);
     new TcpConnection(
       socket,
       hello(options.self),
       options.timers,
+      { handshakeTimeoutMs, frameBytesMax: LIMITS.frameBytesMax, writeBufferBytesMax: LIMITS.peerWriteBufferBytesMax },
       {
-        handshakeTimeoutMs: options.timeoutMs ?? LIMITS.handshakeTimeoutMs,
-        frameBytesMax: LIMITS.frameBytesMax,
-        writeBufferBytesMax: LIMITS.peerWriteBufferBytesMax,
-      },
-      {
-        accept: () => undefined,
+        accept: (h) => {
+          const problem = certificateNameProblem(socket, h.peer.name);
+          return problem === undefined ? undefined : { kind: 'peer-cert-mismatch', message: problem };
+        },
         onOpen: (connection) => {
           const { peer, peerMembers } = connection;
           if (peer !== undefined)

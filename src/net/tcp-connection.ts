@@ -1,5 +1,7 @@
 /**
- * One TCP connection, either end: framing, the hello exchange under a timeout, and merged writes.
+ * One TCP connection, either end: framing, the hello exchange under a timeout, and merged writes. The socket is a
+ * `net.Socket` or, with mutual TLS on the peer port, a `tls.TLSSocket` (a subclass) past its handshake or in it: writes
+ * before the TLS handshake completes are buffered by node:tls, and nothing is read before it.
  *
  * Life cycle: `handshaking` (our hello is sent at once; the peer's must arrive within the handshake timeout) →
  * `open` (frames are payloads) → `closed`. Anything wrong on the wire (oversized length, bad msgpack, bad hello, a
@@ -29,9 +31,11 @@ export interface ConnectionLimits {
 
 /** Why a peer's hello is refused; `silent` closes without a diagnostic (the same refusal was reported before). */
 export interface Refusal {
-  readonly kind: 'handshake-failed' | 'member-mismatch';
+  readonly kind: 'handshake-failed' | 'member-mismatch' | 'peer-cert-mismatch';
   readonly message: string;
   readonly silent?: boolean;
+  /** The diagnostic's code; HANDSHAKE_FAILED when absent. */
+  readonly code?: ErrorCode;
 }
 
 export interface ConnectionEvents {
@@ -49,6 +53,8 @@ export class TcpConnection {
   private remote: NodeIdentity | undefined;
   private remoteMembers: readonly NodeName[] | undefined;
   private remoteAddress: string | undefined;
+  /** The name a well-formed hello claimed, accepted or not: a refusal's diagnostic names the peer by it. */
+  private claimed: NodeName | undefined;
   private readonly decoder: FrameDecoder;
   private handshakeTimer: TimerHandle | undefined;
   private batch: Buffer[] = [];
@@ -120,7 +126,7 @@ export class TcpConnection {
   /** Closes the connection with a diagnostic (unless silent), as when its hello is refused. */
   refuse(refusal: Refusal): void {
     if (refusal.silent === true) this.close();
-    else this.fail(refusal.kind, refusal.message, 'HANDSHAKE_FAILED');
+    else this.fail(refusal.kind, refusal.message, refusal.code ?? 'HANDSHAKE_FAILED');
   }
 
   /** Closes the connection; frames not yet written are lost. */
@@ -181,6 +187,7 @@ export class TcpConnection {
       this.fail('handshake-failed', parsed.reason, 'HANDSHAKE_FAILED');
       return;
     }
+    this.claimed = parsed.peer.name;
     const refusal = this.events.accept(parsed);
     if (refusal !== undefined) {
       this.refuse(refusal);
@@ -196,7 +203,7 @@ export class TcpConnection {
 
   private fail(kind: NetDiagnosticKind, message: string, code?: ErrorCode): void {
     if (this.state === 'closed') return;
-    const peer = this.remote?.name ?? this.label;
+    const peer = this.remote?.name ?? this.claimed ?? this.label;
     try {
       this.diagnose({ kind, message, peer, code });
     } catch {

@@ -17,10 +17,14 @@
  *     hello lists other members is refused in either direction and retried with backoff like an unreachable one.
  *     The `member-mismatch` diagnostic is reported once per peer and member set, not on every retry; an agreeing
  *     connection (or new members of our own) re-arms it.
+ *   - With `tls` it listens and dials with mutual TLS 1.3 instead (peer-tls.ts), and a peer whose certificate does not
+ *     name the member its hello claims is refused in either direction (`peer-cert-mismatch`, reported once per peer
+ *     and certificate names until that peer connects properly); a failed inbound TLS handshake is a `tls-refused`
+ *     diagnostic, once per reason until an inbound connection opens. Without `tls`, plain TCP.
  * `send` never throws for an unreachable peer; it throws MALFORMED_FRAME / FRAME_TOO_LARGE only for a payload that
  * is not plain data or too large (a bug in the caller).
  */
-import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
+import type { Server, Socket } from 'node:net';
 import { assert } from '../core/assert.js';
 import { BasaltError } from '../core/errors.js';
 import type { NodeIdentity, NodeName } from '../core/ids.js';
@@ -31,6 +35,7 @@ import type { PeerTraffic, Transport, TransportEvent, TransportHandler } from '.
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnostic } from './diagnostics.js';
 import { encodeFrame } from './frame.js';
 import { hello, memberFingerprint, memberMismatch, type PeerHello, sameMembers } from './handshake.js';
+import { certificateNameProblem, PeerSockets, type PeerTlsMaterial } from './peer-tls.js';
 import { type ConnectionLimits, type Refusal, TcpConnection } from './tcp-connection.js';
 
 export interface TcpTransportOptions {
@@ -47,6 +52,8 @@ export interface TcpTransportOptions {
   readonly members?: readonly NodeName[];
   readonly timers: Timers;
   readonly random: Random;
+  /** Mutual TLS on this port and on every dial (peer-tls.ts); absent: plain TCP. */
+  readonly tls?: PeerTlsMaterial;
   readonly onDiagnostic?: DiagnosticListener;
   readonly handshakeTimeoutMs?: number;
   readonly reconnectBackoffMsMin?: number;
@@ -100,10 +107,18 @@ export class TcpTransport implements Transport {
   private advertised: string | undefined;
   /** Peer name → the member list last reported as differing from ours; at most `clusterMembersMax` entries. */
   private readonly reportedMismatches = new Map<NodeName, string>();
+  /** Peer name → the certificate problem last reported for it; at most `clusterMembersMax` entries. */
+  private readonly reportedCertProblems = new Map<NodeName, string>();
+  /**
+   * Reasons of failed inbound TLS handshakes reported since the last good inbound connection; at most
+   * `inboundConnectionsMax`. Keyed by reason alone: node:tls no longer knows the remote address when it reports one.
+   */
+  private readonly reportedTlsRefusals = new Map<string, string>();
+  private server: Server | undefined;
   private closed = false;
 
   private constructor(
-    private readonly server: Server,
+    private readonly sockets: PeerSockets,
     private readonly options: TcpTransportOptions,
   ) {
     this.self = options.self;
@@ -129,8 +144,14 @@ export class TcpTransport implements Transport {
 
   /** Listens on host:port, then dials every known peer. */
   static async start(options: TcpTransportOptions): Promise<TcpTransport> {
-    const server = createServer();
-    const transport = new TcpTransport(server, options);
+    const sockets = new PeerSockets(options.tls, options.handshakeTimeoutMs ?? LIMITS.handshakeTimeoutMs);
+    const transport = new TcpTransport(sockets, options);
+    const server = sockets.listen(
+      (socket) => transport.onInbound(socket),
+      (message) => transport.onTlsRefused(message),
+      transport.inboundMax,
+    );
+    transport.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(options.port, options.host, () => {
@@ -141,7 +162,6 @@ export class TcpTransport implements Transport {
     server.on('error', (error) =>
       transport.diagnose({ kind: 'connection-error', message: `server: ${error.message}` }),
     );
-    server.on('connection', (socket) => transport.onInbound(socket));
     for (const [name, address] of Object.entries(options.peers ?? {})) transport.addPeer(name as NodeName, address);
     return transport;
   }
@@ -152,7 +172,7 @@ export class TcpTransport implements Transport {
   }
 
   get port(): number {
-    const address = this.server.address();
+    const address = this.server?.address();
     return typeof address === 'object' && address !== null ? address.port : this.options.port;
   }
 
@@ -256,7 +276,8 @@ export class TcpTransport implements Transport {
       if (link.reconnectTimer !== undefined) this.options.timers.clearTimer(link.reconnectTimer);
     }
     for (const connection of [...this.connections]) connection.close();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    const server = this.server;
+    if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
   private enqueue(link: PeerLink, frame: readonly Buffer[]): void {
@@ -274,11 +295,12 @@ export class TcpTransport implements Transport {
   private dial(link: PeerLink): void {
     link.reconnectTimer = undefined;
     if (this.closed || link.removed) return;
-    const socket = netConnect({ host: link.address.host, port: link.address.port });
+    const socket = this.sockets.dial(link.address.host, link.address.port);
+    const where = `at ${formatHostPort(link.address.host, link.address.port)}`;
     const connection = this.track(socket, link.name, {
       accept: (h) =>
         h.peer.name === link.name
-          ? this.refuseMembers(h, `at ${formatHostPort(link.address.host, link.address.port)}`)
+          ? (this.refuseCertificate(socket, h, where) ?? this.refuseMembers(h, where))
           : { kind: 'handshake-failed', message: `expected ${link.name}, the peer says it is ${h.peer.name}` },
       onOpen: (c) => this.onOutboundOpen(link, c),
       onPayload: (c, payload) => this.deliver(c, payload),
@@ -291,6 +313,7 @@ export class TcpTransport implements Transport {
     if (link.connection !== connection || connection.peer === undefined) return;
     link.backoffMs = this.backoffMsMin;
     this.agreed(connection);
+    this.reportedCertProblems.delete(connection.peer.name);
     link.up = connection.peer;
     for (const frame of link.queue) connection.write(frame);
     link.queue = [];
@@ -323,7 +346,8 @@ export class TcpTransport implements Transport {
       accept: (h) =>
         h.peer.name === this.self.name
           ? { kind: 'handshake-failed', message: `the peer claims this node's name ${h.peer.name}` }
-          : this.refuseMembers(h, `from ${socket.remoteAddress ?? '?'}`),
+          : (this.refuseCertificate(socket, h, `from ${socket.remoteAddress ?? '?'}`) ??
+            this.refuseMembers(h, `from ${socket.remoteAddress ?? '?'}`)),
       onOpen: (c) => this.onInboundOpen(c),
       onPayload: (c, payload) => this.deliver(c, payload),
       onClose: (c) => {
@@ -340,6 +364,8 @@ export class TcpTransport implements Transport {
     const peer = connection.peer;
     if (peer === undefined) return;
     this.agreed(connection);
+    this.reportedCertProblems.delete(peer.name);
+    this.reportedTlsRefusals.clear();
     const previous = this.inbound.get(peer.name);
     this.inbound.set(peer.name, connection);
     previous?.close();
@@ -367,6 +393,29 @@ export class TcpTransport implements Transport {
       this.reportedMismatches.set(name, theirs);
     }
     return { kind: 'member-mismatch', message, silent };
+  }
+
+  /**
+   * A refusal when the peer's TLS certificate does not name the member its hello claims (none over plain TCP);
+   * silent when reported before for that peer and problem.
+   */
+  private refuseCertificate(socket: Socket, peerHello: PeerHello, where: string): Refusal | undefined {
+    const problem = certificateNameProblem(socket, peerHello.peer.name);
+    if (problem === undefined) return undefined;
+    const message = `${problem} (${where})`;
+    const silent = !reportOnce(this.reportedCertProblems, peerHello.peer.name, problem, LIMITS.clusterMembersMax);
+    return { kind: 'peer-cert-mismatch', message, silent, code: 'PEER_CERT_MISMATCH' };
+  }
+
+  /** A failed inbound TLS handshake, reported once per reason until an inbound connection opens. */
+  private onTlsRefused(message: string): void {
+    if (this.closed || !reportOnce(this.reportedTlsRefusals, message, message, this.inboundMax)) return;
+    const diagnostic: NetDiagnostic = {
+      kind: 'tls-refused',
+      message: `refused an inbound TLS handshake (a peer without a certificate of this cluster's CA?): ${message}`,
+      code: 'HANDSHAKE_FAILED',
+    };
+    this.diagnose(diagnostic);
   }
 
   /** A connection on which both ends listed the same members: a later mismatch of that peer is news again. */
@@ -425,6 +474,21 @@ export class TcpTransport implements Transport {
       this.diagnose(diagnostic);
     }
   }
+}
+
+/**
+ * Whether `key`'s `value` is news (and records it): false when it was the last one reported for that key. The map
+ * keeps at most `entriesMax` keys; forgetting the oldest only means that one is reported once more.
+ */
+function reportOnce(reported: Map<string, string>, key: string, value: string, entriesMax: number): boolean {
+  if (reported.get(key) === value) return false;
+  reported.delete(key);
+  if (reported.size >= entriesMax) {
+    const oldest = reported.keys().next().value;
+    if (oldest !== undefined) reported.delete(oldest);
+  }
+  reported.set(key, value);
+  return true;
 }
 
 /** Parses 'host:port' or '[v6host]:port'. Throws INVALID_ARGUMENT. */

@@ -1,0 +1,121 @@
+/**
+ * Real processes with mutual TLS on the peer port: three `basalt start --certs-dir` processes, each with its own
+ * directory (the CA certificate and its own node certificate, not the CA key), given their peers as bare addresses so
+ * that the probes run over TLS too; a client writes a key through one node and reads it back. A node whose certificate
+ * has expired refuses to start, naming the file and the dates.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, unlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { connect } from '../client/remote.js';
+import { CERT_FILES, createCa, createNodeCert } from './certs.js';
+import { freePorts } from './free-ports.js';
+
+const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
+
+class NodeProcess {
+  output = '';
+  readonly exited: Promise<number | null>;
+  private readonly child: ChildProcess;
+
+  constructor(args: readonly string[]) {
+    this.child = spawn(process.execPath, [MAIN, 'start', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const append = (chunk: Buffer): void => {
+      this.output += chunk.toString();
+    };
+    this.child.stdout!.on('data', append);
+    this.child.stderr!.on('data', append);
+    this.exited = new Promise((resolve) => this.child.on('exit', (code) => resolve(code)));
+  }
+
+  async waitFor(pattern: RegExp, timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!pattern.test(this.output)) {
+      if (Date.now() > deadline) throw new Error(`no ${pattern} within ${timeoutMs} ms; output:\n${this.output}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  kill(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+}
+
+/** A node's own certificates directory: ca.crt and its node.crt / node.key, signed with the CA of `caDir`. */
+async function nodeDir(caDir: string, root: string, name: string, now?: Date): Promise<string> {
+  const dir = join(root, name);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const file of [CERT_FILES.caCert, CERT_FILES.caKey]) copyFileSync(join(caDir, file), join(dir, file));
+  await createNodeCert(name, { certsDir: dir, ...(now !== undefined && { now, days: 1 }) });
+  // A node needs the CA's certificate, never its key.
+  unlinkSync(join(dir, CERT_FILES.caKey));
+  return dir;
+}
+
+test('basalt start --certs-dir: three nodes over mutual TLS find each other, and a client writes and reads a key', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'basalt-tls-nodes-'));
+  const caDir = join(root, 'ca');
+  await createCa({ certsDir: caDir });
+  const ports = await freePorts(4);
+  const clientPort = ports[3]!;
+  const args = async (name: string, i: number) => [
+    '--name',
+    name,
+    '--port',
+    String(ports[i]),
+    '--peers',
+    ports.flatMap((p, j) => (j === i || j === 3 ? [] : [`127.0.0.1:${p}`])).join(','),
+    '--memory',
+    '--certs-dir',
+    await nodeDir(caDir, root, name),
+    '--table',
+    't:2:3',
+    ...(i === 0 ? ['--client-port', String(clientPort)] : []),
+  ];
+  const procs: NodeProcess[] = [];
+  try {
+    for (const [i, name] of ['n1', 'n2', 'n3'].entries()) procs.push(new NodeProcess(await args(name, i)));
+    for (const p of procs) await p.waitFor(/basalt: node n\d ready/);
+    for (const [i, p] of procs.entries()) {
+      assert.match(p.output, /\(id \S+, mutual TLS with the certificates in /);
+      assert.match(p.output, new RegExp(`node n${i + 1} members: n\\d, n\\d, n\\d\n`));
+    }
+    const client = await connect(`127.0.0.1:${clientPort}`);
+    try {
+      await client.put('t', 'k', { over: 'tls' });
+      assert.deepEqual(await client.get('t', 'k'), { over: 'tls' });
+    } finally {
+      await client.close();
+    }
+    for (const p of procs) p.kill('SIGINT');
+    for (const p of procs) assert.equal(await p.exited, 0, p.output);
+  } finally {
+    for (const p of procs) p.kill('SIGKILL');
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('basalt start --certs-dir refuses to start with an expired node certificate, naming the file and the dates', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'basalt-tls-expired-'));
+  try {
+    const caDir = join(root, 'ca');
+    const longAgo = new Date(Date.now() - 30 * 86_400_000);
+    await createCa({ certsDir: caDir, now: longAgo });
+    const dir = await nodeDir(caDir, root, 'n1', longAgo);
+    const [port] = await freePorts(1);
+    const node = new NodeProcess(['--name', 'n1', '--port', String(port), '--memory', '--certs-dir', dir]);
+    assert.equal(await node.exited, 1, node.output);
+    const file = join(dir, CERT_FILES.nodeCert).replace(/[.]/g, '\\.');
+    assert.match(
+      node.output,
+      new RegExp(`TLS_CONFIG_INVALID: ${file} is expired \\(valid from \\d{4}-\\S+ to \\d{4}-`),
+    );
+    assert.doesNotMatch(node.output, /listening on/, 'it never opened its peer port');
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
