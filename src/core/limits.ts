@@ -73,6 +73,11 @@ export const LIMITS = {
    * go in further batches of the same turn); also the most a received batch may hold.
    */
   raftBatchMessagesMax: 512,
+  /**
+   * Estimated bytes of entry and snapshot data one `RaftBatch` carries at most (well under frameBytesMax): a message
+   * that would take a batch past it goes in the next one, and a message larger than it goes on its own.
+   */
+  raftBatchBytesMax: 2 * 1024 * 1024,
   /** Raft: unanswered Appends pipelined to one follower in the replicate state. */
   raftInflightAppendsMax: 256,
   /** Raft: entries in one Append message (and the byte bound below; an Append always carries at least one). */

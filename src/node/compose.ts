@@ -515,18 +515,16 @@ function nodePrimaryHints(c: ReplicaLayerComponents, partitions: PartitionDirect
  * they were sent: one envelope, one check and one dispatch for many, so Raft traffic grows with node pairs rather
  * than with partitions. A lone message goes as a plain `Raft` message. Unbatched, each goes on its own at once.
  */
-function raftTransport(messenger: Messenger<NodeMessage>, batched: boolean): RaftTransport {
-  const pending = new Map<NodeName, RaftPart[]>();
+export function raftTransport(messenger: Messenger<NodeMessage>, batched: boolean): RaftTransport {
+  const pending = new Map<NodeName, { parts: RaftPart[]; bytes: number }>();
   let flushing = false;
+  const sendBatch = (to: NodeName, parts: readonly RaftPart[]): void => {
+    if (parts.length === 1) messenger.send(to, { kind: 'Raft', ...parts[0]! });
+    else if (parts.length > 1) messenger.send(to, { kind: 'RaftBatch', messages: parts });
+  };
   const flush = (): void => {
     flushing = false;
-    for (const [to, parts] of pending) {
-      for (let i = 0; i < parts.length; i += LIMITS.raftBatchMessagesMax) {
-        const messages = parts.slice(i, i + LIMITS.raftBatchMessagesMax);
-        if (messages.length === 1) messenger.send(to, { kind: 'Raft', ...messages[0]! });
-        else messenger.send(to, { kind: 'RaftBatch', messages });
-      }
-    }
+    for (const [to, batch] of pending) sendBatch(to, batch.parts);
     pending.clear();
   };
   return {
@@ -536,9 +534,21 @@ function raftTransport(messenger: Messenger<NodeMessage>, batched: boolean): Raf
         messenger.send(to, { kind: 'Raft', ...part });
         return;
       }
-      const parts = pending.get(to);
-      if (parts === undefined) pending.set(to, [part]);
-      else parts.push(part);
+      const bytes = raftDataBytes(part.message);
+      let batch = pending.get(to);
+      // A batch stays well under a frame: one that this message would fill goes now, in order, before it.
+      const full =
+        batch !== undefined &&
+        (batch.parts.length >= LIMITS.raftBatchMessagesMax || batch.bytes + bytes > LIMITS.raftBatchBytesMax);
+      if (batch !== undefined && full) {
+        sendBatch(to, batch.parts);
+        batch = undefined;
+      }
+      if (batch === undefined) pending.set(to, { parts: [part], bytes });
+      else {
+        batch.parts.push(part);
+        batch.bytes += bytes;
+      }
       if (flushing) return;
       flushing = true;
       queueMicrotask(flush);
@@ -554,6 +564,13 @@ function raftTransport(messenger: Messenger<NodeMessage>, batched: boolean): Raf
       });
     },
   };
+}
+
+/** The entry or snapshot bytes a Raft message carries (what may make it large; the rest is a few dozen bytes). */
+function raftDataBytes(message: RaftPart['message']): number {
+  if (message.kind === 'Append') return message.entries.reduce((sum, e) => sum + e.data.length, 0);
+  if (message.kind === 'Snapshot') return message.snapshot.data.length;
+  return 0;
 }
 
 /** The roles named in `options` (a harness's or a command's options), without its other fields. */
