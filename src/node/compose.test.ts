@@ -111,4 +111,21 @@ describe('raft transport batching', () => {
     );
     assert.equal(toN3.flatMap((s) => s.groups).join(), Array.from({ length: 513 }, (_, i) => `m${i}`).join());
   });
+
+  it('a batch whose send throws is reported, and the other peers still get theirs', async () => {
+    const sent: string[] = [];
+    const errors: unknown[] = [];
+    const messenger = {
+      send: (to: string) => {
+        if (to === 'n2') throw new Error('frame too large');
+        sent.push(to);
+      },
+    };
+    const transport = raftTransport(messenger as never, true, (e) => errors.push(e));
+    transport.send(nodeName('n2'), append('g1', 1) as never);
+    transport.send(nodeName('n3'), append('g1', 1) as never);
+    await Promise.resolve();
+    assert.deepEqual(sent, ['n3']);
+    assert.equal(errors.length, 1);
+  });
 });

@@ -164,7 +164,7 @@ export function composeNode(options: NodeOptions): BasaltNode {
   const nodeMessenger = messenger.as<NodeMessage>();
   const raft = new RaftDriver({
     self: self.name,
-    transport: raftTransport(nodeMessenger, tuning.raftBatching ?? true),
+    transport: raftTransport(nodeMessenger, tuning.raftBatching ?? true, errors.report),
     timers,
     random: random.fork('raft'),
     storage: storage.log,
@@ -515,7 +515,11 @@ function nodePrimaryHints(c: ReplicaLayerComponents, partitions: PartitionDirect
  * they were sent: one envelope, one check and one dispatch for many, so Raft traffic grows with node pairs rather
  * than with partitions. A lone message goes as a plain `Raft` message. Unbatched, each goes on its own at once.
  */
-export function raftTransport(messenger: Messenger<NodeMessage>, batched: boolean): RaftTransport {
+export function raftTransport(
+  messenger: Messenger<NodeMessage>,
+  batched: boolean,
+  onError: (error: unknown) => void = () => {},
+): RaftTransport {
   const pending = new Map<NodeName, { parts: RaftPart[]; bytes: number }>();
   let flushing = false;
   const sendBatch = (to: NodeName, parts: readonly RaftPart[]): void => {
@@ -524,7 +528,15 @@ export function raftTransport(messenger: Messenger<NodeMessage>, batched: boolea
   };
   const flush = (): void => {
     flushing = false;
-    for (const [to, batch] of pending) sendBatch(to, batch.parts);
+    // A send that throws (a message too large for a frame) loses only its batch, which Raft sends again; it must
+    // not escape the microtask, where nothing would catch it.
+    for (const [to, batch] of pending) {
+      try {
+        sendBatch(to, batch.parts);
+      } catch (error) {
+        onError(error);
+      }
+    }
     pending.clear();
   };
   return {
