@@ -15,7 +15,17 @@
  */
 import 'reflect-metadata';
 import { createPrivateKey, createPublicKey, webcrypto, X509Certificate } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import * as x509 from '@peculiar/x509';
@@ -105,6 +115,32 @@ export async function createNodeCert(name: string, options: NodeCertOptions): Pr
   const names: x509.JsonGeneralName[] = hosts.map((host) => ({ type: isIP(host) === 0 ? 'dns' : 'ip', value: host }));
   const usages = [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth];
   return issue(options, CERT_FILES.nodeCert, CERT_FILES.nodeKey, name, usages, names);
+}
+
+/**
+ * A local cluster's certificates under `dir` (`basalt cluster --tls`): a CA in `dir/ca` made on first use and kept,
+ * and for each member a directory `dir/<name>` with `ca.crt`, `node.crt` and `node.key` (no CA key: a node needs
+ * none), made when missing. Returns each member's certificate directory, for its `--certs-dir`.
+ */
+export async function localClusterCerts(dir: string, names: readonly string[]): Promise<Map<string, string>> {
+  const caDir = join(dir, 'ca');
+  if (!existsSync(join(caDir, CERT_FILES.caCert))) await createCa({ certsDir: caDir });
+  const dirs = new Map<string, string>();
+  for (const name of names) {
+    const nodeDir = join(dir, name);
+    dirs.set(name, nodeDir);
+    if (existsSync(join(nodeDir, CERT_FILES.nodeCert))) continue;
+    // The node certificate is issued from a copy of the CA, whose key is removed once it is signed.
+    mkdirSync(nodeDir, { recursive: true, mode: 0o700 });
+    copyFileSync(join(caDir, CERT_FILES.caCert), join(nodeDir, CERT_FILES.caCert));
+    copyFileSync(join(caDir, CERT_FILES.caKey), join(nodeDir, CERT_FILES.caKey));
+    try {
+      await createNodeCert(name, { certsDir: nodeDir, hosts: ['localhost', '127.0.0.1'] });
+    } finally {
+      rmSync(join(nodeDir, CERT_FILES.caKey), { force: true });
+    }
+  }
+  return dirs;
 }
 
 /** Creates client.<user>.crt / .key with CN = user. Throws NOT_FOUND without a CA, ALREADY_EXISTS for existing files. */

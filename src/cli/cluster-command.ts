@@ -14,6 +14,7 @@
  */
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { localClusterCerts } from './certs.js';
 import { BASALT_MAIN, ChildNode } from './child-node.js';
 import { log, type TableSpec, untilSignal } from './common.js';
 import type { LogLevel } from './logging.js';
@@ -29,6 +30,8 @@ export interface ClusterCommandOptions {
   readonly statusIntervalMs: number;
   /** Restart a node process that exits unexpectedly (with backoff) instead of only reporting it. */
   readonly restart: boolean;
+  /** Mutual TLS on the peer ports, with a throwaway CA and node certificates under `<data>/certs` (certs.ts). */
+  readonly tls?: boolean;
 }
 
 const STOP_WAIT_MS = 20_000;
@@ -43,12 +46,14 @@ export async function runCluster(options: ClusterCommandOptions): Promise<number
   const peerPorts =
     options.basePort === undefined ? await freePorts(names.length) : names.map((_, i) => options.basePort! + i);
   const members = names.map((n, i) => `${n}=127.0.0.1:${peerPorts[i]}`);
+  const certDirs = options.tls === true ? await localClusterCerts(join(options.data, 'certs'), names) : undefined;
   let stopping = false;
   let crashed = 0;
   const readiness = new Readiness(names);
   const supervised = names.map((name, i) => {
     const peers = members.filter((_, j) => j !== i).join(',');
-    const args = nodeArgs(options, name, i, peerPorts[i]!, peers);
+    const certsDir = certDirs?.get(name);
+    const args = [...nodeArgs(options, name, i, peerPorts[i]!, peers), ...(certsDir ? ['--certs-dir', certsDir] : [])];
     return new SupervisedNode(name, args, {
       restart: options.restart,
       stopping: () => stopping,

@@ -201,6 +201,7 @@ program
   )
   .option('--status-interval <ms>', 'milliseconds between status lines of each node', positiveInt, 10_000)
   .option('--restart', 'restart a node process that exits unexpectedly, with backoff (default: report it)', false)
+  .option('--tls', 'mutual TLS between the nodes: a local CA and node certificates under <data>/certs', false)
   .action(async (options) => {
     process.exitCode = await runCluster({ ...options, statusIntervalMs: options.statusInterval });
   });
