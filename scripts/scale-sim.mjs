@@ -2,7 +2,8 @@
 // Raft traffic at scale, on a simulated cluster (virtual time, deterministic from --seed): messages per second between
 // the nodes while idle and under a light load, and the time until every partition whose primary was on a crashed node
 // has a new primary. Run it with and without --no-raft-batching to compare (after a build).
-// Usage: node scripts/scale-sim.mjs [--nodes 30] [--partitions 3000] [--seconds 10] [--no-raft-batching] [--seed 1]
+// Usage: node scripts/scale-sim.mjs [--nodes 30] [--partitions 3000] [--seconds 10] [--no-raft-batching] [--no-rest]
+//        [--seed 1]   (--no-rest keeps every partition awake, ticking and heartbeating, as BASALT_IDLE_REST=0 does)
 import { parseArgs } from 'node:util';
 import { startCluster } from '../dist/src/index.js';
 
@@ -13,6 +14,7 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '10' },
     seed: { type: 'string', default: '1' },
     'no-raft-batching': { type: 'boolean', default: false },
+    'no-rest': { type: 'boolean', default: false },
   },
 });
 const nodes = Number(values.nodes);
@@ -26,13 +28,15 @@ const cluster = await startCluster({
   simulation: { seed: values.seed },
   nodes,
   tuning: { raftBatching: batching },
-  replicas: { rest: true },
+  replicas: { rest: !values['no-rest'] },
 });
 const sent = () =>
   cluster.nodes.reduce((sum, n) => sum + (cluster.node(n).metrics().peerTraffic?.messagesSent ?? 0), 0);
 try {
   const client = cluster.client('n1');
-  say(`${nodes} nodes, raft batching ${batching ? 'on' : 'off'}: creating ${partitions} partitions...`);
+  say(
+    `${nodes} nodes, raft batching ${batching ? 'on' : 'off'}, rest ${values['no-rest'] ? 'off' : 'on'}: creating ${partitions} partitions...`,
+  );
   await client.createTable('t', { partitions, replicas: 3 });
   await cluster.runFor(5_000);
   const keys = new Map();
