@@ -8,8 +8,10 @@
  * and coordinates their transactions. Once its members are known, its transport refuses peers that run with other
  * members (handshake.ts); such a refusal is printed as a warning and logged (warn) once per peer and member set.
  */
+
+import { existsSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { nodeClient } from '../client/node-client.js';
 import { ClientServer } from '../client/server.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
@@ -27,7 +29,7 @@ import type { BasaltNode, NodeStorage } from '../node/basalt-node.js';
 import { type NodeOptions, startNode } from '../node/compose.js';
 import { MemoryLogStorage } from '../raft/memory-log-storage.js';
 import { MemoryStorageEngine } from '../storage/storage-engine.js';
-import { loadPeerTls } from './certs.js';
+import { CERT_FILES, loadPeerTls } from './certs.js';
 import { log, type TableSpec, untilSignal } from './common.js';
 import { discoverPeers } from './discovery.js';
 import { createNodeLogger, type NodeLogger } from './logging.js';
@@ -77,6 +79,7 @@ export async function runStart(options: StartSettings): Promise<void> {
   log(`node ${name} listening on ${transport.address}${advertisedNote} (id ${self.id}${tlsNote})`);
   const aborted = new AbortController();
   void stopRequested.then(() => aborted.abort());
+  if (options.certsDir !== undefined) watchCertificates(resolve(options.certsDir), name, transport, aborted.signal);
   // Founders: the members the cluster was started with (every node's hello carries them). A node started with
   // --peers is one of them; a node started with --join learns them from the node it joins.
   let founders: NodeName[] | undefined;
@@ -160,10 +163,6 @@ export async function runStart(options: StartSettings): Promise<void> {
     const what = change.group === META_GROUP ? 'metastorage' : `partition ${change.group}`;
     log(`${what} leader: ${name} (term ${change.term})`);
   });
-  let stopping = false;
-  void stopRequested.then(() => {
-    stopping = true;
-  });
   // Clients are served from the start: until the metastorage is known, their calls fail with coded errors.
   const clientServer =
     options.clientPort === undefined
@@ -189,20 +188,20 @@ export async function runStart(options: StartSettings): Promise<void> {
     log(`metrics of ${name}: ${metricsServer.url}/metrics (health: ${metricsServer.url}/health)`);
     logger.info({ metricsUrl: `${metricsServer.url}/metrics` }, 'metrics endpoint open');
   }
-  if (await until(() => stopping || node.metastorage.revision > 0, READY_WAIT_MS)) {
+  if (await until(() => aborted.signal.aborted || node.metastorage.revision > 0, READY_WAIT_MS)) {
     for (const spec of options.tables) {
-      if (stopping) break;
+      if (aborted.signal.aborted) break;
       await ensureTable(node, spec);
-      await until(() => stopping || node.metastorage.table(spec.name) !== undefined, READY_WAIT_MS);
+      await until(() => aborted.signal.aborted || node.metastorage.table(spec.name) !== undefined, READY_WAIT_MS);
     }
     // Ready means a first request can be served: every partition of these tables this node hosts has a primary (the
     // supervisor's ready line waits for every node, so every partition of the tables is covered).
     const tables = options.tables.map((t) => t.name);
-    if (!(await until(() => stopping || hostedPartitionsHavePrimaries(node, tables), READY_WAIT_MS))) {
+    if (!(await until(() => aborted.signal.aborted || hostedPartitionsHavePrimaries(node, tables), READY_WAIT_MS))) {
       logger.warn({ waitedMs: READY_WAIT_MS }, 'some partitions have no primary yet');
     }
     // A node stopped before it was ready prints no ready line: a supervisor would read it as readiness.
-    if (!stopping) {
+    if (!aborted.signal.aborted) {
       log(`basalt: node ${name} ready: ${status(node)}`);
       logger.info({ ...node.metrics(), clock: undefined }, 'node ready');
     }
@@ -378,4 +377,31 @@ export function environmentSwitches(env: NodeJS.ProcessEnv): Pick<NodeOptions, '
     ...(env['BASALT_PIPELINED_WRITES'] === '0' && { coordinator: { pipelinedWrites: false } }),
     ...(env['BASALT_RAFT_BATCHING'] === '0' && { tuning: { raftBatching: false } }),
   };
+}
+
+/** How often `basalt start --certs-dir` looks for renewed certificates. */
+const CERT_POLL_MS = 5_000;
+
+/**
+ * Rotation without a restart: polls the certificate files' modification times and, when one changed, loads and
+ * checks them again (the same checks as at start) and hands them to the transport, which uses them for new
+ * connections. Material that fails its checks is logged and the node keeps what it has.
+ */
+export function watchCertificates(dir: string, name: string, transport: TcpTransport, signal: AbortSignal): void {
+  const files = [CERT_FILES.caCert, CERT_FILES.nodeCert, CERT_FILES.nodeKey].map((f) => join(dir, f));
+  const stamp = (): string => files.map((f) => (existsSync(f) ? statSync(f).mtimeMs : 0)).join(',');
+  let seen = stamp();
+  const timer = setInterval(() => {
+    const now = stamp();
+    if (now === seen) return;
+    seen = now;
+    try {
+      transport.updateTls(loadPeerTls(dir, name, new Date()));
+      log(`basalt: node ${name}: renewed certificates in ${dir} are used for new peer connections`);
+    } catch (error) {
+      log(`basalt: node ${name}: renewed certificates in ${dir} refused, keeping the current ones: ${String(error)}`);
+    }
+  }, CERT_POLL_MS);
+  timer.unref();
+  signal.addEventListener('abort', () => clearInterval(timer), { once: true });
 }

@@ -10,13 +10,17 @@
  * its member name is what counts, checked against its hello like an accepted peer's.
  *
  * The material is PEM text read by the CLI (which also checks the certificates' dates against its clock: this layer
- * reads no clock; `node:tls` checks the dates again in every handshake).
+ * reads no clock; `node:tls` checks the dates again in every handshake). Renewed material replaces it without a
+ * restart (`update`): new connections use it, open ones keep what they were made with.
  */
 import { connect as netConnect, createServer as netCreateServer, type Server, type Socket } from 'node:net';
 import {
   createSecureContext,
   type SecureContext,
+  type SecureContextOptions,
+  type SecureVersion,
   TLSSocket,
+  type Server as TlsServer,
   connect as tlsConnect,
   createServer as tlsCreateServer,
 } from 'node:tls';
@@ -28,21 +32,32 @@ export interface PeerTlsMaterial {
   readonly key: string;
 }
 
-const TLS_VERSION = 'TLSv1.3';
+const TLS_VERSION: SecureVersion = 'TLSv1.3';
 
 /** How the transport and the probe make sockets: plain TCP without material, mutual TLS with it. */
 export class PeerSockets {
   /** For dials; a server takes the material itself (tls.createServer has no `secureContext` option). */
-  private readonly context: SecureContext | undefined;
+  private context: SecureContext | undefined;
+  private material: PeerTlsMaterial | undefined;
+  private readonly servers = new Set<Server>();
 
   constructor(
-    private readonly material: PeerTlsMaterial | undefined,
+    material: PeerTlsMaterial | undefined,
     private readonly handshakeTimeoutMs: number,
   ) {
-    this.context =
-      material === undefined
-        ? undefined
-        : createSecureContext({ ...material, minVersion: TLS_VERSION, maxVersion: TLS_VERSION });
+    this.material = material;
+    this.context = material === undefined ? undefined : contextOf(material);
+  }
+
+  /**
+   * Renewed certificates or CA (rotation without a restart): new dials and new inbound handshakes use `material`;
+   * connections already open keep theirs until they close. Only for sockets that are TLS already.
+   */
+  update(material: PeerTlsMaterial): void {
+    if (this.material === undefined) return;
+    this.material = material;
+    this.context = contextOf(material);
+    for (const server of this.servers) (server as TlsServer).setSecureContext(serverOptionsOf(material));
   }
 
   get secure(): boolean {
@@ -56,15 +71,13 @@ export class PeerSockets {
   listen(onSocket: (socket: Socket) => void, onRefused: (message: string) => void, connectionsMax: number): Server {
     if (this.material === undefined) return netCreateServer(onSocket);
     const server = tlsCreateServer({
-      ca: this.material.ca,
-      cert: this.material.cert,
-      key: this.material.key,
-      minVersion: TLS_VERSION,
-      maxVersion: TLS_VERSION,
+      ...serverOptionsOf(this.material),
       requestCert: true,
       rejectUnauthorized: true,
       handshakeTimeout: this.handshakeTimeoutMs,
     });
+    this.servers.add(server);
+    server.once('close', () => this.servers.delete(server));
     // Connections still in their TLS handshake are not the transport's yet, so its inbound limit cannot see them.
     server.maxConnections = connectionsMax;
     server.on('secureConnection', onSocket);
@@ -88,6 +101,14 @@ export class PeerSockets {
       checkServerIdentity: () => undefined,
     });
   }
+}
+
+function contextOf(material: PeerTlsMaterial): SecureContext {
+  return createSecureContext({ ...material, minVersion: TLS_VERSION, maxVersion: TLS_VERSION });
+}
+
+function serverOptionsOf(material: PeerTlsMaterial): SecureContextOptions {
+  return { ca: material.ca, cert: material.cert, key: material.key, minVersion: TLS_VERSION, maxVersion: TLS_VERSION };
 }
 
 /**

@@ -1,16 +1,18 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomUUID, X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import type { TLSSocket } from 'node:tls';
 import { CERT_FILES, createCa, createNodeCert } from '../cli/certs.js';
 import { type NodeIdentity, nodeId, nodeName } from '../core/ids.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import type { TransportEvent } from '../env/transport.js';
 import type { NetDiagnostic } from './diagnostics.js';
-import { dnsNames, type PeerTlsMaterial } from './peer-tls.js';
+import { dnsNames, PeerSockets, type PeerTlsMaterial } from './peer-tls.js';
 import { probePeer } from './probe.js';
 import { TcpTransport } from './tcp-transport.js';
 
@@ -169,5 +171,49 @@ describe('TcpTransport over mutual TLS', () => {
     assert.equal(refused.ok, false);
     assert.match(refused.ok ? '' : refused.reason, /says it is n3 but its certificate names n4/);
     assert.equal((await probe(foreign, n3.transport.address)).ok, false, 'a probe of another CA is refused');
+  });
+});
+
+describe('peer certificates rotated without a restart', () => {
+  it('new connections present the renewed certificate; a connection already open keeps working', async () => {
+    const dir = join(root, 'rotation');
+    await createCa({ certsDir: dir });
+    const first = await material(dir, 'r1');
+    const server = new PeerSockets(first, 5_000);
+    const accepted: Socket[] = [];
+    const listening = server.listen(
+      (socket) => accepted.push(socket),
+      () => {},
+      16,
+    );
+    await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
+    const port = (listening.address() as { port: number }).port;
+    const client = new PeerSockets(await material(dir, 'r2'), 5_000);
+    const serialOfDial = async (): Promise<{ serial: string; socket: TLSSocket }> => {
+      const socket = client.dial('127.0.0.1', port) as TLSSocket;
+      await new Promise<void>((resolve, reject) => {
+        socket.once('secureConnect', resolve);
+        socket.once('error', reject);
+      });
+      return { serial: socket.getPeerCertificate().serialNumber, socket };
+    };
+    try {
+      const before = await serialOfDial();
+      assert.equal(before.serial.toLowerCase(), new X509Certificate(first.cert).serialNumber.toLowerCase());
+      const renewed = await material(dir, 'r1');
+      server.update(renewed);
+      const after = await serialOfDial();
+      assert.equal(after.serial.toLowerCase(), new X509Certificate(renewed.cert).serialNumber.toLowerCase());
+      assert.notEqual(after.serial, before.serial, 'the renewed certificate is another one');
+      // The connection made before the renewal still carries data.
+      const echoed = new Promise<string>((resolve) => accepted[0]!.once('data', (b: Buffer) => resolve(b.toString())));
+      before.socket.write('still open');
+      assert.equal(await echoed, 'still open');
+      before.socket.destroy();
+      after.socket.destroy();
+    } finally {
+      for (const s of accepted) s.destroy();
+      await new Promise((resolve) => listening.close(resolve));
+    }
   });
 });

@@ -200,6 +200,11 @@ export class TcpTransport implements Transport {
     return { messagesSent: this.counts.messagesSent, writes: this.counts.writes };
   }
 
+  /** Renewed peer certificates or CA (peer-tls.ts `update`): new connections use them, open ones keep theirs. */
+  updateTls(material: PeerTlsMaterial): void {
+    this.sockets.update(material);
+  }
+
   knowsPeer(name: NodeName): boolean {
     return this.links.has(name);
   }
