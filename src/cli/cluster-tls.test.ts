@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../client/remote.js';
+import { freeRange } from '../testing/port-range.js';
 import { localClusterCerts } from './certs.js';
 
 const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
@@ -37,8 +38,10 @@ test('local cluster certificates: one CA kept across runs, a directory per membe
 
 test('basalt cluster --tls: three nodes on mutual TLS become ready and serve a client', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'basalt-cluster-tls-'));
+  const base = await freeRange(9);
   const args = ['cluster', '--tls', '--nodes', '3', '--data', join(dir, 'data'), '--table', 'kv:2:3'];
-  const child = spawn(process.execPath, [MAIN, ...args, '--client-port', '0', '--metrics-port', '0'], {
+  args.push('--base-port', String(base), '--client-port', String(base + 3), '--metrics-port', String(base + 6));
+  const child = spawn(process.execPath, [MAIN, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -46,7 +49,7 @@ test('basalt cluster --tls: three nodes on mutual TLS become ready and serve a c
   child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
   try {
-    const deadline = Date.now() + 60_000;
+    const deadline = Date.now() + 90_000;
     let address: string | undefined;
     while (address === undefined) {
       const last = [...output.matchAll(/connect\('([^']+)'\)/g)].at(-1)?.[1];

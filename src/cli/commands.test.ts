@@ -4,15 +4,16 @@
  * endpoints; `demo` for two seconds with a clean report; a child killed with SIGKILL is reported by the supervisor
  * with its signal, and SIGINT stops the others cleanly (the supervisor then exits 1 because of the crash).
  */
+
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { connect } from '../client/remote.js';
+import { freeRange } from '../testing/port-range.js';
 import { BASALT_MAIN, ChildNode } from './child-node.js';
 
 const run = promisify(execFile);
@@ -20,29 +21,6 @@ const run = promisify(execFile);
 async function basalt(...args: string[]): Promise<string> {
   const { stdout } = await run(process.execPath, [BASALT_MAIN, ...args], { timeout: 60_000 });
   return stdout;
-}
-
-async function isFree(port: number): Promise<boolean> {
-  const server = createServer();
-  const ok = await new Promise<boolean>((resolve) => {
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => resolve(true));
-  });
-  if (ok) await new Promise((resolve) => server.close(resolve));
-  return ok;
-}
-
-/**
- * A base port whose `count` consecutive ports are free right now, below the kernel's ephemeral range (Linux:
- * 32768–60999): there no other test's `listen(0)` or outgoing connection can take one before the nodes bind it.
- */
-async function freeRange(count: number): Promise<number> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 12_000);
-    const free = await Promise.all(Array.from({ length: count }, (_, i) => isFree(base + i)));
-    if (free.every(Boolean)) return base;
-  }
-  throw new Error('no free port range');
 }
 
 test('basalt --help lists every command with a description; basalt start --help lists its flags', async () => {
