@@ -17,7 +17,8 @@ async function isFree(port: number): Promise<boolean> {
 /** A base port whose `count` consecutive ports are free right now, between 20,000 and 32,000. */
 export async function freeRange(count: number): Promise<number> {
   for (let attempt = 0; attempt < 100; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 12_000);
+    // Spread by process id, so that test files running at once start from different ranges.
+    const base = 20_000 + ((process.pid * 7_919 + attempt * 104_729) % 12_000);
     const free = await Promise.all(Array.from({ length: count }, (_, i) => isFree(base + i)));
     if (free.every(Boolean)) return base;
   }
