@@ -195,8 +195,8 @@ export class NetworkFilters implements ClusterNetwork {
   }
 
   private catches(from: string, to: string, payload: unknown): boolean {
-    const rules: readonly { readonly filter: NetworkFilter }[] = [...this.dropRules, ...this.holdRules];
-    return rules.some((rule) => matchesFilter(rule.filter, from, to, payload));
+    const caught = (rule: { readonly filter: NetworkFilter }): boolean => matchesFilter(rule.filter, from, to, payload);
+    return this.dropRules.some(caught) || this.holdRules.some(caught);
   }
 
   /** True to send `payload` now; false if a rule dropped or held it. */

@@ -383,8 +383,8 @@ export class SimNetwork {
   }
 
   private caught(from: string, to: string, payload: unknown): boolean {
-    const rules: readonly { readonly filter: MessageFilter }[] = [...this.dropRules, ...this.holdRules];
-    return rules.some((rule) => matchesFilter(rule.filter, from, to, payload));
+    const caught = (rule: { readonly filter: MessageFilter }): boolean => matchesFilter(rule.filter, from, to, payload);
+    return this.dropRules.some(caught) || this.holdRules.some(caught);
   }
 
   private sendOne(endpoint: SimEndpoint, to: NodeName, payload: unknown, log: boolean): void {
