@@ -34,7 +34,7 @@ import {
   readWriteBeginOptions,
   runTransaction,
 } from '../tx/coordinator/transaction.js';
-import type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
+import type { KeyValue, ReadOptions, ScanOptions, ScanRange, TxWrite } from '../tx/core/user-input.js';
 
 export type { Value } from '../storage/mv-partition-storage.js';
 export type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
@@ -232,7 +232,8 @@ class EmbeddedClient implements Client {
 }
 
 /** What a coordinator's transaction object offers: the read-write one, or the read-only one. */
-type InnerTransaction = Omit<CoordinatedTransaction, 'readOnly'> & {
+type InnerTransaction = Omit<CoordinatedTransaction, 'readOnly' | 'commitWith'> & {
+  readonly commitWith?: CoordinatedTransaction['commitWith'];
   readonly readOnly: boolean;
   readonly readTimestamp?: HybridTimestamp;
 };
@@ -283,6 +284,21 @@ class DrivenTransaction implements Transaction {
   commit(): Promise<void> {
     // An RO commit only closes the tx on its coordinator: nothing is in doubt if that node stops.
     return this.drive(() => this.tx.commit(), this.tx.readOnly ? undefined : outcomeUnknown);
+  }
+
+  /**
+   * Commits with the writes a client buffered (the TCP server passes those its client carried with the commit). A
+   * read-only transaction takes none: INVALID_ARGUMENT if there are any.
+   */
+  commitWith(writes: readonly TxWrite[]): Promise<void> {
+    const commitWith = this.tx.commitWith;
+    if (commitWith === undefined) {
+      if (writes.length > 0) {
+        return Promise.reject(new BasaltError('INVALID_ARGUMENT', 'a read-only transaction cannot write'));
+      }
+      return this.commit();
+    }
+    return this.drive(() => commitWith.call(this.tx, writes), outcomeUnknown);
   }
 
   rollback(): Promise<void> {

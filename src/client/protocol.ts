@@ -78,7 +78,11 @@ interface RequestFields {
     readonly range: Readonly<Record<string, string>>;
     readonly options?: { readonly limit?: number };
   };
-  readonly commit: { readonly tx: TxHandle };
+  /** `writes`: the writes the client buffered, carried with the commit (a removal has no value). */
+  readonly commit: {
+    readonly tx: TxHandle;
+    readonly writes?: readonly { readonly table: string; readonly key: string; readonly value?: unknown }[];
+  };
   readonly rollback: { readonly tx: TxHandle };
   readonly createTable: { readonly name: string; readonly options: { partitions: number; replicas: number } };
   readonly dropTable: { readonly name: string };
@@ -175,6 +179,21 @@ const entries: FieldCheck = (v) => {
   return undefined;
 };
 
+const writes: FieldCheck = (v) => {
+  if (!Array.isArray(v)) return 'must be an array of { table, key, value? }';
+  for (const write of v) {
+    if (
+      !isRecord(write) ||
+      typeof write['table'] !== 'string' ||
+      typeof write['key'] !== 'string' ||
+      !Object.keys(write).every((k) => k === 'table' || k === 'key' || k === 'value')
+    ) {
+      return 'must be an array of { table, key, value? } with string tables and keys';
+    }
+  }
+  return undefined;
+};
+
 const range: FieldCheck = (v) => {
   if (!isRecord(v)) return 'must be { prefix } or { start?, end? }';
   const keys = Object.keys(v);
@@ -206,7 +225,7 @@ const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
   putAll: { required: { table: string, entries }, optional: { tx: handle } },
   remove: { required: { table: string, key: string }, optional: { tx: handle } },
   scan: { required: { table: string, range }, optional: { tx: handle, options: scanOptions } },
-  commit: { required: { tx: handle }, optional: {} },
+  commit: { required: { tx: handle }, optional: { writes } },
   rollback: { required: { tx: handle }, optional: {} },
   createTable: { required: { name: string, options: tableOptions }, optional: {} },
   dropTable: { required: { name: string }, optional: {} },

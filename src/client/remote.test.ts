@@ -217,8 +217,45 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
     assert.equal(await client.get(T, 'x'), 1);
   });
 
+  it('buffered writes travel with the commit: read back in the tx, copied at put, errors reported by the commit', async () => {
+    const [k1, k2] = keysNotOn(cluster, 'n1');
+    const confirms = cluster.network.count({ kind: 'WriteConfirmRequest' });
+    const rw = cluster.network.count({ kind: 'ReadWriteRequest' });
+    const tx = await client.begin();
+    const value = { n: 1 };
+    await tx.put(T, k1, value);
+    value.n = 2; // changed after the put: the commit writes what was put
+    await tx.putAll(T, [{ key: k2, value: 'two' }]);
+    assert.equal(cluster.network.count({ kind: 'ReadWriteRequest' }), rw, 'nothing sent before the commit');
+    await tx.remove(T, k2);
+    await tx.put(T, k2, 'again');
+    await tx.commit();
+    assert.equal(cluster.network.count({ kind: 'WriteConfirmRequest' }), confirms, 'no confirmation round');
+    assert.deepEqual(await client.get(T, k1), { n: 1 });
+    assert.equal(await client.get(T, k2), 'again', 'the last write of a key wins');
+    await rejectsWith(tx.put(T, k1, 3), 'TX_ALREADY_FINISHED', false);
+
+    const reader = await client.begin();
+    await reader.put(T, k1, { n: 3 });
+    await reader.remove(T, k2);
+    assert.deepEqual(await reader.getAll(T, [k1, k2]), [{ n: 3 }, undefined], 'a read sees the writes kept before it');
+    await reader.rollback();
+    assert.deepEqual(await client.get(T, k1), { n: 1 });
+
+    const invalid = await client.begin();
+    await rejectsWith(invalid.put(T, k1, Number.NaN), 'INVALID_ARGUMENT', false);
+    await invalid.rollback();
+    const unknown = await client.begin();
+    await unknown.put(T, k1, 'lost');
+    await unknown.put('no-such-table', 'k', 1);
+    await assert.rejects(unknown.commit(), (e: unknown) => isBasaltError(e) && e.code !== 'TX_OUTCOME_UNKNOWN');
+    assert.deepEqual(await client.get(T, k1), { n: 1 }, 'a commit whose write failed wrote nothing');
+    assert.equal(cluster.node('n1').txState(unknown.id)?.state ?? 'ABORTED', 'ABORTED');
+  });
+
   it('a dropped connection rolls back its open transaction: its locks are released', async () => {
-    const doomed = await connect(server.address);
+    // Writes sent at once, so that the put takes its lock before the connection drops.
+    const doomed = await connect(server.address, { bufferWrites: false });
     const tx = await doomed.begin();
     await tx.put(T, 'locked', 'by the doomed client');
     assert.equal(server.openTransactions, 1);

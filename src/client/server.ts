@@ -27,6 +27,7 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import { decode } from '../net/codec.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnosticKind } from '../net/diagnostics.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
+import type { TxWrite } from '../tx/core/user-input.js';
 import type { KeyValue, ScanOptions, ScanRange, Transaction, Value } from './client.js';
 import {
   CLIENT_MAGIC,
@@ -53,7 +54,11 @@ export interface RemoteBeginOptions {
 }
 
 /** A transaction of the backend; a read-only one may tell its read timestamp. */
-export type BackendTransaction = Transaction & { readonly readTimestamp?: HybridTimestamp };
+export type BackendTransaction = Transaction & {
+  readonly readTimestamp?: HybridTimestamp;
+  /** Commits with the writes the client carried (the embedded client's transactions have it). */
+  commitWith?(writes: readonly TxWrite[]): Promise<void>;
+};
 
 /** What the server needs of a client bound to its node: the embedded `Client` fits. */
 export interface ClientBackend {
@@ -393,7 +398,7 @@ class ClientSession {
           tx.scan(request.table, request.range as ScanRange, request.options as ScanOptions | undefined),
         ).then((entries) => ({ entries }));
       case 'commit':
-        return this.commit(request.tx);
+        return this.commit(request.tx, (request.writes ?? []) as readonly TxWrite[]);
       case 'rollback':
         return this.rollback(request.tx);
       case 'createTable':
@@ -486,11 +491,13 @@ class ClientSession {
     return handle === undefined ? this.backend.transaction(op) : op(this.txOf(handle));
   }
 
-  private async commit(handle: TxHandle): Promise<unknown> {
+  private async commit(handle: TxHandle, writes: readonly TxWrite[]): Promise<unknown> {
     const tx = this.txOf(handle);
     // From here on the transaction is finishing: a dropped connection must not roll it back.
     this.txs.delete(handle);
-    await tx.commit();
+    if (writes.length === 0) await tx.commit();
+    else if (tx.commitWith !== undefined) await tx.commitWith(writes);
+    else await writeThenCommit(tx, writes);
     return {};
   }
 
@@ -587,6 +594,20 @@ function checkImplicitRead(request: RequestOf<'get'> | RequestOf<'getAll'>): voi
   if (request.options?.forUpdate === true) {
     throw new BasaltError('INVALID_ARGUMENT', `${request.kind}: forUpdate needs a transaction (tx)`);
   }
+}
+
+/** For a backend whose transactions cannot carry writes with the commit: each write, then the commit. */
+async function writeThenCommit(tx: BackendTransaction, writes: readonly TxWrite[]): Promise<void> {
+  try {
+    for (const w of writes) {
+      if (w.value === undefined) await tx.remove(w.table, w.key);
+      else await tx.put(w.table, w.key, w.value);
+    }
+  } catch (error) {
+    await tx.rollback();
+    throw error;
+  }
+  await tx.commit();
 }
 
 function unknownHandle(handle: TxHandle): BasaltError {

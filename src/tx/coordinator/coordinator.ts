@@ -63,11 +63,13 @@ import {
   checkScanRange,
   checkTable,
   checkValue,
+  checkWrites,
   compareKeys,
   type KeyValue,
   type ReadOptions,
   type ScanOptions,
   type ScanRange,
+  type TxWrite,
 } from '../core/user-input.js';
 import { type CoordinatorContext, groupByPartition, settleAll } from './context.js';
 import { CoordinatedTx, type Enlistment, sameEnlistmentToken } from './coordinated-tx.js';
@@ -333,18 +335,23 @@ export class TxCoordinator {
   }
 
   /** One request of `tx` to `partitionId`: enlisting the partition first if needed. */
-  private async execute(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
+  private async execute(
+    tx: CoordinatedTx,
+    partitionId: PartitionId,
+    operation: RwOperation,
+    pipelined = this.ctx.settings.pipelinedWrites,
+  ): Promise<RwResult> {
     let enlisted = tx.enlistment(partitionId);
     if (enlisted === undefined) {
       const pending = tx.enlisting.get(partitionId);
-      if (pending === undefined) return this.enlist(tx, partitionId, operation);
+      if (pending === undefined) return this.enlist(tx, partitionId, operation, pipelined);
       // Another operation is enlisting the partition: its failure is ours too.
       await pending;
       enlisted = tx.enlistment(partitionId);
       assert(enlisted !== undefined, 'a successful enlistment records the partition');
     }
     if (tx.abortCause !== undefined) throw rolledBackErrorForOp(tx, tx.abortCause);
-    return this.sendEnlisted(tx, enlisted, operation);
+    return this.sendEnlisted(tx, enlisted, operation, pipelined);
   }
 
   /**
@@ -360,9 +367,14 @@ export class TxCoordinator {
       partitions.find((p) => locateOr(this.ctx.placement.primaries, p, null) === self) ?? partitions[0];
   }
 
-  private async enlist(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
+  private async enlist(
+    tx: CoordinatedTx,
+    partitionId: PartitionId,
+    operation: RwOperation,
+    pipelined: boolean,
+  ): Promise<RwResult> {
     tx.commitPartitionId ??= partitionId;
-    const attempt = this.enlistAttempts(tx, partitionId, operation);
+    const attempt = this.enlistAttempts(tx, partitionId, operation, pipelined);
     tx.enlisting.set(partitionId, attempt);
     try {
       return await attempt;
@@ -376,7 +388,12 @@ export class TxCoordinator {
    * miss did nothing; neither did a request proven unexecuted (e.g. never sent to a node that is down): both are sent
    * again as new. Anything else (a proposal abandoned by a stopping replica, a timeout) may have applied: rule 7.
    */
-  private async enlistAttempts(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
+  private async enlistAttempts(
+    tx: CoordinatedTx,
+    partitionId: PartitionId,
+    operation: RwOperation,
+    pipelined: boolean,
+  ): Promise<RwResult> {
     const write = isWrite(operation);
     const routed = await sendToPrimary({
       ...this.firstRequestRoute(partitionId),
@@ -386,7 +403,7 @@ export class TxCoordinator {
       send: (to) => {
         // Set before a write is sent (and only then): the finish must then go to the commit partition.
         if (write) tx.mayHaveWritten = true;
-        return this.send(tx, partitionId, to, operation, undefined);
+        return this.send(tx, partitionId, to, operation, undefined, pipelined);
       },
       primaryOf: (response) => response.lease.holderName,
     });
@@ -417,14 +434,19 @@ export class TxCoordinator {
     } as const;
   }
 
-  private async sendEnlisted(tx: CoordinatedTx, e: Enlistment, operation: RwOperation): Promise<RwResult> {
+  private async sendEnlisted(
+    tx: CoordinatedTx,
+    e: Enlistment,
+    operation: RwOperation,
+    pipelined: boolean,
+  ): Promise<RwResult> {
     if (isWrite(operation)) {
       e.wrote = true;
       tx.mayHaveWritten = true;
     }
     let response: ReadWriteResponse;
     try {
-      response = await this.send(tx, e.partitionId, e.primaryName, operation, e.token);
+      response = await this.send(tx, e.partitionId, e.primaryName, operation, e.token, pipelined);
     } catch (error) {
       const failure = asBasaltError(error);
       const executed = isUnexecuted(failure) ? 'no' : 'unknown';
@@ -444,6 +466,7 @@ export class TxCoordinator {
     to: NodeName,
     operation: RwOperation,
     token: Enlistment['token'] | undefined,
+    pipelined: boolean,
   ): Promise<ReadWriteResponse> {
     const commitPartitionId = tx.commitPartitionId;
     assert(commitPartitionId !== undefined, 'the commit partition is fixed before the first request');
@@ -455,7 +478,7 @@ export class TxCoordinator {
       commitPartitionId,
       opSeq: tx.nextOpSeq(),
       full: false,
-      ...(this.ctx.settings.pipelinedWrites && isWrite(operation) && { pipelined: true }),
+      ...(pipelined && isWrite(operation) && { pipelined: true }),
       operation,
     } as const;
     const body: ReadWriteRequest = token === undefined ? base : { ...base, token };
@@ -517,6 +540,50 @@ export class TxCoordinator {
     const promise = this.finisher.commit(tx);
     tx.finishPromise = promise;
     return promise;
+  }
+
+  /**
+   * Commits with the writes a client buffered until now (DESIGN §4b "Fewer rounds per commit"): each partition's
+   * writes go to its primary answered once applied (not pipelined), so their effective timestamps are absorbed before
+   * commitTs and no confirmation round is needed; then the ordinary commit. If a write fails the tx is rolled back
+   * and the write's error reported (a lock conflict stays retryable).
+   */
+  async commitWith(tx: CoordinatedTx, writes: readonly TxWrite[]): Promise<void> {
+    checkWrites(writes);
+    if (writes.length > 0 && tx.finish === undefined) {
+      try {
+        await this.operation(tx, () => this.writeForCommit(tx, writes));
+      } catch (error) {
+        await this.rollback(tx);
+        throw error;
+      }
+    }
+    return this.commit(tx);
+  }
+
+  /** Per partition (in parallel), the last write of each key: the puts as one putAll, then each removal. */
+  private async writeForCommit(tx: CoordinatedTx, writes: readonly TxWrite[]): Promise<void> {
+    for (const w of writes) checkTable(w.table);
+    const groups = groupByPartition(writes, (w) => this.ctx.placement.partitionOf(w.table, w.key));
+    this.chooseCommitPartition(tx, groups);
+    await settleAll(
+      [...groups].map(async ([partitionId, items]) => {
+        const last = new Map<string, TxWrite>();
+        for (const i of items) last.set(writes[i]!.key, writes[i]!);
+        const entries: KeyValue[] = [];
+        const removals: string[] = [];
+        for (const w of last.values()) {
+          if (w.value === undefined) removals.push(w.key);
+          else entries.push({ key: w.key, value: w.value });
+        }
+        if (entries.length > 0) {
+          expectResult(await this.execute(tx, partitionId, { op: 'putAll', entries }, false), 'written');
+        }
+        for (const key of removals) {
+          expectResult(await this.execute(tx, partitionId, { op: 'remove', key }, false), 'written');
+        }
+      }),
+    );
   }
 
   rollback(tx: CoordinatedTx): Promise<void> {

@@ -11,7 +11,7 @@
 import type { TxId } from '../../core/ids.js';
 import { sleep } from '../../env/timers.js';
 import type { Value } from '../../storage/mv-partition-storage.js';
-import type { KeyValue, ReadOptions, ScanRange } from '../core/user-input.js';
+import type { KeyValue, ReadOptions, ScanRange, TxWrite } from '../core/user-input.js';
 import type { CoordinatedTx } from './coordinated-tx.js';
 import type { BeginTxOptions, CoordinatorScanOptions, TxCoordinator } from './coordinator.js';
 import { commitOrRollBack, type RetryOptions, retryPolicy, withRetries } from './retry.js';
@@ -55,6 +55,11 @@ export class Transaction {
 
   commit(): Promise<void> {
     return this.coordinator.commit(this.record);
+  }
+
+  /** Commits with writes buffered until now (a client that carries its writes with the commit). */
+  commitWith(writes: readonly TxWrite[]): Promise<void> {
+    return this.coordinator.commitWith(this.record, writes);
   }
 
   /** Rolls back; once the tx is finished (committed or not) it is a no-op, so it is safe in a `finally`. */

@@ -48,6 +48,29 @@ export function checkEntries(entries: unknown): readonly KeyValue[] {
   return entries as readonly KeyValue[];
 }
 
+/**
+ * A write a transaction carries with its commit (a client that buffers its writes): a put, or a removal when `value`
+ * is absent. The last write of a key wins.
+ */
+export interface TxWrite {
+  readonly table: string;
+  readonly key: string;
+  readonly value?: Value;
+}
+
+export function checkWrites(writes: unknown): readonly TxWrite[] {
+  if (!Array.isArray(writes)) throw invalidArgument('writes must be an array of { table, key, value? }');
+  checkBatchSize(writes.length);
+  for (const write of writes) {
+    if (typeof write !== 'object' || write === null) throw invalidArgument('a write must be { table, key, value? }');
+    const { table, key, value } = write as { table?: unknown; key?: unknown; value?: unknown };
+    if (typeof table !== 'string' || table.length === 0) throw invalidArgument('a write names its table');
+    checkKey(key);
+    if (value !== undefined) checkValue(value);
+  }
+  return writes as readonly TxWrite[];
+}
+
 function checkBatchSize(n: number): void {
   if (n > LIMITS.txBatchKeysMax) {
     throw invalidArgument(`a batch holds at most ${LIMITS.txBatchKeysMax} keys`, {
@@ -59,15 +82,22 @@ function checkBatchSize(n: number): void {
 
 /** A value must be JSON-compatible data (finite numbers, plain objects and arrays) or a Uint8Array. */
 export function checkValue(value: unknown): Value {
+  checkEncodedValue(value);
+  return value as Value;
+}
+
+/** checkValue, answering the value encoded. */
+export function checkEncodedValue(value: unknown): Uint8Array {
   if (!(value instanceof Uint8Array)) checkJson(value, 0);
-  const bytes = encode(value).length;
+  const encoded = encode(value);
+  const bytes = encoded.length;
   if (bytes > LIMITS.valueBytesMax) {
     throw invalidArgument(`value is ${bytes} bytes encoded, above the limit of ${LIMITS.valueBytesMax}`, {
       valueBytes: bytes,
       valueBytesMax: LIMITS.valueBytesMax,
     });
   }
-  return value as Value;
+  return encoded;
 }
 
 function checkJson(value: unknown, depth: number): void {
