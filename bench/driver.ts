@@ -311,7 +311,9 @@ async function main(connection: DriverConnection): Promise<void> {
   if (connection.system === 'basalt') {
     // Each thread loads only its own system's client (grpc-js alone takes a noticeable part of a short cell).
     const { connectCluster } = await import('../src/client/routing.js');
-    const client = await connectCluster([connection.address, ...connection.others]);
+    // BASALT_BUFFERED_WRITES=0 sends each write of a transaction at once (for before/after runs).
+    const bufferWrites = process.env['BASALT_BUFFERED_WRITES'] !== '0';
+    const client = await connectCluster([connection.address, ...connection.others], { bufferWrites });
     opsOf = (job) => Array.from({ length: job.callers }, (_, c) => basaltOps(client, job, c));
   } else {
     const { Etcd3 } = await import('etcd3');

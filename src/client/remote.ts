@@ -27,7 +27,7 @@ import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import { parseHostPort } from '../net/tcp-transport.js';
 import { commitOrRollBack, retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import type { RunTransactionOptions } from '../tx/coordinator/transaction.js';
-import { checkEncodedValue, checkEntries, checkKey, checkReadOptions, type TxWrite } from '../tx/core/user-input.js';
+import { checkReadOptions } from '../tx/core/user-input.js';
 import type { KeyValue, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
 import {
   type ClientRequest,
@@ -39,6 +39,7 @@ import {
   type TxHandle,
   UNATTRIBUTED_REQUEST_ID,
 } from './protocol.js';
+import { WriteBuffer, type WriteSink } from './write-buffer.js';
 
 export interface ConnectOptions {
   /** Timeout of each call (default LIMITS.clientRequestTimeoutMsDefault). */
@@ -124,18 +125,6 @@ export async function connect(address: string, options: ConnectOptions = {}): Pr
   const node = await connection.opened;
   return new TcpClient(connection, nodeName(node), address, timers, options.bufferWrites ?? true);
 }
-
-/**
- * A value checked as the node would check it, and copied (decoded from its encoding), so that a caller changing the
- * object after `put` does not change what the commit writes.
- */
-function keptValue(value: Value): { readonly value: Value; readonly bytes: number } {
-  const encoded = checkEncodedValue(value);
-  return { value: decode(encoded) as Value, bytes: encoded.length };
-}
-
-/** Bytes of buffered writes (keys and encoded values) at which a transaction sends them ahead of its commit. */
-const BUFFERED_BYTES_MAX = LIMITS.frameBytesMax / 2;
 
 /** What a lost response means for the caller: nothing happened for sure, or something may have been applied. */
 type OnLoss = 'closed' | 'unknown';
@@ -485,9 +474,8 @@ function membersOf(result: unknown): MemberRecord[] {
 class TcpTransaction implements RemoteTransaction {
   /** Set once commit or rollback was sent: a later rollback is a local no-op. */
   private finishing = false;
-  /** Writes kept for the commit (ConnectOptions.bufferWrites), in the order made. */
-  private buffered: TxWrite[] = [];
-  private bufferedBytes = 0;
+  /** Writes kept for the commit (ConnectOptions.bufferWrites); undefined: each write is sent at once. */
+  private readonly buffer: WriteBuffer | undefined;
 
   constructor(
     private readonly connection: RemoteConnection,
@@ -495,61 +483,40 @@ class TcpTransaction implements RemoteTransaction {
     readonly id: TxId,
     readonly readOnly: boolean,
     readonly readTimestamp: HybridTimestamp | undefined,
-    private readonly bufferWrites: boolean,
-  ) {}
+    bufferWrites: boolean,
+  ) {
+    this.buffer = bufferWrites ? new WriteBuffer(id, this.sink()) : undefined;
+  }
 
   async get(table: string, key: string, options?: ReadOptions): Promise<Value | undefined> {
     const read = readOptionsOf(options);
-    await this.flush();
+    await this.buffer?.flush();
     return readValue(await this.connection.call({ kind: 'get', tx: this.handle, table, key, ...read }));
   }
 
   async getAll(table: string, keys: readonly string[], options?: ReadOptions): Promise<(Value | undefined)[]> {
     const read = readOptionsOf(options);
-    await this.flush();
+    await this.buffer?.flush();
     const result = await this.connection.call({ kind: 'getAll', tx: this.handle, table, keys, ...read });
     const values = isRecord(result) ? result['values'] : undefined;
     if (!Array.isArray(values)) throw new BasaltError('MALFORMED_FRAME', 'the server answered getAll without values');
     return values as (Value | undefined)[];
   }
 
-  async put(table: string, key: string, value: Value): Promise<void> {
-    if (!this.bufferWrites) {
-      await this.connection.call({ kind: 'put', tx: this.handle, table, key, value });
-      return;
-    }
-    checkKey(key);
-    const kept = keptValue(value);
-    await this.keep([{ table, key, value: kept.value }], key.length + kept.bytes);
+  put(table: string, key: string, value: Value): Promise<void> {
+    return this.buffer?.put(table, key, value) ?? this.sendPut(table, key, value);
   }
 
-  async putAll(table: string, entries: readonly KeyValue[]): Promise<void> {
-    if (!this.bufferWrites) {
-      await this.connection.call({ kind: 'putAll', tx: this.handle, table, entries });
-      return;
-    }
-    if (!Array.isArray(entries)) checkEntries(entries);
-    let bytes = 0;
-    const writes = entries.map((e) => {
-      checkKey(e?.key);
-      const kept = keptValue(e.value);
-      bytes += e.key.length + kept.bytes;
-      return { table, key: e.key, value: kept.value };
-    });
-    await this.keep(writes, bytes);
+  putAll(table: string, entries: readonly KeyValue[]): Promise<void> {
+    return this.buffer?.putAll(table, entries) ?? this.sink().putAll(table, entries);
   }
 
-  async remove(table: string, key: string): Promise<void> {
-    if (!this.bufferWrites) {
-      await this.connection.call({ kind: 'remove', tx: this.handle, table, key });
-      return;
-    }
-    checkKey(key);
-    await this.keep([{ table, key }], key.length);
+  remove(table: string, key: string): Promise<void> {
+    return this.buffer?.remove(table, key) ?? this.sink().remove(table, key);
   }
 
   async scan(table: string, range: ScanRange, options?: ScanOptions): Promise<KeyValue[]> {
-    await this.flush();
+    await this.buffer?.flush();
     const result = await this.connection.call({
       kind: 'scan',
       tx: this.handle,
@@ -562,41 +529,6 @@ class TcpTransaction implements RemoteTransaction {
     return entries as KeyValue[];
   }
 
-  /** Keeps writes for the commit; a full buffer is sent at once, so memory and the commit's frame stay bounded. */
-  private async keep(writes: readonly TxWrite[], bytes: number): Promise<void> {
-    if (this.finishing) {
-      throw new BasaltError('TX_ALREADY_FINISHED', `tx ${this.id} is finished or finishing`, { txId: this.id });
-    }
-    for (const w of writes) this.buffered.push(w);
-    this.bufferedBytes += bytes;
-    if (this.buffered.length >= LIMITS.txBatchKeysMax || this.bufferedBytes >= BUFFERED_BYTES_MAX) await this.flush();
-  }
-
-  /** Sends the writes kept so far, in order: each run of puts to one table as a putAll, each removal alone. */
-  private async flush(): Promise<void> {
-    while (this.buffered.length > 0) {
-      const writes = this.buffered;
-      this.buffered = [];
-      this.bufferedBytes = 0;
-      let i = 0;
-      while (i < writes.length) {
-        const first = writes[i]!;
-        if (first.value === undefined) {
-          await this.connection.call({ kind: 'remove', tx: this.handle, table: first.table, key: first.key });
-          i++;
-          continue;
-        }
-        const entries: KeyValue[] = [];
-        for (; i < writes.length; i++) {
-          const w = writes[i]!;
-          if (w.value === undefined || w.table !== first.table || entries.length >= LIMITS.txBatchKeysMax) break;
-          entries.push({ key: w.key, value: w.value });
-        }
-        await this.connection.call({ kind: 'putAll', tx: this.handle, table: first.table, entries });
-      }
-    }
-  }
-
   async commit(): Promise<void> {
     if (this.finishing) {
       // The server knows how the first finish went (a repeated commit reports it, as on the embedded client).
@@ -604,20 +536,33 @@ class TcpTransaction implements RemoteTransaction {
       return;
     }
     this.finishing = true;
-    const writes = this.buffered;
-    this.buffered = [];
-    this.bufferedBytes = 0;
+    const writes = this.buffer?.close() ?? [];
     await this.connection.call({ kind: 'commit', tx: this.handle, ...(writes.length > 0 && { writes }) }, 'unknown');
   }
 
   async rollback(): Promise<void> {
-    this.buffered = [];
-    this.bufferedBytes = 0;
+    this.buffer?.close();
     if (this.finishing) return;
     this.finishing = true;
     // On a lost connection the server rolls the transaction back itself.
     if (this.connection.isClosed) return;
     await this.connection.call({ kind: 'rollback', tx: this.handle });
+  }
+
+  private async sendPut(table: string, key: string, value: Value): Promise<void> {
+    await this.connection.call({ kind: 'put', tx: this.handle, table, key, value });
+  }
+
+  /** Writes sent to the server as they are (unbuffered, or a buffer's flush). */
+  private sink(): WriteSink {
+    return {
+      putAll: async (table, entries) => {
+        await this.connection.call({ kind: 'putAll', tx: this.handle, table, entries });
+      },
+      remove: async (table, key) => {
+        await this.connection.call({ kind: 'remove', tx: this.handle, table, key });
+      },
+    };
   }
 }
 

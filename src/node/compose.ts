@@ -452,7 +452,7 @@ function composeReplicaLayer(c: ReplicaLayerComponents): ReplicaLayer {
     timers,
     onError: background,
   });
-  const finish = new TxFinishHandler({ partitions, cleanups, onError: background });
+  const finish = new TxFinishHandler({ partitions, cleanups, counters, onError: background });
   const resolution = new ReplicaResolution({
     self,
     clock: hlc,

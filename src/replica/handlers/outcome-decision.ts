@@ -15,7 +15,8 @@ import type { PartitionId, TxId } from '../../core/ids.js';
 import type { HybridTimestamp } from '../../hlc/timestamp.js';
 import type { TxOutcome } from '../../tx/core/messages.js';
 import { isTimestamp } from '../../tx/core/outcome.js';
-import type { TxOutcome as StoredOutcome } from '../partition/apply-result.js';
+import type { CarriedRefusal, TxOutcome as StoredOutcome } from '../partition/apply-result.js';
+import type { CarriedWrites } from '../partition/commands.js';
 import type { PartitionReplica } from '../partition/partition-replica.js';
 
 /** What a party asks the compare-and-set to store. */
@@ -25,10 +26,15 @@ export interface OutcomeProposal {
   /** A commit's commitTs (rule 13: chosen once by the coordinator); none for an abort. */
   readonly commitTs: HybridTimestamp | undefined;
   readonly enlistedPartitions: readonly PartitionId[];
+  /** A commit carrying writes here: `commitTs` is then its lower bound (commands.ts CarriedWrites). */
+  readonly carried?: CarriedWrites;
 }
 
-/** The stored outcome, or 'vacuumed' when FinishTx was refused below the vacuum horizon (rule 15). */
-export type Decided = TxOutcome | 'vacuumed';
+/**
+ * The stored outcome (with, for a carried commit that stored ABORTED instead, why), or 'vacuumed' when FinishTx was
+ * refused below the vacuum horizon (rule 15).
+ */
+export type Decided = (TxOutcome & { readonly refused?: CarriedRefusal }) | 'vacuumed';
 
 /** Proposes the compare-and-set on commit partition `p` and answers with what it stored (module header). */
 export async function decideOutcome(p: PartitionReplica, proposed: OutcomeProposal): Promise<Decided> {
@@ -43,6 +49,7 @@ export async function decideOutcome(p: PartitionReplica, proposed: OutcomePropos
     commitTs: proposed.commitTs ?? null,
     enlistedPartitions: proposed.enlistedPartitions,
     switchIntents: true,
+    ...(proposed.carried !== undefined && { carried: proposed.carried }),
   }));
   if (applied.kind === 'TX_OUTCOME_UNKNOWN') return 'vacuumed';
   if (applied.kind !== 'FINISHED') throw new BasaltError('INTERNAL', `FinishTx answered ${applied.kind}`);
@@ -54,7 +61,7 @@ export async function decideOutcome(p: PartitionReplica, proposed: OutcomePropos
     reason: 'finish-marker',
     retainUntilCleanup: true,
   });
-  return outcome;
+  return applied.refused === undefined ? outcome : { ...outcome, refused: applied.refused };
 }
 
 /** The outcome FinishTx stored, checked (a COMMITTED one carries its commitTs). */

@@ -17,32 +17,53 @@
  * record whose cleanup completed cleans only the partitions the decider did not know (a recovery knows part of the
  * enlisted set).
  */
+import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import { BasaltError, invalidArgument } from '../../core/errors.js';
 import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { formatTimestamp } from '../../hlc/timestamp.js';
-import type { EnlistedPartition, TxFinishRequest, TxFinishResponse, TxOutcome } from '../../tx/core/messages.js';
+import { rowLockKey } from '../../tx/core/lock-modes.js';
+import type {
+  CarriedCommit,
+  EnlistedPartition,
+  TxFinishRequest,
+  TxFinishResponse,
+  TxOutcome,
+} from '../../tx/core/messages.js';
 import type { CleanupDriver, CleanupTargetInput } from '../cleanup/cleanup-driver.js';
+import type { CarriedWrites } from '../partition/commands.js';
+import { type Lease, sameToken, tokenOf } from '../partition/lease.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition/partition-replica.js';
 import { outcomeOfRecord } from '../resolution/answers.js';
-import { decideOutcome } from './outcome-decision.js';
+import { type Decided, decideOutcome } from './outcome-decision.js';
 
 export interface TxFinishOptions {
   readonly partitions: PartitionRegistry;
   readonly cleanups: Pick<CleanupDriver, 'ensureCleanup'>;
   /** Cleanups that could not be started (OVERLOADED: the rescan starts them later). */
   readonly onError?: (error: unknown) => void;
+  readonly counters?: CounterSink;
 }
+
+/** Names of the node counters bumped here. */
+export const TX_FINISH_COUNTERS = {
+  /** Commits that carried writes and committed them in the finish entry. */
+  carriedCommits: 'finish.carriedCommits',
+  /** Commits that carried writes and were aborted instead (locks or lease lost, bound reached, an intent). */
+  carriedRefusals: 'finish.carriedRefusals',
+} as const;
 
 export class TxFinishHandler {
   private readonly partitions: PartitionRegistry;
   private readonly cleanups: Pick<CleanupDriver, 'ensureCleanup'>;
   private readonly onError: (error: unknown) => void;
+  private readonly counters: CounterSink;
 
   constructor(options: TxFinishOptions) {
     this.partitions = options.partitions;
     this.cleanups = options.cleanups;
     this.onError = options.onError ?? (() => {});
+    this.counters = options.counters ?? NO_COUNTERS;
   }
 
   async handle(request: TxFinishRequest): Promise<TxFinishResponse> {
@@ -51,9 +72,13 @@ export class TxFinishHandler {
     // Refused before its commitTs is absorbed: a commitTs past the deadline must not push this node's clock.
     checkDeadline(p, request);
     const absorbed = request.commitTs === undefined ? p.clock.now() : p.clock.update(request.commitTs);
-    p.actingLease(await p.untilLeaseStart(absorbed));
+    const lease = p.actingLease(await p.untilLeaseStart(absorbed));
     const stored = p.txState.get(request.txId);
-    const outcome = stored !== undefined ? outcomeOfRecord(stored) : await this.finishDurably(p, request);
+    const decided = stored !== undefined ? outcomeOfRecord(stored) : await this.finishDurably(p, request, lease);
+    const { refused, ...outcome } = decided as TxOutcome & { readonly refused?: string };
+    if (stored === undefined && request.carried !== undefined) {
+      this.counters.add(refused === undefined ? TX_FINISH_COUNTERS.carriedCommits : TX_FINISH_COUNTERS.carriedRefusals);
+    }
     const targets = mergeTargets(request.enlisted, stored?.enlistedPartitions ?? []);
     if (stored === undefined || !stored.cleanupCompleted) this.cleanUp(p, request, outcome, targets);
     else {
@@ -62,7 +87,7 @@ export class TxFinishHandler {
       if (unknown.length > 0) this.cleanUp(p, request, outcome, unknown);
     }
     // The first outcome won (recovery, or another finish): its cleanup runs with it; tell the caller.
-    if (differs(outcome, request)) throw mismatch(request.txId, outcome);
+    if (differs(outcome, request)) throw mismatch(request.txId, outcome, refused);
     return { kind: 'TxFinishResponse', outcome };
   }
 
@@ -77,12 +102,20 @@ export class TxFinishHandler {
   }
 
   /** The durable compare-and-set (outcome-decision.ts); the answer is what it stored. */
-  private async finishDurably(p: PartitionReplica, request: TxFinishRequest): Promise<TxOutcome> {
+  private async finishDurably(
+    p: PartitionReplica,
+    request: TxFinishRequest,
+    lease: Lease,
+  ): Promise<Exclude<Decided, 'vacuumed'>> {
+    const carried = request.carried === undefined ? undefined : carriedWrites(p, request, request.carried, lease);
+    // Carried writes whose locks this primary no longer holds for the tx cannot commit: the tx is aborted instead.
+    const lost = carried === null;
     const decided = await decideOutcome(p, {
       txId: request.txId,
-      commit: request.commit,
-      commitTs: request.commitTs,
+      commit: request.commit && !lost,
+      commitTs: lost ? undefined : request.commitTs,
       enlistedPartitions: request.enlisted.map((e) => e.partitionId),
+      ...(carried !== undefined && carried !== null && { carried }),
     });
     if (decided === 'vacuumed') {
       throw new BasaltError(
@@ -91,8 +124,26 @@ export class TxFinishHandler {
         { txId: request.txId },
       );
     }
+    if (lost && decided.state === 'ABORTED') return { ...decided, refused: 'locks-lost' };
     return decided;
   }
+}
+
+/**
+ * The carried writes as FinishTx carries them, or null when the tx does not hold every one of their rows X-locked
+ * here under the lease it names (a lease change lost its locks).
+ */
+function carriedWrites(
+  p: PartitionReplica,
+  request: TxFinishRequest,
+  carried: CarriedCommit,
+  lease: Lease,
+): CarriedWrites | null {
+  if (!sameToken(carried.token, tokenOf(lease))) return null;
+  for (const w of carried.writes) {
+    if (p.locks.heldMode(request.txId, rowLockKey(p.partitionId, w.key)) !== 'X') return null;
+  }
+  return { token: carried.token, bound: carried.bound, writes: carried.writes };
 }
 
 // ------------------------------------------------------------------------------------------ helpers
@@ -100,6 +151,15 @@ export class TxFinishHandler {
 function validate(request: TxFinishRequest): void {
   if (request.commit !== (request.commitTs !== undefined)) {
     throw invalidArgument('a commit carries its commitTs, an abort none', { txId: request.txId });
+  }
+  if (request.carried !== undefined) {
+    const keys = new Set(request.carried.writes.map((w) => w.key));
+    if (!request.commit || keys.size !== request.carried.writes.length || keys.size === 0) {
+      throw invalidArgument('a commit carries distinct keys, an abort none', { txId: request.txId });
+    }
+    if (keys.size > LIMITS.updateAllWritesMax) {
+      throw invalidArgument('too many carried writes', { writes: keys.size });
+    }
   }
   if (request.enlisted.length > LIMITS.finishEnlistedPartitionsMax) {
     throw invalidArgument('too many enlisted partitions', { enlisted: request.enlisted.length });
@@ -117,17 +177,21 @@ function checkDeadline(p: PartitionReplica, request: TxFinishRequest): void {
   });
 }
 
-/** True if the stored outcome is not what the request asked for (rule 14). */
+/**
+ * True if the stored outcome is not what the request asked for (rule 14). A carried commit's commitTs is a lower
+ * bound: the one stored is the commit partition's, at or above it.
+ */
 function differs(outcome: TxOutcome, request: TxFinishRequest): boolean {
   if (outcome.state === 'ABORTED') return request.commit;
-  return !request.commit || request.commitTs !== outcome.commitTs;
+  if (!request.commit || request.commitTs === undefined) return true;
+  return request.carried === undefined ? request.commitTs !== outcome.commitTs : outcome.commitTs < request.commitTs;
 }
 
-function mismatch(txId: TxId, outcome: TxOutcome): BasaltError {
+function mismatch(txId: TxId, outcome: TxOutcome, refused: string | undefined): BasaltError {
   return new BasaltError(
     'TX_MISMATCHING_OUTCOME',
-    `tx ${txId} already finished as ${outcome.state}`,
-    { outcome },
+    `tx ${txId} already finished as ${outcome.state}${refused === undefined ? '' : ` (${refused})`}`,
+    { outcome, ...(refused !== undefined && { refused }) },
     { hint: { kind: 'mismatched-outcome', outcome } },
   );
 }

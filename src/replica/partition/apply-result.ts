@@ -63,6 +63,8 @@ export type ApplyResult =
       readonly outcome: TxOutcome;
       readonly stored: boolean;
       readonly mismatch: boolean;
+      /** A commit carrying writes that stored ABORTED instead (commands.ts CarriedWrites): why. */
+      readonly refused?: CarriedRefusal;
     }
   /** FinishTx for a tx at or below the vacuum horizon with no record left (rule 15): not applied. */
   | { readonly kind: 'TX_OUTCOME_UNKNOWN'; readonly appliedTs: HybridTimestamp }
@@ -77,3 +79,6 @@ export type ApplyResult =
     };
 
 export type ApplyResultKind = ApplyResult['kind'];
+
+/** Why a commit carrying writes stored ABORTED (commands.ts CarriedWrites; 'locks-lost' is the finish handler's). */
+export type CarriedRefusal = 'lease-changed' | 'commit-bound' | 'write-intent' | 'locks-lost';

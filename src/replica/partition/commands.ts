@@ -80,6 +80,22 @@ export interface FinishTxCommand extends CommandBase {
    * Absent in entries written before it existed (they apply as they did).
    */
   readonly switchIntents?: boolean;
+  /** A commit that carries its writes to this partition (see CarriedWrites). Absent: nothing carried. */
+  readonly carried?: CarriedWrites;
+}
+
+/**
+ * The writes a commit carries to its commit partition, which hold their X locks there under `token` (DESIGN §4b
+ * "Fewer rounds per commit"). They are written as committed versions at this entry's effective timestamp e, which
+ * is then the commitTs stored (the command's `commitTs` is only its lower bound), provided `token` names the lease
+ * current here with e inside it, e < `bound` (the tx's deadline and every other enlisted lease's expiration), and no
+ * key holds an intent. Otherwise the entry stores ABORTED and writes nothing: every replica decides alike.
+ */
+export interface CarriedWrites {
+  readonly token: LeaseToken;
+  readonly bound: HybridTimestamp;
+  /** Distinct keys, at most LIMITS.updateAllWritesMax of them. */
+  readonly writes: readonly RowWrite[];
 }
 
 /** Cleanup on an enlisted partition: commit or abort every intent of the tx. */
@@ -340,6 +356,17 @@ function switchesProblem(value: unknown): Problem {
   return undefined;
 }
 
+function carriedProblem(value: unknown, commit: unknown): Problem {
+  if (commit !== true) return 'only a commit carries writes';
+  if (!isRecord(value)) return 'carried is not a record';
+  return (
+    fieldsProblem(value, ['token', 'bound', 'writes']) ??
+    tokenProblem(value['token']) ??
+    timestampProblem(value, 'bound') ??
+    writesProblem(value['writes'])
+  );
+}
+
 function outcomeProblem(value: Rec): Problem {
   if (typeof value['commit'] !== 'boolean') return 'commit is not a boolean';
   if (value['commit']) return isTimestamp(value['commitTs']) ? undefined : 'a commit needs its commitTs';
@@ -384,7 +411,9 @@ function kindProblem(value: Rec): Problem {
           'commitTs',
           'enlistedPartitions',
           ...('switchIntents' in value ? ['switchIntents'] : []),
+          ...('carried' in value ? ['carried'] : []),
         ]) ??
+        (value['carried'] === undefined ? undefined : carriedProblem(value['carried'], value['commit'])) ??
         (isTxId(value['txId']) ? undefined : 'txId') ??
         (value['switchIntents'] === undefined || typeof value['switchIntents'] === 'boolean'
           ? undefined

@@ -42,8 +42,9 @@ import type { StorageEngine } from '../../storage/storage-engine.js';
 import type { TxMeta, TxStateStorage } from '../../storage/tx-state-storage.js';
 import { txDeadline } from '../../tx/core/tx-id.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
-import type { ApplyResult, PrimaryMissReason } from './apply-result.js';
+import type { ApplyResult, CarriedRefusal, PrimaryMissReason } from './apply-result.js';
 import {
+  type CarriedWrites,
   type DataCommand,
   decodeCommand,
   type FinishTxCommand,
@@ -370,11 +371,28 @@ export class PartitionStateMachine {
     if (existing === undefined && txDeadline(txId, this.txTimeoutMs) <= this.txState.vacuumHorizon()) {
       return { kind: 'TX_OUTCOME_UNKNOWN', appliedTs: e };
     }
+    // A commit carrying writes decides here, at e, whether it can commit (commands.ts CarriedWrites).
+    const carried = existing === undefined ? command.carried : undefined;
+    const refused = carried === undefined ? undefined : this.carriedRefusal(command, carried, e, work);
+    const commit = command.commit && refused === undefined;
     const meta: TxMeta = {
-      state: command.commit ? 'COMMITTED' : 'ABORTED',
-      commitTs: command.commitTs ?? undefined,
+      state: commit ? 'COMMITTED' : 'ABORTED',
+      commitTs: !commit ? undefined : carried !== undefined ? e : (command.commitTs ?? undefined),
       enlistedPartitions: command.enlistedPartitions,
     };
+    if (commit && carried !== undefined) {
+      for (const w of carried.writes) {
+        const written = this.mv.addWriteCommitted(
+          this.mv.ensureRowId(w.key),
+          w.kind === 'put' ? w.value : TOMBSTONE,
+          e,
+        );
+        assert(
+          written.status === 'SUCCESS',
+          `carried write of ${txId} refused after the intent check: ${written.status}`,
+        );
+      }
+    }
     const cas = this.txState.compareAndSet(txId, null, meta);
     const { state, commitTs } = cas.stored;
     const partitionId = this.partitionId;
@@ -397,7 +415,25 @@ export class PartitionStateMachine {
       outcome: { state, commitTs },
       stored: cas.status === 'SUCCESS',
       mismatch: state !== meta.state || commitTs !== meta.commitTs,
+      ...(refused !== undefined && { refused }),
     };
+  }
+
+  /** Why a commit carrying writes cannot commit at e (it then stores ABORTED), or undefined when it can. */
+  private carriedRefusal(
+    command: FinishTxCommand,
+    carried: CarriedWrites,
+    e: HybridTimestamp,
+    work: Working,
+  ): CarriedRefusal | undefined {
+    const { lease } = work.leaseRecord;
+    if (lease === null || !tokenNames(carried.token, lease) || e >= lease.expiration) return 'lease-changed';
+    if (e >= carried.bound || (command.commitTs !== null && e < command.commitTs)) return 'commit-bound';
+    for (const w of carried.writes) {
+      const rowId = this.mv.rowIdOf(w.key);
+      if (rowId !== undefined && this.mv.readLatest(rowId).kind === 'intent') return 'write-intent';
+    }
+    return undefined;
   }
 
   /** Cleanup: every intent of the tx committed at commitTs or aborted; the map goes final. Returns the rows switched. */

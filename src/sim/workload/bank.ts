@@ -4,6 +4,8 @@
  * or read every balance in one RO transaction. Checked by `checkBank`: every read sums to the total with no negative
  * balance, and the final read is explained by the acknowledged transfers plus some of the indeterminate ones.
  */
+
+import type { TxWrite } from '../../tx/core/user-input.js';
 import { type BankModel, checkBank } from '../check/bank.js';
 import type { Operation, Transfer } from '../check/history.js';
 import { Abstain, perform, transact, type Worker, type Workload, type WorkloadContext } from './workload.js';
@@ -13,6 +15,7 @@ const INITIAL_BALANCE = 100;
 const AMOUNT_MAX = 40;
 const READ_SHARE = 0.3;
 const FINAL_READ_ATTEMPTS = 20;
+const CARRIED_SHARE = 0.5;
 
 export const BANK_MODEL: BankModel = { accounts: ACCOUNTS, initialBalance: INITIAL_BALANCE };
 
@@ -46,15 +49,25 @@ export function bankWorkload(): Workload {
       const from = worker.random.pick(ACCOUNTS);
       const to = worker.random.pick(ACCOUNTS.filter((a) => a !== from));
       const value: Transfer = { from, to, amount: 1 + worker.random.int(AMOUNT_MAX) };
+      // Half the transfers keep their writes for the commit, which carries them (as a TCP client's are).
+      const carried: TxWrite[] | undefined = worker.random.chance(CARRIED_SHARE) ? [] : undefined;
       return perform<TransferOp>(ctx, worker, { f: 'transfer', value }, () =>
-        transact(worker.client, async (tx) => {
-          const a = (await tx.get(ctx.table, from, { forUpdate: true })) as number;
-          const b = (await tx.get(ctx.table, to, { forUpdate: true })) as number;
-          if (a < value.amount) throw new Abstain('insufficient');
-          await tx.put(ctx.table, from, a - value.amount);
-          await tx.put(ctx.table, to, b + value.amount);
-          return value;
-        }),
+        transact(
+          worker.client,
+          async (tx) => {
+            const a = (await tx.get(ctx.table, from, { forUpdate: true })) as number;
+            const b = (await tx.get(ctx.table, to, { forUpdate: true })) as number;
+            if (a < value.amount) throw new Abstain('insufficient');
+            const writes = [
+              { table: ctx.table, key: from, value: a - value.amount },
+              { table: ctx.table, key: to, value: b + value.amount },
+            ];
+            if (carried !== undefined) carried.push(...writes);
+            else for (const w of writes) await tx.put(w.table, w.key, w.value);
+            return value;
+          },
+          carried === undefined ? {} : { writes: carried },
+        ),
       );
     },
 

@@ -36,6 +36,16 @@ export const COVERAGE_MARKS: readonly CoverageMark[] = [
     description: 'a partition replica restored from a Raft snapshot',
     counters: ['snapshot.installs'],
   },
+  {
+    name: 'carried-commit',
+    description: 'a commit carried its writes to its commit partition and committed them in the finish entry',
+    counters: ['finish.carriedCommits'],
+  },
+  {
+    name: 'carried-refusal',
+    description: 'a commit carrying writes was aborted by its commit partition (locks or lease lost, bound reached)',
+    counters: ['finish.carriedRefusals'],
+  },
   { name: 'wait-die-death', description: 'a lock request died under wait-die', counters: ['locks.waitDieDeaths'] },
   {
     name: 'cleanup-rescan',

@@ -12,6 +12,7 @@
 
 import type { Client, Transaction } from '../../client/client.js';
 import { BasaltError } from '../../core/errors.js';
+import type { TxWrite } from '../../tx/core/user-input.js';
 import type { HistoryRecorder, Operation, OpType } from '../check/history.js';
 import { SimulationError } from '../errors.js';
 import type { SeededRandom } from '../random.js';
@@ -112,7 +113,7 @@ export class Abstain extends Error {
 export async function transact<V>(
   client: Client,
   fn: (tx: Transaction) => Promise<V>,
-  options: { readonly readOnly?: boolean } = {},
+  options: { readonly readOnly?: boolean; readonly writes?: readonly TxWrite[] } = {},
 ): Promise<BodyResult<V>> {
   const tx = await client.begin(options.readOnly === true ? { readOnly: true } : {});
   let value: V;
@@ -127,6 +128,15 @@ export async function transact<V>(
     }
     throw error;
   }
-  await tx.commit();
+  // Writes the body kept for the commit are carried by it, as a client that buffers its writes does.
+  if (options.writes !== undefined && options.writes.length > 0) await commitWith(tx, options.writes);
+  else await tx.commit();
   return { type: 'ok', value };
+}
+
+async function commitWith(tx: Transaction, writes: readonly TxWrite[]): Promise<void> {
+  const carrying = tx as Transaction & { commitWith?: (writes: readonly TxWrite[]) => Promise<void> };
+  if (carrying.commitWith === undefined)
+    throw new BasaltError('INTERNAL', 'this client cannot carry writes with a commit');
+  await carrying.commitWith(writes);
 }

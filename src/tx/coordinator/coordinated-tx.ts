@@ -15,7 +15,7 @@ import { assert } from '../../core/assert.js';
 import type { BasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../../core/ids.js';
 import type { TimerHandle } from '../../env/timers.js';
-import type { EnlistedPartition, EnlistmentToken, LeaseInfo, TxOutcome } from '../core/messages.js';
+import type { CarriedWrite, EnlistedPartition, EnlistmentToken, LeaseInfo, TxOutcome } from '../core/messages.js';
 
 export interface Enlistment {
   readonly partitionId: PartitionId;
@@ -27,6 +27,20 @@ export interface Enlistment {
   wrote: boolean;
   /** A write here was answered before it applied: commit confirms its apply result first. */
   unconfirmed: boolean;
+  /**
+   * Rows the tx holds X-locked here (its `forUpdate` reads), whose writes may ride with the commit when this is the
+   * commit partition; undefined once more than LIMITS.txBatchKeysMax were noted (no longer tracked).
+   */
+  xLocked: Set<string> | undefined;
+}
+
+/**
+ * The writes a commit carries to its commit partition (DESIGN §4b "Fewer rounds per commit"): rows the tx holds
+ * X-locked there, where it wrote nothing before.
+ */
+export interface CarriedPlan {
+  readonly partitionId: PartitionId;
+  readonly writes: readonly CarriedWrite[];
 }
 
 export type FinishKind = 'commit' | 'rollback';
@@ -60,6 +74,8 @@ export class CoordinatedTx {
   finish: FinishRecord | undefined;
   /** The first commit or rollback's result (later calls derive theirs from it, see the coordinator). */
   finishPromise: Promise<void> | undefined;
+  /** Writes the commit carries to the commit partition (commitWith), if any. */
+  carried: CarriedPlan | undefined;
   /** This coordinator installed FINISHING for the tx (commit or abort); later steps must not try again. */
   finishingInstalled = false;
   /** The stored outcome once known (rule 14), whether learned in the foreground or by background retries. */
@@ -149,6 +165,7 @@ export class CoordinatedTx {
       expiration: lease.expiration,
       wrote,
       unconfirmed: false,
+      xLocked: new Set(),
     };
     this.enlistments.set(partitionId, e);
     this.uncertainPrimaries.delete(partitionId);

@@ -36,7 +36,7 @@ import type { HybridTimestamp, PartitionId } from '../../core/ids.js';
 import { formatTimestamp } from '../../hlc/timestamp.js';
 import { backoffMs } from '../../route/backoff.js';
 import { sendToPrimary } from '../../route/send-to-primary.js';
-import type { TxFinishRequest, TxOutcome } from '../core/messages.js';
+import type { CarriedCommit, TxFinishRequest, TxOutcome } from '../core/messages.js';
 import { expectKind } from '../core/messages.js';
 import { mismatchOutcome, outcomeOfEntry, parseOutcome, waitForFinal } from '../core/outcome.js';
 import { isFinal } from '../core/tx-state.js';
@@ -79,7 +79,11 @@ export class FinishDriver {
       tx.makeAbortOnly(deadlineError(tx, commitTs));
       return this.rollBackAndThrow(tx);
     }
-    const began = this.ctx.txStates.beginFinish(tx.id, { commitTimestamp: commitTs });
+    // A commit carrying writes stores commitTs as its lower bound: the commit partition takes the real one.
+    const began = this.ctx.txStates.beginFinish(tx.id, {
+      commitTimestamp: commitTs,
+      ...(tx.carried !== undefined && { commitTsLowerBound: true }),
+    });
     if (began.kind !== 'began') return this.followStoredDecision(tx, began, true);
     tx.finishingInstalled = true;
     const leaseFailure = await this.checkLeases(tx, commitTs);
@@ -214,6 +218,7 @@ export class FinishDriver {
             commit: true,
             commitTs,
             enlisted: tx.finishEnlisted(),
+            ...carriedOf(tx),
           };
     const { finishAttemptsMax, retryBackoffMsMax } = this.ctx.settings;
     const result = await this.drive(tx, body, 1, finishAttemptsMax, retryBackoffMsMax);
@@ -234,8 +239,11 @@ export class FinishDriver {
         await this.settle(tx, result.outcome);
         // Rule 14: whoever decided may have known only part of the enlisted set.
         await cleanUp(this.ctx, tx.id, everyTarget(tx), { unlockOnly: false, outcome: result.outcome });
-        if (foreground) throw mismatchError(tx, body, result.outcome);
-        return;
+        if (!foreground) return;
+        // A carried commit the commit partition could not take (its locks or lease were lost, the bound was
+        // reached) is aborted there: nothing committed, so the tx may run again.
+        if (body.carried !== undefined && result.outcome.state === 'ABORTED') throw carriedRefusedError(tx);
+        throw mismatchError(tx, body, result.outcome);
       case 'unknown':
         this.forgetUnknowable(tx);
         if (foreground && body.commit) throw outcomeUnknownError(tx, body, result.error);
@@ -367,6 +375,37 @@ export class FinishDriver {
       throw new BasaltError('TX_ABORTED', `tx ${tx.id} was aborted by recovery`, { txId: tx.id, reason: 'recovered' });
     }
   }
+}
+
+/** How close to the bound the commit partition may take a carried commit's commitTs, at the earliest. */
+export const CARRIED_COMMIT_MARGIN_MS = 500;
+
+/**
+ * The bound of a commit carrying writes to `commitPartitionId`: its commitTs must stay below the tx's deadline (rule
+ * 15) and below every other enlisted lease's expiration as last heard (rule 6: those leases then cover it).
+ */
+export function carriedBound(tx: CoordinatedTx, commitPartitionId: PartitionId): HybridTimestamp {
+  let bound = tx.deadline;
+  for (const e of tx.enlistedPartitions) {
+    if (e.partitionId !== commitPartitionId && e.expiration < bound) bound = e.expiration;
+  }
+  return bound;
+}
+
+/** The finish request's `carried`, for a commit that carries writes (none otherwise). */
+function carriedOf(tx: CoordinatedTx): { readonly carried?: CarriedCommit } {
+  const plan = tx.carried;
+  if (plan === undefined) return {};
+  const e = tx.enlistment(plan.partitionId);
+  assert(e !== undefined && plan.partitionId === tx.commitPartitionId, 'writes are carried to the commit partition');
+  return { carried: { token: e.token, bound: carriedBound(tx, plan.partitionId), writes: plan.writes } };
+}
+
+function carriedRefusedError(tx: CoordinatedTx): BasaltError {
+  return new BasaltError('TX_ABORTED', `tx ${tx.id} could not commit its writes on its commit partition`, {
+    txId: tx.id,
+    reason: 'carried-commit-refused',
+  });
 }
 
 function everyTarget(tx: CoordinatedTx): CleanupTarget[] {

@@ -37,7 +37,7 @@ import { LIMITS } from '../../core/limits.js';
 import type { Random } from '../../env/random.js';
 import type { Timers } from '../../env/timers.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
-import { maxTimestamp } from '../../hlc/timestamp.js';
+import { addMs, maxTimestamp } from '../../hlc/timestamp.js';
 import { backoffMs } from '../../route/backoff.js';
 import { locateOr } from '../../route/primary-directory.js';
 import { isUnexecuted, mayResendAsNew, sendToPrimary } from '../../route/send-to-primary.js';
@@ -72,8 +72,8 @@ import {
   type TxWrite,
 } from '../core/user-input.js';
 import { type CoordinatorContext, groupByPartition, settleAll } from './context.js';
-import { CoordinatedTx, type Enlistment, sameEnlistmentToken } from './coordinated-tx.js';
-import { FinishDriver } from './coordinator-finish.js';
+import { type CarriedPlan, CoordinatedTx, type Enlistment, sameEnlistmentToken } from './coordinated-tx.js';
+import { CARRIED_COMMIT_MARGIN_MS, carriedBound, FinishDriver } from './coordinator-finish.js';
 import type { TxPlacement } from './coordinator-ports.js';
 import { answerCoordinatorStateRequest } from './coordinator-state-request.js';
 import { resolveSettings, type TxCoordinatorOptions } from './settings.js';
@@ -341,6 +341,19 @@ export class TxCoordinator {
     operation: RwOperation,
     pipelined = this.ctx.settings.pipelinedWrites,
   ): Promise<RwResult> {
+    const result = await this.executeOnce(tx, partitionId, operation, pipelined);
+    if ((operation.op === 'get' || operation.op === 'getAll') && operation.forUpdate === true) {
+      this.noteLocked(tx, partitionId, operation);
+    }
+    return result;
+  }
+
+  private async executeOnce(
+    tx: CoordinatedTx,
+    partitionId: PartitionId,
+    operation: RwOperation,
+    pipelined: boolean,
+  ): Promise<RwResult> {
     let enlisted = tx.enlistment(partitionId);
     if (enlisted === undefined) {
       const pending = tx.enlisting.get(partitionId);
@@ -561,18 +574,26 @@ export class TxCoordinator {
     return this.commit(tx);
   }
 
-  /** Per partition (in parallel), the last write of each key: the puts as one putAll, then each removal. */
+  /**
+   * Per partition (in parallel), the last write of each key: the puts as one putAll, then each removal; those the
+   * commit can carry to the commit partition are kept for the finish instead (`carriable`).
+   */
   private async writeForCommit(tx: CoordinatedTx, writes: readonly TxWrite[]): Promise<void> {
     for (const w of writes) checkTable(w.table);
     const groups = groupByPartition(writes, (w) => this.ctx.placement.partitionOf(w.table, w.key));
     this.chooseCommitPartition(tx, groups);
+    const perPartition = [...groups].map(([partitionId, items]) => {
+      const last = new Map<string, TxWrite>();
+      for (const i of items) last.set(writes[i]!.key, writes[i]!);
+      return [partitionId, [...last.values()]] as const;
+    });
+    const carried = this.ctx.settings.carriedCommit ? this.carriable(tx, perPartition) : undefined;
     await settleAll(
-      [...groups].map(async ([partitionId, items]) => {
-        const last = new Map<string, TxWrite>();
-        for (const i of items) last.set(writes[i]!.key, writes[i]!);
+      perPartition.map(async ([partitionId, last]) => {
+        if (partitionId === carried?.partitionId) return;
         const entries: KeyValue[] = [];
         const removals: string[] = [];
-        for (const w of last.values()) {
+        for (const w of last) {
           if (w.value === undefined) removals.push(w.key);
           else entries.push({ key: w.key, value: w.value });
         }
@@ -584,6 +605,44 @@ export class TxCoordinator {
         }
       }),
     );
+    if (carried !== undefined) {
+      tx.carried = carried;
+      tx.mayHaveWritten = true;
+    }
+  }
+
+  /**
+   * The writes the commit can carry: those to the commit partition, if the tx wrote nothing there yet and holds
+   * every one of their rows X-locked there, and if the leases of its other partitions and its deadline leave room
+   * for the commit partition to take the commitTs (CARRIED_COMMIT_MARGIN_MS).
+   */
+  private carriable(
+    tx: CoordinatedTx,
+    perPartition: readonly (readonly [PartitionId, readonly TxWrite[]])[],
+  ): CarriedPlan | undefined {
+    const partitionId = tx.commitPartitionId;
+    const writes = perPartition.find(([p]) => p === partitionId)?.[1];
+    const e = partitionId === undefined ? undefined : tx.enlistment(partitionId);
+    if (writes === undefined || e === undefined || e.wrote || e.unconfirmed || e.xLocked === undefined)
+      return undefined;
+    const locked = e.xLocked;
+    if (writes.length > LIMITS.updateAllWritesMax || !writes.every((w) => locked.has(w.key))) return undefined;
+    if (carriedBound(tx, e.partitionId) <= addMs(this.clock.now(), CARRIED_COMMIT_MARGIN_MS)) return undefined;
+    return {
+      partitionId: e.partitionId,
+      writes: writes.map((w) =>
+        w.value === undefined ? { kind: 'remove', key: w.key } : { kind: 'put', key: w.key, value: w.value },
+      ),
+    };
+  }
+
+  /** Rows a read `forUpdate` locked exclusively: noted on the partition's enlistment (Enlistment.xLocked). */
+  private noteLocked(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): void {
+    const e = tx.enlistment(partitionId);
+    if (e?.xLocked === undefined) return;
+    const keys = operation.op === 'get' ? [operation.key] : operation.op === 'getAll' ? operation.keys : [];
+    for (const key of keys) e.xLocked.add(key);
+    if (e.xLocked.size > LIMITS.txBatchKeysMax) e.xLocked = undefined;
   }
 
   rollback(tx: CoordinatedTx): Promise<void> {

@@ -106,6 +106,12 @@ const stateAnswer = tagged('state', {
 
 const enlisted = arrayOf(fields({ partitionId: id, primaryName: id, token }), LIMITS.finishEnlistedPartitionsMax);
 
+const carried = fields({
+  token,
+  bound: leaseBound,
+  writes: arrayOf(tagged('kind', { put: fields({ key, value }), remove: fields({ key }) }), LIMITS.updateAllWritesMax),
+});
+
 /** Fields first, then a rule that ties two of them together. */
 function withRule(spec: Readonly<Record<string, Check>>, rule: BodyCheck): BodyCheck {
   const check = fieldsCheck(spec);
@@ -133,9 +139,20 @@ export const TX_MESSAGE_CHECKS: { readonly [K in TxRequestKind | TxResponseKind]
   }),
   // Rule 13: a commit carries the commitTs chosen once, an abort none.
   TxFinishRequest: withRule(
-    { txId, commitPartitionId: id, commit: boolean, commitTs: optional(timestamp), enlisted },
+    {
+      txId,
+      commitPartitionId: id,
+      commit: boolean,
+      commitTs: optional(timestamp),
+      enlisted,
+      carried: optional(carried),
+    },
     (body) =>
-      body['commit'] === (body['commitTs'] !== undefined) ? undefined : 'a commit carries its commitTs, an abort none',
+      body['commit'] === (body['commitTs'] !== undefined)
+        ? body['carried'] === undefined || body['commit'] === true
+          ? undefined
+          : 'only a commit carries writes'
+        : 'a commit carries its commitTs, an abort none',
   ),
   TxCleanupRequest: withRule(
     { txId, partitions: partitionIds, unlockOnly: boolean, outcome: optional(outcome) },
@@ -175,7 +192,7 @@ export const TX_MESSAGE_CHECKS: { readonly [K in TxRequestKind | TxResponseKind]
     pipelined: optional(literal(true)),
   }),
   ReadOnlyResponse: fieldsCheck({ readTs: timestamp, result: roResult }),
-  TxFinishResponse: fieldsCheck({ outcome }),
+  TxFinishResponse: fieldsCheck({ outcome, refused: optional(string) }),
   TxCleanupResponse: fieldsCheck({ txId, cleaned: partitionIds }),
   LeaseConfirmResponse: fieldsCheck({ confirmed: boolean }),
   WriteConfirmResponse: fieldsCheck({ writeTs: timestamp }),

@@ -129,7 +129,25 @@ export interface TxFinishRequest {
   /** Chosen once by the coordinator with FINISHING and resent unchanged on every retry (rule 13). Commit only. */
   readonly commitTs?: HybridTimestamp;
   readonly enlisted: readonly EnlistedPartition[];
+  /**
+   * A commit carrying its writes to the commit partition, whose rows the tx holds X-locked there under `token`
+   * (replica/partition/commands.ts CarriedWrites): `commitTs` is then only a lower bound, the commit partition takes
+   * the real one when it writes them, below `bound`, or stores ABORTED (and says why).
+   */
+  readonly carried?: CarriedCommit;
 }
+
+export interface CarriedCommit {
+  readonly token: EnlistmentToken;
+  /** The tx's deadline and every other enlisted partition's lease expiration, as the coordinator knows them: the least. */
+  readonly bound: HybridTimestamp;
+  /** Distinct keys: a put carries its value, a removal none. */
+  readonly writes: readonly CarriedWrite[];
+}
+
+export type CarriedWrite =
+  | { readonly kind: 'put'; readonly key: string; readonly value: Value }
+  | { readonly kind: 'remove'; readonly key: string };
 
 /** A tx's true outcome as stored by the commit partition's compare-and-set (rule 14). */
 export type TxOutcome =
@@ -139,6 +157,8 @@ export type TxOutcome =
 export interface TxFinishResponse {
   readonly kind: 'TxFinishResponse';
   readonly outcome: TxOutcome;
+  /** A carried commit that stored ABORTED instead (the outcome then says ABORTED): why it could not commit. */
+  readonly refused?: string;
 }
 
 export interface TxCleanupRequest {

@@ -169,6 +169,24 @@ describe('tx state map: merge rule', () => {
     assert.equal(map.entry(tx(1))?.commitPartitionId, CP);
   });
 
+  it("a carried commit's FINISHING holds a lower bound: COMMITTED replaces it with the stored commitTs, never a lower one", () => {
+    const { map } = newMap();
+    map.update(tx(1), { state: 'PENDING', reason: 'coordinator-begin', coordinatorId: COORD });
+    map.beginFinish(tx(1), { commitTimestamp: TS1, commitTsLowerBound: true });
+    assert.equal(map.entry(tx(1))?.commitTsLowerBound, true);
+    const r = map.update(tx(1), { state: 'COMMITTED', reason: 'finish-response', commitTimestamp: TS2 });
+    assert.deepEqual(r.kind === 'applied' && r.keptFields, []);
+    assert.deepEqual(map.get(tx(1)), { state: 'COMMITTED', coordinatorId: COORD, commitTimestamp: TS2 });
+    assert.equal(map.entry(tx(1))?.commitTsLowerBound, false);
+
+    map.update(tx(2), { state: 'PENDING', reason: 'coordinator-begin', coordinatorId: COORD });
+    map.beginFinish(tx(2), { commitTimestamp: TS2, commitTsLowerBound: true });
+    assert.throws(
+      () => map.update(tx(2), { state: 'COMMITTED', reason: 'finish-response', commitTimestamp: TS1 }),
+      AssertionError,
+    );
+  });
+
   it('UNKNOWN is never stored: putting it into the map is a bug', () => {
     const { map } = newMap();
     const unknown = { state: 'UNKNOWN', reason: 'resolution' } as unknown as TxStateUpdate;

@@ -98,6 +98,12 @@ export interface TxStateEntry {
    * entry may not be vacuumed at all (not final, or waiting for its cleanup).
    */
   readonly retentionFromMs: number | undefined;
+  /**
+   * FINISHING of a commit that carries its writes to its commit partition: `commitTimestamp` is only a lower bound,
+   * and COMMITTED replaces it with the commitTs the commit partition stored (at or above it). It answers as any
+   * FINISHING does: not visible at a readTs below the bound, waited for otherwise.
+   */
+  readonly commitTsLowerBound?: boolean;
 }
 
 /** The harness view (DESIGN §4 `node.txState(txId)`). commitTimestamp is shown for FINISHING and COMMITTED only. */
@@ -115,6 +121,8 @@ export interface TxStateUpdate {
   readonly commitPartitionId?: PartitionId | undefined;
   /** Keep the final entry until markCleanupCompleted (+ retention): coordinator and commit partition entries. */
   readonly retainUntilCleanup?: boolean;
+  /** FINISHING only: commitTimestamp is a lower bound (TxStateEntry.commitTsLowerBound). */
+  readonly commitTsLowerBound?: boolean;
 }
 
 export type TxStateUpdateResult =
@@ -171,6 +179,7 @@ const FIELDS: readonly TxStateField[] = ['coordinatorId', 'commitTimestamp', 'co
 const STATE_BITS = 0b111;
 const RETAIN_BIT = 0b1000;
 const CLEANED_BIT = 0b10000;
+const BOUND_BIT = 0b100000;
 
 /**
  * How the map stores an entry: five fields (the state and both flags packed into one small integer), so that a map of
@@ -196,13 +205,20 @@ class StoredEntry implements TxStateEntry {
   get cleanupCompleted(): boolean {
     return (this.code & CLEANED_BIT) !== 0;
   }
+
+  get commitTsLowerBound(): boolean {
+    return (this.code & BOUND_BIT) !== 0;
+  }
 }
 
 function storedEntry(
   e: Omit<TxStateEntry, 'retentionFromMs'> & { readonly retentionFromMs: number | undefined },
 ): StoredEntry {
   const code =
-    TX_STATES.indexOf(e.state) | (e.retainUntilCleanup ? RETAIN_BIT : 0) | (e.cleanupCompleted ? CLEANED_BIT : 0);
+    TX_STATES.indexOf(e.state) |
+    (e.retainUntilCleanup ? RETAIN_BIT : 0) |
+    (e.cleanupCompleted ? CLEANED_BIT : 0) |
+    (e.commitTsLowerBound === true && e.state === 'FINISHING' ? BOUND_BIT : 0);
   return new StoredEntry(code, e.coordinatorId, e.commitTimestamp, e.commitPartitionId, e.retentionFromMs);
 }
 
@@ -324,7 +340,12 @@ export class TxStateMap {
    */
   beginFinish(
     txId: TxId,
-    options: { readonly commitTimestamp?: HybridTimestamp; readonly coordinatorId?: NodeId } = {},
+    options: {
+      readonly commitTimestamp?: HybridTimestamp;
+      readonly coordinatorId?: NodeId;
+      /** The commitTs is a carried commit's lower bound (TxStateEntry.commitTsLowerBound). */
+      readonly commitTsLowerBound?: boolean;
+    } = {},
   ): BeginFinishResult {
     const result = this.update(txId, {
       state: 'FINISHING',
@@ -332,6 +353,7 @@ export class TxStateMap {
       commitTimestamp: options.commitTimestamp,
       coordinatorId: options.coordinatorId,
       retainUntilCleanup: true,
+      ...(options.commitTsLowerBound === true && { commitTsLowerBound: true }),
     });
     switch (result.kind) {
       case 'applied':
@@ -482,13 +504,24 @@ export class TxStateMap {
       return { kind: 'ignored', entry: previous };
     }
     if (previous === undefined && this.size >= this.entriesMax) return { kind: 'refused', code: 'OVERLOADED' };
-    const keptFields = FIELDS.filter((f) => conflicts(previous?.[f], next[f]));
+    // A carried commit's lower bound gives way to the commitTs its commit partition stored (never below it).
+    const boundReplaced =
+      previous?.commitTsLowerBound === true && next.state === 'COMMITTED' && next.commitTimestamp !== undefined;
+    assert(
+      !boundReplaced || (previous?.commitTimestamp ?? 0n) <= (next.commitTimestamp ?? 0n),
+      'a carried commit commits at or above its lower bound',
+      txId,
+    );
+    const keptFields = FIELDS.filter(
+      (f) => !(boundReplaced && f === 'commitTimestamp') && conflicts(previous?.[f], next[f]),
+    );
     const retainUntilCleanup = (previous?.retainUntilCleanup ?? false) || next.retainUntilCleanup === true;
     const cleanupCompleted = previous?.cleanupCompleted ?? false;
     const entry = storedEntry({
       state: next.state,
       coordinatorId: previous?.coordinatorId ?? next.coordinatorId,
-      commitTimestamp: previous?.commitTimestamp ?? next.commitTimestamp,
+      commitTimestamp: boundReplaced ? next.commitTimestamp : (previous?.commitTimestamp ?? next.commitTimestamp),
+      commitTsLowerBound: next.state === 'FINISHING' && next.commitTsLowerBound === true,
       commitPartitionId: previous?.commitPartitionId ?? next.commitPartitionId,
       retainUntilCleanup,
       cleanupCompleted,
@@ -565,6 +598,7 @@ function fieldsOf(e: TxStateEntry): TxStateEntry {
     retainUntilCleanup: e.retainUntilCleanup,
     cleanupCompleted: e.cleanupCompleted,
     retentionFromMs: e.retentionFromMs,
+    commitTsLowerBound: e.commitTsLowerBound === true,
   };
 }
 
@@ -592,7 +626,12 @@ export function checkTxStateSuccession(txId: TxId, prev: TxStateEntry, next: TxS
   );
   assert(
     (prev.coordinatorId === undefined || next.coordinatorId === prev.coordinatorId) &&
-      (prev.commitTimestamp === undefined || next.commitTimestamp === prev.commitTimestamp) &&
+      (prev.commitTimestamp === undefined ||
+        next.commitTimestamp === prev.commitTimestamp ||
+        (prev.commitTsLowerBound === true &&
+          next.state === 'COMMITTED' &&
+          next.commitTimestamp !== undefined &&
+          next.commitTimestamp >= prev.commitTimestamp)) &&
       (prev.commitPartitionId === undefined || next.commitPartitionId === prev.commitPartitionId),
     'a set field is never changed (rule 13 for the commitTs)',
     txId,
