@@ -141,3 +141,23 @@ test('a peer that announced a graceful stop stays live but takes over nothing; i
   assert.equal(m.canSucceed(nodeName('n9')), false, 'an unknown peer is not');
   assert.equal(m.canSucceed(nodeName('n1')), true, 'this node itself');
 });
+
+test('rule 19: the clock verdict is computed at most once per whole millisecond of a fractional clock', () => {
+  let now = 10.25;
+  const m = new Membership({ self: peer('n1', 'self-id'), nowMs: () => now, timeoutMs: 1_000 });
+  m.peerUp(peer('n2', 'a'));
+  let computed = 0;
+  const verdict = m.clockOffsets.verdict.bind(m.clockOffsets);
+  m.clockOffsets.verdict = (...args) => {
+    computed++;
+    return verdict(...args);
+  };
+  for (const t of [10.25, 10.5, 10.75, 10.99]) {
+    now = t;
+    assert.equal(m.clockWithinBound(), true);
+  }
+  assert.equal(computed, 1, 'one computation within millisecond 10');
+  now = 11.01;
+  m.clockWithinBound();
+  assert.equal(computed, 2, 'and another in the next one');
+});

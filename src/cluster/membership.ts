@@ -152,8 +152,9 @@ export class Membership {
 
   /** Rule 19: whether this node's clock is beyond the bound from a majority of the live nodes it measured. */
   clockVerdict(): ClockVerdict {
-    // Asked on every primary request: computed at most once per millisecond and per new sample.
-    const now = this.nowMs();
+    // Asked on every primary request: computed at most once per whole millisecond (the monotonic clock has
+    // fractions) and per new sample.
+    const now = Math.floor(this.nowMs());
     if (this.verdictCache?.atMs !== now) {
       this.verdictCache = { atMs: now, verdict: this.clockOffsets.verdict(this.livePeers(), this.clockOffsetBoundMs) };
     }
