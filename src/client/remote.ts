@@ -159,6 +159,7 @@ class RemoteConnection {
   private window: number = LIMITS.clientRequestsInFlightMax;
   private written = 0;
   private readonly unsent: number[] = [];
+  private flushScheduled = false;
   private state: 'connecting' | 'open' | 'closed' = 'connecting';
   private readonly decoder: FrameDecoder;
   private readonly pending = new Map<number, PendingCall>();
@@ -219,18 +220,43 @@ class RemoteConnection {
       this.pending.set(id, { kind: request.kind, onLoss, unsent: Buffer.concat(frame), resolve, reject, timer });
       assert(this.pending.size <= this.limits.pendingCallsMax, 'at most pendingCallsMax calls pending');
       this.unsent.push(id);
-      this.flush();
+      this.scheduleFlush();
     });
   }
 
-  /** Writes waiting requests while the window has room. */
+  /**
+   * The calls made in one turn of work go out in one socket write: flushed from a microtask, so a lone call waits
+   * for nothing else.
+   */
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    queueMicrotask(this.flushNow);
+  }
+
+  private readonly flushNow = (): void => {
+    this.flushScheduled = false;
+    this.flush();
+  };
+
+  /** Writes waiting requests while the window has room, in one socket write. */
   private flush(): void {
+    const batch: Buffer[] = [];
+    try {
+      this.fillWindow(batch);
+    } finally {
+      if (batch.length > 0 && this.state === 'open')
+        this.socket.write(batch.length === 1 ? batch[0]! : Buffer.concat(batch));
+    }
+  }
+
+  private fillWindow(batch: Buffer[]): void {
     while (this.written < this.window && this.state === 'open') {
       const id = this.unsent.shift();
       if (id === undefined) return;
       const call = this.pending.get(id);
       if (call?.unsent === undefined) continue; // timed out while waiting
-      this.socket.write(call.unsent);
+      batch.push(call.unsent);
       call.unsent = undefined;
       this.written++;
       assert(
