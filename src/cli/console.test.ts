@@ -5,13 +5,14 @@
  * node red. Screenshots go to .basalt/artifacts/console/. Without Chromium the browser part skips, saying why.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import puppeteer, { type Page } from 'puppeteer-core';
 import { connect, type RemoteClient } from '../client/remote.js';
 import { freeRange } from '../testing/port-range.js';
@@ -21,6 +22,7 @@ const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
 const ARTIFACTS = fileURLToPath(new URL('../../../.basalt/artifacts/console/', import.meta.url));
 const CHROMIUM = process.env['BASALT_CHROMIUM'] ?? '/usr/bin/chromium';
 const TABLE = 'kv';
+const run = promisify(execFile);
 const PARTITIONS = 4;
 
 interface Answer {
@@ -175,6 +177,13 @@ test('console on a real 3-node cluster: JSON endpoints, then the page in headles
       dataJson(cluster.metrics, beforeUpdateMs),
     );
     await t.test('events: the backlog, then a sample a second', () => eventsJson(cluster.metrics));
+    await t.test('basalt console --connect prints the page address and what the node sees', async () => {
+      const address = cluster.metrics.slice('http://'.length);
+      const { stdout } = await run(process.execPath, [MAIN, 'console', '--connect', address]);
+      assert.match(stdout, new RegExp(`open ${cluster.metrics}/console\\n`));
+      assert.match(stdout, /n1 self, n2 live, n3 live; 4 partitions/);
+      await assert.rejects(run(process.execPath, [MAIN, 'console', '--connect', '127.0.0.1:1']), { code: 1 });
+    });
     await t.test('the page in headless Chromium', (tt) => browser(tt, cluster, shared.txId));
     await open.rollback().catch(() => {});
   } finally {

@@ -92,6 +92,11 @@ function usePoll(path, everyMs) {
   return state;
 }
 
+/** A value as JSON: on one line when short, else indented. */
+const pretty = (value) => {
+  const line = JSON.stringify(value);
+  return line.length <= 80 ? line : JSON.stringify(value, null, 2);
+};
 const time = (ms) => (ms == null ? '—' : new Date(ms).toISOString().slice(11, 23));
 const health = (liveness) => (liveness === 'live' || liveness === 'self' ? 'ok' : liveness === 'suspect' ? 'warn' : 'down');
 
@@ -210,7 +215,7 @@ function TxTable({ rows, live }) {
 
 function Transactions() {
   const [query, setQuery] = useState('');
-  const poll = usePoll('/console/api/transactions?limit=50&q=' + encodeURIComponent(query), TX_POLL_MS);
+  const poll = usePoll('/console/api/transactions?limit=20&q=' + encodeURIComponent(query), TX_POLL_MS);
   const t = poll.data;
   return html\`<section id="transactions"><h2>Transactions</h2>
     \${t == null
@@ -222,6 +227,7 @@ function Transactions() {
     \${t == null ? '' : html\`<\${TxTable} rows=\${t.entries} live=\${false} />
       \${t.truncated ? html\`<p class="note">more entries match: narrow the search</p>\` : ''}
       <h3>Oldest live transactions</h3>
+      <p class="note">locks and waits as the lock tables of the partitions \${t.node} is primary of hold them</p>
       \${t.oldestLive.length === 0 ? html\`<p class="note">none</p>\` : html\`<\${TxTable} rows=\${t.oldestLive} live=\${true} />\`}\`}
   </section>\`;
 }
@@ -234,7 +240,7 @@ function History({ history }) {
     <tbody>\${history.versions.map(
       (v) => html\`<tr><td>\${v.kind === 'intent' ? 'intent of ' + v.txId : 'committed'}</td>
         <td>\${v.commitTs == null ? '—' : time(v.commitTsMs) + ' (' + v.commitTs + ')'}</td>
-        <td><pre>\${v.deleted ? '(deleted)' : JSON.stringify(v.value, null, 2)}</pre></td></tr>\`,
+        <td><pre>\${v.deleted ? '(deleted)' : pretty(v.value)}</pre></td></tr>\`,
     )}</tbody></table>\`;
 }
 
@@ -279,7 +285,7 @@ function Data({ tables }) {
       <table class="rows"><thead><tr><th>key</th><th>value</th></tr></thead>
         <tbody>\${page.rows.map(
           (r) => html\`<tr data-key=\${r.key}><td><a href="#" onClick=\${(e) => { e.preventDefault(); showHistory(r.key); }}>\${r.key}</a></td>
-            <td><pre>\${JSON.stringify(r.value, null, 2)}</pre></td></tr>\`,
+            <td><pre>\${pretty(r.value)}</pre></td></tr>\`,
         )}</tbody></table>
       \${page.rows.length === 0 ? html\`<p class="note">no keys</p>\` : ''}
       \${page.next != null ? html\`<button id="data-next" onClick=\${() => load(page.next)}>next page</button>\` : ''}\`}
