@@ -176,7 +176,9 @@ test('console on a real 3-node cluster: JSON endpoints, then the page in headles
     await t.test('data: prefix pages, a read at an earlier timestamp, a key’s versions', () =>
       dataJson(cluster.metrics, beforeUpdateMs),
     );
-    await t.test('events: the backlog, then a sample a second', () => eventsJson(cluster.metrics));
+    await t.test('events: the backlog, then a sample a second counting commits, aborts and implicit operations', () =>
+      eventsJson(cluster.metrics, c),
+    );
     await t.test('basalt console --connect prints the page address and what the node sees', async () => {
       const address = cluster.metrics.slice('http://'.length);
       const { stdout } = await run(process.execPath, [MAIN, 'console', '--connect', address]);
@@ -290,29 +292,92 @@ async function dataJson(metrics: string, beforeUpdateMs: number): Promise<void> 
   assert.equal((await get(metrics, `/console/api/data/scan?table=${TABLE}&at=yesterday`)).status, 400);
 }
 
-async function eventsJson(metrics: string): Promise<void> {
+interface Sample {
+  readonly intervalMs: number;
+  readonly commits: number;
+  readonly aborts: number;
+  readonly implicitReads: number;
+  readonly implicitWrites: number;
+  readonly commitP50Ms: number | null;
+  readonly raftCommitP99Ms: number | null;
+  readonly resolution: Readonly<Record<string, number>>;
+}
+
+/** Reads the event stream: the backlog frame first, then the samples, one a second. */
+function eventStream(metrics: string) {
   const { hostname, port } = new URL(metrics);
-  const frames = await new Promise<string[]>((resolve, reject) => {
-    const req = request({ host: hostname, port, path: '/console/api/events' }, (res) => {
-      assert.match(String(res.headers['content-type']), /^text\/event-stream/);
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => {
-        text += c;
-        const done = text.split('\n\n').filter((f) => f.includes('data: '));
-        if (done.length >= 2) {
-          req.destroy();
-          resolve(done);
-        }
-      });
+  const frames: string[] = [];
+  let text = '';
+  const req = request({ host: hostname, port, path: '/console/api/events' }, (res) => {
+    assert.match(String(res.headers['content-type']), /^text\/event-stream/);
+    res.setEncoding('utf8');
+    res.on('data', (c: string) => {
+      text += c;
+      const parts = text.split('\n\n');
+      text = parts.pop() ?? '';
+      frames.push(...parts.filter((f) => f.includes('data: ')));
     });
-    req.on('error', (error) => (error.message.includes('aborted') ? undefined : reject(error)));
-    req.end();
   });
-  assert.match(frames[0]!, /event: backlog/);
-  const sample = JSON.parse(frames[1]!.slice(frames[1]!.indexOf('data: ') + 6)) as Record<string, unknown>;
-  for (const field of ['t', 'commits', 'aborts', 'implicitReads', 'implicitWrites', 'resolution', 'raftCommitP99Ms']) {
-    assert.ok(field in sample, field);
+  req.on('error', () => {});
+  req.end();
+  return { frames, close: () => req.destroy() };
+}
+
+const dataOf = (frame: string): unknown => JSON.parse(frame.slice(frame.indexOf('data: ') + 6));
+
+async function eventsJson(metrics: string, client: RemoteClient): Promise<void> {
+  const stream = eventStream(metrics);
+  try {
+    await until('the backlog frame', async () => stream.frames[0]);
+    assert.match(stream.frames[0]!, /^retry: \d+\nevent: backlog\n/);
+    assert.ok(Array.isArray(dataOf(stream.frames[0]!)));
+    const from = stream.frames.length;
+    for (let i = 0; i < 3; i++) await client.transaction((tx) => tx.put(TABLE, `events:${i}`, i));
+    const rolledBack = await client.begin();
+    await rolledBack.put(TABLE, 'events:never', 'rolled back');
+    await rolledBack.rollback();
+    await client.put(TABLE, 'events:implicit', 1);
+    await client.put(TABLE, 'events:implicit', 2);
+    assert.equal(await client.get(TABLE, 'events:implicit'), 2);
+    await client.get(TABLE, 'events:0');
+    // Each sample's rates times its interval, summed over the samples since, count what was done: 3 explicit commits
+    // and 2 one-phase ones, 1 abort, 2 implicit writes and 2 implicit reads.
+    const total = (samples: readonly Sample[], f: (s: Sample) => number) =>
+      Math.round(samples.reduce((a, s) => a + (f(s) * s.intervalMs) / 1_000, 0));
+    const samples = await until('samples counting the work', async () => {
+      const all = stream.frames.slice(from).map((f) => dataOf(f) as Sample);
+      return total(all, (s) => s.commits) >= 5 && total(all, (s) => s.implicitReads) >= 2 ? all : undefined;
+    });
+    await new Promise((r) => setTimeout(r, 1_500));
+    const all = stream.frames.slice(from).map((f) => dataOf(f) as Sample);
+    assert.ok(all.length >= samples.length);
+    assert.equal(
+      total(all, (s) => s.commits),
+      5,
+    );
+    assert.equal(
+      total(all, (s) => s.aborts),
+      1,
+    );
+    assert.equal(
+      total(all, (s) => s.implicitWrites),
+      2,
+    );
+    assert.equal(
+      total(all, (s) => s.implicitReads),
+      2,
+    );
+    assert.ok(
+      all.some((s) => s.commitP50Ms !== null && s.commitP50Ms > 0),
+      'a commit latency was measured',
+    );
+    assert.ok(
+      all.some((s) => s.raftCommitP99Ms !== null),
+      'a Raft commit latency was measured',
+    );
+    assert.ok(all.every((s) => 'commitPartition' in s.resolution && 'recovery' in s.resolution));
+  } finally {
+    stream.close();
   }
 }
 

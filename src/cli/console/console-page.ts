@@ -107,7 +107,7 @@ function Members({ cluster }) {
         <b>\${m.name}</b> <span class="badge">\${m.liveness}</span>
         <small>\${m.address || 'address not recorded'}</small>
         <small>\${m.state}\${m.metaVoter ? ' · metastorage voter' : ''}\${m.dead ? ' · declared dead' : ''}</small>
-        <small>\${m.clockOffsetMs == null ? '' : 'clock offset ' + m.clockOffsetMs + ' ms'}</small>
+        <small>\${m.clockOffsetMs == null ? '' : 'clock offset ' + m.clockOffsetMs.toFixed(2) + ' ms'}</small>
       </div>\`,
     )}
   </div>\`;

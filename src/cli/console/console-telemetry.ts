@@ -26,8 +26,10 @@ const FINISHING_TRACKED_MAX = 10_000;
 const OUTCOME_REASONS = new Set(['finish-response', 'one-phase', 'unlock-only']);
 
 export interface ConsoleSample {
-  /** Wall-clock ms at the end of the second. */
+  /** Wall-clock ms at the end of the interval. */
   readonly t: number;
+  /** Length of the interval the rates are of (about a second): a rate times it is a count. */
+  readonly intervalMs: number;
   readonly commits: number;
   readonly aborts: number;
   readonly implicitReads: number;
@@ -162,6 +164,7 @@ function sampleOf(before: Totals, after: Totals, txStateEntries: number): Consol
   const raft = difference(before.raftLatency, after.raftLatency);
   return {
     t: after.atMs,
+    intervalMs: after.atMs - before.atMs,
     commits: counts['commits'] ?? 0,
     aborts: counts['aborts'] ?? 0,
     implicitReads: counts['implicitReads'] ?? 0,
