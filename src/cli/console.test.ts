@@ -290,6 +290,10 @@ async function dataJson(metrics: string, beforeUpdateMs: number): Promise<void> 
   assert.ok(BigInt(history.versions[0]!.commitTs) > BigInt(history.versions[1]!.commitTs));
   assert.equal((await get(metrics, '/console/api/data/scan?table=nope')).status, 400);
   assert.equal((await get(metrics, `/console/api/data/scan?table=${TABLE}&at=yesterday`)).status, 400);
+  assert.equal((await get(metrics, `/console/api/data/history?table=${TABLE}`)).status, 400, 'no key');
+  assert.equal((await get(metrics, `/console/api/transactions?q=${'x'.repeat(5_000)}`)).status, 400, 'too long');
+  assert.equal((await get(metrics, `/console/api/data/scan?table=${TABLE}&prefix=%ZZ`)).status, 200, 'lenient');
+  assert.equal((await get(metrics, '/health')).status, 200, 'the node still serves');
 }
 
 interface Sample {

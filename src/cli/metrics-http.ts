@@ -105,7 +105,9 @@ function handle(
   if (request.method !== 'GET') {
     reply(response, 405, 'text/plain', 'method not allowed\n');
   } else if (isConsolePath(path)) {
-    void serveConsole(consoleContext, new URL(request.url ?? '/', 'http://console.invalid'), response);
+    void serveConsole(consoleContext, new URL(request.url ?? '/', 'http://console.invalid'), response).catch(() =>
+      response.destroy(),
+    );
   } else if (path === '/metrics') {
     reply(response, 200, 'text/plain; version=0.0.4; charset=utf-8', renderMetrics(options));
   } else if (path === '/health') {

@@ -93,8 +93,27 @@ export function isConsolePath(path: string): boolean {
   return path === '/console' || path.startsWith('/console/');
 }
 
-/** Answers one GET under `/console`: the one place every console request passes. */
+/**
+ * Answers one GET under `/console`: the one place every console request passes. It never rejects: a failure (a
+ * client's bad query, a node that is not running, a vendor file missing from the installation) becomes a JSON error.
+ */
 export async function serveConsole(ctx: ConsoleContext, url: URL, response: ServerResponse): Promise<void> {
+  try {
+    await dispatch(ctx, url, response);
+  } catch (error) {
+    if (response.headersSent) {
+      response.end();
+      return;
+    }
+    const coded = isBasaltError(error) ? error : undefined;
+    const status = coded === undefined ? 500 : coded.code === 'INVALID_ARGUMENT' ? 400 : coded.retryable ? 503 : 500;
+    sendJson(response, status, {
+      error: { code: coded?.code ?? 'INTERNAL', message: error instanceof Error ? error.message : String(error) },
+    });
+  }
+}
+
+async function dispatch(ctx: ConsoleContext, url: URL, response: ServerResponse): Promise<void> {
   const vendor = url.pathname.startsWith('/console/vendor/') ? vendorFile(url.pathname.slice(16)) : undefined;
   if (vendor !== undefined) {
     response.writeHead(200, {
@@ -110,19 +129,7 @@ export async function serveConsole(ctx: ConsoleContext, url: URL, response: Serv
     sendJson(response, 404, { error: { code: 'NOT_FOUND', message: `no console resource ${url.pathname}` } });
     return;
   }
-  try {
-    await route(ctx, url.searchParams, response);
-  } catch (error) {
-    if (response.headersSent) {
-      response.end();
-      return;
-    }
-    const coded = isBasaltError(error) ? error : undefined;
-    const status = coded === undefined ? 500 : coded.code === 'INVALID_ARGUMENT' ? 400 : coded.retryable ? 503 : 500;
-    sendJson(response, status, {
-      error: { code: coded?.code ?? 'INTERNAL', message: error instanceof Error ? error.message : String(error) },
-    });
-  }
+  await route(ctx, url.searchParams, response);
 }
 
 function running(ctx: ConsoleContext): BasaltNode {
