@@ -170,8 +170,9 @@ function Chart({ title, samples, series }) {
 function Live({ samples }) {
   const last = samples[samples.length - 1];
   return html\`<section id="live"><h2>Throughput and latency</h2>
-    <p class="note">this node, one sample a second, the last 15 minutes kept in this page ·
-      \${last ? last.commits + ' commits/s, ' + last.aborts + ' aborts/s' : 'waiting for the first sample'}</p>
+    <p class="note">this node, one sample a second, the last 15 minutes kept in this page\${' · '}\${last
+      ? 'last second: ' + last.commits + ' commits, ' + last.aborts + ' aborts'
+      : 'waiting for the first sample'}</p>
     <div class="charts">
       <\${Chart} title="per second" samples=\${samples} series=\${[
         { label: 'commits', color: '#2a7', get: (s) => s.commits },
@@ -241,7 +242,8 @@ function History({ history }) {
       (v) => html\`<tr><td>\${v.kind === 'intent' ? 'intent of ' + v.txId : 'committed'}</td>
         <td>\${v.commitTs == null ? '—' : time(v.commitTsMs) + ' (' + v.commitTs + ')'}</td>
         <td><pre>\${v.deleted ? '(deleted)' : pretty(v.value)}</pre></td></tr>\`,
-    )}</tbody></table>\`;
+    )}</tbody></table>
+    \${history.truncated ? html\`<p class="note">older versions not shown</p>\` : ''}\`;
 }
 
 function Data({ tables }) {
