@@ -3,7 +3,8 @@
  * Members come from the metastorage view with their liveness as this node's membership judges it (rule 17: live,
  * suspect, gone; a member never seen is unknown). Partitions come from the assignments; for a partition hosted here
  * the Raft status (leader, term, commit and applied index) and the applied lease (holder, window, phase) are this
- * node's own; for one hosted elsewhere only the primary this node routes to is known. Lists are cut at a limit.
+ * node's own; for one hosted elsewhere only the primary this node routes to is known. Members, tables and partitions
+ * are each cut at the limit (`truncated` tells about partitions).
  */
 
 import type { NodeId, NodeName, PartitionId } from '../../core/ids.js';
@@ -74,7 +75,7 @@ export interface ConsoleCluster {
 export function clusterView(node: BasaltNode, version: string, limit: number): ConsoleCluster {
   const view = node.metastorage.view();
   const offsets = node.membership.clockOffsetsMs();
-  const members = (view.members ?? []).map((m): ConsoleMember => {
+  const members = (view.members ?? []).slice(0, limit).map((m): ConsoleMember => {
     const id = node.membership.currentIdOf(m.name as NodeName);
     return {
       name: m.name,
@@ -101,7 +102,9 @@ export function clusterView(node: BasaltNode, version: string, limit: number): C
     metastorageLeader: node.metastorage.leader() ?? null,
     metaRevision: node.metastorage.revision,
     members,
-    tables: view.tables.map((t) => ({ name: t.name, id: t.id, partitions: t.partitions, replicas: t.replicas })),
+    tables: view.tables
+      .slice(0, limit)
+      .map((t) => ({ name: t.name, id: t.id, partitions: t.partitions, replicas: t.replicas })),
     partitions,
     partitionCount: view.assignments.length,
     truncated: view.assignments.length > limit,
