@@ -3,9 +3,9 @@
  * The `basalt` command. `basalt start` runs one node of a cluster in this process (peers over TCP, LMDB in its own
  * data directory); `basalt cluster` supervises a local cluster of `basalt start` child processes; `basalt local` runs
  * a whole local cluster inside one process (a developer tool). These stop gracefully on SIGINT/SIGTERM (a second
- * SIGINT exits at once). `basalt table`, `status` and `demo` work against a running cluster (client port and metrics
- * endpoints). `basalt sim` runs the deterministic simulator (workloads under faults, checked histories); `basalt check`
- * checks a history file. `basalt cert` creates and lists the CA, node and client certificates (certs.ts).
+ * SIGINT exits at once). `basalt table`, `status`, `console` and `demo` work against a running cluster (client port
+ * and metrics endpoints). `basalt sim` runs the deterministic simulator (workloads under faults, checked
+ * histories); `basalt check` checks a history file. `basalt cert` creates and lists the CA, node and client certificates (certs.ts).
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
@@ -28,6 +28,7 @@ import {
 } from './certs.js';
 import { runCluster } from './cluster-command.js';
 import { log, port, positiveInt, type TableSpec, tableSpec } from './common.js';
+import { consoleCommand } from './console/console-command.js';
 import {
   DATA_EXIT_CODES,
   type DataOp,
@@ -353,6 +354,14 @@ program
   .action(async (options: { metrics: string }) => {
     const up = await status(options.metrics.split(','));
     if (up === 0) process.exitCode = 1;
+  });
+
+program
+  .command('console')
+  .description("print the web console's address on a node's metrics port (every node serves it under /console)")
+  .option('--connect <address>', 'the metrics endpoint host:port of the node to ask', DEFAULT_METRICS.split(',')[0])
+  .action(async (options: { connect: string }) => {
+    process.exitCode = await consoleCommand(options.connect);
   });
 
 program

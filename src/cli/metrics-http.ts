@@ -12,12 +12,18 @@
  * beside them the heap in use as the last major collection left it (read when the collection is reported, once a
  * metrics server runs): the heap in use at a scrape swings with young garbage, the heap after a major GC is what a
  * leak makes grow.
+ *
+ * The web console is served here too, under `/console` (console/console-http.ts): every path below it goes to
+ * `serveConsole`, the one place a future authorization check wraps.
  */
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { cumulativeCounts, type HistogramSnapshot } from '../core/histogram.js';
 import type { BasaltNode } from '../node/basalt-node.js';
+import { type ConsoleContext, isConsolePath, serveConsole } from './console/console-http.js';
+import { ConsoleTelemetry } from './console/console-telemetry.js';
 
 export interface MetricsServerOptions {
   readonly host: string;
@@ -52,37 +58,63 @@ export class MetricsServer {
   private constructor(
     private readonly server: Server,
     readonly url: string,
+    private readonly telemetry: ConsoleTelemetry,
   ) {}
 
   static async start(options: MetricsServerOptions): Promise<MetricsServer> {
     watchMajorGcs();
-    const server = createServer((request, response) => handle(options, request, response));
+    const telemetry = new ConsoleTelemetry(options.nodeOf);
+    const consoleContext: ConsoleContext = { nodeOf: options.nodeOf, telemetry, version: packageVersion() };
+    const server = createServer((request, response) => handle(options, consoleContext, request, response));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(options.port, options.host, () => resolve());
     });
     const { port } = server.address() as AddressInfo;
     const host = options.advertisedHost ?? options.host;
-    return new MetricsServer(server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`);
+    telemetry.start();
+    return new MetricsServer(server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`, telemetry);
   }
 
   close(): Promise<void> {
+    this.telemetry.stop();
     this.server.closeAllConnections();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
 }
 
-function handle(options: MetricsServerOptions, request: IncomingMessage, response: ServerResponse): void {
-  const path = (request.url ?? '/').split('?')[0];
+/** This package's version, as its package.json says (two levels above the built `dist/src/cli`). */
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
+      version?: unknown;
+    };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+function handle(
+  options: MetricsServerOptions,
+  consoleContext: ConsoleContext,
+  request: IncomingMessage,
+  response: ServerResponse,
+): void {
+  const path = (request.url ?? '/').split('?')[0] ?? '/';
   if (request.method !== 'GET') {
     reply(response, 405, 'text/plain', 'method not allowed\n');
+  } else if (isConsolePath(path)) {
+    void serveConsole(consoleContext, new URL(request.url ?? '/', 'http://console.invalid'), response).catch(() =>
+      response.destroy(),
+    );
   } else if (path === '/metrics') {
     reply(response, 200, 'text/plain; version=0.0.4; charset=utf-8', renderMetrics(options));
   } else if (path === '/health') {
     const health = healthOf(options.nodeOf());
     reply(response, health.ok ? 200 : 503, 'application/json', `${JSON.stringify(health)}\n`);
   } else {
-    reply(response, 404, 'text/plain', 'not found: try /metrics or /health\n');
+    reply(response, 404, 'text/plain', 'not found: try /metrics, /health or /console\n');
   }
 }
 

@@ -24,6 +24,12 @@ import type { BackendTransaction, ClientBackend, RemoteBeginOptions } from './se
 /** Polling period while waiting for this node's metastorage view to show a table change. */
 const TABLE_POLL_MS = 20;
 
+/** Counters the node client bumps on its node: implicit operations asked of it (each call once, retries not counted). */
+export const NODE_CLIENT_COUNTERS = {
+  implicitReads: 'client.implicitReads',
+  implicitWrites: 'client.implicitWrites',
+} as const;
+
 export function nodeClient(node: BasaltNode): ClientBackend {
   return new NodeClient(node);
 }
@@ -58,15 +64,18 @@ class NodeClient implements ClientBackend {
 
   /** One lock-free read on the key's primary at the primary's `now` (as the embedded client), retried when retryable. */
   get(table: string, key: string): Promise<Value | undefined> {
+    this.basalt.counters.add(NODE_CLIENT_COUNTERS.implicitReads);
     return this.retrying(() => this.service().readOnly.getImplicit(table, key));
   }
 
   /** An implicit one-phase write; a failure that proves it did not apply (retryable) is retried as a new one. */
   async put(table: string, key: string, value: Value): Promise<void> {
+    this.basalt.counters.add(NODE_CLIENT_COUNTERS.implicitWrites);
     await this.retrying(() => this.service().coordinator.putImplicit(table, key, value));
   }
 
   async remove(table: string, key: string): Promise<void> {
+    this.basalt.counters.add(NODE_CLIENT_COUNTERS.implicitWrites);
     await this.retrying(() => this.service().coordinator.removeImplicit(table, key));
   }
 

@@ -649,3 +649,25 @@ describe('tx state map: the sweep cursor over non-final entries', () => {
     assert.deepEqual(lap, [tx(1), tx(2), tx(5)], 'the next call starts a new lap, listing each entry once');
   });
 });
+
+describe('tx state map: entries for readers (the console)', () => {
+  it('lists every entry once, live ones first, and reads only as far as the reader goes', () => {
+    const { map } = newMap();
+    map.update(tx(1), { state: 'PENDING', reason: 'coordinator-begin', coordinatorId: COORD });
+    map.beginFinish(tx(1), { commitTimestamp: TS1 });
+    map.update(tx(1), { state: 'COMMITTED', reason: 'finish-response' });
+    assert.equal(map.markCleanupCompleted(tx(1)), true, 'tx 1 is retained, no longer live');
+    map.update(tx(2), { state: 'PENDING', reason: 'coordinator-begin', coordinatorId: COORD });
+    map.update(tx(3), { state: 'ABORTED', reason: 'resolution' });
+    const listed = [...map.entries()].map(([id, e]) => [id, e.state]);
+    // The live entry, then the retained ones in the order their retention started (a cached outcome at once).
+    assert.deepEqual(listed, [
+      [tx(2), 'PENDING'],
+      [tx(1), 'COMMITTED'],
+      [tx(3), 'ABORTED'],
+    ]);
+    const reader = map.entries();
+    assert.equal(reader.next().value?.[0], tx(2));
+    assert.equal(reader.return().done, true, 'a reader may stop after the first entry');
+  });
+});

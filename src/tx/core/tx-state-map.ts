@@ -290,6 +290,15 @@ export class TxStateMap {
     return [...this.live.keys(), ...this.retained.keys()];
   }
 
+  /**
+   * Every entry, live ones first (each part in insertion order), read lazily: a reader that stops after n entries
+   * does work for n only (the console lists pages of the map). The map must not change while it is iterated.
+   */
+  *entries(): Generator<readonly [TxId, TxStateEntry], void, undefined> {
+    yield* this.live;
+    yield* this.retained;
+  }
+
   /** The full stored entry, with bookkeeping. */
   entry(txId: TxId): TxStateEntry | undefined {
     return this.lookup(txId);
