@@ -5,12 +5,22 @@
  * stopped half way and run again ends with the same rows, none written twice.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { HybridTimestamp } from '../core/ids.js';
-import { type Client, type Cluster, isBasaltError, startCluster } from '../index.js';
+import { type Client, type Cluster, connect, isBasaltError, startClientServer, startCluster } from '../index.js';
+import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import { RESTORE_MARKER_PREFIX, verifyBackup } from './restore.js';
 
@@ -232,6 +242,49 @@ describe('backup and restore', () => {
     await assert.rejects(client.restore({ from: join(dir, 'big'), as: 'big-restored' }), {
       code: 'RESTORE_TARGET_NOT_EMPTY',
     });
+  });
+
+  it("a backup's snapshot holds its coordinator's low watermark while it runs, released when it ends or its client dies", async () => {
+    const service = cluster.basaltNode('n1')!.service<CoordinatorService>(COORDINATOR_SERVICE)!;
+    const watermark = service.readOnly.watermark;
+    const server = await startClientServer(cluster, 'n1');
+    try {
+      const remote = await connect(server.address);
+      const held: (HybridTimestamp | undefined)[] = [];
+      const summary = await remote.backup({
+        to: join(dir, 'held'),
+        tables: ['big'],
+        concurrency: 1,
+        onProgress: () => held.push(watermark.oldestOpen()),
+      });
+      assert.ok(held.length > 0 && held.every((ts) => ts === summary.timestamp), 'held at T throughout');
+      assert.ok(watermark.current() <= summary.timestamp);
+      assert.equal(watermark.oldestOpen(), undefined, 'released when the backup ended');
+
+      const dying = await connect(server.address);
+      let during: HybridTimestamp | undefined;
+      await assert.rejects(
+        dying.backup({
+          to: join(dir, 'dying'),
+          tables: ['big'],
+          concurrency: 1,
+          onProgress: () => {
+            during ??= watermark.oldestOpen();
+            void dying.close();
+          },
+        }),
+        (error) => isBasaltError(error),
+      );
+      assert.ok(during !== undefined, 'held while the backup ran');
+      for (let i = 0; watermark.oldestOpen() !== undefined; i++) {
+        assert.ok(i < 200, 'released once the server saw the connection end');
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      assert.equal(existsSync(join(dir, 'dying')), false);
+      await remote.close();
+    } finally {
+      await server.close();
+    }
   });
 
   it('refuses a target that exists and a backup directory that is not empty', async () => {
