@@ -81,14 +81,18 @@ export async function verifyCommand(dir: string): Promise<number> {
 
 export async function restoreCommand(flags: RestoreFlags): Promise<number> {
   const progress = new ProgressLine('restore');
-  return withClient({ connect: flags.connect.split(','), output: 'json' }, async (client) => {
+  let writing = false;
+  const code = await withClient({ connect: flags.connect.split(','), output: 'json' }, async (client) => {
     const tables = tableList(flags.tables);
     const summary = await client.restore({
       from: flags.from,
       ...(tables !== undefined && { tables }),
       ...(flags.as !== undefined && { as: flags.as }),
       ...(flags.concurrency !== undefined && { concurrency: flags.concurrency }),
-      onProgress: (p: RestoreProgress) => progress.show(p.rows, 0, p.rowsTotal, p.phase),
+      onProgress: (p: RestoreProgress) => {
+        writing ||= p.phase === 'write';
+        progress.show(p.rows, 0, p.rowsTotal, p.phase);
+      },
     });
     progress.done(
       `restored ${summary.tables.join(', ')}: ${summary.rows} rows from ${summary.backups} backups` +
@@ -97,6 +101,10 @@ export async function restoreCommand(flags: RestoreFlags): Promise<number> {
     log(JSON.stringify(summary));
     return DATA_EXIT_CODES.ok;
   });
+  if (code !== DATA_EXIT_CODES.ok && writing) {
+    process.stderr.write('basalt: the restore stopped half way: run the same command again to continue it\n');
+  }
+  return code;
 }
 
 function megabytes(bytes: number): string {

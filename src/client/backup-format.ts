@@ -207,21 +207,26 @@ export async function* readRecords(backup: LoadedBackup, entry: BackupFile): Asy
  * record of a key winning, deletions dropped. One record per source in memory.
  */
 export async function* mergeRecords(sources: readonly AsyncIterator<BackupRecord>[]): AsyncGenerator<BackupRecord> {
-  const heads = await Promise.all(sources.map((s) => s.next()));
-  for (;;) {
-    let key: string | undefined;
-    for (const head of heads) {
-      if (!head.done && (key === undefined || compareKeys(head.value.key, key) < 0)) key = head.value.key;
+  try {
+    const heads = await Promise.all(sources.map((s) => s.next()));
+    for (;;) {
+      let key: string | undefined;
+      for (const head of heads) {
+        if (!head.done && (key === undefined || compareKeys(head.value.key, key) < 0)) key = head.value.key;
+      }
+      if (key === undefined) return;
+      let winner: BackupRecord | undefined;
+      for (let i = 0; i < heads.length; i++) {
+        const head = heads[i]!;
+        if (head.done || head.value.key !== key) continue;
+        winner = head.value;
+        heads[i] = await sources[i]!.next();
+      }
+      if (winner !== undefined && !winner.deleted) yield winner;
     }
-    if (key === undefined) return;
-    let winner: BackupRecord | undefined;
-    for (let i = 0; i < heads.length; i++) {
-      const head = heads[i]!;
-      if (head.done || head.value.key !== key) continue;
-      winner = head.value;
-      heads[i] = await sources[i]!.next();
-    }
-    if (winner !== undefined && !winner.deleted) yield winner;
+  } finally {
+    // A consumer that stops early closes every file (a finished source ignores it).
+    await Promise.all(sources.map((s) => s.return?.()));
   }
 }
 

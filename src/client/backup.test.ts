@@ -103,6 +103,20 @@ describe('backup and restore', () => {
     assert.equal(summary.files, 4);
 
     const snapshot = await contents('bank', summary.timestamp);
+    const byPartition = await client.transaction(
+      async (tx) => {
+        const parts = await Promise.all([0, 1, 2, 3].map((partition) => tx.scan('bank', {}, { partition })));
+        await assert.rejects(tx.scan('bank', {}, { partition: 4 }), { code: 'INVALID_ARGUMENT' });
+        return parts;
+      },
+      { readOnly: true, readTimestamp: summary.timestamp },
+    );
+    assert.deepEqual(
+      new Map(byPartition.flat().map((r) => [r.key, r.value])),
+      snapshot,
+      'the partitions of a table, scanned one by one, are the table',
+    );
+    assert.ok(byPartition.every((rows) => rows.length > 0 && rows.length < accounts));
     const restored = await client.restore({ from: join(dir, 'bank-full'), as: 'bank-restored' });
     assert.equal(restored.rows, accounts);
     const rows = await contents('bank-restored');

@@ -308,23 +308,27 @@ async function* diffLines(
     if (deleted) counts.deletes += 1;
     return batch.add(line);
   };
-  let head = await old.next();
-  for await (const row of rows) {
-    while (!head.done && compareKeys(head.value.key, row.key) < 0) {
+  try {
+    let head = await old.next();
+    for await (const row of rows) {
+      while (!head.done && compareKeys(head.value.key, row.key) < 0) {
+        const chunk = emit(encodeDelete(head.value.key), true);
+        if (chunk !== undefined) yield chunk;
+        head = await old.next();
+      }
+      const line = encodeRow(row.key, row.value);
+      const same = !head.done && head.value.key === row.key;
+      const chunk = same && head.value!.line === line ? undefined : emit(line, false);
+      if (chunk !== undefined) yield chunk;
+      if (same) head = await old.next();
+    }
+    while (!head.done) {
       const chunk = emit(encodeDelete(head.value.key), true);
       if (chunk !== undefined) yield chunk;
       head = await old.next();
     }
-    const line = encodeRow(row.key, row.value);
-    const same = !head.done && head.value.key === row.key;
-    const chunk = same && head.value!.line === line ? undefined : emit(line, false);
-    if (chunk !== undefined) yield chunk;
-    if (same) head = await old.next();
-  }
-  while (!head.done) {
-    const chunk = emit(encodeDelete(head.value.key), true);
-    if (chunk !== undefined) yield chunk;
-    head = await old.next();
+  } finally {
+    await old.return?.();
   }
   const last = batch.flush();
   if (last !== undefined) yield last;
