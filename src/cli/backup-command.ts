@@ -70,7 +70,9 @@ export async function verifyCommand(dir: string): Promise<number> {
   const progress = new ProgressLine('verify');
   try {
     const summary = await verifyBackup(dir, (p) => progress.show(p.rows, 0, p.rowsTotal));
-    progress.done(`${dir}: ${summary.backups} backups, ${summary.files} files, ${summary.rows} records: all verified`);
+    progress.done(
+      `${dir}: ${summary.backups} backups, ${summary.files} files, ${summary.records} records, ${summary.rows} rows: all verified`,
+    );
     log(JSON.stringify({ ok: true, ...summary }));
     return DATA_EXIT_CODES.ok;
   } catch (error) {

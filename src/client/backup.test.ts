@@ -162,6 +162,8 @@ describe('backup and restore', () => {
     assert.equal(expected.has('k2') || expected.has('k5') || expected.has('k59'), false);
     const verified = await verifyBackup(join(dir, 'kv-3'));
     assert.equal(verified.backups, 4);
+    assert.equal(verified.rows, expected.size, 'the rows the chain leaves');
+    assert.equal(verified.records, full.rows + one.rows + two.rows + three.rows);
     const restored = await client.restore({ from: join(dir, 'kv-3'), as: 'kv-restored' });
     assert.equal(restored.backups, 4);
     assert.deepEqual(await contents('kv-restored'), expected);

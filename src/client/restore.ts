@@ -22,7 +22,16 @@ import { LIMITS } from '../core/limits.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import { compareKeys, type KeyValue, type ScanOptions, type ScanRange } from '../tx/core/user-input.js';
 import { forEachBounded } from './backup.js';
-import { type BackupTable, chainRecords, type LoadedBackup, loadChain, readRecords } from './backup-format.js';
+import {
+  type BackupRecord,
+  type BackupTable,
+  chainRecords,
+  type LoadedBackup,
+  loadChain,
+  mergeRecords,
+  readRecords,
+  tableOf,
+} from './backup-format.js';
 
 /** Keys of the restore markers: reserved in a table being restored (a backup holding one is refused). */
 export const RESTORE_MARKER_PREFIX = '\u0000\u0000basalt.restore/';
@@ -63,7 +72,7 @@ export interface RestoreProgress {
   readonly phase: 'verify' | 'write';
   /** Records read (verify) or rows written (write) so far. */
   readonly rows: number;
-  /** Records to read (verify: the chain's files) or rows at most to write (write: the backup's rows). */
+  /** Records to read (verify: the chain's files) or rows to write (write: the rows the chain leaves). */
   readonly rowsTotal: number;
 }
 
@@ -80,6 +89,9 @@ export interface RestoreSummary {
 export interface VerifySummary {
   readonly backups: number;
   readonly files: number;
+  /** Records in the files (rows, and deletions of incremental backups). */
+  readonly records: number;
+  /** Rows the chain leaves: what a restore writes. */
   readonly rows: number;
   readonly bytes: number;
 }
@@ -91,34 +103,51 @@ export async function verifyBackup(
 ): Promise<VerifySummary> {
   const chain = await loadChain(dir);
   const tables = chain.at(-1)!.manifest.tables.map((t) => t.name);
-  const rows = await verifyFiles(chain, tables, onProgress);
+  const { records, rows } = await verifyFiles(chain, tables, onProgress);
   const files = chain.reduce((n, b) => n + b.manifest.totals.files, 0);
   const bytes = chain.reduce((n, b) => n + b.manifest.totals.bytes, 0);
-  return { backups: chain.length, files, rows, bytes };
+  return { backups: chain.length, files, records, rows, bytes };
 }
 
-/** Reads every file of `tables` in the chain to its end (readRecords checks it); the records read. */
+/**
+ * Reads every file of `tables` in the chain to its end (readRecords checks each), merged per partition as a restore
+ * merges them: the records read, and the rows the chain leaves (what a restore writes).
+ */
 async function verifyFiles(
   chain: readonly LoadedBackup[],
   tables: readonly string[],
   onProgress: ((progress: RestoreProgress) => void) | undefined,
-): Promise<number> {
-  const entries = chain.flatMap((backup) =>
-    backup.manifest.tables.filter((t) => tables.includes(t.name)).flatMap((t) => t.files.map((f) => ({ backup, f }))),
+): Promise<{ records: number; rows: number }> {
+  const rowsTotal = chain.reduce(
+    (n, b) => n + b.manifest.tables.filter((t) => tables.includes(t.name)).reduce((m, t) => m + sumRows(t), 0),
+    0,
   );
-  const rowsTotal = entries.reduce((n, e) => n + e.f.rows, 0);
-  let rows = 0;
-  for (const { backup, f } of entries) {
-    for await (const record of readRecords(backup, f)) {
-      if (record.key.startsWith(RESTORE_MARKER_PREFIX)) {
-        throw invalidArgument(`${f.path} holds the reserved key ${JSON.stringify(record.key)}`);
-      }
-      rows += 1;
-      if (rows % LIMITS.restoreBatchRowsMax === 0) onProgress?.({ phase: 'verify', rows, rowsTotal });
+  let records = 0;
+  async function* counted(source: AsyncIterable<BackupRecord>): AsyncGenerator<BackupRecord> {
+    for await (const record of source) {
+      records += 1;
+      if (records % LIMITS.restoreBatchRowsMax === 0) onProgress?.({ phase: 'verify', rows: records, rowsTotal });
+      yield record;
     }
   }
-  onProgress?.({ phase: 'verify', rows, rowsTotal });
-  return rows;
+  let rows = 0;
+  for (const name of tables) {
+    for (let partition = 0; partition < tableOf(chain[0]!, name).partitions; partition++) {
+      const sources = chain.map((b) => counted(readRecords(b, tableOf(b, name).files[partition]!)));
+      for await (const record of mergeRecords(sources)) {
+        if (record.key.startsWith(RESTORE_MARKER_PREFIX)) {
+          throw invalidArgument(`table ${name} holds the reserved key ${JSON.stringify(record.key)}`);
+        }
+        rows += 1;
+      }
+    }
+  }
+  onProgress?.({ phase: 'verify', rows: records, rowsTotal });
+  return { records, rows };
+}
+
+function sumRows(table: BackupTable): number {
+  return table.files.reduce((n, f) => n + f.rows, 0);
 }
 
 /** Restores the chain ending at `options.from` (see the module header). */
@@ -128,12 +157,12 @@ export async function restore(target: RestoreTarget, options: RestoreOptions): P
   const chain = await loadChain(options.from);
   const last = chain.at(-1)!;
   const tables = chooseTables(last, options);
-  await verifyFiles(
+  const verified = await verifyFiles(
     chain,
     tables.map((t) => t.name),
     options.onProgress,
   );
-  const rowsTotal = chain.reduce((n, b) => n + b.manifest.totals.rows - b.manifest.totals.deletes, 0);
+  const rowsTotal = verified.rows;
   const progress = { rows: 0 };
   const report = (): void => options.onProgress?.({ phase: 'write', rows: progress.rows, rowsTotal });
   // Every table is prepared first and its markers stay until all are complete, so a rerun after a crash anywhere
