@@ -141,6 +141,8 @@ describe('backup and restore', () => {
       });
     await put([...Array(60).keys()], 'v0');
     await client.put('kv', 'bytes', new Uint8Array([0, 1, 2, 255]));
+    // Keys whose code point order differs from their UTF-16 order: files are in storage (code point) order.
+    for (const key of ['\uFFFF', '\u{10000}', '\u{1F600}x', 'é', '']) await client.put('kv', key, key.length);
     const full = await client.backup({ to: join(dir, 'kv-0'), tables: ['kv'] });
     await put([5, 6, 100, 101], 'v1');
     await remove([1, 2, 3]);
@@ -154,6 +156,7 @@ describe('backup and restore', () => {
     assert.equal(two.deletes, 2);
     await put([7, 200], 'v3');
     await remove([2, 59]);
+    await client.remove('kv', '\u{10000}');
     await client.put('kv', 'bytes', new Uint8Array([9]));
     const three = await client.backup({ to: join(dir, 'kv-3'), incrementalFrom: join(dir, 'kv-2') });
     assert.ok(BigInt(full.timestamp) < BigInt(one.timestamp) && BigInt(two.timestamp) < BigInt(three.timestamp));
@@ -301,6 +304,17 @@ describe('backup and restore', () => {
     } finally {
       await server.close();
     }
+  });
+
+  it('an empty table backs up to empty files and restores to an empty table', async () => {
+    await client.createTable('empty', { partitions: 3, replicas: 3 });
+    const summary = await client.backup({ to: join(dir, 'empty'), tables: ['empty'], gzip: true });
+    assert.deepEqual([summary.rows, summary.files], [0, 3]);
+    assert.equal((await verifyBackup(join(dir, 'empty'))).rows, 0);
+    const restored = await client.restore({ from: join(dir, 'empty'), as: 'empty-restored' });
+    assert.equal(restored.rows, 0);
+    assert.equal((await contents('empty-restored')).size, 0);
+    assert.ok((await client.tables()).some((t) => t.name === 'empty-restored' && t.partitions === 3));
   });
 
   it('refuses a target that exists and a backup directory that is not empty', async () => {
