@@ -29,7 +29,7 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import type { TableDescriptor } from '../cluster/metastorage-state.js';
-import { BasaltError, invalidArgument } from '../core/errors.js';
+import { BasaltError, invalidArgument, isBasaltError } from '../core/errors.js';
 import type { HybridTimestamp } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { formatTimestamp } from '../hlc/timestamp.js';
@@ -150,10 +150,21 @@ export async function backup(source: BackupSource, options: BackupOptions): Prom
     };
   } catch (error) {
     await rm(stage, { recursive: true, force: true });
-    throw error;
+    throw snapshotLost(error);
   } finally {
     await tx.rollback().catch(() => {});
   }
+}
+
+/** A read that failed because the snapshot was no longer held says so (same code), so that it is not just retried. */
+function snapshotLost(error: unknown): unknown {
+  if (!isBasaltError(error) || (error.code !== 'TX_TIMEOUT' && error.code !== 'TX_READ_ONLY_TOO_OLD')) return error;
+  return new BasaltError(
+    error.code,
+    `the backup did not finish while its snapshot was held (the read-only transaction timeout, 10 minutes by ` +
+      `default): ${error.message}; back up fewer tables at a time`,
+    error.details,
+  );
 }
 
 /** `to` must not exist, or be an empty directory. */
