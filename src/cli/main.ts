@@ -5,7 +5,8 @@
  * a whole local cluster inside one process (a developer tool). These stop gracefully on SIGINT/SIGTERM (a second
  * SIGINT exits at once). `basalt table`, `status` and `demo` work against a running cluster (client port and metrics
  * endpoints). `basalt sim` runs the deterministic simulator (workloads under faults, checked histories); `basalt check`
- * checks a history file. `basalt cert` creates and lists the CA, node and client certificates (certs.ts).
+ * checks a history file. `basalt cert` creates and lists the CA, node and client certificates (certs.ts). `basalt backup`,
+ * `backup verify` and `restore` take, check and restore backups of a running cluster (backup-command.ts).
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';

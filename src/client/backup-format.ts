@@ -174,12 +174,12 @@ export async function* readRecords(backup: LoadedBackup, entry: BackupFile): Asy
   try {
     for await (const chunk of out) {
       rest += decoder.write(chunk as Buffer);
-      let newline = rest.indexOf('\n');
-      while (newline >= 0) {
-        yield take(rest.slice(0, newline));
-        rest = rest.slice(newline + 1);
-        newline = rest.indexOf('\n');
+      let start = 0;
+      for (let newline = rest.indexOf('\n'); newline >= 0; newline = rest.indexOf('\n', start)) {
+        yield take(rest.slice(start, newline));
+        start = newline + 1;
       }
+      rest = rest.slice(start);
       if (rest.length > LIMITS.frameBytesMax) throw backupCorrupt(path, `a line longer than ${LIMITS.frameBytesMax}`);
     }
   } catch (error) {
