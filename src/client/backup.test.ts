@@ -117,6 +117,12 @@ describe('backup and restore', () => {
       'the partitions of a table, scanned one by one, are the table',
     );
     assert.ok(byPartition.every((rows) => rows.length > 0 && rows.length < accounts));
+    const locked = await client.transaction((tx) => tx.scan('bank', {}, { partition: 2 }));
+    assert.deepEqual(
+      locked.map((r) => r.key),
+      byPartition[2]!.map((r) => r.key),
+      'a read-write scan of one partition',
+    );
     const restored = await client.restore({ from: join(dir, 'bank-full'), as: 'bank-restored' });
     assert.equal(restored.rows, accounts);
     const rows = await contents('bank-restored');
