@@ -24,7 +24,7 @@ async function startNode(dir: string): Promise<{ address: string; child: ChildPr
   let output = '';
   child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 90_000;
   for (;;) {
     const address = [...output.matchAll(/connect\('([^']+)'\)/g)].at(-1)?.[1];
     if (address !== undefined && /^basalt: (node \S+ )?ready/m.test(output)) return { address, child };

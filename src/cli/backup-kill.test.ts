@@ -30,7 +30,7 @@ async function snapshot(client: RemoteClient, at: HybridTimestamp): Promise<Map<
       rows.clear();
       for await (const page of scanPages(tx, TABLE, {})) for (const row of page) rows.set(row.key, row.value);
     },
-    { readOnly: true, readTimestamp: at },
+    { readOnly: true, readTimestamp: at, retries: 50 },
   );
   return rows;
 }
@@ -90,7 +90,7 @@ test('kill -9 of a node during a backup: a complete backup of the snapshot, or a
   const procs = NAMES.map((name, i) => new ChildNode(args(name, i)));
   let client: RemoteClient | undefined;
   try {
-    await Promise.all(procs.map((child) => child.waitFor(/basalt: node n\d ready/, 45_000)));
+    await Promise.all(procs.map((child) => child.waitFor(/basalt: node n\d ready/, 90_000)));
     client = await connect(`127.0.0.1:${clientPort}`, { timeoutMs: 20_000 });
     const live = client;
     for (let i = 0; i < ROWS; i += 1_000) {
