@@ -16,6 +16,22 @@ import type { ReplicaHostOptions } from './node/replica-host.js';
 import { SimClusterEnvironment } from './sim/cluster.js';
 import type { TxCoordinatorOptions } from './tx/coordinator/settings.js';
 
+export {
+  type BackupOptions,
+  type BackupProgress,
+  type BackupSource,
+  type BackupSummary,
+  backup,
+  type SnapshotTransaction,
+} from './client/backup.js';
+export {
+  BACKUP_FORMAT,
+  BACKUP_FORMAT_VERSION,
+  type BackupFile,
+  type BackupManifest,
+  type BackupParent,
+  type BackupTable,
+} from './client/backup-format.js';
 export type {
   BeginOptions,
   Client,
@@ -36,6 +52,17 @@ export {
   type RemoteTransaction,
   type RemoteTransactionOptions,
 } from './client/remote.js';
+export {
+  RESTORE_MARKER_PREFIX,
+  type RestoreOptions,
+  type RestoreProgress,
+  type RestoreSummary,
+  type RestoreTarget,
+  type RestoreTransaction,
+  restore,
+  type VerifySummary,
+  verifyBackup,
+} from './client/restore.js';
 export { type ConnectClusterOptions, connectCluster, RoutingClient } from './client/routing.js';
 export { type ScanPagesOptions, type ScanSource, scanPages } from './client/scan-pages.js';
 export type { ClientServer, ClientServerOptions } from './client/server.js';

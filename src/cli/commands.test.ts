@@ -25,11 +25,12 @@ async function basalt(...args: string[]): Promise<string> {
 
 test('basalt --help lists every command with a description; basalt start --help lists its flags', async () => {
   const help = await basalt('--help');
-  for (const command of ['start', 'cluster', 'local', 'table', 'node', 'status', 'demo']) {
+  for (const command of ['start', 'cluster', 'local', 'table', 'node', 'status', 'demo', 'backup', 'restore']) {
     assert.match(help, new RegExp(`^  ${command}( \\[options\\])? +\\w`, 'm'), command);
   }
   assert.match(await basalt('table', '--help'), /create.*\n.*list/s);
   assert.match(await basalt('node', '--help'), /list.*\n.*remove/s);
+  assert.match(await basalt('backup', '--help'), /--incremental-from.*verify <dir>/s);
   const startHelp = await basalt('start', '--help');
   const flags = ['config', 'name', 'host', 'port', 'advertise', 'data', 'memory', 'peers', 'join', 'client-port'];
   for (const flag of [...flags, 'metrics-port', 'table', 'no-fsync', 'log-level', 'log-file', 'status-interval']) {

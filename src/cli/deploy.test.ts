@@ -71,4 +71,24 @@ describe('deploy/entrypoint.sh', () => {
     const declared = /name: BASALT_REPLICAS\n\s+value: "(\d+)"/.exec(manifest)?.[1];
     assert.equal(declared, replicas, 'BASALT_REPLICAS matches the set size');
   });
+
+  it('the backup CronJob runs basalt backup and backup verify with flags the CLI takes, onto a claimed volume', () => {
+    const manifest = readFileSync(`${ROOT}deploy/kubernetes/backup-cronjob.yaml`, 'utf8');
+    assert.match(manifest, /kind: CronJob/);
+    assert.match(manifest, /concurrencyPolicy: Forbid/);
+    const claim = /claimName: ([\w-]+)/.exec(manifest)?.[1];
+    assert.ok(
+      claim !== undefined && new RegExp(`kind: PersistentVolumeClaim\\nmetadata:\\n  name: ${claim}\\n`).test(manifest),
+    );
+    const mount = /\{ name: backups, mountPath: (\S+) \}/.exec(manifest)?.[1];
+    const commands = [...manifest.matchAll(/main\.js (backup(?: verify)?) (.*)$/gm)];
+    assert.deepEqual(
+      commands.map((c) => c[1]),
+      ['backup', 'backup verify'],
+    );
+    assert.ok(commands.every((c) => c[2]!.includes(`"${mount}/`) || c[2]!.includes('"$dir"')));
+    assert.match(manifest, new RegExp(`dir="${mount}/`), 'backups go to the mounted volume');
+    const help = spawnSync(process.execPath, [`${ROOT}dist/src/cli/main.js`, 'backup', '--help'], { encoding: 'utf8' });
+    for (const [, name] of commands[0]![2]!.matchAll(/(--[\w-]+)/g)) assert.ok(help.stdout.includes(name!), name);
+  });
 });

@@ -5,7 +5,9 @@
  * a whole local cluster inside one process (a developer tool). These stop gracefully on SIGINT/SIGTERM (a second
  * SIGINT exits at once). `basalt table`, `status`, `console` and `demo` work against a running cluster (client port
  * and metrics endpoints). `basalt sim` runs the deterministic simulator (workloads under faults, checked
- * histories); `basalt check` checks a history file. `basalt cert` creates and lists the CA, node and client certificates (certs.ts).
+ * histories); `basalt check` checks a history file. `basalt cert` creates and lists the CA, node and client
+ * certificates (certs.ts). `basalt backup`, `backup verify` and `restore` take, check and restore backups of a running
+ * cluster (backup-command.ts).
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
@@ -13,6 +15,14 @@ import { EXIT_CODES } from '../sim/workload/run.js';
 import { WORKLOADS, type WorkloadName } from '../sim/workload/workload.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import { DEFAULT_CONNECT, DEFAULT_METRICS, nodeList, nodeRemove, status, tableCreate, tableList } from './admin.js';
+import {
+  type BackupFlags,
+  backupCommand,
+  type RestoreFlags,
+  restoreCommand,
+  timestampFlag,
+  verifyCommand,
+} from './backup-command.js';
 import { runBench } from './bench-command.js';
 import {
   CA_DAYS_DEFAULT,
@@ -329,6 +339,45 @@ function outputFormat(value: string): Output {
   if (value !== 'json' && value !== 'table') throw new InvalidArgumentError('expected json or table');
   return value;
 }
+
+const backupCli = program
+  .command('backup')
+  .description('back up tables as of one timestamp into a directory (files + manifest); verify a backup')
+  .option('--connect <list>', 'node client ports host:port, comma separated, tried in order', DEFAULT_CONNECT)
+  .option('--to <dir>', 'the new backup directory (must not exist or be empty)')
+  .option('--tables <list>', 'the tables, comma separated (default: all)')
+  .option('--at <timestamp>', 'the snapshot timestamp (decimal, or physicalMs.logical; default: now)', timestampFlag)
+  .option('--incremental-from <dir>', 'only what changed since this earlier backup, chained to it')
+  .option('--gzip', 'gzip the files', false)
+  .option('--concurrency <n>', 'partitions read at once (default 4)', positiveInt)
+  .addHelpText('after', DATA_HELP)
+  .action(async (flags: BackupFlags & { to?: string }) => {
+    if (flags.to === undefined) {
+      process.stderr.write('basalt: backup needs --to <dir>\n');
+      process.exitCode = DATA_EXIT_CODES.invalid;
+      return;
+    }
+    process.exitCode = await backupCommand({ ...flags, to: flags.to });
+  });
+backupCli
+  .command('verify <dir>')
+  .description("check every checksum, size and row count of a backup and of its chain's parents")
+  .action(async (dir: string) => {
+    process.exitCode = await verifyCommand(dir);
+  });
+
+program
+  .command('restore')
+  .description('restore a backup (and its chain) into empty or new tables; rerun to continue an interrupted one')
+  .option('--connect <list>', 'node client ports host:port, comma separated, tried in order', DEFAULT_CONNECT)
+  .requiredOption('--from <dir>', 'the backup directory (the last of its chain)')
+  .option('--tables <list>', 'the tables, comma separated (default: all)')
+  .option('--as <name>', 'restore the one table named by --tables under this name')
+  .option('--concurrency <n>', 'partitions written at once (default 4)', positiveInt)
+  .addHelpText('after', DATA_HELP)
+  .action(async (flags: RestoreFlags) => {
+    process.exitCode = await restoreCommand(flags);
+  });
 
 const nodes = program.command('node').description('list the members of a running cluster, remove one');
 nodes

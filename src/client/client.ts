@@ -35,6 +35,8 @@ import {
   runTransaction,
 } from '../tx/coordinator/transaction.js';
 import type { KeyValue, ReadOptions, ScanOptions, ScanRange, TxWrite } from '../tx/core/user-input.js';
+import { type BackupOptions, type BackupSummary, backup } from './backup.js';
+import { type RestoreOptions, type RestoreSummary, restore } from './restore.js';
 
 export type { Value } from '../storage/mv-partition-storage.js';
 export type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
@@ -94,6 +96,17 @@ export interface Client {
   dropTable(name: string): Promise<void>;
   /** The tables of the cluster (a Promise, so that the embedded and the remote client share one interface). */
   tables(): Promise<TableDescriptor[]>;
+  /**
+   * Backs up the cluster's tables (or `options.tables`) as of one timestamp into the directory `options.to`: one
+   * read-only snapshot read lock-free from every partition, streamed to files with a manifest, written atomically;
+   * `incrementalFrom` writes only what changed since an earlier backup (client/backup.ts).
+   */
+  backup(options: BackupOptions): Promise<BackupSummary>;
+  /**
+   * Restores a backup (and the chain it ends) into empty or new tables, after checking every file; a restore that
+   * stopped half way continues when run again (client/restore.ts).
+   */
+  restore(options: RestoreOptions): Promise<RestoreSummary>;
 }
 
 /** The `ClientFactory` of the cluster harness. */
@@ -203,6 +216,14 @@ class EmbeddedClient implements Client {
 
   tables(): Promise<TableDescriptor[]> {
     return Promise.resolve(this.cluster.tables());
+  }
+
+  backup(options: BackupOptions): Promise<BackupSummary> {
+    return backup(this, options);
+  }
+
+  restore(options: RestoreOptions): Promise<RestoreSummary> {
+    return restore(this, options);
   }
 
   private knows(name: string, present: boolean): boolean {

@@ -76,7 +76,7 @@ interface RequestFields {
     readonly tx?: TxHandle;
     readonly table: string;
     readonly range: Readonly<Record<string, string>>;
-    readonly options?: { readonly limit?: number };
+    readonly options?: { readonly limit?: number; readonly partition?: number };
   };
   /** `writes`: the writes the client buffered, carried with the commit (a removal has no value). */
   readonly commit: {
@@ -210,7 +210,7 @@ const record =
     isRecord(v) ? fieldsProblem(v, schema) : 'must be an object';
 
 const tableOptions = record({ required: { partitions: count, replicas: count }, optional: {} });
-const scanOptions = record({ required: {}, optional: { limit: count } });
+const scanOptions = record({ required: {}, optional: { limit: count, partition: count } });
 const readOptions = record({ required: {}, optional: { forUpdate: boolean } });
 
 const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {

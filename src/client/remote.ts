@@ -28,6 +28,7 @@ import { parseHostPort } from '../net/tcp-transport.js';
 import { commitOrRollBack, retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import type { RunTransactionOptions } from '../tx/coordinator/transaction.js';
 import { checkReadOptions } from '../tx/core/user-input.js';
+import { type BackupOptions, type BackupSummary, backup } from './backup.js';
 import type { KeyValue, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
 import {
   type ClientRequest,
@@ -39,6 +40,7 @@ import {
   type TxHandle,
   UNATTRIBUTED_REQUEST_ID,
 } from './protocol.js';
+import { type RestoreOptions, type RestoreSummary, restore } from './restore.js';
 import { WriteBuffer, type WriteSink } from './write-buffer.js';
 
 export interface ConnectOptions {
@@ -108,6 +110,10 @@ export interface RemoteClient {
   removeNode(name: string, options?: { readonly dead?: boolean }): Promise<MemberRecord[]>;
   /** The primary of each partition of `table` by index, as the server's node knows it (null: none known). */
   primaries(table: string): Promise<(NodeName | null)[]>;
+  /** A backup of the cluster's tables at one timestamp, as `Client.backup` (client/backup.ts). */
+  backup(options: BackupOptions): Promise<BackupSummary>;
+  /** A restore of a backup chain into empty or new tables, as `Client.restore` (client/restore.ts). */
+  restore(options: RestoreOptions): Promise<RestoreSummary>;
   /** Ends the connection; the server rolls back the transactions still open on it. */
   close(): Promise<void>;
 }
@@ -454,6 +460,14 @@ class TcpClient implements RemoteClient {
 
   async dropTable(name: string): Promise<void> {
     await this.connection.call({ kind: 'dropTable', name });
+  }
+
+  backup(options: BackupOptions): Promise<BackupSummary> {
+    return backup(this, options);
+  }
+
+  restore(options: RestoreOptions): Promise<RestoreSummary> {
+    return restore(this, options);
   }
 
   async tables(): Promise<TableDescriptor[]> {

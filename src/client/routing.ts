@@ -18,6 +18,7 @@ import type { NodeName } from '../core/ids.js';
 import { partitionIndexOf } from '../core/partitioning.js';
 import type { Clock } from '../env/clock.js';
 import { RealClock } from '../env/real-clock.js';
+import { type BackupOptions, type BackupSummary, backup } from './backup.js';
 import type { Value } from './client.js';
 import {
   type ConnectOptions,
@@ -27,6 +28,7 @@ import {
   type RemoteTransaction,
   type RemoteTransactionOptions,
 } from './remote.js';
+import { type RestoreOptions, type RestoreSummary, restore } from './restore.js';
 
 /** How long a table's routes are used before the next call refreshes them. */
 export const ROUTES_MAX_AGE_MS = 1000;
@@ -128,6 +130,14 @@ export class RoutingClient implements RemoteClient {
 
   tables(): Promise<TableDescriptor[]> {
     return this.home.tables();
+  }
+
+  backup(options: BackupOptions): Promise<BackupSummary> {
+    return backup(this, options);
+  }
+
+  restore(options: RestoreOptions): Promise<RestoreSummary> {
+    return restore(this, options);
   }
 
   members(): Promise<MemberRecord[]> {

@@ -258,6 +258,16 @@ describe('client protocol request validation', () => {
       undefined,
     ],
     [
+      'a scan of one partition',
+      { id: 1, kind: 'scan', tx: 2, table: 't', range: {}, options: { limit: 3, partition: 0 } },
+      undefined,
+    ],
+    [
+      'a scan of a negative partition',
+      { id: 1, kind: 'scan', tx: 2, table: 't', range: {}, options: { partition: -1 } },
+      'INVALID_ARGUMENT',
+    ],
+    [
       'a get forUpdate in a tx',
       { id: 1, kind: 'get', tx: 2, table: 't', key: 'k', options: { forUpdate: true } },
       undefined,

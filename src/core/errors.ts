@@ -65,6 +65,17 @@ export const ERROR_CODES = {
   TLS_CONFIG_INVALID: { retryable: false },
   /** A peer whose TLS certificate does not name the member its hello claims to be: refused, never trusted. */
   PEER_CERT_MISMATCH: { retryable: false },
+  /**
+   * A backup file that does not match its manifest (checksum, size, row count, order of keys), is missing, truncated
+   * or unreadable, or a manifest that is not valid: refused before anything is restored; the message names the file.
+   */
+  BACKUP_CORRUPT: { retryable: false },
+  /** An incremental backup whose parent is missing, is another backup than the one recorded, or does not precede it. */
+  BACKUP_CHAIN_BROKEN: { retryable: false },
+  /** A manifest of another format or of a version this release cannot read. */
+  BACKUP_FORMAT: { retryable: false },
+  /** A restore into a table that holds rows not written by a restore of the same backup. */
+  RESTORE_TARGET_NOT_EMPTY: { retryable: false },
   INTERNAL: { retryable: false },
   /** A feature of the public API that this version does not provide yet. */
   NOT_IMPLEMENTED: { retryable: false },

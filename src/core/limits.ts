@@ -350,6 +350,16 @@ export const LIMITS = {
    * timeout, a commit's finish attempts), so that the node answers first and a client TIMEOUT means a lost node.
    */
   clientRequestTimeoutMsDefault: 60_000,
+  /** Backup: partitions read (and files written) at once by one backup (default). */
+  backupPartitionsInFlightDefault: 4,
+  /** Backup: rows per page of a backup's partition scans. */
+  backupScanPageRows: 1_000,
+  /** Backup: backups in one chain (a full backup and its incrementals), checked when a chain is read. */
+  backupChainLengthMax: 1_000,
+  /** Restore: rows written by one restore transaction (fewer when they reach restoreBatchBytesMax). */
+  restoreBatchRowsMax: 500,
+  /** Restore: encoded bytes of the rows of one restore transaction. */
+  restoreBatchBytesMax: 1_048_576,
   /** Simulator: events run in one simulation before it is declared runaway. */
   simEventsMax: 50_000_000,
 } as const;

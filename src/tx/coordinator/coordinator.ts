@@ -69,6 +69,7 @@ import {
   type ReadOptions,
   type ScanOptions,
   type ScanRange,
+  scanPartitions,
   type TxWrite,
 } from '../core/user-input.js';
 import { type CoordinatorContext, groupByPartition, settleAll } from './context.js';
@@ -293,7 +294,9 @@ export class TxCoordinator {
     const limit = checkScanLimit(options);
     return this.operation(tx, async () => {
       const partitions =
-        options.partitionId === undefined ? this.ctx.placement.partitionsOf(table) : [options.partitionId];
+        options.partitionId === undefined
+          ? scanPartitions(this.ctx.placement.partitionsOf(table), options)
+          : [options.partitionId];
       const pages = await settleAll(partitions.map((p) => this.scanPartition(tx, p, keyRange, limit)));
       // Every partition returned its first `limit` rows, so the first `limit` of the union are among them, and each
       // partition locked at least up to the last key kept.

@@ -51,6 +51,7 @@ import {
   type ReadOptions,
   type ScanOptions,
   type ScanRange,
+  scanPartitions,
 } from '../core/user-input.js';
 import { groupByPartition, settleAll } from './context.js';
 import type { TxPlacement } from './coordinator-ports.js';
@@ -282,7 +283,10 @@ export class ReadOnlyCoordinator {
     checkTable(table);
     const keyRange = checkScanRange(range);
     const limit = checkScanLimit(options);
-    const partitions = options.partitionId === undefined ? this.placement.partitionsOf(table) : [options.partitionId];
+    const partitions =
+      options.partitionId === undefined
+        ? scanPartitions(this.placement.partitionsOf(table), options)
+        : [options.partitionId];
     return this.read(tx, async () => {
       const pages = await settleAll(partitions.map((p) => this.scanPartition(tx, p, keyRange, limit)));
       // Each partition returned its first `limit` rows in key order, so the first `limit` of the union are among them.

@@ -158,6 +158,11 @@ export function checkReadOptions(options: unknown): boolean {
 export interface ScanOptions {
   /** Most rows returned (default and maximum LIMITS.storageScanRowsMax). */
   readonly limit?: number;
+  /**
+   * Scan only the partition of this index (0 .. partitions − 1) of the table, as a backup reads a table one partition
+   * at a time; default: every partition, merged in key order.
+   */
+  readonly partition?: number;
 }
 
 /** A scan range as the public API takes it: `{ prefix }` or `{ start?, end? }` (`[start, end)`). */
@@ -177,6 +182,16 @@ export function checkScanRange(range: unknown): KeyRange {
     throw invalidArgument('a scan range must not start after its end', { start, end });
   }
   return { kind: 'range', start, end };
+}
+
+/** The partitions a scan reads: `all` (the table's, by index), or only `options.partition` (INVALID_ARGUMENT if out of range). */
+export function scanPartitions<P>(all: readonly P[], options: ScanOptions | undefined): readonly P[] {
+  const index = options?.partition;
+  if (index === undefined) return all;
+  if (!Number.isInteger(index) || index < 0 || index >= all.length) {
+    throw invalidArgument(`a scan partition is an integer in [0, ${all.length - 1}]`, { partition: index });
+  }
+  return [all[index]!];
 }
 
 export function checkScanLimit(options: ScanOptions | undefined): number {
