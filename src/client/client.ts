@@ -35,6 +35,13 @@ import {
   runTransaction,
 } from '../tx/coordinator/transaction.js';
 import type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
+import {
+  type ChangeReadPage,
+  type ChangeReadRequest,
+  type WatchOptions,
+  type WatchStream,
+  watchChanges,
+} from './watch.js';
 
 export type { Value } from '../storage/mv-partition-storage.js';
 export type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
@@ -94,6 +101,14 @@ export interface Client {
   dropTable(name: string): Promise<void>;
   /** The tables of the cluster (a Promise, so that the embedded and the remote client share one interface). */
   tables(): Promise<TableDescriptor[]>;
+  /**
+   * The change stream of `table` (or of a prefix or range of it): every committed change above `fromTimestamp`, once,
+   * in commit order per key, with progress marks `{ resolvedTs }` (client/watch.ts). It resumes by itself across node
+   * restarts and primary changes; see WatchOptions.
+   */
+  watch(table: string, options?: WatchOptions): WatchStream;
+  /** One page of one partition's changes in a window: what `watch` is built from (and the protocol's `changes`). */
+  readChanges(request: ChangeReadRequest): Promise<ChangeReadPage>;
 }
 
 /** The `ClientFactory` of the cluster harness. */
@@ -203,6 +218,27 @@ class EmbeddedClient implements Client {
 
   tables(): Promise<TableDescriptor[]> {
     return Promise.resolve(this.cluster.tables());
+  }
+
+  watch(table: string, options?: WatchOptions): WatchStream {
+    const source = {
+      readChanges: (r: ChangeReadRequest) => this.readChanges(r),
+      sleep: (ms: number) => this.cluster.runFor(ms),
+    };
+    return watchChanges(source, table, options);
+  }
+
+  readChanges(request: ChangeReadRequest): Promise<ChangeReadPage> {
+    return this.run(async () => {
+      const { node, readOnly } = this.current();
+      try {
+        return await whileAlive(node, readOnly.readChanges(request), () => nodeStopped(node.name));
+      } catch (error) {
+        // A read cancelled by its coordinator stopping is retried like a read on a node that is down.
+        if (error instanceof BasaltError && error.code === 'CANCELLED') throw nodeStopped(node.name);
+        throw error;
+      }
+    });
   }
 
   private knows(name: string, present: boolean): boolean {
@@ -340,6 +376,10 @@ function coordinatorGone(node: NodeName): BasaltError {
     node,
     reason: 'coordinator-gone',
   });
+}
+
+function nodeStopped(node: NodeName): BasaltError {
+  return new BasaltError('NODE_UNAVAILABLE', `node ${node} stopped`, { node }, { executed: 'no' });
 }
 
 function outcomeUnknown(node: NodeName): BasaltError {

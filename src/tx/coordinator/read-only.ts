@@ -119,8 +119,8 @@ export interface ChangeReadRequest {
   /** The partition's index in the table (0 ≤ partition < the table's partition count). */
   readonly partition: number;
   readonly range: ScanRange;
-  /** Changes with commitTs above this one... */
-  readonly fromTs: HybridTimestamp;
+  /** Changes with commitTs above this one (absent: none; the page only tells `toTs` and the partition count)... */
+  readonly fromTs?: HybridTimestamp;
   /** ...and at or below this one (default: this coordinator's `now`, returned in the page). */
   readonly toTs?: HybridTimestamp;
   /** Versions per page, about (rows are whole); default and maximum LIMITS.storageScanRowsMax. */
@@ -363,8 +363,8 @@ export class ReadOnlyCoordinator {
     if (!Number.isInteger(request.partition) || partitionId === undefined) {
       throw invalid(`table ${request.table} has no partition ${request.partition}`, { partition: request.partition });
     }
-    const { fromTs } = request;
-    if (typeof fromTs !== 'bigint' || fromTs < 0n) throw invalid('fromTs must be a timestamp');
+    const fromTs = request.fromTs;
+    if (fromTs !== undefined && (typeof fromTs !== 'bigint' || fromTs <= 0n)) throw invalid('fromTs must be positive');
     let toTs = request.toTs;
     if (toTs === undefined) {
       toTs = this.clock.now();
@@ -373,6 +373,7 @@ export class ReadOnlyCoordinator {
       this.clock.checkUntrusted(toTs, 'toTs');
       await this.untilPast(toTs);
     }
+    if (fromTs === undefined) return { toTs, partitions: partitions.length, changes: [] };
     if (toTs <= fromTs) return { toTs: fromTs, partitions: partitions.length, changes: [] };
     const route = { readTs: toTs, anyReplica: false };
     const response = await this.attempts(partitionId, route, true, { op: 'changes', range, fromTs, limit });
