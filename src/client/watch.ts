@@ -201,17 +201,20 @@ class RoundReader {
     for (let partition = 0; partition < this.partitions; partition++) {
       cursors.push({ partition, start: this.settings.range.start, done: false });
     }
-    const firstBatch = this.advance(cursors[0]!, opening);
-    if (firstBatch.length > 0) yield firstBatch;
+    // Partition 0's first page joins the first batch of its group, so a small round comes out in commit order.
+    let carried: (WatchPut | WatchDelete)[] = this.advance(cursors[0]!, opening);
     for (let group = 0; group < cursors.length; group += concurrency) {
       const lanes = cursors.slice(group, group + concurrency);
       for (let open = lanes.filter((c) => !c.done); open.length > 0; open = lanes.filter((c) => !c.done)) {
         const pages = await Promise.all(open.map((c) => this.read(c.partition, fromTs, this.toTs, c.start, first)));
-        const batch = open.flatMap((c, i) => this.advance(c, pages[i]!));
+        const batch = [...carried, ...open.flatMap((c, i) => this.advance(c, pages[i]!))];
+        carried = [];
+        // Stable: each key's versions stay oldest first.
         batch.sort((a, b) => (a.commitTs < b.commitTs ? -1 : a.commitTs > b.commitTs ? 1 : 0));
         if (batch.length > 0) yield batch;
       }
     }
+    if (carried.length > 0) yield carried;
   }
 
   /** Moves a cursor past a page; the page's events, in commit order per key. */
