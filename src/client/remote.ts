@@ -392,7 +392,9 @@ class TcpClient implements RemoteClient {
     if (addresses !== undefined && (!Array.isArray(addresses) || addresses.length === 0)) {
       throw new BasaltError('INVALID_ARGUMENT', 'connect lists at least one address');
     }
-    const source = new ReconnectingSource(this, addresses ?? [this.address], { ...this.options, timers: this.timers });
+    // The default timers are unref'd; a watch pausing before it reconnects must keep its process alive.
+    const timers = this.options.timers ?? new RealTimers();
+    const source = new ReconnectingSource(this, addresses ?? [this.address], { ...this.options, timers });
     return closingAfter(watchChanges(source, table, watchOptions), () => source.close());
   }
 
