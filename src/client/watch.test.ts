@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { physicalMs } from '../hlc/timestamp.js';
 import { type BasaltError, type HybridTimestamp, isBasaltError, startCluster } from '../index.js';
 import { startClientServer } from './cluster-server.js';
 import { connect } from './remote.js';
@@ -130,6 +131,11 @@ describe('watch', () => {
         assert.deepEqual(mark.balances, snapshot, `the replay at ${mark.resolvedTs} is the snapshot there`);
       }
       assert.ok(replay.marks.length > 3, 'several resolved marks');
+      // The watch's node was down for 500 ms: one round waited it out and went on (no mark spans less than that).
+      const gapsMs = replay.marks
+        .slice(1)
+        .map((m, i) => physicalMs(m.resolvedTs) - physicalMs(replay.marks[i]!.resolvedTs));
+      assert.ok(Math.max(...gapsMs) >= 500, `a round waited out the restart (largest gap ${Math.max(...gapsMs)} ms)`);
     } finally {
       await cluster.stop();
     }

@@ -37,6 +37,11 @@ export const LIMITS = {
   clockSkewReportIntervalMs: 10_000,
   /** Storage: most rows one scan call returns (callers page with the returned next key). */
   storageScanRowsMax: 10_000,
+  /**
+   * Storage: most rows one change read looks at, changed or not, so one call over a large idle range is a bounded
+   * piece of work (the caller goes on from the returned next key).
+   */
+  storageChangeRowsExaminedMax: 10_000,
   /** Storage: most GC queue entries one gc() call processes, so one call is a bounded piece of work. */
   storageGcBatchMax: 10_000,
   /** Storage: most tx state records one listing call returns (recovery pages through them). */

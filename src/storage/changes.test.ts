@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { LIMITS } from '../core/limits.js';
 import { type EngineHarness, pid, ts, tx } from '../testing/storage/contract-harness.js';
 import { openLmdbEnvironment } from './lmdb-environment.js';
 import { type ChangesResult, type MvPartitionStorage, TOMBSTONE } from './mv-partition-storage.js';
@@ -69,6 +70,24 @@ for (const [name, open] of [
         assert.equal(first.nextKey, 'b');
         assert.throws(() => s.changes({ kind: 'range' }, ts(5), ts(5), 1), /window/);
         assert.throws(() => s.changes({ kind: 'range' }, ts(0), ts(5), 0), /limit/);
+      } finally {
+        await harness.close();
+      }
+    });
+
+    it('looks at a bounded number of rows per call, so an idle range is read in bounded steps', async () => {
+      const harness = open();
+      try {
+        const s = harness.engine.mvPartition(P);
+        const idle = LIMITS.storageChangeRowsExaminedMax + 5;
+        for (let i = 0; i < idle; i++) committed(s, `a/${String(i).padStart(6, '0')}`, i, 10);
+        committed(s, 'b', 1, 50);
+        const first = s.changes({ kind: 'range' }, ts(20), ts(60), 100);
+        assert.deepEqual(first.rows, []);
+        assert.equal(first.nextKey, `a/${String(LIMITS.storageChangeRowsExaminedMax).padStart(6, '0')}`);
+        const second = s.changes({ kind: 'range', start: first.nextKey! }, ts(20), ts(60), 100);
+        assert.deepEqual(summary(second), ['b:1@50']);
+        assert.equal(second.nextKey, undefined);
       } finally {
         await harness.close();
       }

@@ -231,9 +231,11 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
     const [start, end] = this.keyBounds(range);
     const rows: ChangeRow[] = [];
     let versionCount = 0;
+    let examined = 0;
     for (const { key, value } of this.store.range('mv:keys', start, end)) {
       const userKey = utf8Text(key.subarray(this.prefix.length));
-      if (versionCount >= limit) return { rows, nextKey: userKey };
+      if (versionCount >= limit || examined >= LIMITS.storageChangeRowsExaminedMax) return { rows, nextKey: userKey };
+      examined += 1;
       const rowId = utf8Text(value) as RowId;
       const row = this.row(rowId);
       assert(row !== undefined && row.key === userKey, 'the key index names a row of its key', rowId, userKey);

@@ -144,7 +144,8 @@ export interface MvPartitionStorage extends ReplicatedStorage {
   scan(range: KeyRange, at: ReadAt, limit: number): ScanResult;
   /**
    * Rows of `range` in key order with a committed version in `(from, to]` or an intent, each with those versions
-   * oldest first (a row is never split). Stops after the row that brings the versions returned to `limit` or more.
+   * oldest first (a row is never split). Stops after the row that brings the versions returned to `limit` or more,
+   * or after LIMITS.storageChangeRowsExaminedMax rows looked at (then possibly with no row, but a next key).
    * Complete only while `from` is at or above the GC watermark (the caller checks it in the same synchronous step).
    */
   changes(range: KeyRange, from: HybridTimestamp, to: HybridTimestamp, limit: number): ChangesResult;

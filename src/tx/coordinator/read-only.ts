@@ -364,7 +364,11 @@ export class ReadOnlyCoordinator {
       throw invalid(`table ${request.table} has no partition ${request.partition}`, { partition: request.partition });
     }
     const fromTs = request.fromTs;
-    if (fromTs !== undefined && (typeof fromTs !== 'bigint' || fromTs <= 0n)) throw invalid('fromTs must be positive');
+    if (fromTs !== undefined) {
+      if (typeof fromTs !== 'bigint' || fromTs <= 0n) throw invalid('fromTs must be positive');
+      // A window starting in the future would promise a resolved timestamp no read has covered yet.
+      this.clock.checkUntrusted(fromTs, 'fromTs');
+    }
     let toTs = request.toTs;
     if (toTs === undefined) {
       toTs = this.clock.now();
