@@ -15,6 +15,9 @@
  * Implicit operations: `put`/`remove` are one-phase writes (one replicated command, no intent). `get` is one
  * lock-free read on the key's primary at the primary's `now` (rule 19: a linearizable single-key read while clocks
  * stay within maxClockSkew), retried on retryable errors.
+ *
+ * Watches (`watch`) are rounds of change reads on the node's RO coordinator (client/watch.ts); a read while the node
+ * is down or stopping fails NODE_UNAVAILABLE, and the stream retries it at the same position once the node is back.
  */
 
 import type { TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';

@@ -174,6 +174,53 @@ describe('watch', () => {
     }
   });
 
+  it('a watch started again from a resolved timestamp gets exactly the changes above it', async () => {
+    const cluster = await startCluster({ simulation: { seed: 'watch-resume' }, nodes: 3 });
+    try {
+      const client = cluster.client('n1');
+      await client.createTable('t', { partitions: 3, replicas: 3 });
+      const first = client.watch('t', { pollMs: 20 });
+      assert.equal(((await first.next()).value as WatchEvent).kind, 'resolved');
+      await client.put('t', 'a', 1);
+      await client.transaction((tx) =>
+        tx.putAll('t', [
+          { key: 'b', value: 1 },
+          { key: 'c', value: 1 },
+        ]),
+      );
+      const taken: WatchEvent[] = [];
+      let checkpoint: HybridTimestamp | undefined;
+      while (checkpoint === undefined) {
+        const event = (await first.next()).value as WatchEvent;
+        if (event.kind === 'resolved') {
+          if (taken.length === 3) checkpoint = event.resolvedTs;
+        } else {
+          taken.push(event);
+        }
+      }
+      await first.return();
+      await client.remove('t', 'a');
+      await client.put('t', 'b', 2);
+      const again = client.watch('t', { fromTimestamp: checkpoint, pollMs: 20 });
+      const after: string[] = [];
+      while (after.length < 2) {
+        const event = (await again.next()).value as WatchEvent;
+        if (event.kind === 'put') after.push(`${event.key}=${JSON.stringify(event.value)}`);
+        if (event.kind === 'delete') after.push(`${event.key} deleted`);
+        if (event.kind !== 'resolved') assert.ok(event.commitTs > checkpoint, 'only changes above the checkpoint');
+      }
+      await again.return();
+      assert.deepEqual(taken.map((e) => e.kind === 'put' && `${e.key}=${JSON.stringify(e.value)}`).sort(), [
+        'a=1',
+        'b=1',
+        'c=1',
+      ]);
+      assert.deepEqual(after.sort(), ['a deleted', 'b=2']);
+    } finally {
+      await cluster.stop();
+    }
+  });
+
   it('refuses bad input with coded errors', async () => {
     const cluster = await startCluster({ simulation: { seed: 'watch-input' }, nodes: 1 });
     try {
