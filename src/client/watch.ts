@@ -163,8 +163,11 @@ async function* stream(source: ChangeSource, settings: Settings): WatchStream {
       delivered += batch.length;
       yield* batch;
     }
-    resolved = reader.toTs;
-    yield { kind: 'resolved', resolvedTs: resolved };
+    // A window that could not open yet (its start ahead of the coordinator's clock) resolves nothing new.
+    if (reader.toTs > resolved) {
+      resolved = reader.toTs;
+      yield { kind: 'resolved', resolvedTs: resolved };
+    }
     if (delivered === 0) await source.sleep(settings.pollMs);
   }
 }
