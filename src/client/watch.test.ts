@@ -240,6 +240,42 @@ describe('watch', () => {
     }
   });
 
+  it('over TCP, a watch whose client port goes away reconnects to the next address and misses nothing', async () => {
+    const cluster = await startCluster({ nodes: 3 });
+    const first = await startClientServer(cluster, 'n1');
+    const second = await startClientServer(cluster, 'n2');
+    const client = await connect(first.address);
+    const writer = cluster.client('n3');
+    try {
+      await writer.createTable('t', { partitions: 3, replicas: 3 });
+      const stream = client.watch('t', { pollMs: 10, connect: [first.address, second.address] });
+      assert.equal(((await stream.next()).value as WatchEvent).kind, 'resolved');
+      const keys: string[] = [];
+      const take = async (n: number) => {
+        while (keys.length < n) {
+          const event = (await stream.next()).value as WatchEvent;
+          if (event.kind === 'put') keys.push(event.key);
+        }
+      };
+      for (let i = 0; i < 5; i++) await writer.put('t', `before/${i}`, i);
+      await take(5);
+      await first.close();
+      for (let i = 0; i < 5; i++) await writer.put('t', `after/${i}`, i);
+      await take(10);
+      await stream.return();
+      assert.deepEqual(
+        [...keys].sort(),
+        [...Array.from({ length: 5 }, (_, i) => `after/${i}`), ...Array.from({ length: 5 }, (_, i) => `before/${i}`)],
+        'every put once, across the move to the second address',
+      );
+      assert.equal(client.closed, true, "the first address's connection is gone");
+    } finally {
+      await client.close();
+      await second.close();
+      await cluster.stop();
+    }
+  });
+
   it('streams over TCP, and the client port refuses a malformed changes request', async () => {
     const cluster = await startCluster({ nodes: 1 });
     const server = await startClientServer(cluster, 'n1');
