@@ -51,6 +51,7 @@ export {
   type RemoteClient,
   type RemoteTransaction,
   type RemoteTransactionOptions,
+  type RemoteWatchOptions,
 } from './client/remote.js';
 export {
   RESTORE_MARKER_PREFIX,
@@ -66,6 +67,25 @@ export {
 export { type ConnectClusterOptions, connectCluster, RoutingClient } from './client/routing.js';
 export { type ScanPagesOptions, type ScanSource, scanPages } from './client/scan-pages.js';
 export type { ClientServer, ClientServerOptions } from './client/server.js';
+/**
+ * Watches: `client.watch(table, { prefix?, range?, fromTimestamp? })` is an async iterable of changes
+ * (`{ kind: 'put', key, value, commitTs }`, `{ kind: 'delete', key, deleted: true, commitTs }`) in commit order per
+ * key, exactly once, and of progress marks `{ kind: 'resolved', resolvedTs }`: every change at or below resolvedTs
+ * was delivered. A `fromTimestamp` no longer retained fails WATCH_TOO_OLD, a consumer that fell that far behind
+ * WATCH_FELL_BEHIND; `ChangeSource` and `watchChanges` build the same stream over any source of change pages.
+ */
+export {
+  type ChangeReadPage,
+  type ChangeReadRequest,
+  type ChangeSource,
+  type WatchDelete,
+  type WatchEvent,
+  type WatchOptions,
+  type WatchPut,
+  type WatchResolved,
+  type WatchStream,
+  watchChanges,
+} from './client/watch.js';
 export type { TableDescriptor, TableOptions } from './cluster/metastorage-state.js';
 export {
   BasaltError,

@@ -10,6 +10,12 @@
  *
  * `scan` without `--limit` streams the whole range from one snapshot, page by page (client/scan-pages.ts).
  *
+ * `watch` prints every committed change of a table, a prefix or a range, one line each, as it happens (client/watch.ts):
+ * `{ key, value, commitTs }` or `{ key, deleted: true, commitTs }`, and with `--progress` `{ resolvedTs }` marks. It
+ * reconnects by itself across the `--connect` addresses and resumes where it stood; a watch started again with
+ * `--from <the last resolvedTs printed>` misses nothing (changes above it may repeat: dedupe on key and commitTs).
+ * Timestamps print as decimal strings and `--from` takes one. It runs until interrupted (exit 0) or it fails.
+ *
  * `txn` runs a JSON script as one read-write transaction (retried as `client.transaction` retries), or read-only with
  * `--read-only`: an array of `{ op: 'get' | 'put' | 'rm' | 'scan', table, key?, value?, prefix?, start?, end?,
  * limit? }`. The whole script is checked before anything is sent.
@@ -18,6 +24,7 @@ import { readFileSync } from 'node:fs';
 import { connect, type RemoteClient, type RemoteTransaction } from '../client/remote.js';
 import { scanPages } from '../client/scan-pages.js';
 import { BasaltError, invalidArgument, isBasaltError } from '../core/errors.js';
+import type { HybridTimestamp } from '../core/ids.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import type { ScanRange } from '../tx/core/user-input.js';
 import { log } from './common.js';
@@ -173,6 +180,58 @@ export async function scanCommand(
     },
     { readOnly: true, retries: 0 },
   );
+  return DATA_EXIT_CODES.ok;
+}
+
+export interface WatchCommandOptions {
+  readonly range: ScanRange;
+  readonly from?: HybridTimestamp;
+  readonly progress: boolean;
+  readonly connect: readonly string[];
+}
+
+/** Parses `--from`: a timestamp as the watch prints them (a positive decimal integer). */
+export function parseTimestamp(text: string): HybridTimestamp {
+  if (!/^[0-9]{1,20}$/.test(text) || BigInt(text) <= 0n || BigInt(text) >= 2n ** 64n) {
+    throw invalidArgument(`--from takes a timestamp as a watch prints it (a positive decimal integer): ${text}`);
+  }
+  return BigInt(text) as HybridTimestamp;
+}
+
+/** Prints the change stream of `table` until it fails or the process is interrupted. */
+export async function watchCommand(
+  client: RemoteClient,
+  table: string,
+  options: WatchCommandOptions,
+  output: Output,
+): Promise<number> {
+  const stream = client.watch(table, {
+    ...('prefix' in options.range ? { prefix: options.range.prefix } : { range: options.range }),
+    ...(options.from !== undefined && { fromTimestamp: options.from }),
+    connect: options.connect,
+  });
+  for await (const event of stream) {
+    if (event.kind === 'resolved') {
+      if (!options.progress) continue;
+      log(
+        output === 'json' ? JSON.stringify({ resolvedTs: String(event.resolvedTs) }) : `resolved\t${event.resolvedTs}`,
+      );
+    } else if (event.kind === 'put') {
+      const { key, value, commitTs } = event;
+      log(
+        output === 'json'
+          ? JSON.stringify({ key, value, commitTs: String(commitTs) })
+          : `put\t${key}\t${JSON.stringify(value)}\t${commitTs}`,
+      );
+    } else {
+      const { key, commitTs } = event;
+      log(
+        output === 'json'
+          ? JSON.stringify({ key, deleted: true, commitTs: String(commitTs) })
+          : `delete\t${key}\t\t${commitTs}`,
+      );
+    }
+  }
   return DATA_EXIT_CODES.ok;
 }
 

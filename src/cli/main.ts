@@ -10,6 +10,7 @@
  * cluster (backup-command.ts).
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
+import type { HybridTimestamp } from '../core/ids.js';
 import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
 import { EXIT_CODES } from '../sim/workload/run.js';
 import { WORKLOADS, type WorkloadName } from '../sim/workload/workload.js';
@@ -46,11 +47,13 @@ import {
   getCommand,
   type Output,
   parseScript,
+  parseTimestamp,
   parseValue,
   readSource,
   reportFailure,
   scanCommand,
   txnCommand,
+  watchCommand,
   withClient,
 } from './data.js';
 import { demo } from './demo.js';
@@ -319,6 +322,38 @@ dataCommand('scan <table>', 'list keys and values in key order, from one read-on
               ...(flags.end !== undefined && { end: flags.end }),
             };
       process.exitCode = await withClient(o, (client) => scanCommand(client, tableName, range, flags.limit, o.output));
+    },
+  );
+dataCommand('watch <table>', 'print every committed change as it happens, one line each; resumes across reconnects')
+  .option('--prefix <p>', 'keys starting with p')
+  .option('--start <key>', 'from this key (inclusive)')
+  .option('--end <key>', 'to this key (exclusive)')
+  .option('--from <ts>', 'changes committed above this timestamp (a resolvedTs printed before); default: now')
+  .option('--progress', 'also print resolved timestamps { resolvedTs }: every change at or below was printed', false)
+  .action(
+    async (
+      tableName: string,
+      flags: DataFlags & { prefix?: string; start?: string; end?: string; from?: string; progress: boolean },
+    ) => {
+      const o = dataOptions(flags);
+      let from: HybridTimestamp | undefined;
+      try {
+        from = flags.from === undefined ? undefined : parseTimestamp(flags.from);
+      } catch (error) {
+        process.exitCode = reportFailure(error);
+        return;
+      }
+      // Interrupted: the changes printed so far are complete up to the last resolvedTs printed.
+      for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(DATA_EXIT_CODES.ok));
+      const range =
+        flags.prefix !== undefined
+          ? { prefix: flags.prefix }
+          : {
+              ...(flags.start !== undefined && { start: flags.start }),
+              ...(flags.end !== undefined && { end: flags.end }),
+            };
+      const options = { range, ...(from !== undefined && { from }), progress: flags.progress, connect: o.connect };
+      process.exitCode = await withClient(o, (client) => watchCommand(client, tableName, options, o.output));
     },
   );
 dataCommand('txn <script>', 'run a JSON script of get/put/rm/scan operations as one transaction (- reads stdin)')

@@ -15,6 +15,9 @@
  * Implicit operations: `put`/`remove` are one-phase writes (one replicated command, no intent). `get` is one
  * lock-free read on the key's primary at the primary's `now` (rule 19: a linearizable single-key read while clocks
  * stay within maxClockSkew), retried on retryable errors.
+ *
+ * Watches (`watch`) are rounds of change reads on the node's RO coordinator (client/watch.ts); a read while the node
+ * is down or stopping fails NODE_UNAVAILABLE, and the stream retries it at the same position once the node is back.
  */
 
 import type { TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
@@ -37,6 +40,13 @@ import {
 import type { KeyValue, ReadOptions, ScanOptions, ScanRange, TxWrite } from '../tx/core/user-input.js';
 import { type BackupOptions, type BackupSummary, backup } from './backup.js';
 import { type RestoreOptions, type RestoreSummary, restore } from './restore.js';
+import {
+  type ChangeReadPage,
+  type ChangeReadRequest,
+  type WatchOptions,
+  type WatchStream,
+  watchChanges,
+} from './watch.js';
 
 export type { Value } from '../storage/mv-partition-storage.js';
 export type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
@@ -107,6 +117,14 @@ export interface Client {
    * stopped half way continues when run again (client/restore.ts).
    */
   restore(options: RestoreOptions): Promise<RestoreSummary>;
+  /**
+   * The change stream of `table` (or of a prefix or range of it): every committed change above `fromTimestamp`, once,
+   * in commit order per key, with progress marks `{ resolvedTs }` (client/watch.ts). It resumes by itself across node
+   * restarts and primary changes; see WatchOptions.
+   */
+  watch(table: string, options?: WatchOptions): WatchStream;
+  /** One page of one partition's changes in a window: what `watch` is built from (and the protocol's `changes`). */
+  readChanges(request: ChangeReadRequest): Promise<ChangeReadPage>;
 }
 
 /** The `ClientFactory` of the cluster harness. */
@@ -224,6 +242,27 @@ class EmbeddedClient implements Client {
 
   restore(options: RestoreOptions): Promise<RestoreSummary> {
     return restore(this, options);
+  }
+
+  watch(table: string, options?: WatchOptions): WatchStream {
+    const source = {
+      readChanges: (r: ChangeReadRequest) => this.readChanges(r),
+      sleep: (ms: number) => this.cluster.runFor(ms),
+    };
+    return watchChanges(source, table, options);
+  }
+
+  readChanges(request: ChangeReadRequest): Promise<ChangeReadPage> {
+    return this.run(async () => {
+      const { node, readOnly } = this.current();
+      try {
+        return await whileAlive(node, readOnly.readChanges(request), () => nodeStopped(node.name));
+      } catch (error) {
+        // A read cancelled by its coordinator stopping is retried like a read on a node that is down.
+        if (error instanceof BasaltError && error.code === 'CANCELLED') throw nodeStopped(node.name);
+        throw error;
+      }
+    });
   }
 
   private knows(name: string, present: boolean): boolean {
@@ -377,6 +416,10 @@ function coordinatorGone(node: NodeName): BasaltError {
     node,
     reason: 'coordinator-gone',
   });
+}
+
+function nodeStopped(node: NodeName): BasaltError {
+  return new BasaltError('NODE_UNAVAILABLE', `node ${node} stopped`, { node }, { executed: 'no' });
 }
 
 function outcomeUnknown(node: NodeName): BasaltError {

@@ -20,6 +20,7 @@ import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import { beginTransaction, readWriteBeginOptions, runTransaction } from '../tx/coordinator/transaction.js';
 import type { Value } from './client.js';
 import type { BackendTransaction, ClientBackend, RemoteBeginOptions } from './server.js';
+import type { ChangeReadPage, ChangeReadRequest } from './watch.js';
 
 /** Polling period while waiting for this node's metastorage view to show a table change. */
 const TABLE_POLL_MS = 20;
@@ -106,6 +107,10 @@ class NodeClient implements ClientBackend {
   primaries(table: string): readonly (string | null)[] {
     const placement = this.service().placement;
     return placement.partitionsOf(table).map((partitionId) => locateOr(placement.primaries, partitionId, null));
+  }
+
+  readChanges(request: ChangeReadRequest): Promise<ChangeReadPage> {
+    return this.service().readOnly.readChanges(request);
   }
 
   removeNode(name: string, dead: boolean): Promise<readonly MemberRecord[]> {

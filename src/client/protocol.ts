@@ -91,6 +91,15 @@ interface RequestFields {
   readonly removeNode: { readonly name: string; readonly dead?: boolean };
   /** The primary of each partition of a table, as the server's node knows it (for clients that route by key). */
   readonly primaries: { readonly table: string };
+  /** One page of one partition's changes in `(fromTs, toTs]` (a watch's step; toTs absent: the server's `now`). */
+  readonly changes: {
+    readonly table: string;
+    readonly partition: number;
+    readonly range: Readonly<Record<string, string>>;
+    readonly fromTs?: bigint;
+    readonly toTs?: bigint;
+    readonly limit?: number;
+  };
 }
 
 export type RequestKind = keyof RequestFields;
@@ -233,6 +242,10 @@ const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
   members: { required: {}, optional: {} },
   removeNode: { required: { name: string }, optional: { dead: boolean } },
   primaries: { required: { table: string }, optional: {} },
+  changes: {
+    required: { table: string, partition: count, range },
+    optional: { fromTs: timestamp, toTs: timestamp, limit: count },
+  },
 };
 
 /** Validates one decoded frame as a request. Never throws. */

@@ -27,6 +27,7 @@ import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import { parseHostPort } from '../net/tcp-transport.js';
 import { commitOrRollBack, retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import type { RunTransactionOptions } from '../tx/coordinator/transaction.js';
+import type { ChangeEntry } from '../tx/core/messages.js';
 import { checkReadOptions } from '../tx/core/user-input.js';
 import { type BackupOptions, type BackupSummary, backup } from './backup.js';
 import type { KeyValue, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
@@ -41,6 +42,14 @@ import {
   UNATTRIBUTED_REQUEST_ID,
 } from './protocol.js';
 import { type RestoreOptions, type RestoreSummary, restore } from './restore.js';
+import {
+  type ChangeReadPage,
+  type ChangeReadRequest,
+  type ChangeSource,
+  type WatchOptions,
+  type WatchStream,
+  watchChanges,
+} from './watch.js';
 import { WriteBuffer, type WriteSink } from './write-buffer.js';
 
 export interface ConnectOptions {
@@ -114,8 +123,21 @@ export interface RemoteClient {
   backup(options: BackupOptions): Promise<BackupSummary>;
   /** A restore of a backup chain into empty or new tables, as `Client.restore` (client/restore.ts). */
   restore(options: RestoreOptions): Promise<RestoreSummary>;
+  /**
+   * The change stream of `table` (client/watch.ts), read over this connection. When the connection is lost it
+   * reconnects by itself, to `connect`'s addresses in turn (default: this client's address), and resumes where it
+   * stood: no gap, no duplicate. Connections it opened close when the stream ends.
+   */
+  watch(table: string, options?: RemoteWatchOptions): WatchStream;
+  /** One page of one partition's changes in a window (the protocol's `changes`; what `watch` is built from). */
+  readChanges(request: ChangeReadRequest): Promise<ChangeReadPage>;
   /** Ends the connection; the server rolls back the transactions still open on it. */
   close(): Promise<void>;
+}
+
+export interface RemoteWatchOptions extends WatchOptions {
+  /** Addresses `host:port` to reconnect to, in turn, after the connection is lost (default: this client's). */
+  readonly connect?: readonly string[];
 }
 
 /** Connects to a node's client port, e.g. `connect('127.0.0.1:10800')`. */
@@ -129,7 +151,7 @@ export async function connect(address: string, options: ConnectOptions = {}): Pr
     pendingCallsMax: options.pendingCallsMax ?? LIMITS.clientPendingCallsMax,
   });
   const node = await connection.opened;
-  return new TcpClient(connection, nodeName(node), address, timers, options.bufferWrites ?? true);
+  return new TcpClient(connection, nodeName(node), address, timers, options);
 }
 
 /** What a lost response means for the caller: nothing happened for sure, or something may have been applied. */
@@ -398,11 +420,36 @@ class TcpClient implements RemoteClient {
     readonly node: NodeName,
     readonly address: string,
     private readonly timers: Timers,
-    private readonly bufferWrites: boolean,
+    private readonly options: ConnectOptions,
   ) {}
 
   get closed(): boolean {
     return this.connection.isClosed;
+  }
+
+  watch(table: string, options: RemoteWatchOptions = {}): WatchStream {
+    const { connect: addresses, ...watchOptions } = options;
+    if (addresses !== undefined && (!Array.isArray(addresses) || addresses.length === 0)) {
+      throw new BasaltError('INVALID_ARGUMENT', 'connect lists at least one address');
+    }
+    // The default timers are unref'd; a watch pausing before it reconnects must keep its process alive.
+    const timers = this.options.timers ?? new RealTimers();
+    const source = new ReconnectingSource(this, addresses ?? [this.address], { ...this.options, timers });
+    return closingAfter(watchChanges(source, table, watchOptions), () => source.close());
+  }
+
+  async readChanges(request: ChangeReadRequest): Promise<ChangeReadPage> {
+    const { table, partition, range, fromTs, toTs, limit } = request;
+    const result = await this.connection.call({
+      kind: 'changes',
+      table,
+      partition,
+      range: range as Readonly<Record<string, string>>,
+      ...(fromTs !== undefined && { fromTs }),
+      ...(toTs !== undefined && { toTs }),
+      ...(limit !== undefined && { limit }),
+    });
+    return changePageOf(result);
   }
 
   async begin(options: RemoteBeginOptions = {}): Promise<RemoteTransaction> {
@@ -417,7 +464,7 @@ class TcpClient implements RemoteClient {
       txId(result['txId']),
       result['readOnly'] === true,
       readTimestamp as HybridTimestamp | undefined,
-      this.bufferWrites && result['readOnly'] !== true,
+      (this.options.bufferWrites ?? true) && result['readOnly'] !== true,
     );
   }
 
@@ -499,6 +546,84 @@ class TcpClient implements RemoteClient {
   close(): Promise<void> {
     return this.connection.close();
   }
+}
+
+/**
+ * A watch's source over TCP: the client's own connection first; once a connection is lost, a new one to the next
+ * address (a failed connect is a retryable error, so the watch backs off and tries the next). Owns what it opened.
+ */
+class ReconnectingSource implements ChangeSource {
+  private active: RemoteClient;
+  private owned: RemoteClient | undefined;
+  private next = 0;
+
+  constructor(
+    first: RemoteClient,
+    private readonly addresses: readonly string[],
+    private readonly options: ConnectOptions & { readonly timers: Timers },
+  ) {
+    this.active = first;
+  }
+
+  async readChanges(request: ChangeReadRequest): Promise<ChangeReadPage> {
+    if (this.active.closed) await this.reconnect();
+    return this.active.readChanges(request);
+  }
+
+  sleep(ms: number): Promise<void> {
+    return sleep(this.options.timers, ms);
+  }
+
+  private async reconnect(): Promise<void> {
+    await this.close();
+    const address = this.addresses[this.next % this.addresses.length]!;
+    this.next += 1;
+    try {
+      this.owned = await connect(address, this.options);
+    } catch (error) {
+      const e = isBasaltError(error) ? error : undefined;
+      throw new BasaltError('CONNECTION_CLOSED', `cannot reconnect to ${address}: ${e?.message ?? String(error)}`);
+    }
+    this.active = this.owned;
+  }
+
+  async close(): Promise<void> {
+    const owned = this.owned;
+    this.owned = undefined;
+    await owned?.close().catch(() => {});
+  }
+}
+
+/** `stream`, then `cleanup` however it ends (exhausted, failed, or `return()`ed by the consumer). */
+async function* closingAfter(stream: WatchStream, cleanup: () => Promise<void>): WatchStream {
+  try {
+    yield* stream;
+  } finally {
+    await cleanup();
+  }
+}
+
+/** A `changes` result checked as it arrives. */
+function changePageOf(result: unknown): ChangeReadPage {
+  const malformed = () => new BasaltError('MALFORMED_FRAME', 'the server answered changes without a page');
+  if (!isRecord(result)) throw malformed();
+  const { toTs, partitions, changes, nextKey } = result;
+  if (typeof toTs !== 'bigint' || !Number.isSafeInteger(partitions) || !Array.isArray(changes)) throw malformed();
+  if (nextKey !== undefined && typeof nextKey !== 'string') throw malformed();
+  const entries = changes.map((c: unknown): ChangeEntry => {
+    if (!isRecord(c) || typeof c['key'] !== 'string' || typeof c['commitTs'] !== 'bigint') throw malformed();
+    const { key } = c;
+    const commitTs = c['commitTs'] as HybridTimestamp;
+    if (c['deleted'] === true) return { key, commitTs, deleted: true };
+    if (c['deleted'] !== false || !('value' in c)) throw malformed();
+    return { key, commitTs, deleted: false, value: c['value'] as Value };
+  });
+  return {
+    toTs: toTs as HybridTimestamp,
+    partitions: partitions as number,
+    changes: entries,
+    ...(nextKey !== undefined && { nextKey }),
+  };
 }
 
 function membersOf(result: unknown): MemberRecord[] {

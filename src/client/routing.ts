@@ -27,8 +27,10 @@ import {
   type RemoteClient,
   type RemoteTransaction,
   type RemoteTransactionOptions,
+  type RemoteWatchOptions,
 } from './remote.js';
 import { type RestoreOptions, type RestoreSummary, restore } from './restore.js';
+import type { ChangeReadPage, ChangeReadRequest, WatchStream } from './watch.js';
 
 /** How long a table's routes are used before the next call refreshes them. */
 export const ROUTES_MAX_AGE_MS = 1000;
@@ -110,6 +112,15 @@ export class RoutingClient implements RemoteClient {
 
   get(table: string, key: string): Promise<Value | undefined> {
     return this.target(table, key).get(table, key);
+  }
+
+  /** Watches through home; after a loss it reconnects to every address of this client in turn (by default). */
+  watch(table: string, options: RemoteWatchOptions = {}): WatchStream {
+    return this.home.watch(table, { connect: this.clients.map((c) => c.address), ...options });
+  }
+
+  readChanges(request: ChangeReadRequest): Promise<ChangeReadPage> {
+    return this.home.readChanges(request);
   }
 
   put(table: string, key: string, value: Value): Promise<void> {

@@ -41,6 +41,7 @@ import {
   type TxHandle,
   UNATTRIBUTED_REQUEST_ID,
 } from './protocol.js';
+import type { ChangeReadPage, ChangeReadRequest } from './watch.js';
 
 /** Options of a begin as the client protocol carries them (read-only ones are the coordinator's to check). */
 export interface RemoteBeginOptions {
@@ -77,6 +78,8 @@ export interface ClientBackend {
   removeNode?(name: string, dead: boolean): Promise<readonly MemberRecord[]>;
   /** Each partition's primary as this node knows it, null where it knows none (absent: this backend cannot tell). */
   primaries?(table: string): readonly (string | null)[];
+  /** One page of one partition's changes (a watch's step); absent: this backend serves no watches. */
+  readChanges?(request: ChangeReadRequest): Promise<ChangeReadPage>;
 }
 
 export interface ClientServerOptions {
@@ -417,6 +420,8 @@ class ClientSession {
         if (primaries === undefined) throw new BasaltError('NOT_IMPLEMENTED', 'this server does not know primaries');
         return Promise.resolve({ primaries: [...primaries] });
       }
+      case 'changes':
+        return this.changes(request);
       case 'removeNode': {
         const remove = this.backend.removeNode?.bind(this.backend);
         if (remove === undefined) throw new BasaltError('NOT_IMPLEMENTED', 'this server cannot remove nodes');
@@ -457,6 +462,21 @@ class ClientSession {
     this.txs.set(handle, tx);
     assert(this.txs.size + this.beginsInFlight <= this.limits.txHandlesMax, 'at most txHandlesMax transactions');
     return { tx: handle, txId: tx.id, readOnly: tx.readOnly, readTimestamp: tx.readTimestamp };
+  }
+
+  private async changes(request: RequestOf<'changes'>): Promise<unknown> {
+    if (this.backend.readChanges === undefined) {
+      throw new BasaltError('NOT_IMPLEMENTED', 'this server serves no watches');
+    }
+    const { table, partition, range, fromTs, toTs, limit } = request;
+    return this.backend.readChanges({
+      table,
+      partition,
+      range: range as ScanRange,
+      ...(fromTs !== undefined && { fromTs: fromTs as HybridTimestamp }),
+      ...(toTs !== undefined && { toTs: toTs as HybridTimestamp }),
+      ...(limit !== undefined && { limit }),
+    });
   }
 
   private async get(request: RequestOf<'get'>): Promise<unknown> {

@@ -55,6 +55,13 @@ export const ERROR_CODES = {
    */
   TX_OP_STALE: { retryable: true },
   TX_TIMEOUT: { retryable: true },
+  /**
+   * A watch asked for changes from a timestamp below what the serving node still retains (its low watermark, the
+   * storage GC horizon): the details name the oldest timestamp still available. Never a silent gap.
+   */
+  WATCH_TOO_OLD: { retryable: false },
+  /** A watch whose consumer fell so far behind that the changes it still had to read are no longer retained. */
+  WATCH_FELL_BEHIND: { retryable: false },
   STORAGE_CLOSED: { retryable: false },
   STORAGE_CORRUPTED: { retryable: false },
   CLOCK_SKEW: { retryable: true },

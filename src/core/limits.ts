@@ -37,6 +37,11 @@ export const LIMITS = {
   clockSkewReportIntervalMs: 10_000,
   /** Storage: most rows one scan call returns (callers page with the returned next key). */
   storageScanRowsMax: 10_000,
+  /**
+   * Storage: most rows one change read looks at, changed or not, so one call over a large idle range is a bounded
+   * piece of work (the caller goes on from the returned next key).
+   */
+  storageChangeRowsExaminedMax: 10_000,
   /** Storage: most GC queue entries one gc() call processes, so one call is a bounded piece of work. */
   storageGcBatchMax: 10_000,
   /** Storage: most tx state records one listing call returns (recovery pages through them). */
@@ -267,6 +272,16 @@ export const LIMITS = {
   /** Coordinator: backoff between retries of one request (enlistment, finish), doubling from min to max. */
   txRetryBackoffMsMin: 20,
   txRetryBackoffMsMax: 1_000,
+  /** Watch: the longest pause between rounds that found no change. */
+  watchPollMsMax: 60_000,
+  /** Watch: partitions read at once by one watch (one page each in memory). */
+  watchConcurrencyMax: 64,
+  /**
+   * Watch: consecutive retryable failures of one page (same window, same position) before the stream fails; with the
+   * backoff below, about two minutes without any node answering.
+   */
+  watchRetriesMax: 120,
+  watchRetryBackoffMsMax: 1_000,
   /** Coordinator: backoff cap of the background finish retries. */
   txBackgroundBackoffMsMax: 5_000,
   /** Coordinator: a state request for a FINISHING tx with commitTs ≤ readTs waits this long for the outcome. */

@@ -441,7 +441,8 @@ function composeReplicaLayer(c: ReplicaLayerComponents): ReplicaLayer {
   };
   const partitions = new PartitionDirectory();
   const hints = nodePrimaryHints(c, partitions);
-  const lowWatermark = new LowWatermark({ clock: hlc });
+  const retentionMs = c.options.lowWatermarkRetentionMs;
+  const lowWatermark = new LowWatermark({ clock: hlc, ...(retentionMs !== undefined && { retentionMs }) });
   const locator = hintsDirectory(hints);
   const peers = membershipPeers(c.membership, self);
   const cleanups = new CleanupDriver({

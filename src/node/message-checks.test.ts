@@ -169,6 +169,20 @@ describe('peer message checks', () => {
     assert.equal(PEER_MESSAGE_CHECKS.ReadWriteResponse(response, ceiling), undefined, 'its lease expires ahead');
   });
 
+  it('check a change read and its page: a window, a limit, and values only on what is not a removal', () => {
+    const changes = { op: 'changes', range: { kind: 'range', start: 'a' }, fromTs: ts - 5n, limit: 10 };
+    const page = (entries: unknown[]) => ({ result: { op: 'changes', changes: entries } });
+    assert.equal(problem('ReadOnlyRequest', { ...VALID.ReadOnlyRequest, readTs: ts, operation: changes }), undefined);
+    const put = { key: 'k', commitTs: ts, deleted: false, value: null };
+    const removal = { key: 'k', commitTs: ts, deleted: true };
+    assert.equal(problem('ReadOnlyResponse', { ...VALID.ReadOnlyResponse, ...page([put, removal]) }), undefined);
+    refused('ReadOnlyRequest', { operation: { ...changes, fromTs: 0n } }, /fromTs must be a timestamp/);
+    refused('ReadOnlyRequest', { operation: { ...changes, limit: 0 } }, /limit/);
+    refused('ReadOnlyResponse', page([{ key: 'k', commitTs: ts, deleted: false }]), /value/);
+    refused('ReadOnlyResponse', page([{ ...put, commitTs: 3 }]), /commitTs must be a timestamp/);
+    refused('ReadOnlyResponse', page([{ ...removal, key: 5 }]), /key/);
+  });
+
   it('know no kind outside the protocol', () => {
     for (const kind of ['Nope', 'toString', '__proto__', 'constructor']) {
       assert.equal(Object.hasOwn(PEER_MESSAGE_CHECKS, kind), false, kind);

@@ -88,6 +88,8 @@ export interface ReplicaHostOptions {
   readonly restAfterMs?: number;
   /** Period of the upkeep timer while no partition is awake (default LIMITS.replicaRestingUpkeepIntervalMs). */
   readonly restingUpkeepIntervalMs?: number;
+  /** MVCC history kept below `now` (the low watermark's retention; default LIMITS.lowWatermarkRetentionMsDefault). */
+  readonly lowWatermarkRetentionMs?: number;
 }
 
 const UPKEEP_INTERVAL_MS_DEFAULT = 25;

@@ -28,6 +28,9 @@ import type {
   AbortWriteResult,
   AddWriteCommittedResult,
   AddWriteResult,
+  ChangedVersion,
+  ChangeRow,
+  ChangesResult,
   CommitWriteResult,
   GcResult,
   KeyRange,
@@ -42,6 +45,7 @@ import { TOMBSTONE } from './mv-partition-storage.js';
 import {
   assertNewerThanChain,
   decodeRow,
+  decodeValue,
   EMPTY_READ,
   encodeRow,
   encodeValue,
@@ -216,6 +220,33 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
     return { rows, nextKey: undefined };
   }
 
+  changes(range: KeyRange, from: HybridTimestamp, to: HybridTimestamp, limit: number): ChangesResult {
+    this.checkLive();
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIMITS.storageScanRowsMax) {
+      throw invalidArgument(`change limit must be an integer in 1..${LIMITS.storageScanRowsMax}`, { limit });
+    }
+    if (typeof from !== 'bigint' || typeof to !== 'bigint' || from < 0n || to <= from) {
+      throw invalidArgument('a change window (from, to] needs 0 <= from < to');
+    }
+    const [start, end] = this.keyBounds(range);
+    const rows: ChangeRow[] = [];
+    let versionCount = 0;
+    let examined = 0;
+    for (const { key, value } of this.store.range('mv:keys', start, end)) {
+      const userKey = utf8Text(key.subarray(this.prefix.length));
+      if (versionCount >= limit || examined >= LIMITS.storageChangeRowsExaminedMax) return { rows, nextKey: userKey };
+      examined += 1;
+      const rowId = utf8Text(value) as RowId;
+      const row = this.row(rowId);
+      assert(row !== undefined && row.key === userKey, 'the key index names a row of its key', rowId, userKey);
+      const changed = changedRow(row, rowId, from, to);
+      if (changed === undefined) continue;
+      rows.push(changed);
+      versionCount += Math.max(1, changed.versions.length);
+    }
+    return { rows, nextKey: undefined };
+  }
+
   private keyBounds(range: KeyRange): [Uint8Array, Uint8Array | undefined] {
     const partitionEnd = prefixEnd(this.prefix);
     switch (range.kind) {
@@ -348,6 +379,18 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
   private queueGc(ts: HybridTimestamp, rowId: RowId): void {
     this.store.put('mv:gc', withSuffix(this.prefix, timestampBytes(ts), rowIdBytes(rowId)), EMPTY);
   }
+}
+
+/** A row's versions in `(from, to]`, oldest first, with its intent; undefined when it has neither. */
+function changedRow(row: RowRecord, rowId: RowId, from: HybridTimestamp, to: HybridTimestamp): ChangeRow | undefined {
+  const versions = row.versions
+    .filter((v) => v.commitTs > from && v.commitTs <= to)
+    .reverse()
+    .map((v): ChangedVersion => ({ commitTs: v.commitTs, value: decodeValue(v.value) }));
+  const intent = row.intent === undefined ? undefined : readLatest(row);
+  if (versions.length === 0 && intent === undefined) return undefined;
+  assert(intent === undefined || intent.kind === 'intent', 'a row with an intent reads it latest');
+  return { key: row.key, rowId, versions, ...(intent?.kind === 'intent' && { intent }) };
 }
 
 const EMPTY = new Uint8Array(0);

@@ -89,6 +89,27 @@ export interface ScanResult {
   readonly nextKey: string | undefined;
 }
 
+/** One committed version as a change read returns it. */
+export interface ChangedVersion {
+  readonly commitTs: HybridTimestamp;
+  readonly value: RowValue;
+}
+
+/** A row with changes in a window: its committed versions there, oldest first, and its intent if it has one. */
+export interface ChangeRow {
+  readonly key: string;
+  readonly rowId: RowId;
+  readonly versions: readonly ChangedVersion[];
+  /** The row's intent: its tx may have committed inside the window (the reader resolves it). */
+  readonly intent?: IntentRead;
+}
+
+export interface ChangesResult {
+  readonly rows: readonly ChangeRow[];
+  /** The first key in range not looked at because the page was full, or undefined when the range was exhausted. */
+  readonly nextKey: string | undefined;
+}
+
 export interface GcResult {
   /** Committed versions removed (a removed tombstone counts as one). */
   readonly versionsRemoved: number;
@@ -121,6 +142,13 @@ export interface MvPartitionStorage extends ReplicatedStorage {
   readLatest(rowId: RowId): ReadResult;
   /** Rows of `range` in key order as `read`/`readLatest` sees them at `at`, at most `limit` rows. */
   scan(range: KeyRange, at: ReadAt, limit: number): ScanResult;
+  /**
+   * Rows of `range` in key order with a committed version in `(from, to]` or an intent, each with those versions
+   * oldest first (a row is never split). Stops after the row that brings the versions returned to `limit` or more,
+   * or after LIMITS.storageChangeRowsExaminedMax rows looked at (then possibly with no row, but a next key).
+   * Complete only while `from` is at or above the GC watermark (the caller checks it in the same synchronous step).
+   */
+  changes(range: KeyRange, from: HybridTimestamp, to: HybridTimestamp, limit: number): ChangesResult;
   /** Rows holding an intent of `txId` (for cleanup and recovery), in row id order. */
   rowsWrittenBy(txId: TxId): readonly RowId[];
   /**

@@ -882,6 +882,59 @@ describe('ReadOnlyRequest and LeaseConfirmRequest', () => {
     assert.equal(mv.readLatest(mv.rowIdOf('a')!).kind, 'intent', 'the reads switched nothing');
   });
 
+  it('a change read: versions in (fromTs, readTs], an intent at its commitTs only when committed inside the window', async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const before = h.coord.now();
+    for (const key of ['a', 'b', 'c']) {
+      await h.rw(primary, rwRequest(P1, h.newTx(), 1, { op: 'put', key, value: 'old' }, { full: true }));
+    }
+    const committed = h.newTx();
+    const aborted = h.newTx();
+    await h.rw(primary, rwRequest(P1, committed, 1, { op: 'put', key: 'a', value: 'new' }));
+    await h.rw(primary, rwRequest(P1, aborted, 1, { op: 'remove', key: 'b' }));
+    const commitTs = h.coord.now();
+    primary.map.update(committed, { state: 'COMMITTED', commitTimestamp: commitTs, reason: 'resolution' });
+    primary.map.update(aborted, { state: 'ABORTED', reason: 'resolution' });
+    const changes = async (fromTs: HybridTimestamp, readTs: HybridTimestamp) => {
+      const request: ReadOnlyRequest = {
+        kind: 'ReadOnlyRequest',
+        partitionId: P1,
+        coordinatorId: COORDINATOR,
+        readTs,
+        operation: { op: 'changes', range: { kind: 'range' }, fromTs, limit: 100 },
+      };
+      const { result } = await h.settle(h.call<ReadOnlyResponse>(primary.name, request));
+      assert.equal(result.op, 'changes');
+      return result.op === 'changes' ? result.changes.map((c) => [c.key, c.deleted ? 'x' : c.value, c.commitTs]) : [];
+    };
+    const upToCommit = await changes(before, commitTs);
+    assert.deepEqual(
+      upToCommit.map(([key, value]) => [key, value]),
+      [
+        ['a', 'old'],
+        ['a', 'new'],
+        ['b', 'old'],
+        ['c', 'old'],
+      ],
+      'the old versions, and the committed intent; never the aborted removal',
+    );
+    assert.equal(upToCommit[1]![2], commitTs, "the intent's change is at its tx's commitTs");
+    assert.deepEqual(await changes(before, (commitTs - 1n) as HybridTimestamp).then((c) => c.length), 3);
+    assert.deepEqual(await changes((commitTs - 1n) as HybridTimestamp, h.coord.now()), [['a', 'new', commitTs]]);
+    assert.deepEqual(await changes(commitTs, h.coord.now()), [], 'nothing above the commit');
+    await assert.rejects(
+      h.settle(
+        h.call(primary.name, {
+          ...roRequest(P1, 'a', commitTs),
+          operation: { op: 'changes', range: { kind: 'range' }, fromTs: commitTs, limit: 1 },
+        }),
+      ),
+      hasCode('INVALID_ARGUMENT'),
+      'a window needs readTs above fromTs',
+    );
+  });
+
   it('rule 6: lease confirmation says yes under the current token and no under another', async () => {
     const h = await Cluster.start(SEED);
     const primary = h.primary(P1);

@@ -14,13 +14,27 @@
  * Rule 10: with a `lowWatermark` (the node's, the one its storage GC uses), a readTs below it fails
  * TX_READ_ONLY_TOO_OLD; it is checked after any wait, right before the synchronous storage reads, so no GC can run
  * between the check and the reads.
+ *
+ * Change reads (a watch's page, DESIGN §4b "Change streams"): the committed versions with commitTs in
+ * `(fromTs, readTs]`, served as a read at readTs (same wait, same resolution of intents: an intent is a change at its
+ * tx's commitTs when that is in the window). GC keeps every version above the watermark, so the window is complete
+ * iff fromTs ≥ watermark, checked in the same step as readTs; below it the read fails WATCH_TOO_OLD naming the
+ * oldest timestamp this node still has.
  */
-import { invalidArgument } from '../../core/errors.js';
+import { BasaltError, invalidArgument } from '../../core/errors.js';
 import type { HybridTimestamp } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
-import { type ReadResult, type RowValue, TOMBSTONE } from '../../storage/mv-partition-storage.js';
+import { formatTimestamp } from '../../hlc/timestamp.js';
+import { type ChangeRow, type ReadResult, type RowValue, TOMBSTONE } from '../../storage/mv-partition-storage.js';
 import { readOnlyTooOld } from '../../tx/core/low-watermark.js';
-import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from '../../tx/core/messages.js';
+import type {
+  ChangeEntry,
+  ChangesReadResult,
+  FoundValue,
+  ReadOnlyRequest,
+  ReadOnlyResponse,
+  RoOperation,
+} from '../../tx/core/messages.js';
 import type { PartitionReplica } from '../partition/partition-replica.js';
 import { type IntentResolver, isIntentVisible } from '../resolution/intent-resolver.js';
 
@@ -35,10 +49,17 @@ export async function handleReadOnly(
   request: ReadOnlyRequest,
   deps: ReadOnlyDeps,
 ): Promise<ReadOnlyResponse> {
+  const { operation } = request;
+  if (operation.op === 'changes' && (request.readTs === undefined || operation.fromTs >= request.readTs)) {
+    throw invalidArgument('a change read needs a readTs above its fromTs');
+  }
   const readTs = request.readTs ?? (await implicitReadTs(p));
   if (readTs <= 0n) throw invalidArgument('readTs must be positive');
   await p.waitReadable(readTs);
   const watermark = deps.lowWatermark?.();
+  if (watermark !== undefined && operation.op === 'changes' && operation.fromTs < watermark) {
+    throw watchTooOld(operation.fromTs, watermark);
+  }
   if (watermark !== undefined && readTs < watermark) throw readOnlyTooOld(readTs, watermark);
   return { kind: 'ReadOnlyResponse', readTs, result: await readAt(p, request.operation, readTs, deps.resolver) };
 }
@@ -82,7 +103,54 @@ async function readAt(
       });
       return scanned.nextKey === undefined ? { op: 'scan', rows } : { op: 'scan', rows, nextKey: scanned.nextKey };
     }
+    case 'changes': {
+      const limit = Math.max(1, Math.min(operation.limit, LIMITS.storageScanRowsMax));
+      const read = p.mv.changes(operation.range, operation.fromTs, readTs, limit);
+      const perRow = await Promise.all(read.rows.map((row) => changesOf(p, row, operation.fromTs, readTs, resolver)));
+      const result: ChangesReadResult = { op: 'changes', changes: perRow.flat() };
+      return read.nextKey === undefined ? result : { ...result, nextKey: read.nextKey };
+    }
   }
+}
+
+/**
+ * One row's changes in `(fromTs, readTs]`, oldest first: its committed versions there, then its intent's value at
+ * the tx's commitTs when the tx committed inside the window (the intent is newer than every committed version).
+ */
+async function changesOf(
+  p: PartitionReplica,
+  row: ChangeRow,
+  fromTs: HybridTimestamp,
+  readTs: HybridTimestamp,
+  resolver: IntentResolver,
+): Promise<ChangeEntry[]> {
+  const out = row.versions.map((v) => changeEntry(row.key, v.commitTs, v.value));
+  const { intent } = row;
+  if (intent === undefined) return out;
+  const answer = await resolver.resolve({
+    txId: intent.txId,
+    commitPartitionId: intent.commitPartitionId,
+    readTs,
+    partitionId: p.partitionId,
+    key: row.key,
+    newestCommitTs: intent.newestCommitTimestamp,
+  });
+  if (answer.state === 'COMMITTED' && answer.commitTs > fromTs && isIntentVisible(answer, readTs)) {
+    out.push(changeEntry(row.key, answer.commitTs, intent.value));
+  }
+  return out;
+}
+
+function changeEntry(key: string, commitTs: HybridTimestamp, value: RowValue): ChangeEntry {
+  return value === TOMBSTONE ? { key, commitTs, deleted: true } : { key, commitTs, deleted: false, value };
+}
+
+export function watchTooOld(fromTs: HybridTimestamp, oldest: HybridTimestamp): BasaltError {
+  return new BasaltError(
+    'WATCH_TOO_OLD',
+    `changes from ${formatTimestamp(fromTs)} are no longer retained; the oldest timestamp available is ${formatTimestamp(oldest)}`,
+    { fromTimestamp: String(fromTs), oldestTimestamp: String(oldest) },
+  );
 }
 
 function readKey(p: PartitionReplica, key: string, readTs: HybridTimestamp): Seen {

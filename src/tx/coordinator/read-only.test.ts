@@ -104,6 +104,9 @@ function setup(opts: { options?: ReadOnlyCoordinatorOptions; retentionMs?: numbe
         result = { op: 'scan', rows: rows.slice(0, op.limit) };
         break;
       }
+      case 'changes':
+        result = { op: 'changes', changes: [] };
+        break;
     }
     return { kind: 'ReadOnlyResponse', readTs, result };
   });

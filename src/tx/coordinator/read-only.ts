@@ -36,7 +36,14 @@ import { backoffMs } from '../../route/backoff.js';
 import { sendToPrimary } from '../../route/send-to-primary.js';
 import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
 import { type LowWatermark, readOnlyTooOld, type WatermarkHold } from '../core/low-watermark.js';
-import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation, TxRequestFn } from '../core/messages.js';
+import type {
+  ChangeEntry,
+  FoundValue,
+  ReadOnlyRequest,
+  ReadOnlyResponse,
+  RoOperation,
+  TxRequestFn,
+} from '../core/messages.js';
 import { expectKind } from '../core/messages.js';
 import { TxIdGenerator } from '../core/tx-id.js';
 import {
@@ -107,6 +114,29 @@ export interface ReadOnlyScanOptions extends ScanOptions {
   readonly partitionId?: PartitionId;
 }
 
+/** One page of a change read (a watch's step, DESIGN §4b "Change streams"). */
+export interface ChangeReadRequest {
+  readonly table: string;
+  /** The partition's index in the table (0 ≤ partition < the table's partition count). */
+  readonly partition: number;
+  readonly range: ScanRange;
+  /** Changes with commitTs above this one (absent: none; the page only tells `toTs` and the partition count)... */
+  readonly fromTs?: HybridTimestamp;
+  /** ...and at or below this one (default: this coordinator's `now`, returned in the page). */
+  readonly toTs?: HybridTimestamp;
+  /** Versions per page, about (rows are whole); default and maximum LIMITS.storageScanRowsMax. */
+  readonly limit?: number;
+}
+
+export interface ChangeReadPage {
+  readonly toTs: HybridTimestamp;
+  /** The table's partition count. */
+  readonly partitions: number;
+  readonly changes: readonly ChangeEntry[];
+  /** The first key not read: the next page of this window starts there. */
+  readonly nextKey?: string;
+}
+
 export type ReadOnlyTxState = 'open' | 'committed' | 'rolled-back' | 'timed-out';
 
 /** The coordinator's record of one RO tx. */
@@ -125,6 +155,13 @@ export class ReadOnlyTx {
 }
 
 type RoResult = ReadOnlyResponse['result'];
+
+/** Where a read may go: its readTs, and whether any replica may serve it; the tx it belongs to, if any. */
+interface ReadRoute {
+  readonly id?: TxId;
+  readonly readTs: HybridTimestamp;
+  readonly anyReplica: boolean;
+}
 type ResultOf<K extends RoResult['op']> = Extract<RoResult, { readonly op: K }>;
 
 /** Codes after which a read is retried (reads are idempotent): the attempt may not have reached a serving replica. */
@@ -315,6 +352,49 @@ export class ReadOnlyCoordinator {
     return foundToValue(expectResult(response.result, 'get').value);
   }
 
+  /**
+   * One page of changes of one partition in `(fromTs, toTs]`, read as an RO read at toTs (routed and retried as RO
+   * reads are). No tx and no watermark hold: the serving replica checks fromTs against its own watermark
+   * (WATCH_TOO_OLD), so a watch never holds back GC.
+   */
+  async readChanges(request: ChangeReadRequest): Promise<ChangeReadPage> {
+    this.checkRunning();
+    checkTable(request.table);
+    const range = checkScanRange(request.range);
+    const limit = checkScanLimit(request.limit === undefined ? {} : { limit: request.limit });
+    const partitions = this.placement.partitionsOf(request.table);
+    const partitionId = partitions[request.partition];
+    if (!Number.isInteger(request.partition) || partitionId === undefined) {
+      throw invalid(`table ${request.table} has no partition ${request.partition}`, { partition: request.partition });
+    }
+    const fromTs = request.fromTs;
+    if (fromTs !== undefined) {
+      if (typeof fromTs !== 'bigint' || fromTs <= 0n) throw invalid('fromTs must be positive');
+      // A window starting in the future would promise a resolved timestamp no read has covered yet.
+      this.clock.checkUntrusted(fromTs, 'fromTs');
+    }
+    let toTs = request.toTs;
+    if (toTs === undefined) {
+      toTs = this.clock.now();
+    } else {
+      if (typeof toTs !== 'bigint' || toTs <= 0n) throw invalid('toTs must be positive');
+      this.clock.checkUntrusted(toTs, 'toTs');
+      await this.untilPast(toTs);
+    }
+    if (fromTs === undefined) return { toTs, partitions: partitions.length, changes: [] };
+    if (toTs <= fromTs) return { toTs: fromTs, partitions: partitions.length, changes: [] };
+    const route = { readTs: toTs, anyReplica: false };
+    const response = await this.attempts(partitionId, route, true, { op: 'changes', range, fromTs, limit });
+    const result = expectResult(response.result, 'changes');
+    if (response.readTs !== toTs) throw protocolError('a change read was served at another timestamp');
+    return {
+      toTs,
+      partitions: partitions.length,
+      changes: result.changes,
+      ...(result.nextKey !== undefined && { nextKey: result.nextKey }),
+    };
+  }
+
   /** One user read of an open tx, counted in flight (the watermark hold outlives it). */
   private async read<T>(tx: ReadOnlyTx, fn: () => Promise<T>): Promise<T> {
     this.checkOpen(tx);
@@ -363,7 +443,7 @@ export class ReadOnlyCoordinator {
    */
   private async attempts(
     partitionId: PartitionId,
-    tx: ReadOnlyTx | undefined,
+    tx: ReadRoute | undefined,
     mayGoLocal: boolean,
     operation: RoOperation,
   ): Promise<ReadOnlyResponse> {
@@ -385,7 +465,7 @@ export class ReadOnlyCoordinator {
   }
 
   /** DESIGN "RO routing": local when its safe time covers readTs, or when the tx accepts bounded staleness. */
-  private routeLocally(tx: ReadOnlyTx, partitionId: PartitionId): boolean {
+  private routeLocally(tx: ReadRoute, partitionId: PartitionId): boolean {
     const safeTime = this.local.localSafeTime(partitionId);
     if (safeTime === undefined) return false;
     return safeTime >= tx.readTs || tx.anyReplica;
@@ -394,11 +474,12 @@ export class ReadOnlyCoordinator {
   private async send(
     to: NodeName,
     partitionId: PartitionId,
-    tx: ReadOnlyTx | undefined,
+    tx: ReadRoute | undefined,
     operation: RoOperation,
   ): Promise<ReadOnlyResponse> {
     const base = { kind: 'ReadOnlyRequest', partitionId, coordinatorId: this.self.id, operation } as const;
-    const body: ReadOnlyRequest = tx === undefined ? base : { ...base, txId: tx.id, readTs: tx.readTs };
+    const body: ReadOnlyRequest =
+      tx === undefined ? base : { ...base, ...(tx.id !== undefined && { txId: tx.id }), readTs: tx.readTs };
     const response = await this.request(to, body, {
       timeoutMs: this.settings.requestTimeoutMs,
       signal: this.stopper.signal,

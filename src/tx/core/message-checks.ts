@@ -74,6 +74,7 @@ const roOperation = tagged('op', {
   get: fields({ key }),
   getAll: fields({ keys }),
   scan: reads.scan,
+  changes: fields({ range: keyRange, fromTs: timestamp, limit: scanLimit }),
 });
 
 /** A value found by a read, or its absence: `{ found: true, value }` or `{ found: false }`. */
@@ -90,7 +91,15 @@ const readResults = {
   scan: fields({ rows: keyValues(LIMITS.storageScanRowsMax), nextKey: optional(key) }),
 };
 const rwResult = tagged('op', { ...readResults, written: fields({}) });
-const roResult = tagged('op', readResults);
+const deletedChange = fields({ key, commitTs: timestamp, deleted: literal(true) });
+const valueChange = fields({ key, commitTs: timestamp, deleted: literal(false), value });
+/** A change read's entry: a removal carries no value, any other version its value. */
+const change: Check = (v, context) =>
+  isRecord(v) && v['deleted'] === true ? deletedChange(v, context) : valueChange(v, context);
+const roResult = tagged('op', {
+  ...readResults,
+  changes: fields({ changes: arrayOf(change, 2 * LIMITS.storageScanRowsMax), nextKey: optional(key) }),
+});
 
 /** Rules 11 and 14: a COMMITTED outcome carries its commitTs, an ABORTED one none. */
 const outcome = tagged('state', {

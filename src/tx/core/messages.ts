@@ -91,7 +91,26 @@ export interface ReadWriteResponse {
 export type RoOperation =
   | { readonly op: 'get'; readonly key: string }
   | { readonly op: 'getAll'; readonly keys: readonly string[] }
-  | { readonly op: 'scan'; readonly range: KeyRange; readonly limit: number };
+  | { readonly op: 'scan'; readonly range: KeyRange; readonly limit: number }
+  /**
+   * A change read (a watch's page): every committed version of the keys in `range` with commitTs in
+   * `(fromTs, readTs]`, intents resolved as an RO read at readTs resolves them; at most about `limit` versions, rows
+   * whole, continuing at `nextKey`.
+   */
+  | { readonly op: 'changes'; readonly range: KeyRange; readonly fromTs: HybridTimestamp; readonly limit: number };
+
+/** One committed version of a key as a change read returns it: its value, or `deleted` for a removal. */
+export type ChangeEntry =
+  | { readonly key: string; readonly commitTs: HybridTimestamp; readonly deleted: false; readonly value: Value }
+  | { readonly key: string; readonly commitTs: HybridTimestamp; readonly deleted: true };
+
+/** A change read's page: rows in key order, each key's versions oldest first. */
+export interface ChangesReadResult {
+  readonly op: 'changes';
+  readonly changes: readonly ChangeEntry[];
+  /** First key not looked at when the page was full (the next page starts there). */
+  readonly nextKey?: string;
+}
 
 export interface ReadOnlyRequest {
   readonly kind: 'ReadOnlyRequest';
@@ -108,7 +127,7 @@ export interface ReadOnlyResponse {
   readonly kind: 'ReadOnlyResponse';
   /** The read timestamp the read was served at. */
   readonly readTs: HybridTimestamp;
-  readonly result: Exclude<RwResult, { readonly op: 'written' }>;
+  readonly result: Exclude<RwResult, { readonly op: 'written' }> | ChangesReadResult;
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
