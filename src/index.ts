@@ -65,6 +65,7 @@ export type { ReplicaHostOptions } from './node/replica-host.js';
 export type { TxCoordinatorOptions } from './tx/coordinator/settings.js';
 export type { TxStateView } from './tx/core/tx-state-map.js';
 
+/** Options of {@link startCluster}. */
 export interface ClusterOptions {
   /** Number of nodes, named n1..nN (default 3). */
   readonly nodes?: number;
@@ -74,6 +75,7 @@ export interface ClusterOptions {
   readonly dataDir?: string;
   /** Virtual time, simulated network, disks and clocks, all driven by `seed`: deterministic. */
   readonly simulation?: { readonly seed: string | number };
+  /** Tuning of every node's runtime (liveness, Raft, clocks, request timeouts). */
   readonly tuning?: NodeTuning;
   /** Replaces the host of partition replicas (default: real replicas with leases, tuned by `replicas`). */
   readonly partitionHost?: PartitionHostFactory;

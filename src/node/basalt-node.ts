@@ -42,15 +42,23 @@ export interface NodeStorage {
   close?(): Promise<void>;
 }
 
+/** Tuning of a node's runtime: liveness, Raft, clocks and request timeouts (defaults in LIMITS). */
 export interface NodeTuning {
+  /** A node sends a heartbeat to each connected peer this often (default 500 ms). */
   readonly heartbeatIntervalMs?: number;
+  /** A peer down or silent this long is gone: its transactions may be recovered (default 2 s). */
   readonly peerTimeoutMs?: number;
+  /** Period of a Raft group's tick (default 50 ms). */
   readonly raftTickIntervalMs?: number;
+  /** Options of every Raft group (`electionTicks`, `heartbeatTicks`, …, in ticks of `raftTickIntervalMs`). */
   readonly raft?: RaftCoreOptions;
   /** Applied entries a Raft log keeps before it is compacted into a snapshot (tests make followers install one). */
   readonly raftCompactEntriesMin?: number;
+  /** The bound on clock skew between nodes (default 500 ms); a message timestamped further ahead is refused. */
   readonly maxClockSkewMs?: number;
+  /** Default timeout of a request between nodes (default 10 s). */
   readonly requestTimeoutMs?: number;
+  /** A metastorage watch from a non-member waits at most this long for a newer revision (default 1 s). */
   readonly metaWatchWaitMs?: number;
   /** Raft messages of one turn to one peer travel as one batch (default true; compose.ts `raftTransport`). */
   readonly raftBatching?: boolean;
