@@ -74,7 +74,10 @@ export interface ClusterOptions {
   /** Real-time clusters only: LMDB under `dataDir/<node name>`; in-memory storage when absent. */
   readonly dataDir?: string;
   /** Virtual time, simulated network, disks and clocks, all driven by `seed`: deterministic. */
-  readonly simulation?: { readonly seed: string | number };
+  readonly simulation?: {
+    /** The seed every choice of the simulation derives from: the same seed, the same run. */
+    readonly seed: string | number;
+  };
   /** Tuning of every node's runtime (liveness, Raft, clocks, request timeouts). */
   readonly tuning?: NodeTuning;
   /** Replaces the host of partition replicas (default: real replicas with leases, tuned by `replicas`). */

@@ -33,6 +33,7 @@ export const ROUTES_MAX_AGE_MS = 1000;
 /** Tables whose routes are kept at most (past it the oldest are forgotten). */
 const ROUTED_TABLES_MAX = 1024;
 
+/** Options of {@link connectCluster}: those of {@link connect}, for every connection. */
 export interface ConnectClusterOptions extends ConnectOptions {
   /** For the age of routes (its `monotonicMs`; default the real clock). */
   readonly clock?: Clock;

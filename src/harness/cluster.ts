@@ -65,7 +65,9 @@ export interface Placement {
   readonly replicas: readonly NodeName[];
 }
 
+/** How long a harness wait waits. */
 export interface WaitOptions {
+  /** Give up with TIMEOUT after this long. */
   readonly timeoutMs?: number;
   /** Named in the TIMEOUT error. */
   readonly what?: string;
