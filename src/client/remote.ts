@@ -98,7 +98,9 @@ export interface RemoteClient {
   put(table: string, key: string, value: Value): Promise<void>;
   /** Implicit one-phase removal (as {@link Client.remove}). */
   remove(table: string, key: string): Promise<void>;
+  /** Creates a table (as {@link Client.createTable}). */
   createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
+  /** Drops a table (as {@link Client.dropTable}). */
   dropTable(name: string): Promise<void>;
   /** Unlike the embedded client's, a Promise: the list is the server's. */
   tables(): Promise<TableDescriptor[]>;

@@ -119,10 +119,12 @@ export class RoutingClient implements RemoteClient {
     return this.target(table, key).remove(table, key);
   }
 
+  /** Creates a table through the home node. */
   createTable(name: string, options: TableOptions): Promise<TableDescriptor> {
     return this.home.createTable(name, options);
   }
 
+  /** Drops a table through the home node. */
   dropTable(name: string): Promise<void> {
     return this.home.dropTable(name);
   }

@@ -122,17 +122,38 @@ export type HintOutcome =
 export type ErrorHint =
   /** PRIMARY_MISS: this replica does not act as primary of `partitionId` (`reason`); the lease it knows, if any. */
   | {
+      /** The kind of hint. */
       readonly kind: 'primary-miss';
+      /** The partition asked for. */
       readonly partitionId: PartitionId;
+      /** Why this replica does not act as primary. */
       readonly reason: string;
+      /** The lease holder this replica knows of, if any: where to ask next. */
       readonly holder?: MissHolder;
     }
   /** TX_MISMATCHING_OUTCOME: the outcome the commit partition stored (rule 14). */
-  | { readonly kind: 'mismatched-outcome'; readonly outcome: HintOutcome }
+  | {
+      /** The kind of hint. */
+      readonly kind: 'mismatched-outcome';
+      /** The outcome stored first, which stands. */
+      readonly outcome: HintOutcome;
+    }
   /** TX_LOCK_CONFLICT by wait-die: the older tx whose lock the request died against. */
-  | { readonly kind: 'wait-die'; readonly blocker: TxId }
+  | {
+      /** The kind of hint. */
+      readonly kind: 'wait-die';
+      /** The older transaction holding the lock. */
+      readonly blocker: TxId;
+    }
   /** TX_LOCK_CONFLICT on a foreign intent under the request's lock (its writer lost its locks). */
-  | { readonly kind: 'foreign-intent'; readonly key: string; readonly intentTxId: TxId };
+  | {
+      /** The kind of hint. */
+      readonly kind: 'foreign-intent';
+      /** The key of the intent. */
+      readonly key: string;
+      /** The transaction that wrote the intent. */
+      readonly intentTxId: TxId;
+    };
 
 export type ErrorHintKind = ErrorHint['kind'];
 
@@ -169,6 +190,7 @@ export interface BasaltErrorOptions extends ErrorOptions {
  * ```
  */
 export class BasaltError extends Error {
+  /** Always `'BasaltError'`. */
   override readonly name: string = 'BasaltError';
   /** The stable code of the condition (see {@link ERROR_CODES}). */
   readonly code: ErrorCode;
