@@ -15,21 +15,38 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const MERMAID_DIST = join(root, 'node_modules', 'mermaid', 'dist');
 const TYPEDOC_DIR = join(root, 'tools', 'typedoc');
 
-/** Every page of the site: the README as its home, then docs/ in name order, folders after their files. */
+/** The reading order of docs/ (as the README lists it); a page not named here comes after, by name. */
+const READING_ORDER = [
+  'docs/getting-started.md',
+  'docs/concepts/transactions.md',
+  'docs/concepts/tx-state-map.md',
+  'docs/concepts/write-intent-resolution.md',
+  'docs/concepts/recovery.md',
+  'docs/concepts/leases-and-safe-time.md',
+  'docs/operating.md',
+  'docs/guarantees.md',
+  'docs/verifying.md',
+  'docs/benchmarks.md',
+  'docs/architecture.md',
+];
+
+/** Every page of the site: the README as its home, then docs/ in reading order. */
 export function sourcePages() {
-  const pages = [{ source: 'README.md', output: 'index.html' }];
+  const found = [];
   const walk = (dir) => {
-    const names = readdirSync(join(root, dir)).sort();
-    const dirs = [];
-    for (const name of names) {
+    for (const name of readdirSync(join(root, dir)).sort()) {
       const path = `${dir}/${name}`;
-      if (statSync(join(root, path)).isDirectory()) dirs.push(path);
-      else if (name.endsWith('.md')) pages.push({ source: path, output: path.replace(/\.md$/, '.html') });
+      if (statSync(join(root, path)).isDirectory()) walk(path);
+      else if (name.endsWith('.md')) found.push(path);
     }
-    for (const d of dirs) walk(d);
   };
   walk('docs');
-  return pages;
+  const rank = (path) => (READING_ORDER.includes(path) ? READING_ORDER.indexOf(path) : READING_ORDER.length);
+  found.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  return [
+    { source: 'README.md', output: 'index.html' },
+    ...found.map((path) => ({ source: path, output: path.replace(/\.md$/, '.html') })),
+  ];
 }
 
 /** A relative link of the page `from` (a source path) as the site must write it. */
@@ -77,20 +94,24 @@ function navHtml(pages, current) {
   const base = dirname(current.output);
   const link = (p) =>
     `<li${p === current ? ' class="current"' : ''}><a href="${relative(base, p.output) || 'index.html'}">${escapeHtml(p.title)}</a></li>`;
-  const top = pages.filter((p) => !p.source.slice('docs/'.length).includes('/'));
-  const groups = new Map();
+  // Pages in order; the pages of a folder of docs/ (concepts) as one group, where its first page comes.
+  const items = [];
+  const emitted = new Set();
   for (const p of pages) {
     const rest = p.source.startsWith('docs/') ? p.source.slice('docs/'.length) : '';
-    if (!rest.includes('/')) continue;
+    if (!rest.includes('/')) {
+      items.push(link(p));
+      continue;
+    }
     const group = rest.slice(0, rest.indexOf('/'));
-    groups.set(group, [...(groups.get(group) ?? []), p]);
+    if (emitted.has(group)) continue;
+    emitted.add(group);
+    const members = pages.filter((q) => q.source.startsWith(`docs/${group}/`));
+    const title = escapeHtml(group[0].toUpperCase() + group.slice(1));
+    items.push(`<li><span>${title}</span><ul>${members.map(link).join('')}</ul></li>`);
   }
-  const grouped = [...groups].map(
-    ([name, ps]) =>
-      `<li><span>${escapeHtml(name[0].toUpperCase() + name.slice(1))}</span><ul>${ps.map(link).join('')}</ul></li>`,
-  );
   const api = `<li><a href="${relative(base, 'api/index.html')}">API reference</a></li>`;
-  return `<nav><ul>${top.map(link).join('')}${grouped.join('')}${api}</ul></nav>`;
+  return `<nav><ul>${items.join('')}${api}</ul></nav>`;
 }
 
 const STYLE = `body{margin:0;font:16px/1.55 system-ui,sans-serif;color:#1f2328;display:flex}

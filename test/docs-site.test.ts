@@ -40,6 +40,16 @@ describe('docs site', () => {
     for (const page of pages) assert.ok(existsSync(join(out, page.output)), page.output);
   });
 
+  it('every page has the same navigation: each page once, the getting started page first after the home', () => {
+    for (const page of pages) {
+      const nav = /<nav>(.*?)<\/nav>/s.exec(readFileSync(join(out, page.output), 'utf8'))?.[1] ?? '';
+      const targets = [...nav.matchAll(/href="([^"]+)"/g)].map((m) => resolve(out, dirname(page.output), m[1] ?? ''));
+      const expected = [...pages.map((p) => join(out, p.output)), join(out, 'api', 'index.html')];
+      assert.deepEqual(targets.slice().sort(), expected.slice().sort(), page.output);
+      assert.equal(targets[1], join(out, 'docs', 'getting-started.html'), page.output);
+    }
+  });
+
   it('every relative link and image of a page is a file of the site (the API reference aside)', () => {
     const problems: string[] = [];
     for (const page of pages) {
