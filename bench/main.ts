@@ -7,11 +7,11 @@
  * `bench-results/<date>.json`. Everything started is stopped and every directory created is removed, also on errors
  * and Ctrl-C (a node an intent cell stopped with SIGSTOP is resumed first). The intent cells (bench/intents.ts) run on
  * Basalt only and are left out of `--quick` unless named. `npm run bench -- components` runs the older component
- * benchmarks (net, storage, Raft) instead.
+ * benchmarks (net, storage, Raft) instead. `--chart` also writes SVG charts of the result next to it (bench/chart.ts).
  */
 import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import {
   type CellResult,
@@ -22,6 +22,7 @@ import {
   type PeerTrafficCount,
   type System,
 } from './cells.js';
+import { writeCharts } from './chart.js';
 import { Cleanup } from './cleanup.js';
 import { BasaltCluster, BENCH_PARTITIONS, NODE_NAMES } from './cluster.js';
 import { runComponentSections } from './components.js';
@@ -81,6 +82,7 @@ interface Flags {
   etcd: boolean;
   profile?: WorkloadName;
   out: string;
+  chart?: boolean;
 }
 
 const benchStartMs = Date.now();
@@ -266,6 +268,10 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
   const file = join(flags.out, resultFileName(startedAt));
   writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
   progress(`results written to ${file}`);
+  if (flags.chart === true) {
+    const charts = await writeCharts(doc, flags.out, `${basename(file, '.json')}-`);
+    progress(`charts written to ${charts.join(', ')}`);
+  }
   const failedCells = cells.filter((c) => c.failures > 0).length;
   return failures.length > 0 || failedCells > 0 ? 1 : 0;
 }
@@ -463,6 +469,7 @@ program
     oneWorkload,
   )
   .option('--out <dir>', 'directory of the JSON results', 'bench-results')
+  .option('--chart', 'also write SVG charts of throughput and p99 per cell next to the JSON (bench/chart.ts)')
   .action(async (flags: Flags) => {
     process.exitCode = await bench(flags, process.argv.slice(2));
   });

@@ -112,6 +112,7 @@ export type { ReplicaHostOptions } from './node/replica-host.js';
 export type { TxCoordinatorOptions } from './tx/coordinator/settings.js';
 export type { TxStateView } from './tx/core/tx-state-map.js';
 
+/** Options of {@link startCluster}. */
 export interface ClusterOptions {
   /** Number of nodes, named n1..nN (default 3). */
   readonly nodes?: number;
@@ -120,7 +121,11 @@ export interface ClusterOptions {
   /** Real-time clusters only: LMDB under `dataDir/<node name>`; in-memory storage when absent. */
   readonly dataDir?: string;
   /** Virtual time, simulated network, disks and clocks, all driven by `seed`: deterministic. */
-  readonly simulation?: { readonly seed: string | number };
+  readonly simulation?: {
+    /** The seed every choice of the simulation derives from: the same seed, the same run. */
+    readonly seed: string | number;
+  };
+  /** Tuning of every node's runtime (liveness, Raft, clocks, request timeouts). */
   readonly tuning?: NodeTuning;
   /** Replaces the host of partition replicas (default: real replicas with leases, tuned by `replicas`). */
   readonly partitionHost?: PartitionHostFactory;

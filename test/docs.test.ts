@@ -11,55 +11,14 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { ERROR_CODES } from '../src/core/errors.js';
+import { type CodeBlock, markdownFiles, root, splitFences } from './markdown.js';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
 const README_LINES_MAX = 130;
 const SHELL_LANGS = new Set(['sh', 'bash', 'shell', 'console']);
-
-interface CodeBlock {
-  readonly lang: string;
-  readonly body: string;
-  readonly line: number;
-}
-
-/** The Markdown files the docs consist of, relative to the repository root. */
-function markdownFiles(): string[] {
-  const out = ['README.md'];
-  const walk = (dir: string): void => {
-    for (const name of readdirSync(join(root, dir)).sort()) {
-      const path = `${dir}/${name}`;
-      if (statSync(join(root, path)).isDirectory()) walk(path);
-      else if (name.endsWith('.md')) out.push(path);
-    }
-  };
-  walk('docs');
-  return out;
-}
-
-/** The text with fenced code blocks blanked (line numbers kept), and the blocks themselves. */
-function splitFences(text: string): { prose: string[]; blocks: CodeBlock[] } {
-  const prose: string[] = [];
-  const blocks: CodeBlock[] = [];
-  let open: { lang: string; fence: string; line: number; body: string[] } | undefined;
-  text.split('\n').forEach((line, index) => {
-    const fence = /^\s*(```+|~~~+)\s*([\w-]*)/.exec(line);
-    if (open === undefined && fence !== null) {
-      open = { lang: fence[2] ?? '', fence: fence[1] ?? '```', line: index + 1, body: [] };
-    } else if (open !== undefined && line.trim().startsWith(open.fence)) {
-      blocks.push({ lang: open.lang, body: open.body.join('\n'), line: open.line });
-      open = undefined;
-    } else if (open !== undefined) {
-      open.body.push(line);
-    }
-    prose.push(open !== undefined || fence !== null ? '' : line);
-  });
-  return { prose, blocks };
-}
 
 /** GitHub's anchor for a heading's text. */
 function githubSlug(heading: string): string {
@@ -285,12 +244,17 @@ describe('docs', () => {
       [...anchorsOf('# A\n## Limits\n```\n# not a heading\n```\n## Limits\n')],
       ['a', 'limits', 'limits-1'],
     );
-    const block = { lang: 'sh', line: 1, body: 'npx basalt sim --seed 7 # basalt nothing\ndocker build -t basalt .\n' };
+    const block = {
+      lang: 'sh',
+      tags: [],
+      line: 1,
+      body: 'npx basalt sim --seed 7 # basalt nothing\ndocker build -t basalt .\n',
+    };
     assert.deepEqual(
       cliUsesOf(block, new Map()).map((u) => u.args),
       [['sim', '--seed', '7']],
     );
-    const continued = { lang: 'sh', line: 1, body: 'basalt start --name n4 \\\n  --join 10.0.0.1:7000\n' };
+    const continued = { lang: 'sh', tags: [], line: 1, body: 'basalt start --name n4 \\\n  --join 10.0.0.1:7000\n' };
     assert.deepEqual(cliUsesOf(continued, new Map())[0]?.args, ['start', '--name', 'n4', '--join', '10.0.0.1:7000']);
     assert.deepEqual(
       [...commandsOf('Usage: x\n\nCommands:\n  list [options]  l\n  remove <n>  r\n')],

@@ -51,6 +51,7 @@ import {
 export type { Value } from '../storage/mv-partition-storage.js';
 export type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
 
+/** Options of `begin`: the kind of transaction, and for each kind its timestamp or timeout. */
 export interface BeginOptions {
   /** A lock-free read-only transaction reading a snapshot at its read timestamp (the coordinator's `now`). */
   readonly readOnly?: boolean;
@@ -70,11 +71,14 @@ export interface BeginOptions {
   readonly retryOf?: TxId;
 }
 
+/** Options of `transaction`: those of `begin`, and how often and how patiently a retryable failure is retried. */
 export interface TransactionOptions extends BeginOptions, RunTransactionOptions {}
 
 /** A read-write transaction (DESIGN §4). Values are JSON-compatible or Uint8Array; a missing key reads `undefined`. */
 export interface Transaction {
+  /** The transaction's id (it carries its begin timestamp and timeout). */
   readonly id: TxId;
+  /** Whether this is a read-only transaction. */
   readonly readOnly: boolean;
   /** The snapshot timestamp of a read-only transaction (undefined for a read-write one). */
   readonly readTimestamp?: HybridTimestamp | undefined;
@@ -83,26 +87,39 @@ export interface Transaction {
    * of it would, so that a read-modify-write waits for another one instead of failing under wait-die.
    */
   get(table: string, key: string, options?: ReadOptions): Promise<Value | undefined>;
+  /** The values of `keys`, in their order (`undefined` for a missing key); `forUpdate` as for `get`. */
   getAll(table: string, keys: readonly string[], options?: ReadOptions): Promise<(Value | undefined)[]>;
+  /** Writes `value` under `key` (a write intent until commit). TX_READ_ONLY in a read-only transaction. */
   put(table: string, key: string, value: Value): Promise<void>;
+  /** Writes every entry, as `put` would each. */
   putAll(table: string, entries: readonly KeyValue[]): Promise<void>;
+  /** Removes `key` (a missing key is no error). TX_READ_ONLY in a read-only transaction. */
   remove(table: string, key: string): Promise<void>;
+  /** The rows of `range` in key order, at most `limit`; a read-write transaction locks the range it read. */
   scan(table: string, range: ScanRange, options?: ScanOptions): Promise<KeyValue[]>;
+  /** Commits: resolves once the outcome is durable on the commit partition (TX_OUTCOME_UNKNOWN if that is unknown). */
   commit(): Promise<void>;
   /** A no-op once the transaction finished, so it is safe in a `finally`. */
   rollback(): Promise<void>;
 }
 
+/** The client API, the same for an embedded cluster (`cluster.client()`) and a TCP connection (`connect`). */
 export interface Client {
   /** The node whose coordinator runs this client's transactions. */
   readonly node: NodeName;
+  /** Begins a transaction: read-write by default, read-only with `{ readOnly: true }`. */
   begin(options?: BeginOptions): Promise<Transaction>;
   /** Runs `fn` in a transaction and commits; retries retryable failures in a fresh transaction. */
   transaction<T>(fn: (tx: Transaction) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  /** Implicit read: lock-free, linearizable, on the key's primary at its `now`. */
   get(table: string, key: string): Promise<Value | undefined>;
+  /** Implicit one-phase write: one replicated command, no write intent. */
   put(table: string, key: string, value: Value): Promise<void>;
+  /** Implicit one-phase removal, as `put`. */
   remove(table: string, key: string): Promise<void>;
+  /** Creates a table; resolves once every partition has a primary. ALREADY_EXISTS if it exists. */
   createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
+  /** Drops a table and its data. UNKNOWN_TABLE if there is none. */
   dropTable(name: string): Promise<void>;
   /** The tables of the cluster (a Promise, so that the embedded and the remote client share one interface). */
   tables(): Promise<TableDescriptor[]>;

@@ -12,12 +12,15 @@ import type { DiagnosticListener } from '../net/diagnostics.js';
 import type { Client } from './client.js';
 import { ClientServer } from './server.js';
 
+/** Options of {@link startClientServer}. */
 export interface ClusterClientServerOptions {
   /** Default 127.0.0.1. */
   readonly host?: string;
   /** Default 0: an ephemeral port (read it back from `server.port` / `server.address`). */
   readonly port?: number;
+  /** Timers of handshake timeouts (default: the event loop's). */
   readonly timers?: Timers;
+  /** Told of refused connections and malformed frames. */
   readonly onDiagnostic?: DiagnosticListener;
 }
 

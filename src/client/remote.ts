@@ -52,6 +52,7 @@ import {
 } from './watch.js';
 import { WriteBuffer, type WriteSink } from './write-buffer.js';
 
+/** Options of {@link connect}. */
 export interface ConnectOptions {
   /** Timeout of each call (default LIMITS.clientRequestTimeoutMsDefault). */
   readonly timeoutMs?: number;
@@ -59,7 +60,9 @@ export interface ConnectOptions {
   readonly connectTimeoutMs?: number;
   /** Timers for timeouts and retry backoff (default: the event loop's). */
   readonly timers?: Timers;
+  /** Largest frame sent or accepted (default 16 MiB). */
   readonly frameBytesMax?: number;
+  /** Calls awaited at once; more fail OVERLOADED without being sent (default 100,000). */
   readonly pendingCallsMax?: number;
   /**
    * Read-write transactions keep their writes here until the commit, which carries them (default true): a transfer
@@ -70,7 +73,9 @@ export interface ConnectOptions {
   readonly bufferWrites?: boolean;
 }
 
+/** Options of a remote `begin` (as {@link BeginOptions}). */
 export interface RemoteBeginOptions {
+  /** A lock-free read-only transaction reading a snapshot at its read timestamp. */
   readonly readOnly?: boolean;
   /** Read-only: read at this timestamp. */
   readonly readTimestamp?: HybridTimestamp;
@@ -85,8 +90,10 @@ export interface RemoteBeginOptions {
   readonly retryOf?: TxId;
 }
 
+/** Options of a remote `transaction` (as {@link TransactionOptions}). */
 export interface RemoteTransactionOptions extends RemoteBeginOptions, RunTransactionOptions {}
 
+/** A transaction of a remote client. */
 export interface RemoteTransaction extends Transaction {
   /** Read-only transactions: the timestamp they read at. */
   readonly readTimestamp: HybridTimestamp | undefined;
@@ -100,13 +107,19 @@ export interface RemoteClient {
   readonly address: string;
   /** True once the connection ended (`close()`, or lost). */
   readonly closed: boolean;
+  /** Begins a transaction (as {@link Client.begin}). */
   begin(options?: RemoteBeginOptions): Promise<RemoteTransaction>;
   /** Runs `fn` in a transaction and commits; retries retryable failures in a fresh transaction. */
   transaction<T>(fn: (tx: RemoteTransaction) => Promise<T>, options?: RemoteTransactionOptions): Promise<T>;
+  /** Implicit read (as {@link Client.get}). */
   get(table: string, key: string): Promise<Value | undefined>;
+  /** Implicit one-phase write (as {@link Client.put}). */
   put(table: string, key: string, value: Value): Promise<void>;
+  /** Implicit one-phase removal (as {@link Client.remove}). */
   remove(table: string, key: string): Promise<void>;
+  /** Creates a table (as {@link Client.createTable}). */
   createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
+  /** Drops a table (as {@link Client.dropTable}). */
   dropTable(name: string): Promise<void>;
   /** Unlike the embedded client's, a Promise: the list is the server's. */
   tables(): Promise<TableDescriptor[]>;

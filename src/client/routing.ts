@@ -37,6 +37,7 @@ export const ROUTES_MAX_AGE_MS = 1000;
 /** Tables whose routes are kept at most (past it the oldest are forgotten). */
 const ROUTED_TABLES_MAX = 1024;
 
+/** Options of {@link connectCluster}: those of {@link connect}, for every connection. */
 export interface ConnectClusterOptions extends ConnectOptions {
   /** For the age of routes (its `monotonicMs`; default the real clock). */
   readonly clock?: Clock;
@@ -131,10 +132,12 @@ export class RoutingClient implements RemoteClient {
     return this.target(table, key).remove(table, key);
   }
 
+  /** Creates a table through the home node. */
   createTable(name: string, options: TableOptions): Promise<TableDescriptor> {
     return this.home.createTable(name, options);
   }
 
+  /** Drops a table through the home node. */
   dropTable(name: string): Promise<void> {
     return this.home.dropTable(name);
   }

@@ -11,10 +11,13 @@ import { LIMITS } from '../core/limits.js';
 import type { KeyValue, ScanRange } from '../tx/core/user-input.js';
 
 /** What a page reads with: any transaction, embedded or remote. */
+/** What `scanPages` reads from: a transaction. */
 export interface ScanSource {
+  /** One page: as {@link Transaction.scan}. */
   scan(table: string, range: ScanRange, options?: { readonly limit?: number }): Promise<KeyValue[]>;
 }
 
+/** Options of {@link scanPages}. */
 export interface ScanPagesOptions {
   /** Rows per page (default 1,000; at most LIMITS.storageScanRowsMax). */
   readonly pageSize?: number;

@@ -82,18 +82,29 @@ export interface ClientBackend {
   readChanges?(request: ChangeReadRequest): Promise<ChangeReadPage>;
 }
 
+/** Options of a node's client server. */
 export interface ClientServerOptions {
+  /** The interface to listen on. */
   readonly host: string;
   /** 0 picks an ephemeral port; read it back from `port`. */
   readonly port: number;
+  /** The client whose calls the server's connections make (the node's coordinator). */
   readonly client: ClientBackend;
+  /** Timers of handshake timeouts. */
   readonly timers: Timers;
+  /** Connections accepted at a time (default 1,024). */
   readonly connectionsMax?: number;
+  /** Open transactions of one connection; a begin past it is OVERLOADED (default 1,024). */
   readonly txHandlesMax?: number;
+  /** Requests of one connection processed at once; past it the socket is not read (default 256). */
   readonly requestsInFlightMax?: number;
+  /** Largest frame accepted (default 16 MiB). */
   readonly frameBytesMax?: number;
+  /** A connection must say hello within this (default 5 s). */
   readonly handshakeTimeoutMs?: number;
+  /** Bytes buffered for one slow connection before it is dropped (default 64 MiB). */
   readonly writeBufferBytesMax?: number;
+  /** Told of refused connections and malformed frames. */
   readonly onDiagnostic?: DiagnosticListener;
 }
 
@@ -105,6 +116,7 @@ interface SessionLimits {
   readonly writeBufferBytesMax: number;
 }
 
+/** A node's client port: serves the client protocol that {@link connect} speaks. */
 export class ClientServer {
   private readonly sessions = new Set<ClientSession>();
   /** Rollbacks of closed connections' transactions still running; `close()` waits for them. */

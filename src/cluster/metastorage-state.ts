@@ -45,15 +45,23 @@ import { addMs, asTimestamp, NULL_TIMESTAMP } from '../hlc/timestamp.js';
 import { decode, encode } from '../net/codec.js';
 import { planPlacement } from './placement.js';
 
+/** A table as the cluster knows it. */
 export interface TableDescriptor {
+  /** The table's name. */
   readonly name: string;
+  /** Its id, part of its partitions' ids (`t<id>p<index>`). */
   readonly id: number;
+  /** Its number of partitions. */
   readonly partitions: number;
+  /** Replicas of each partition. */
   readonly replicas: number;
 }
 
+/** Options of `createTable`. */
 export interface TableOptions {
+  /** Partitions of the table; keys map to them by hash. */
   readonly partitions: number;
+  /** Replicas of each partition (at most the number of nodes). */
   readonly replicas: number;
 }
 

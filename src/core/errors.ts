@@ -16,36 +16,59 @@
 import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from './ids.js';
 import { LIMITS } from './limits.js';
 
+/**
+ * Every error code a {@link BasaltError} can carry, with whether a fresh attempt of the same operation may succeed
+ * (`retryable`). docs/operating.md explains each under "Troubleshooting by error code".
+ */
 export const ERROR_CODES = {
+  /** A bad option or value (a timeout above its maximum, a read timestamp too far in the future, …): misuse, fixed by the caller. */
   INVALID_ARGUMENT: { retryable: false },
+  /** Something named does not exist where it was looked for (a Raft group that does not run on that node, a harness node). */
   NOT_FOUND: { retryable: false },
+  /** Creating what exists already: a table, or a harness node name in use. */
   ALREADY_EXISTS: { retryable: false },
+  /** A request or a write intent resolution timed out; whether a request took effect is in `executed`. */
   TIMEOUT: { retryable: true },
+  /** The request was cancelled before or while it was sent, or its coordinator stopped. */
   CANCELLED: { retryable: false },
+  /** A node could not be reached, or a commit partition waits for a coordinator to count as gone; retry with backoff. */
   NODE_UNAVAILABLE: { retryable: true },
+  /** The connection dropped; a request in flight may have taken effect unless `executed` is `'no'`. */
   CONNECTION_CLOSED: { retryable: true },
+  /** Bytes that are not a well-formed frame: a peer or client of another version, or not a Basalt peer. */
   MALFORMED_FRAME: { retryable: false },
   /**
    * A peer message whose envelope is sound but whose body is not a well-formed message of its kind (a missing or
    * mistyped field, a negative index, an outcome without its commitTs): refused whole before any handler ran.
    */
   MALFORMED_MESSAGE: { retryable: false },
+  /** A frame above the size limit: refused, and the connection closed. */
   FRAME_TOO_LARGE: { retryable: false },
+  /** A peer or client hello failed or was refused (none in time, a refused peer); the node's log says why. */
   HANDSHAKE_FAILED: { retryable: true },
   /** A message kind no handler is registered for on the receiving node. */
   UNKNOWN_MESSAGE: { retryable: false },
   /** A bounded queue or table is full (e.g. pending requests); retry after backing off. */
   OVERLOADED: { retryable: true },
+  /** The replica asked does not act as the partition's primary now; the `hint` names the lease it knows, clients follow it. */
   PRIMARY_MISS: { retryable: true },
+  /** The Raft group's leader is elsewhere or changed; retry. */
   NOT_LEADER: { retryable: true },
   /** A Raft group refuses a configuration change while an earlier one is not yet applied on its leader. */
   CONF_CHANGE_IN_FLIGHT: { retryable: true },
+  /** No table of that name, or it was dropped. */
   UNKNOWN_TABLE: { retryable: false },
+  /** The transaction was aborted (a write could not be confirmed, an orphan it waited for was recovered, a lease ended before commit); run it again. */
   TX_ABORTED: { retryable: true },
+  /** Wait-die: the request died against an older transaction's lock, or a foreign intent under its lock; retry the transaction. */
   TX_LOCK_CONFLICT: { retryable: true },
+  /** An operation on a transaction that is finished, finishing or rolled back. */
   TX_ALREADY_FINISHED: { retryable: false },
+  /** A finish arrived after recovery stored another outcome; the `hint` carries the stored one (rule 14). */
   TX_MISMATCHING_OUTCOME: { retryable: false },
+  /** A commit, or an implicit write, may or may not have applied: read the data to find out; never retried blindly. */
   TX_OUTCOME_UNKNOWN: { retryable: false },
+  /** The read timestamp is below the node's low watermark: the versions it needs may be gone. */
   TX_READ_ONLY_TOO_OLD: { retryable: false },
   /** A write (put, remove, putAll) or a locking read (forUpdate) in a read-only transaction: misuse, nothing sent. */
   TX_READ_ONLY: { retryable: false },
@@ -54,6 +77,7 @@ export const ERROR_CODES = {
    * kept: its outcome is unknown to the sender (rule 7), so the tx must abort; a new tx may retry.
    */
   TX_OP_STALE: { retryable: true },
+  /** The transaction outlived its timeout (`timeoutMs`, 30 s by default); no commit is sent at or past its deadline. */
   TX_TIMEOUT: { retryable: true },
   /**
    * A watch asked for changes from a timestamp below what the serving node still retains (its low watermark, the
@@ -62,8 +86,11 @@ export const ERROR_CODES = {
   WATCH_TOO_OLD: { retryable: false },
   /** A watch whose consumer fell so far behind that the changes it still had to read are no longer retained. */
   WATCH_FELL_BEHIND: { retryable: false },
+  /** The storage was closed: the node is stopping. */
   STORAGE_CLOSED: { retryable: false },
+  /** Stored data failed a check (a hole in the Raft log, a malformed record); read the node's log. */
   STORAGE_CORRUPTED: { retryable: false },
+  /** A message's timestamp was more than the maximum clock skew ahead of the receiver's clock; fix the clocks. */
   CLOCK_SKEW: { retryable: true },
   /**
    * Certificates or keys that cannot be used: a file missing or unreadable, a key that is not its certificate's, a
@@ -83,11 +110,13 @@ export const ERROR_CODES = {
   BACKUP_FORMAT: { retryable: false },
   /** A restore into a table that holds rows not written by a restore of the same backup. */
   RESTORE_TARGET_NOT_EMPTY: { retryable: false },
+  /** A bug: an invariant did not hold. Report it with the node's log. */
   INTERNAL: { retryable: false },
   /** A feature of the public API that this version does not provide yet. */
   NOT_IMPLEMENTED: { retryable: false },
 } as const satisfies Record<string, { retryable: boolean }>;
 
+/** One of the codes of {@link ERROR_CODES}. */
 export type ErrorCode = keyof typeof ERROR_CODES;
 
 /** Whether a failed request certainly did nothing (`'no'`) or may have taken effect (`'unknown'`). */
@@ -111,26 +140,52 @@ export type HintOutcome =
 export type ErrorHint =
   /** PRIMARY_MISS: this replica does not act as primary of `partitionId` (`reason`); the lease it knows, if any. */
   | {
+      /** The kind of hint. */
       readonly kind: 'primary-miss';
+      /** The partition asked for. */
       readonly partitionId: PartitionId;
+      /** Why this replica does not act as primary. */
       readonly reason: string;
+      /** The lease holder this replica knows of, if any: where to ask next. */
       readonly holder?: MissHolder;
     }
   /** TX_MISMATCHING_OUTCOME: the outcome the commit partition stored (rule 14). */
-  | { readonly kind: 'mismatched-outcome'; readonly outcome: HintOutcome }
+  | {
+      /** The kind of hint. */
+      readonly kind: 'mismatched-outcome';
+      /** The outcome stored first, which stands. */
+      readonly outcome: HintOutcome;
+    }
   /** TX_LOCK_CONFLICT by wait-die: the older tx whose lock the request died against. */
-  | { readonly kind: 'wait-die'; readonly blocker: TxId }
+  | {
+      /** The kind of hint. */
+      readonly kind: 'wait-die';
+      /** The older transaction holding the lock. */
+      readonly blocker: TxId;
+    }
   /** TX_LOCK_CONFLICT on a foreign intent under the request's lock (its writer lost its locks). */
-  | { readonly kind: 'foreign-intent'; readonly key: string; readonly intentTxId: TxId };
+  | {
+      /** The kind of hint. */
+      readonly kind: 'foreign-intent';
+      /** The key of the intent. */
+      readonly key: string;
+      /** The transaction that wrote the intent. */
+      readonly intentTxId: TxId;
+    };
 
 export type ErrorHintKind = ErrorHint['kind'];
 
 /** The wire form of an error. `executed` is sent only when it is `'no'`: absent means unknown. */
 export interface ErrorData {
+  /** The error's code. */
   readonly code: ErrorCode;
+  /** What happened, for people. */
   readonly message: string;
+  /** Facts for people (see {@link BasaltError.details}). */
   readonly details?: Readonly<Record<string, unknown>>;
+  /** Present, as `'no'`, only when the request certainly did nothing. */
   readonly executed?: 'no';
+  /** What the receiver should do next (see {@link ErrorHint}). */
   readonly hint?: ErrorHint;
 }
 
@@ -140,12 +195,30 @@ export interface BasaltErrorOptions extends ErrorOptions {
   readonly hint?: ErrorHint;
 }
 
+/**
+ * The error every Basalt API throws or rejects with: a stable `code`, whether retrying may succeed, and whether the
+ * failed request certainly did nothing.
+ *
+ * ```ts
+ * try {
+ *   await client.put('demo', 'k', 1);
+ * } catch (error) {
+ *   if (isBasaltError(error, 'TX_OUTCOME_UNKNOWN')) console.log('read k to learn whether the put applied');
+ * }
+ * ```
+ */
 export class BasaltError extends Error {
+  /** Always `'BasaltError'`. */
   override readonly name: string = 'BasaltError';
+  /** The stable code of the condition (see {@link ERROR_CODES}). */
   readonly code: ErrorCode;
+  /** Whether a fresh attempt of the same operation may succeed: the code's `retryable`. */
   readonly retryable: boolean;
+  /** Facts for people (logs, messages); programs act on `code`, `executed` and `hint`. */
   readonly details: Readonly<Record<string, unknown>> | undefined;
+  /** `'no'` only where the failure proves the request did nothing; `'unknown'` otherwise. */
   readonly executed: Execution;
+  /** What the receiver should do next, for the codes that say (a PRIMARY_MISS's lease, a mismatch's outcome, …). */
   readonly hint: ErrorHint | undefined;
 
   constructor(
@@ -162,6 +235,7 @@ export class BasaltError extends Error {
     this.hint = options?.hint;
   }
 
+  /** The wire form of this error. */
   toData(): ErrorData {
     const plainMessage = this.message.startsWith(`${this.code}: `)
       ? this.message.slice(this.code.length + 2)
@@ -297,6 +371,7 @@ export function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === 'string' && Object.hasOwn(ERROR_CODES, value);
 }
 
+/** Whether `value` is a {@link BasaltError}, and when `code` is given, one with that code. */
 export function isBasaltError(value: unknown, code?: ErrorCode): value is BasaltError {
   return value instanceof BasaltError && (code === undefined || value.code === code);
 }

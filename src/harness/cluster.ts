@@ -20,7 +20,9 @@ import type { TxStateView } from '../tx/core/tx-state-map.js';
 import type { ClusterNetwork } from './network-filters.js';
 
 /** What the simulator adds to a cluster: its seed and trace. */
+/** The controls of a simulated cluster (`cluster.simulation`). */
 export interface SimulationControls {
+  /** The seed the run derives from. */
   readonly seed: string | number;
   /** Digest of every event run so far: the same seed must give the same hash. */
   traceHash(): string;
@@ -48,24 +50,33 @@ export interface ClusterEnvironment {
 }
 
 /** The harness view of one node (DESIGN §4 `cluster.node(name)`). */
+/** One node of a harness cluster, as `cluster.node(name)` shows it. */
 export interface ClusterNode {
+  /** The node's name (n1, n2, …). */
   readonly name: NodeName;
   /** Ephemeral id of the running incarnation, or of the last one while the node is down. */
   readonly ephemeralId: NodeId;
+  /** Whether the node runs now. */
   readonly up: boolean;
   /** This node's tx state map entry; undefined when it has none (or is down: the map is volatile). */
   txState(txId: TxId): TxStateView | undefined;
+  /** The running incarnation's metrics. */
   metrics(): NodeMetrics;
 }
 
+/** Where a key lives: `cluster.placement(table, key)`. */
 export interface Placement {
+  /** The key's partition. */
   readonly partition: PartitionId;
-  /** The partition's primary if known (leaseholder; for now its Raft leader). */
+  /** The partition's primary if known: its leaseholder (with a partition host without leases, its Raft leader). */
   readonly primary: NodeName | undefined;
+  /** The nodes holding a replica of the partition. */
   readonly replicas: readonly NodeName[];
 }
 
+/** How long a harness wait waits. */
 export interface WaitOptions {
+  /** Give up with TIMEOUT after this long. */
   readonly timeoutMs?: number;
   /** Named in the TIMEOUT error. */
   readonly what?: string;
@@ -87,12 +98,18 @@ const MOVE_TIMEOUT_MS = 120_000;
 /** Builds the client whose coordinator is node `node` (the client layer supplies it; see `startCluster`). */
 export type ClientFactory<C> = (cluster: Cluster<C>, node: NodeName) => C;
 
+/**
+ * An in-process cluster (`startCluster`): its nodes, tables and network, with the controls of a chaos experiment
+ * (crash, restart, add and remove nodes, hold and drop messages, skew clocks). `C` is the type of its clients.
+ */
 export class Cluster<C = never> {
   /** The current members, in the order they came: the founders, then the nodes added (and not removed). */
   private readonly members: NodeName[];
   /** Every name this cluster ever had (a removed name is not given again). */
   private readonly everNamed = new Set<NodeName>();
+  /** Holds, drops and counts the messages between the nodes. */
   readonly network: ClusterNetwork;
+  /** The simulation's controls; undefined on a real-time cluster. */
   readonly simulation: SimulationControls | undefined;
   private readonly env: ClusterEnvironment;
   private readonly running = new Map<NodeName, BasaltNode>();
@@ -209,6 +226,7 @@ export class Cluster<C = never> {
     return this.env.drive(this.poll(condition, options));
   }
 
+  /** The node `name`. NOT_FOUND if the cluster never had it. */
   node(name: string): ClusterNode {
     const n = this.known(name);
     const cluster = this;
@@ -252,6 +270,7 @@ export class Cluster<C = never> {
     );
   }
 
+  /** The tables, as this cluster's freshest metastorage view lists them. */
   tables(): TableDescriptor[] {
     return [...this.freshestView().tables];
   }

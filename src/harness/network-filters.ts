@@ -16,26 +16,39 @@ import { BasaltError } from '../core/errors.js';
 import type { NodeIdentity, NodeName } from '../core/ids.js';
 import type { Transport, TransportHandler } from '../env/transport.js';
 
+/** Which messages a hold, drop or count matches: every field given must match (none given: every message). */
 export interface NetworkFilter {
+  /** The message kind (`TxFinishRequest`, `Raft`, …). */
   readonly kind?: string;
+  /** The sending node. */
   readonly from?: string;
+  /** The receiving node. */
   readonly to?: string;
+  /** The Raft group of a Raft message (`t1p5`, `meta`). */
   readonly group?: string;
 }
 
+/** Messages held back by `network.hold`, until released. */
 export interface HeldMessages {
+  /** Messages held so far. */
   readonly heldCount: number;
   /** Sends every held message in order and stops holding; returns how many were sent. */
   release(): number;
 }
 
+/** Messages dropped by `network.drop`, until undone. */
 export interface DroppedMessages {
+  /** Messages dropped so far. */
   readonly droppedCount: number;
+  /** Stops dropping. */
   undo(): void;
 }
 
+/** The network between a harness cluster's nodes (`cluster.network`). */
 export interface ClusterNetwork {
+  /** Holds back the matching messages until `release()`. */
   hold(filter: NetworkFilter): HeldMessages;
+  /** Drops the matching messages until `undo()`. */
   drop(filter: NetworkFilter): DroppedMessages;
   /** Messages sent so far that match `filter`. */
   count(filter?: NetworkFilter): number;

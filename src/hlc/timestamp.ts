@@ -15,6 +15,7 @@ export const NULL_TIMESTAMP = 0n as HybridTimestamp;
 export const MIN_TIMESTAMP = 1n as HybridTimestamp;
 export const MAX_TIMESTAMP = ((1n << 64n) - 1n) as HybridTimestamp;
 
+/** The timestamp of `physicalMs` milliseconds since the Unix epoch and a `logical` counter. */
 export function hybridTimestamp(physicalMs: number, logical = 0): HybridTimestamp {
   assert(Number.isInteger(physicalMs) && physicalMs >= 0 && physicalMs <= PHYSICAL_MS_MAX, 'physical ms out of range');
   assert(Number.isInteger(logical) && logical >= 0 && logical <= Number(LOGICAL_MASK), 'logical out of range');
@@ -27,10 +28,12 @@ export function asTimestamp(value: bigint): HybridTimestamp {
   return value as HybridTimestamp;
 }
 
+/** The physical part of `ts`: milliseconds since the Unix epoch. */
 export function physicalMs(ts: HybridTimestamp): number {
   return Number(ts >> LOGICAL_BITS);
 }
 
+/** The logical part of `ts`. */
 export function logical(ts: HybridTimestamp): number {
   return Number(ts & LOGICAL_MASK);
 }
@@ -54,6 +57,7 @@ export function addMs(ts: HybridTimestamp, deltaMs: number): HybridTimestamp {
   return (moved < 0n ? 0n : moved) as HybridTimestamp;
 }
 
+/** `ts` for people: `<physical ms>.<logical>` (`null` for the null timestamp). */
 export function formatTimestamp(ts: HybridTimestamp): string {
   return ts === NULL_TIMESTAMP ? 'null' : `${physicalMs(ts)}.${logical(ts)}`;
 }

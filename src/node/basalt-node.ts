@@ -42,15 +42,23 @@ export interface NodeStorage {
   close?(): Promise<void>;
 }
 
+/** Tuning of a node's runtime: liveness, Raft, clocks and request timeouts (defaults in LIMITS). */
 export interface NodeTuning {
+  /** A node sends a heartbeat to each connected peer this often (default 500 ms). */
   readonly heartbeatIntervalMs?: number;
+  /** A peer down or silent this long is gone: its transactions may be recovered (default 2 s). */
   readonly peerTimeoutMs?: number;
+  /** Period of a Raft group's tick (default 50 ms). */
   readonly raftTickIntervalMs?: number;
+  /** Options of every Raft group (`electionTicks`, `heartbeatTicks`, …, in ticks of `raftTickIntervalMs`). */
   readonly raft?: RaftCoreOptions;
   /** Applied entries a Raft log keeps before it is compacted into a snapshot (tests make followers install one). */
   readonly raftCompactEntriesMin?: number;
+  /** The bound on clock skew between nodes (default 500 ms); a message timestamped further ahead is refused. */
   readonly maxClockSkewMs?: number;
+  /** Default timeout of a request between nodes (default 10 s). */
   readonly requestTimeoutMs?: number;
+  /** A metastorage watch from a non-member waits at most this long for a newer revision (default 1 s). */
   readonly metaWatchWaitMs?: number;
   /** Raft messages of one turn to one peer travel as one batch (default true; compose.ts `raftTransport`). */
   readonly raftBatching?: boolean;
@@ -63,12 +71,15 @@ export interface NodeStopOptions {
 
 /** A service running on one node incarnation; `stop` runs on a graceful stop (a crash just drops it). */
 export interface NodeService {
+  /** Runs on a graceful stop of the node. */
   stop?(): void | Promise<void>;
 }
 
 /** Builds a service for each incarnation, before the node takes part in the cluster (handlers go in here). */
 export interface NodeServiceFactory {
+  /** The service's name, in logs and errors. */
   readonly name: string;
+  /** Builds the service on a node's new incarnation. */
   create(node: BasaltNode): NodeService;
 }
 
@@ -95,11 +106,22 @@ export class NodeCounters {
   }
 }
 
+/** What `cluster.node(n).metrics()` reports of one node's running incarnation (also on its `/metrics`). */
 export interface NodeMetrics {
-  readonly resolution: { readonly local: number; readonly coordinator: number; readonly commitPartition: number };
+  /** Write intents this node resolved, by the path that answered (docs/concepts/write-intent-resolution.md). */
+  readonly resolution: {
+    /** Answered by this node's tx state map. */
+    readonly local: number;
+    /** Answered by the transaction's coordinator. */
+    readonly coordinator: number;
+    /** Answered by the transaction's commit partition. */
+    readonly commitPartition: number;
+  };
   /** Txs this node's commit partitions decided by recovery (their coordinator was gone). */
   readonly recoveries: number;
+  /** Raft groups running on this node. */
   readonly raftGroups: number;
+  /** Raft groups this node leads. */
   readonly raftLeaderships: number;
   /** Raft groups quiet on this node (idle: no ticks, no heartbeats; raft.ts "Quiescence"). */
   readonly raftQuietGroups: number;
@@ -111,21 +133,33 @@ export interface NodeMetrics {
    * whose current lease (started, unexpired) names this node, as `primaryOf` reads it.
    */
   readonly leases: {
+    /** Holder changes, summed over the hosted partitions. */
     readonly changes: number;
+    /** Leases this node's replicas acquired. */
     readonly acquired: number;
+    /** Leases this node's replicas lost. */
     readonly lost: number;
+    /** Hosted partitions whose current lease names this node. */
     readonly primaryPartitions: number;
   };
+  /** The peers this node counts as live. */
   readonly livePeers: readonly NodeName[];
   /** Rule 19: live peers' measured clock offsets (peer minus this node, ms), and whether this node is beyond the bound. */
   readonly clock: {
+    /** Each live peer's clock minus this node's, in ms. */
     readonly offsetsMs: Readonly<Record<string, number>>;
+    /** The bound on offsets this node holds itself to. */
     readonly boundMs: number;
+    /** Whether this node's clock is within the bound of its peers'. */
     readonly withinBound: boolean;
   };
+  /** The metastorage revision this node has applied. */
   readonly metaRevision: number;
+  /** Partitions with a replica on this node. */
   readonly hostedPartitions: number;
+  /** Entries of this node's tx state map. */
   readonly txStateEntries: number;
+  /** Requests to peers awaiting an answer. */
   readonly pendingRequests: number;
   /** Messages sent to peers and the socket writes that carried them (absent on in-process transports). */
   readonly peerTraffic: PeerTraffic | undefined;

@@ -40,15 +40,18 @@ import type { TxStateMap } from '../tx/core/tx-state-map.js';
 
 export type PartitionStopReason = 'removed' | 'node-stopping';
 
+/** What runs the replicas of partitions on one node: started and stopped as the metastorage assigns them. */
 export interface PartitionHost {
+  /** Starts this node's replica of `partition`, whose replicas are `replicas`. */
   start(partition: PartitionId, replicas: readonly NodeName[]): Promise<void>;
+  /** Stops this node's replica of `partition`. */
   stop(partition: PartitionId, reason: PartitionStopReason): Promise<void>;
   /**
    * Before a graceful stop: hand leases and leaderships over (rule 5), bounded by one lease duration; the node stops
    * its partitions afterwards.
    */
   drain?(): Promise<void>;
-  /** The partition's primary as this node knows it (leaseholder, or Raft leader for now), if any. */
+  /** The partition's primary as this node knows it, if any: its leaseholder (a host without leases: its Raft leader). */
   primaryOf?(partition: PartitionId): NodeName | undefined;
 }
 
@@ -106,6 +109,7 @@ export interface ReplicaLayer {
   readonly background: (error: unknown) => void;
 }
 
+/** Builds a node's partition host (`startCluster({ partitionHost })`). */
 export type PartitionHostFactory = (context: PartitionHostContext) => PartitionHost;
 
 export class PlaceholderPartitionHost implements PartitionHost {

@@ -70,14 +70,19 @@ import type {
   PartitionStopReason,
 } from './partition-host.js';
 
+/** Tuning of the partition replicas of every node (the default partition host). */
 export interface ReplicaHostOptions {
   /** Period of the replicas' upkeep (lease decisions, idle safe time, storage flush). */
   readonly upkeepIntervalMs?: number;
-  /** Lease length and renewal margin (defaults: LIMITS). */
+  /** Length of a primary's lease in HLC ms (default 5 s); must exceed twice the maximum clock skew. */
   readonly leaseDurationMs?: number;
+  /** The holder proposes a renewal once this little of its lease is left (default 2 s). */
   readonly leaseRenewMarginMs?: number;
+  /** Tx timeout the replicas derive deadlines with; must equal the coordinators' `txTimeoutMs` (default 30 s). */
   readonly txTimeoutMs?: number;
+  /** Longest wait of one lock request before it fails TX_LOCK_CONFLICT (default 10 s). */
   readonly lockWaitTimeoutMs?: number;
+  /** A leader proposes an idle SafeTimeSync once applied safe time has not moved for this long (default 1 s). */
   readonly safeTimeSyncIdleMs?: number;
   /**
    * Idle partitions rest and their Raft groups go quiet (see Rest above). Off by default: a resting holder's lease

@@ -18,6 +18,7 @@ import type { ReplicatedStorage } from './replicated-storage.js';
 
 /** A value as stored: JSON-compatible data or bytes (bytes come back as a fresh `Buffer`, a Uint8Array subclass). */
 export type JsonValue = null | boolean | number | string | readonly JsonValue[] | { readonly [key: string]: JsonValue };
+/** A value of a row: JSON-compatible data, or bytes. */
 export type Value = JsonValue | Uint8Array;
 
 /** Marks a removed row. A symbol, so that no user value (not even `null`) can be mistaken for it. */

@@ -20,6 +20,7 @@ export interface RetryOptions {
   readonly retries?: number;
   /** Backoff before a retry: doubling from min to max (defaults: the coordinator's retry backoff limits). */
   readonly backoffMsMin?: number;
+  /** Longest pause before a retry (default 1 s). */
   readonly backoffMsMax?: number;
 }
 

@@ -6,6 +6,7 @@ import { BasaltError } from '../../core/errors.js';
 import { LIMITS } from '../../core/limits.js';
 import { TX_ID_TIMEOUT_MS_MAX } from '../core/tx-id.js';
 
+/** Tuning of a node's transaction coordinator; every field is optional and defaults to its value in LIMITS. */
 export interface TxCoordinatorOptions {
   /** Tx timeout: the deadline is beginTs + this (rule 15); must be the same on every node of the cluster. */
   readonly txTimeoutMs?: number;
@@ -14,16 +15,25 @@ export interface TxCoordinatorOptions {
    * on this bound; keep it the same everywhere anyway, so that a client sees one limit.
    */
   readonly txTimeoutMsMax?: number;
+  /** Timeout of one read-write operation request (default 15 s); above a primary's lock wait, so a lock wait ends first. */
   readonly opRequestTimeoutMs?: number;
+  /** Timeout of one TxFinishRequest or LeaseConfirmRequest (default 10 s). */
   readonly finishRequestTimeoutMs?: number;
+  /** Attempts of a tx's first request to a partition, and of a one-phase write, following PRIMARY_MISS (default 8). */
   readonly enlistAttemptsMax?: number;
   /** Finish attempts before commit reports TX_OUTCOME_UNKNOWN; the retries then go on in the background. */
   readonly finishAttemptsMax?: number;
+  /** Finish attempts in all, foreground and background, after which the coordinator stops (default 10,000). */
   readonly finishAttemptsTotalMax?: number;
+  /** Rounds of the coordinator's own cleanups (unlock-only, after a mismatch) per target partition (default 30). */
   readonly cleanupAttemptsMax?: number;
+  /** Timeout of one TxCleanupRequest the coordinator sends (default 5 s). */
   readonly cleanupRequestTimeoutMs?: number;
+  /** First pause between retries of one request (enlistment, finish); pauses double up to `retryBackoffMsMax` (20 ms). */
   readonly retryBackoffMsMin?: number;
+  /** Longest pause between retries of one request (default 1 s). */
   readonly retryBackoffMsMax?: number;
+  /** Longest pause between the background retries of a finish whose commit reported TX_OUTCOME_UNKNOWN (5 s). */
   readonly backgroundBackoffMsMax?: number;
   /** How long a state request for a FINISHING tx (commitTs ≤ readTs) waits for the outcome. */
   readonly stateWaitMs?: number;

@@ -107,9 +107,13 @@ export interface TxStateEntry {
 }
 
 /** The harness view (DESIGN §4 `node.txState(txId)`). commitTimestamp is shown for FINISHING and COMMITTED only. */
+/** One node's entry for a transaction in its tx state map (docs/concepts/tx-state-map.md). */
 export interface TxStateView {
+  /** PENDING, FINISHING, ABANDONED, COMMITTED or ABORTED. */
   readonly state: TxState;
+  /** The ephemeral id of the transaction's coordinator, when this node knows it. */
   readonly coordinatorId: NodeId | undefined;
+  /** The commit timestamp, once chosen (FINISHING of a commit) or known (COMMITTED). */
   readonly commitTimestamp?: HybridTimestamp;
 }
 

@@ -32,8 +32,11 @@ export function checkKeys(keys: unknown): readonly string[] {
   return keys as readonly string[];
 }
 
+/** A row: its key and value. */
 export interface KeyValue {
+  /** The row's key. */
   readonly key: string;
+  /** The row's value. */
   readonly value: Value;
 }
 
@@ -128,6 +131,7 @@ function isPlainObject(value: object): boolean {
   return proto === Object.prototype || proto === null;
 }
 
+/** Options of a read of a transaction (`get`, `getAll`). */
 export interface ReadOptions {
   /**
    * Read-write transactions only (`SELECT ... FOR UPDATE`): lock the rows read exclusively, as a write of them would
@@ -155,6 +159,7 @@ export function checkReadOptions(options: unknown): boolean {
   return forUpdate === true;
 }
 
+/** Options of `scan`. */
 export interface ScanOptions {
   /** Most rows returned (default and maximum LIMITS.storageScanRowsMax). */
   readonly limit?: number;
@@ -166,7 +171,17 @@ export interface ScanOptions {
 }
 
 /** A scan range as the public API takes it: `{ prefix }` or `{ start?, end? }` (`[start, end)`). */
-export type ScanRange = { readonly prefix: string } | { readonly start?: string; readonly end?: string };
+export type ScanRange =
+  | {
+      /** Every key that starts with this. */
+      readonly prefix: string;
+    }
+  | {
+      /** The first key of the range, included (default: the first key). */
+      readonly start?: string;
+      /** The key the range ends before, excluded (default: past the last key). */
+      readonly end?: string;
+    };
 
 export function checkScanRange(range: unknown): KeyRange {
   if (typeof range !== 'object' || range === null)
