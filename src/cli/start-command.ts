@@ -79,7 +79,8 @@ export async function runStart(options: StartSettings): Promise<void> {
   log(`node ${name} listening on ${transport.address}${advertisedNote} (id ${self.id}${tlsNote})`);
   const aborted = new AbortController();
   void stopRequested.then(() => aborted.abort());
-  if (options.certsDir !== undefined) watchCertificates(resolve(options.certsDir), name, transport, aborted.signal);
+  const tlsTargets: TlsTarget[] = [transport];
+  if (options.certsDir !== undefined) watchCertificates(resolve(options.certsDir), name, tlsTargets, aborted.signal);
   // Founders: the members the cluster was started with (every node's hello carries them). A node started with
   // --peers is one of them; a node started with --join learns them from the node it joins.
   let founders: NodeName[] | undefined;
@@ -142,7 +143,6 @@ export async function runStart(options: StartSettings): Promise<void> {
       logger.error({ err: String(error) }, 'background failure');
     },
   });
-  const host = options.host;
   logger.info(
     {
       address: transport.address,
@@ -163,31 +163,16 @@ export async function runStart(options: StartSettings): Promise<void> {
     const what = change.group === META_GROUP ? 'metastorage' : `partition ${change.group}`;
     log(`${what} leader: ${name} (term ${change.term})`);
   });
-  // Clients are served from the start: until the metastorage is known, their calls fail with coded errors.
-  const clientServer =
-    options.clientPort === undefined
-      ? undefined
-      : await ClientServer.start({ host, port: options.clientPort, client: nodeClient(node), timers });
-  if (clientServer !== undefined) {
-    const clientAddress = hostPort(reachHost, clientServer.port);
-    log(`client port of ${name} on ${clientServer.address}: connect('${clientAddress}')`);
-    logger.info({ clientAddress }, 'client port open');
-  }
-  const metricsServer =
-    options.metricsPort === undefined
-      ? undefined
-      : await MetricsServer.start({
-          host,
-          advertisedHost: reachHost,
-          port: options.metricsPort,
-          nodeName: name,
-          nodeOf: () => node,
-          extra: () => ({ leader_changes_total: leaderChanges }),
-        });
-  if (metricsServer !== undefined) {
-    log(`metrics of ${name}: ${metricsServer.url}/metrics (health: ${metricsServer.url}/health)`);
-    logger.info({ metricsUrl: `${metricsServer.url}/metrics` }, 'metrics endpoint open');
-  }
+  const { clientServer, metricsServer } = await openServers({
+    options,
+    node,
+    reachHost,
+    logger,
+    leaderChanges: () => leaderChanges,
+    tls,
+    timers,
+  });
+  if (clientServer !== undefined) tlsTargets.push(clientServer);
   if (await until(() => aborted.signal.aborted || node.metastorage.revision > 0, READY_WAIT_MS)) {
     for (const spec of options.tables) {
       if (aborted.signal.aborted) break;
@@ -219,6 +204,60 @@ export async function runStart(options: StartSettings): Promise<void> {
   log(`basalt: node ${name} stopped`);
   logger.info({}, 'node stopped');
   logger.flush();
+}
+
+interface ServedPorts {
+  readonly options: StartSettings;
+  readonly node: BasaltNode;
+  readonly reachHost: string;
+  readonly logger: NodeLogger;
+  readonly leaderChanges: () => number;
+  readonly tls: PeerTlsMaterial | undefined;
+  readonly timers: RealTimers;
+}
+
+/**
+ * The client port (TLS with the node's certificates when it has them) and the metrics port, when asked for. Clients
+ * are served from the start: until the metastorage is known, their calls fail with coded errors.
+ */
+async function openServers(
+  served: ServedPorts,
+): Promise<{ readonly clientServer?: ClientServer; readonly metricsServer?: MetricsServer }> {
+  const { options, node, reachHost, logger, tls } = served;
+  const host = options.host;
+  const name = node.name;
+  const clientServer =
+    options.clientPort === undefined
+      ? undefined
+      : await ClientServer.start({
+          host,
+          port: options.clientPort,
+          client: nodeClient(node),
+          timers: served.timers,
+          ...(tls !== undefined && { tls }),
+        });
+  if (clientServer !== undefined) {
+    const clientAddress = hostPort(reachHost, clientServer.port);
+    const how = tls === undefined ? '' : ' (TLS: connect with the ca option)';
+    log(`client port of ${name} on ${clientServer.address}${how}: connect('${clientAddress}')`);
+    logger.info({ clientAddress, tls: tls !== undefined }, 'client port open');
+  }
+  const metricsServer =
+    options.metricsPort === undefined
+      ? undefined
+      : await MetricsServer.start({
+          host,
+          advertisedHost: reachHost,
+          port: options.metricsPort,
+          nodeName: name,
+          nodeOf: () => node,
+          extra: () => ({ leader_changes_total: served.leaderChanges() }),
+        });
+  if (metricsServer !== undefined) {
+    log(`metrics of ${name}: ${metricsServer.url}/metrics (health: ${metricsServer.url}/health)`);
+    logger.info({ metricsUrl: `${metricsServer.url}/metrics` }, 'metrics endpoint open');
+  }
+  return { ...(clientServer !== undefined && { clientServer }), ...(metricsServer !== undefined && { metricsServer }) };
 }
 
 /** Diagnostics that are warnings: each is reported once per peer and cause (or per peer and interval). */
@@ -382,12 +421,17 @@ export function environmentSwitches(env: NodeJS.ProcessEnv): Pick<NodeOptions, '
 /** How often `basalt start --certs-dir` looks for renewed certificates. */
 const CERT_POLL_MS = 5_000;
 
+/** What takes renewed certificates: the peer transport and the client port. */
+export interface TlsTarget {
+  updateTls(material: PeerTlsMaterial): void;
+}
+
 /**
  * Rotation without a restart: polls the certificate files' modification times and, when one changed, loads and
- * checks them again (the same checks as at start) and hands them to the transport, which uses them for new
- * connections. Material that fails its checks is logged and the node keeps what it has.
+ * checks them again (the same checks as at start) and hands them to the peer transport and the client port, which
+ * use them for new connections. Material that fails its checks is logged and the node keeps what it has.
  */
-export function watchCertificates(dir: string, name: string, transport: TcpTransport, signal: AbortSignal): void {
+export function watchCertificates(dir: string, name: string, targets: readonly TlsTarget[], signal: AbortSignal): void {
   const files = [CERT_FILES.caCert, CERT_FILES.nodeCert, CERT_FILES.nodeKey].map((f) => join(dir, f));
   const stamp = (): string => files.map((f) => (existsSync(f) ? statSync(f).mtimeMs : 0)).join(',');
   let seen = stamp();
@@ -396,8 +440,9 @@ export function watchCertificates(dir: string, name: string, transport: TcpTrans
     if (now === seen) return;
     seen = now;
     try {
-      transport.updateTls(loadPeerTls(dir, name, new Date()));
-      log(`basalt: node ${name}: renewed certificates in ${dir} are used for new peer connections`);
+      const material = loadPeerTls(dir, name, new Date());
+      for (const target of targets) target.updateTls(material);
+      log(`basalt: node ${name}: renewed certificates in ${dir} are used for new peer and client connections`);
     } catch (error) {
       log(`basalt: node ${name}: renewed certificates in ${dir} refused, keeping the current ones: ${String(error)}`);
     }

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, unlinkSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -84,7 +84,9 @@ test('basalt start --certs-dir: three nodes over mutual TLS find each other, and
       assert.match(p.output, /\(id \S+, mutual TLS with the certificates in /);
       assert.match(p.output, new RegExp(`node n${i + 1} members: n\\d, n\\d, n\\d\n`));
     }
-    const client = await connect(`127.0.0.1:${clientPort}`);
+    const ca = readFileSync(join(caDir, CERT_FILES.caCert));
+    // The client port serves n1's node certificate, which names n1 (the address dialed is not in it).
+    const client = await connect(`127.0.0.1:${clientPort}`, { ca, serverName: 'n1' });
     try {
       await client.put('t', 'k', { over: 'tls' });
       assert.deepEqual(await client.get('t', 'k'), { over: 'tls' });

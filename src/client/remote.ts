@@ -13,8 +13,12 @@
  * Arguments that cannot travel (not plain data, a frame above the limit) fail INVALID_ARGUMENT without being sent.
  * The server rolls back the open transactions of a connection that ends; there is no reconnect: after a loss, make a
  * new client with `connect`.
+ *
+ * With `ca` (a node started with `--certs-dir`), the connection is TLS 1.3: the server's certificate must be signed by
+ * `ca` and name the host dialed (or `serverName`); `cert` and `key` present a client certificate.
  */
 import { connect as netConnect, type Socket } from 'node:net';
+import { checkServerIdentity, TLSSocket, connect as tlsConnect } from 'node:tls';
 import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
 import { assert } from '../core/assert.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
@@ -49,6 +53,16 @@ export interface ConnectOptions {
   readonly timers?: Timers;
   readonly frameBytesMax?: number;
   readonly pendingCallsMax?: number;
+  /** The cluster CA's certificate (PEM): connect over TLS and trust only servers it signed. */
+  readonly ca?: string | Buffer;
+  /** A client certificate (PEM) signed by the cluster CA, with `key`: its CN is the user it logs in as. */
+  readonly cert?: string | Buffer;
+  readonly key?: string | Buffer;
+  /**
+   * The name the server's certificate must carry, when it is not the host dialed (e.g. the node's member name when
+   * dialing it by an address its certificate does not list).
+   */
+  readonly serverName?: string;
 }
 
 export interface RemoteBeginOptions {
@@ -108,7 +122,7 @@ export interface RemoteClient {
 export async function connect(address: string, options: ConnectOptions = {}): Promise<RemoteClient> {
   const { host, port } = parseHostPort(address);
   const timers = options.timers ?? new RealTimers(true);
-  const connection = new RemoteConnection(netConnect({ host, port }), timers, {
+  const connection = new RemoteConnection(dial(host, port, options), timers, {
     timeoutMs: options.timeoutMs ?? LIMITS.clientRequestTimeoutMsDefault,
     connectTimeoutMs: options.connectTimeoutMs ?? LIMITS.handshakeTimeoutMs,
     frameBytesMax: options.frameBytesMax ?? LIMITS.frameBytesMax,
@@ -116,6 +130,33 @@ export async function connect(address: string, options: ConnectOptions = {}): Pr
   });
   const node = await connection.opened;
   return new TcpClient(connection, nodeName(node), address, timers);
+}
+
+const TLS_VERSION = 'TLSv1.3';
+
+/** Plain TCP, or TLS 1.3 when the options carry TLS material. */
+function dial(host: string, port: number, options: ConnectOptions): Socket {
+  const { ca, cert, key, serverName } = options;
+  if (ca === undefined && cert === undefined && key === undefined) return netConnect({ host, port });
+  if (ca === undefined) {
+    throw new BasaltError('INVALID_ARGUMENT', 'a TLS connection needs the cluster CA (ca) to check the server');
+  }
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new BasaltError('INVALID_ARGUMENT', 'a client certificate needs its key (cert and key go together)');
+  }
+  return tlsConnect({
+    host,
+    port,
+    ca,
+    ...(cert !== undefined && key !== undefined && { cert, key }),
+    minVersion: TLS_VERSION,
+    maxVersion: TLS_VERSION,
+    rejectUnauthorized: true,
+    ...(serverName !== undefined && {
+      checkServerIdentity: (_host: string, peer: Parameters<typeof checkServerIdentity>[1]) =>
+        checkServerIdentity(serverName, peer),
+    }),
+  });
 }
 
 /** What a lost response means for the caller: nothing happened for sure, or something may have been applied. */
@@ -176,7 +217,7 @@ class RemoteConnection {
       this.fail(new BasaltError('TIMEOUT', `no connection and hello within ${limits.connectTimeoutMs} ms`));
     }, limits.connectTimeoutMs);
     socket.setNoDelay(true);
-    socket.on('connect', () => this.write(clientHello()));
+    socket.on(socket instanceof TLSSocket ? 'secureConnect' : 'connect', () => this.write(clientHello()));
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', (error: Error) => this.fail(new BasaltError('CONNECTION_CLOSED', error.message)));
     socket.on('close', () => this.fail(new BasaltError('CONNECTION_CLOSED', 'the server closed the connection')));

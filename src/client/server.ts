@@ -15,9 +15,13 @@
  *   - a frame that cannot be attributed to a request (bad msgpack, oversized length, no id, a bad hello) is answered
  *     under id 0 with a coded error and closes this connection only; a request with a readable id but a bad shape is
  *     answered with a coded error and the connection stays open.
- * Time comes from the injected timers (the hello timeout); the socket is `node:net`.
+ * Time comes from the injected timers (the hello timeout). The socket is `node:net`, or `node:tls` (TLS 1.3 only)
+ * when the server is given certificates (`tls`): it serves node.crt, asks every client for a certificate and
+ * verifies one it is given against ca.crt (a client may also come without one and log in with a password). Renewed
+ * material (`updateTls`) is used by new connections; open ones keep theirs.
  */
 import { createServer, type Server, type Socket } from 'node:net';
+import { type Server as TlsServer, createServer as tlsCreateServer } from 'node:tls';
 import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
 import { assert } from '../core/assert.js';
 import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
@@ -27,6 +31,7 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import { decode } from '../net/codec.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnosticKind } from '../net/diagnostics.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
+import { clientServerTlsOptions, type PeerTlsMaterial } from '../net/peer-tls.js';
 import type { KeyValue, ScanOptions, ScanRange, Transaction, Value } from './client.js';
 import {
   CLIENT_MAGIC,
@@ -87,6 +92,8 @@ export interface ClientServerOptions {
   readonly handshakeTimeoutMs?: number;
   readonly writeBufferBytesMax?: number;
   readonly onDiagnostic?: DiagnosticListener;
+  /** Serve TLS 1.3 with this CA, server certificate and key (the node's `--certs-dir`); plain TCP without. */
+  readonly tls?: PeerTlsMaterial;
 }
 
 interface SessionLimits {
@@ -122,7 +129,11 @@ export class ClientServer {
 
   /** Listens on host:port and serves every accepted connection. */
   static async start(options: ClientServerOptions): Promise<ClientServer> {
-    const server = createServer();
+    const handshakeTimeout = options.handshakeTimeoutMs ?? LIMITS.handshakeTimeoutMs;
+    const server =
+      options.tls === undefined
+        ? createServer()
+        : tlsCreateServer({ ...clientServerTlsOptions(options.tls), handshakeTimeout });
     const clientServer = new ClientServer(server, options);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -134,8 +145,26 @@ export class ClientServer {
     const address = server.address();
     if (typeof address === 'object' && address !== null) clientServer.boundPort = address.port;
     server.on('error', (error) => clientServer.diagnose('connection-error', `client server: ${error.message}`));
-    server.on('connection', (socket) => clientServer.accept(socket));
+    if (options.tls === undefined) server.on('connection', (socket) => clientServer.accept(socket));
+    else {
+      server.on('secureConnection', (socket: Socket) => clientServer.accept(socket));
+      server.on('tlsClientError', (error: Error, socket: Socket) => {
+        clientServer.diagnose('tls-refused', `client TLS handshake failed: ${error.message}`, remoteOf(socket));
+        socket.destroy();
+      });
+    }
     return clientServer;
+  }
+
+  /** Whether clients connect over TLS. */
+  get secure(): boolean {
+    return this.options.tls !== undefined;
+  }
+
+  /** Renewed certificates, key or CA for new connections (rotation without a restart); open ones keep theirs. */
+  updateTls(material: PeerTlsMaterial): void {
+    if (this.options.tls === undefined) return;
+    (this.server as TlsServer).setSecureContext(clientServerTlsOptions(material));
   }
 
   /** The port listened on (still known after `close()`). */
