@@ -83,6 +83,8 @@ interface StartFlags {
   readonly logFile?: string;
   readonly statusInterval?: number;
   readonly certsDir?: string;
+  readonly insecure?: boolean;
+  readonly initAdmin?: string;
 }
 
 program
@@ -123,8 +125,14 @@ program
   )
   .option(
     '--certs-dir <dir>',
-    'mutual TLS 1.3 on the peer port with ca.crt, node.crt and node.key of this directory (see basalt cert); ' +
-      'default: plain TCP',
+    'TLS 1.3 on every port with ca.crt, node.crt and node.key of this directory (see basalt cert): mutual TLS ' +
+      'between peers, and clients log in as users; default: plain TCP, no users (loopback, or --insecure)',
+  )
+  .option('--insecure', 'allow a --host other than loopback without --certs-dir: no TLS and no users')
+  .option(
+    '--init-admin <user>',
+    'create this admin user once ready unless it exists (password from BASALT_ADMIN_PASSWORD; without it, ' +
+      'client certificate only); needs --certs-dir',
   )
   .action(async (flags: StartFlags, command: Command) => {
     const file = flags.config === undefined ? {} : readStartConfig(flags.config);

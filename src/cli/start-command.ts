@@ -13,12 +13,13 @@ import { existsSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { nodeClient } from '../client/node-client.js';
+import { hashPassword, passwordProblem, SALT_BYTES } from '../client/passwords.js';
 import { ClientServer } from '../client/server.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import { freshNodeId, type NodeIdentity, type NodeName, nodeName } from '../core/ids.js';
 import { META_GROUP, tablePartitionId } from '../core/partitioning.js';
 import { RealClock } from '../env/real-clock.js';
-import { RealRandom } from '../env/real-random.js';
+import { RealRandom, secureRandomBytes } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import { openNodeStorage } from '../harness/real-cluster.js';
 import type { DiagnosticListener, NetDiagnosticKind } from '../net/diagnostics.js';
@@ -56,6 +57,7 @@ export async function runStart(options: StartSettings): Promise<void> {
   const self = { name, id: freshNodeId(random.uuid()) };
   // Certificates before anything opens: a bad directory is one error, not peers refusing each other in a loop.
   const tls = options.certsDir === undefined ? undefined : loadPeerTls(resolve(options.certsDir), name, new Date());
+  const adminPassword = initAdminPassword(options, process.env);
   // Storage before the transport: once peers can reach this node, it must be able to answer them without a pause.
   const { storage, dataDir } = await openStorage(options, name);
   // Listen first: peers started at the same time probe this node while it probes them.
@@ -174,6 +176,7 @@ export async function runStart(options: StartSettings): Promise<void> {
   });
   if (clientServer !== undefined) tlsTargets.push(clientServer);
   if (await until(() => aborted.signal.aborted || node.metastorage.revision > 0, READY_WAIT_MS)) {
+    if (options.initAdmin !== undefined) await initAdmin(node, options.initAdmin, adminPassword);
     for (const spec of options.tables) {
       if (aborted.signal.aborted) break;
       await ensureTable(node, spec);
@@ -234,7 +237,9 @@ async function openServers(
           port: options.clientPort,
           client: nodeClient(node),
           timers: served.timers,
-          ...(tls !== undefined && { tls }),
+          onDiagnostic: clientDiagnostics(name, logger),
+          // Certificates mean users: every client logs in (docs/operating.md, Security).
+          ...(tls !== undefined && { tls, auth: { clock: new RealClock(), salts: secureRandomBytes } }),
         });
   if (clientServer !== undefined) {
     const clientAddress = hostPort(reachHost, clientServer.port);
@@ -251,13 +256,48 @@ async function openServers(
           port: options.metricsPort,
           nodeName: name,
           nodeOf: () => node,
-          extra: () => ({ leader_changes_total: served.leaderChanges() }),
+          extra: () => ({ leader_changes_total: served.leaderChanges(), ...clientServer?.authCounters() }),
         });
   if (metricsServer !== undefined) {
     log(`metrics of ${name}: ${metricsServer.url}/metrics (health: ${metricsServer.url}/health)`);
     logger.info({ metricsUrl: `${metricsServer.url}/metrics` }, 'metrics endpoint open');
   }
   return { ...(clientServer !== undefined && { clientServer }), ...(metricsServer !== undefined && { metricsServer }) };
+}
+
+/** The password of `--init-admin`: BASALT_ADMIN_PASSWORD, checked before anything starts; none: certificate only. */
+function initAdminPassword(options: StartSettings, env: NodeJS.ProcessEnv): string | undefined {
+  const password = env['BASALT_ADMIN_PASSWORD'];
+  if (options.initAdmin === undefined || password === undefined || password === '') return undefined;
+  const problem = passwordProblem(password);
+  if (problem !== undefined) throw new BasaltError('INVALID_ARGUMENT', `BASALT_ADMIN_PASSWORD: ${problem}`);
+  return password;
+}
+
+/** `--init-admin`: the first admin, unless a user of that name exists (a restart, or another node made it). */
+async function initAdmin(node: BasaltNode, user: string, password: string | undefined): Promise<void> {
+  if (node.metastorage.user(user) !== undefined) {
+    log(`basalt: node ${node.name}: user ${user} exists (--init-admin changes nothing)`);
+    return;
+  }
+  const hash = password === undefined ? undefined : await hashPassword(password, secureRandomBytes(SALT_BYTES));
+  try {
+    await node.metastorage.createUser({ name: user, role: 'admin', ...(hash !== undefined && { password: hash }) });
+    const how = hash === undefined ? `by its client certificate (client.${user}.crt)` : 'with BASALT_ADMIN_PASSWORD';
+    log(`basalt: node ${node.name}: admin user ${user} created; it logs in ${how}`);
+  } catch (error) {
+    if (!isBasaltError(error, 'ALREADY_EXISTS')) throw error;
+    log(`basalt: node ${node.name}: user ${user} exists (--init-admin changes nothing)`);
+  }
+}
+
+/** Client port diagnostics: refused logins are warnings (logged without the password), the rest debug detail. */
+function clientDiagnostics(name: NodeName, logger: NodeLogger): DiagnosticListener {
+  return (diagnostic) => {
+    const fields = { client: diagnostic.peer, kind: diagnostic.kind };
+    if (diagnostic.kind === 'auth-refused') logger.warn(fields, diagnostic.message);
+    else logger.debug({ ...fields, node: name }, diagnostic.message);
+  };
 }
 
 /** Diagnostics that are warnings: each is reported once per peer and cause (or per peer and interval). */

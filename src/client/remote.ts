@@ -19,7 +19,7 @@
  */
 import { connect as netConnect, type Socket } from 'node:net';
 import { checkServerIdentity, TLSSocket, connect as tlsConnect } from 'node:tls';
-import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
+import type { MemberRecord, TableDescriptor, TableOptions, UserRole } from '../cluster/metastorage-state.js';
 import { assert } from '../core/assert.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import { type HybridTimestamp, type NodeName, nodeName, type TxId, txId } from '../core/ids.js';
@@ -36,6 +36,7 @@ import type { KeyValue, ReadOptions, ScanOptions, ScanRange, Transaction, Value 
 import {
   type ClientRequest,
   clientHello,
+  type HelloCredentials,
   isRecord,
   parseResponse,
   parseServerHello,
@@ -63,6 +64,25 @@ export interface ConnectOptions {
    * dialing it by an address its certificate does not list).
    */
   readonly serverName?: string;
+  /** The user to log in as: with `password`, or without one by the client certificate (whose CN must match). */
+  readonly user?: string;
+  readonly password?: string;
+}
+
+/** A user as the server lists it (no password hash travels). */
+export interface UserInfo {
+  readonly name: string;
+  readonly role?: UserRole;
+  /** Roles on single tables: [table, role]. */
+  readonly tables?: readonly (readonly [string, 'readwrite' | 'readonly'])[];
+  /** Whether the user may log in with a password (else by client certificate only). */
+  readonly password: boolean;
+}
+
+export interface CreateUserOptions {
+  /** Absent: the user logs in by client certificate only. */
+  readonly password?: string;
+  readonly role?: UserRole;
 }
 
 export interface RemoteBeginOptions {
@@ -114,6 +134,16 @@ export interface RemoteClient {
   removeNode(name: string, options?: { readonly dead?: boolean }): Promise<MemberRecord[]>;
   /** The primary of each partition of `table` by index, as the server's node knows it (null: none known). */
   primaries(table: string): Promise<(NodeName | null)[]>;
+  /** The user this connection is logged in as (undefined on a node that does not check users, or without login). */
+  readonly user: string | undefined;
+  /** Users (admin): adds one; ALREADY_EXISTS if the name is taken. */
+  createUser(name: string, options?: CreateUserOptions): Promise<UserInfo>;
+  removeUser(name: string): Promise<UserInfo>;
+  /** A user's new password (its own, or any user's for an admin); undefined: client certificate only. */
+  setPassword(name: string, password: string | undefined): Promise<UserInfo>;
+  /** Sets a user's cluster-wide role, or with `table` its role on that table; `none` takes it away. */
+  grant(name: string, role: UserRole | 'none', options?: { readonly table?: string }): Promise<UserInfo>;
+  users(): Promise<UserInfo[]>;
   /** Ends the connection; the server rolls back the transactions still open on it. */
   close(): Promise<void>;
 }
@@ -122,14 +152,21 @@ export interface RemoteClient {
 export async function connect(address: string, options: ConnectOptions = {}): Promise<RemoteClient> {
   const { host, port } = parseHostPort(address);
   const timers = options.timers ?? new RealTimers(true);
+  if (options.password !== undefined && options.user === undefined) {
+    throw new BasaltError('INVALID_ARGUMENT', 'a password needs a user');
+  }
   const connection = new RemoteConnection(dial(host, port, options), timers, {
+    credentials: {
+      ...(options.user !== undefined && { user: options.user }),
+      ...(options.password !== undefined && { password: options.password }),
+    },
     timeoutMs: options.timeoutMs ?? LIMITS.clientRequestTimeoutMsDefault,
     connectTimeoutMs: options.connectTimeoutMs ?? LIMITS.handshakeTimeoutMs,
     frameBytesMax: options.frameBytesMax ?? LIMITS.frameBytesMax,
     pendingCallsMax: options.pendingCallsMax ?? LIMITS.clientPendingCallsMax,
   });
-  const node = await connection.opened;
-  return new TcpClient(connection, nodeName(node), address, timers);
+  const opened = await connection.opened;
+  return new TcpClient(connection, nodeName(opened.node), address, timers, opened.user);
 }
 
 const TLS_VERSION = 'TLSv1.3';
@@ -163,6 +200,7 @@ function dial(host: string, port: number, options: ConnectOptions): Socket {
 type OnLoss = 'closed' | 'unknown';
 
 interface ConnectionLimits {
+  readonly credentials: HelloCredentials;
   readonly timeoutMs: number;
   readonly connectTimeoutMs: number;
   readonly frameBytesMax: number;
@@ -188,7 +226,7 @@ type WithoutId<R> = R extends ClientRequest ? Omit<R, 'id'> : never;
  * requestsInFlightMax) of them are written and unanswered, the others wait in `unsent`, in call order.
  */
 class RemoteConnection {
-  readonly opened: Promise<string>;
+  readonly opened: Promise<{ readonly node: string; readonly user: string | undefined }>;
   private window: number = LIMITS.clientRequestsInFlightMax;
   private written = 0;
   private readonly unsent: number[] = [];
@@ -197,7 +235,7 @@ class RemoteConnection {
   private readonly pending = new Map<number, PendingCall>();
   private nextId = 1;
   private closeReason: BasaltError | undefined;
-  private settleOpen: ((node: string) => void) | undefined;
+  private settleOpen: ((opened: { readonly node: string; readonly user: string | undefined }) => void) | undefined;
   private failOpen: ((error: BasaltError) => void) | undefined;
   private openTimer: TimerHandle | undefined;
   private readonly socketClosed: Promise<void>;
@@ -208,7 +246,7 @@ class RemoteConnection {
     private readonly limits: ConnectionLimits,
   ) {
     this.decoder = new FrameDecoder(limits.frameBytesMax);
-    this.opened = new Promise<string>((resolve, reject) => {
+    this.opened = new Promise((resolve, reject) => {
       this.settleOpen = resolve;
       this.failOpen = reject;
     });
@@ -217,7 +255,9 @@ class RemoteConnection {
       this.fail(new BasaltError('TIMEOUT', `no connection and hello within ${limits.connectTimeoutMs} ms`));
     }, limits.connectTimeoutMs);
     socket.setNoDelay(true);
-    socket.on(socket instanceof TLSSocket ? 'secureConnect' : 'connect', () => this.write(clientHello()));
+    socket.on(socket instanceof TLSSocket ? 'secureConnect' : 'connect', () =>
+      this.write(clientHello(limits.credentials)),
+    );
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', (error: Error) => this.fail(new BasaltError('CONNECTION_CLOSED', error.message)));
     socket.on('close', () => this.fail(new BasaltError('CONNECTION_CLOSED', 'the server closed the connection')));
@@ -335,7 +375,7 @@ class RemoteConnection {
     this.clearOpenTimer();
     this.state = 'open';
     this.window = hello.requestsInFlightMax;
-    this.settleOpen?.(hello.node);
+    this.settleOpen?.({ node: hello.node, user: hello.user });
   }
 
   private onResponse(payload: unknown): void {
@@ -399,6 +439,7 @@ class TcpClient implements RemoteClient {
     readonly node: NodeName,
     readonly address: string,
     private readonly timers: Timers,
+    readonly user: string | undefined,
   ) {}
 
   get closed(): boolean {
@@ -487,9 +528,54 @@ class TcpClient implements RemoteClient {
     return primaries.map((p: string | null) => (p === null ? null : nodeName(p)));
   }
 
+  async createUser(name: string, options: CreateUserOptions = {}): Promise<UserInfo> {
+    const { password, role } = options;
+    const request = {
+      kind: 'createUser',
+      name,
+      ...(password !== undefined && { password }),
+      ...(role !== undefined && { role }),
+    } as const;
+    return userOf(await this.connection.call(request));
+  }
+
+  async removeUser(name: string): Promise<UserInfo> {
+    return userOf(await this.connection.call({ kind: 'removeUser', name }));
+  }
+
+  async setPassword(name: string, password: string | undefined): Promise<UserInfo> {
+    return userOf(
+      await this.connection.call({ kind: 'setPassword', name, ...(password !== undefined && { password }) }),
+    );
+  }
+
+  async grant(name: string, role: UserRole | 'none', options: { readonly table?: string } = {}): Promise<UserInfo> {
+    const table = options.table;
+    return userOf(await this.connection.call({ kind: 'grant', name, role, ...(table !== undefined && { table }) }));
+  }
+
+  async users(): Promise<UserInfo[]> {
+    const result = await this.connection.call({ kind: 'users' });
+    const users = isRecord(result) ? result['users'] : undefined;
+    if (!Array.isArray(users) || !users.every(isUserInfo)) {
+      throw new BasaltError('MALFORMED_FRAME', 'the server answered users without a list of users');
+    }
+    return users;
+  }
+
   close(): Promise<void> {
     return this.connection.close();
   }
+}
+
+function userOf(result: unknown): UserInfo {
+  const user = isRecord(result) ? result['user'] : undefined;
+  if (!isUserInfo(user)) throw new BasaltError('MALFORMED_FRAME', 'the server answered without a user');
+  return user;
+}
+
+function isUserInfo(value: unknown): value is UserInfo {
+  return isRecord(value) && typeof value['name'] === 'string' && typeof value['password'] === 'boolean';
 }
 
 function membersOf(result: unknown): MemberRecord[] {

@@ -12,7 +12,7 @@
  * connection made is closed again).
  */
 
-import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
+import type { MemberRecord, TableDescriptor, TableOptions, UserRole } from '../cluster/metastorage-state.js';
 import { invalidArgument } from '../core/errors.js';
 import type { NodeName } from '../core/ids.js';
 import { partitionIndexOf } from '../core/partitioning.js';
@@ -21,11 +21,13 @@ import { RealClock } from '../env/real-clock.js';
 import type { Value } from './client.js';
 import {
   type ConnectOptions,
+  type CreateUserOptions,
   connect,
   type RemoteBeginOptions,
   type RemoteClient,
   type RemoteTransaction,
   type RemoteTransactionOptions,
+  type UserInfo,
 } from './remote.js';
 
 /** How long a table's routes are used before the next call refreshes them. */
@@ -140,6 +142,30 @@ export class RoutingClient implements RemoteClient {
 
   primaries(table: string): Promise<(NodeName | null)[]> {
     return this.home.primaries(table);
+  }
+
+  get user(): string | undefined {
+    return this.home.user;
+  }
+
+  createUser(name: string, options?: CreateUserOptions): Promise<UserInfo> {
+    return this.home.createUser(name, options);
+  }
+
+  removeUser(name: string): Promise<UserInfo> {
+    return this.home.removeUser(name);
+  }
+
+  setPassword(name: string, password: string | undefined): Promise<UserInfo> {
+    return this.home.setPassword(name, password);
+  }
+
+  grant(name: string, role: UserRole | 'none', options?: { readonly table?: string }): Promise<UserInfo> {
+    return this.home.grant(name, role, options);
+  }
+
+  users(): Promise<UserInfo[]> {
+    return this.home.users();
   }
 
   async close(): Promise<void> {

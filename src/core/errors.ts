@@ -65,6 +65,15 @@ export const ERROR_CODES = {
   TLS_CONFIG_INVALID: { retryable: false },
   /** A peer whose TLS certificate does not name the member its hello claims to be: refused, never trusted. */
   PEER_CERT_MISMATCH: { retryable: false },
+  /**
+   * A client request on a node that checks users, from a connection that has not logged in (no credentials, a wrong
+   * password, a client certificate that failed, a user since removed, too many failed logins): refused, nothing done.
+   */
+  UNAUTHENTICATED: { retryable: false },
+  /** A logged-in user's request that its roles do not allow: refused before anything was done. */
+  PERMISSION_DENIED: { retryable: false },
+  /** `basalt start` on an address other than loopback without `--certs-dir` (or `--insecure` to run without TLS). */
+  CERTS_REQUIRED: { retryable: false },
   INTERNAL: { retryable: false },
   /** A feature of the public API that this version does not provide yet. */
   NOT_IMPLEMENTED: { retryable: false },
