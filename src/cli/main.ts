@@ -8,6 +8,8 @@
  * checks a history file. `basalt cert` creates and lists the CA, node and client certificates (certs.ts).
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
+import type { RemoteClient } from '../client/remote.js';
+import type { UserRole } from '../cluster/metastorage-state.js';
 import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
 import { EXIT_CODES } from '../sim/workload/run.js';
 import { WORKLOADS, type WorkloadName } from '../sim/workload/workload.js';
@@ -60,6 +62,7 @@ import {
   readStartConfig,
   resolveStartSettings,
 } from './start-config.js';
+import { type CredentialFlags, grantRole, userAdd, userList, userPasswd, userRole } from './users.js';
 
 const program = new Command();
 program.name('basalt').description('A distributed, replicated, transactional key-value store');
@@ -256,22 +259,102 @@ Exit codes: ${DATA_EXIT_CODES.ok} done, ${DATA_EXIT_CODES.invalid} invalid input
 
 /** The options every data command takes. */
 function dataCommand(name: string, description: string) {
-  return program
-    .command(name)
-    .description(description)
-    .option('--connect <list>', 'node client ports host:port, comma separated, tried in order', DEFAULT_CONNECT)
-    .option('--output <format>', 'json (one JSON line per result) or table (tab-separated)', outputFormat, 'json')
-    .addHelpText('after', DATA_HELP);
+  return withCredentials(
+    program
+      .command(name)
+      .description(description)
+      .option('--connect <list>', 'node client ports host:port, comma separated, tried in order', DEFAULT_CONNECT)
+      .option('--output <format>', 'json (one JSON line per result) or table (tab-separated)', outputFormat, 'json')
+      .addHelpText('after', DATA_HELP),
+  );
 }
 
-interface DataFlags {
+/** `--certs-dir` and `--user`, for a command that connects to nodes that check users. */
+function withCredentials(command: Command): Command {
+  return command
+    .option('--certs-dir <dir>', 'connect over TLS with ca.crt of this directory (and client.<user>.crt/.key if there)')
+    .option(
+      '--user <name>',
+      'log in as this user: by its client certificate, else a password (BASALT_PASSWORD or a prompt)',
+    );
+}
+
+interface DataFlags extends CredentialFlags {
   readonly connect: string;
   readonly output: Output;
 }
 
 function dataOptions(flags: DataFlags): DataOptions {
-  return { connect: flags.connect.split(','), output: flags.output };
+  const { certsDir, user } = flags;
+  return {
+    connect: flags.connect.split(','),
+    output: flags.output,
+    credentials: { ...(certsDir !== undefined && { certsDir }), ...(user !== undefined && { user }) },
+  };
 }
+
+const users = program
+  .command('user')
+  .description('add, remove and list the users of a node with certificates, change their passwords and roles');
+/** A `basalt user` sub-command: connects like a data command, runs `fn`, exits 0 or with the data exit codes. */
+function userCommand(spec: string, description: string) {
+  return withCredentials(
+    users
+      .command(spec)
+      .description(description)
+      .option('--connect <list>', 'node client ports host:port, comma separated', DEFAULT_CONNECT),
+  );
+}
+async function runUser(flags: DataFlags, fn: (client: RemoteClient) => Promise<void>): Promise<void> {
+  process.exitCode = await withClient(dataOptions({ ...flags, output: 'json' }), async (client) => {
+    await fn(client);
+    return DATA_EXIT_CODES.ok;
+  });
+}
+userCommand(
+  'add <name>',
+  'add a user (password from a prompt or --password-stdin; --no-password: client certificate only)',
+)
+  .option('--role <role>', 'its cluster-wide role: admin, readwrite or readonly (default: none; see grant)', userRole)
+  .option('--no-password', 'no password: the user logs in by client certificate only')
+  .option('--password-stdin', 'read the new password from the first line of standard input')
+  .action(async (name: string, flags: DataFlags & { role?: UserRole; password: boolean; passwordStdin?: boolean }) => {
+    const options = { password: flags.password, passwordStdin: flags.passwordStdin === true };
+    await runUser(flags, (client) =>
+      userAdd(client, name, { ...options, ...(flags.role !== undefined && { role: flags.role }) }),
+    );
+  });
+userCommand('remove <name>', 'remove a user (the last admin cannot be removed)').action(
+  async (name: string, flags: DataFlags) => {
+    await runUser(flags, async (client) => {
+      await client.removeUser(name);
+      log(`user ${name} removed`);
+    });
+  },
+);
+userCommand('passwd <name>', "change a user's password (a user may change its own; an admin anyone's)")
+  .option('--no-password', 'remove the password: the user logs in by client certificate only')
+  .option('--password-stdin', 'read the new password from the first line of standard input')
+  .action(async (name: string, flags: DataFlags & { password: boolean; passwordStdin?: boolean }) => {
+    await runUser(flags, (client) =>
+      userPasswd(client, name, { password: flags.password, passwordStdin: flags.passwordStdin === true }),
+    );
+  });
+userCommand(
+  'grant <name> <role>',
+  'set a cluster-wide role (admin, readwrite, readonly, none), or with --table a role on one table',
+)
+  .option('--table <table>', 'the role is on this table only (readwrite, readonly or none)')
+  .action(async (name: string, role: string, flags: DataFlags & { table?: string }) => {
+    const granted = grantRole(role);
+    await runUser(flags, async (client) => {
+      await client.grant(name, granted, flags.table === undefined ? {} : { table: flags.table });
+      log(`user ${name}: ${granted}${flags.table === undefined ? '' : ` on table ${flags.table}`}`);
+    });
+  });
+userCommand('list', 'list the users: roles, and whether they have a password').action(async (flags: DataFlags) => {
+  await runUser(flags, (client) => userList(client));
+});
 
 dataCommand('get <table> <key>', "print a key's value (an implicit read on its primary)").action(
   async (tableName: string, key: string, flags: DataFlags) => {

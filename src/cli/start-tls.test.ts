@@ -22,8 +22,8 @@ class NodeProcess {
   readonly exited: Promise<number | null>;
   private readonly child: ChildProcess;
 
-  constructor(args: readonly string[]) {
-    this.child = spawn(process.execPath, [MAIN, 'start', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  constructor(args: readonly string[], env: NodeJS.ProcessEnv = process.env) {
+    this.child = spawn(process.execPath, [MAIN, 'start', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
     const append = (chunk: Buffer): void => {
       this.output += chunk.toString();
     };
@@ -74,11 +74,13 @@ test('basalt start --certs-dir: three nodes over mutual TLS find each other, and
     await nodeDir(caDir, root, name),
     '--table',
     't:2:3',
-    ...(i === 0 ? ['--client-port', String(clientPort)] : []),
+    ...(i === 0 ? ['--client-port', String(clientPort), '--init-admin', 'admin'] : []),
   ];
+  // The first admin's password comes from the environment, never from a flag or a built-in default.
+  const env = { ...process.env, BASALT_ADMIN_PASSWORD: 'first-admin-password' };
   const procs: NodeProcess[] = [];
   try {
-    for (const [i, name] of ['n1', 'n2', 'n3'].entries()) procs.push(new NodeProcess(await args(name, i)));
+    for (const [i, name] of ['n1', 'n2', 'n3'].entries()) procs.push(new NodeProcess(await args(name, i), env));
     for (const p of procs) await p.waitFor(/basalt: node n\d ready/);
     for (const [i, p] of procs.entries()) {
       assert.match(p.output, /\(id \S+, mutual TLS with the certificates in /);
@@ -86,7 +88,16 @@ test('basalt start --certs-dir: three nodes over mutual TLS find each other, and
     }
     const ca = readFileSync(join(caDir, CERT_FILES.caCert));
     // The client port serves n1's node certificate, which names n1 (the address dialed is not in it).
-    const client = await connect(`127.0.0.1:${clientPort}`, { ca, serverName: 'n1' });
+    const address = `127.0.0.1:${clientPort}`;
+    assert.match(procs[0]!.output, /admin user admin created; it logs in with BASALT_ADMIN_PASSWORD/);
+    const anonymous = await connect(address, { ca, serverName: 'n1' });
+    await assert.rejects(anonymous.put('t', 'k', 'anonymous'), /UNAUTHENTICATED/);
+    await anonymous.close();
+    await assert.rejects(
+      connect(address, { ca, serverName: 'n1', user: 'admin', password: 'not-the-password' }),
+      /UNAUTHENTICATED/,
+    );
+    const client = await connect(address, { ca, serverName: 'n1', user: 'admin', password: 'first-admin-password' });
     try {
       await client.put('t', 'k', { over: 'tls' });
       assert.deepEqual(await client.get('t', 'k'), { over: 'tls' });
@@ -98,6 +109,34 @@ test('basalt start --certs-dir: three nodes over mutual TLS find each other, and
   } finally {
     for (const p of procs) p.kill('SIGKILL');
     rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('basalt start off loopback refuses to start without --certs-dir in one line naming the flag; --insecure starts', async () => {
+  const [port] = await freePorts(1);
+  const refused = new NodeProcess(['--name', 'n1', '--host', '0.0.0.0', '--port', String(port), '--memory']);
+  assert.equal(await refused.exited, 1, refused.output);
+  assert.match(
+    refused.output,
+    /CERTS_REQUIRED: --host 0\.0\.0\.0 is reachable from other machines: give --certs-dir <dir> .*--insecure/,
+  );
+  assert.equal(refused.output.trim().split('\n').length, 1, refused.output);
+  assert.doesNotMatch(refused.output, /listening on/);
+  const insecure = new NodeProcess([
+    '--name',
+    'n1',
+    '--host',
+    '0.0.0.0',
+    '--port',
+    String(port),
+    '--memory',
+    '--insecure',
+  ]);
+  try {
+    await insecure.waitFor(/node n1 listening on/);
+  } finally {
+    insecure.kill('SIGKILL');
+    await insecure.exited;
   }
 });
 
