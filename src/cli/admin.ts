@@ -7,6 +7,8 @@
  * new replicas (from the node with the freshest metastorage view). Status reads only what the nodes export, so a node that
  * is down shows as down and its replicas' figures are missing rather than guessed.
  */
+import { get as httpGet, type IncomingMessage } from 'node:http';
+import { get as httpsGet } from 'node:https';
 import { connect } from '../client/remote.js';
 import { estimateQuantile, type HistogramSnapshot } from '../core/histogram.js';
 import { log } from './common.js';
@@ -90,16 +92,30 @@ interface NodeView {
   readonly samples: readonly Sample[];
 }
 
-async function scrape(address: string): Promise<NodeView> {
+/** GET over HTTP, or HTTPS trusting `ca` (the nodes' metrics ports with `--certs-dir`): the body of any status. */
+function getText(address: string, path: string, ca: string | undefined): Promise<string> {
+  const url = `${ca === undefined ? 'http' : 'https'}://${address}${path}`;
+  return new Promise((resolve, reject) => {
+    const onResponse = (response: IncomingMessage): void => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (body += chunk));
+      response.on('end', () => resolve(body));
+      response.on('error', reject);
+    };
+    const options = { timeout: SCRAPE_TIMEOUT_MS, ...(ca !== undefined && { ca, minVersion: 'TLSv1.3' as const }) };
+    const request = ca === undefined ? httpGet(url, options, onResponse) : httpsGet(url, options, onResponse);
+    request.on('timeout', () => request.destroy(new Error(`no answer within ${SCRAPE_TIMEOUT_MS} ms`)));
+    request.on('error', reject);
+  });
+}
+
+async function scrape(address: string, ca: string | undefined): Promise<NodeView> {
   try {
-    const signal = AbortSignal.timeout(SCRAPE_TIMEOUT_MS);
-    const [metrics, health] = await Promise.all([
-      fetch(`http://${address}/metrics`, { signal }),
-      fetch(`http://${address}/health`, { signal }),
-    ]);
-    const samples = parseMetrics(await metrics.text());
+    const [metrics, health] = await Promise.all([getText(address, '/metrics', ca), getText(address, '/health', ca)]);
+    const samples = parseMetrics(metrics);
     const name = samples.find((s) => s.name === 'basalt_up')?.labels['node'];
-    const h = (await health.json()) as { ok: boolean; reason?: string; metastorageLeader?: string };
+    const h = JSON.parse(health) as { ok: boolean; reason?: string; metastorageLeader?: string };
     const detail = h.ok ? `healthy, metastorage leader ${h.metastorageLeader}` : `unhealthy: ${h.reason}`;
     return { address, ...(name !== undefined && { name }), up: true, detail, samples };
   } catch (error) {
@@ -108,8 +124,8 @@ async function scrape(address: string): Promise<NodeView> {
 }
 
 /** Prints the status; resolves with the number of nodes that answered. */
-export async function status(metricsAddresses: readonly string[]): Promise<number> {
-  const views = await Promise.all(metricsAddresses.map(scrape));
+export async function status(metricsAddresses: readonly string[], ca?: string): Promise<number> {
+  const views = await Promise.all(metricsAddresses.map((address) => scrape(address, ca)));
   log('nodes:');
   for (const v of views) {
     const id = v.samples.find((s) => s.name === 'basalt_node_info')?.labels['ephemeral_id'];

@@ -27,6 +27,7 @@ import {
   DEFAULT_CERTS_DIR,
   formatCertList,
   listCerts,
+  loadClientTls,
 } from './certs.js';
 import { runCluster } from './cluster-command.js';
 import { log, port, positiveInt, type TableSpec, tableSpec } from './common.js';
@@ -441,8 +442,10 @@ program
   .command('status')
   .description("nodes up/down and every partition's leader, primary, term and applied indexes (from /metrics)")
   .option('--metrics <list>', 'metrics endpoints host:port, comma separated', DEFAULT_METRICS)
-  .action(async (options: { metrics: string }) => {
-    const up = await status(options.metrics.split(','));
+  .option('--certs-dir <dir>', 'the endpoints are HTTPS (nodes with certificates): trust ca.crt of this directory')
+  .action(async (options: { metrics: string; certsDir?: string }) => {
+    const ca = options.certsDir === undefined ? undefined : loadClientTls(options.certsDir, undefined, new Date()).ca;
+    const up = await status(options.metrics.split(','), ca);
     if (up === 0) process.exitCode = 1;
   });
 

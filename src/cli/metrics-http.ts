@@ -12,8 +12,14 @@
  * beside them the heap in use as the last major collection left it (read when the collection is reported, once a
  * metrics server runs): the heap in use at a scrape swings with young garbage, the heap after a major GC is what a
  * leak makes grow.
+ *
+ * With `tls` (a node with `--certs-dir`) the endpoint is HTTPS (TLS 1.3, the node's certificate; no client
+ * certificate asked: what it serves is operational, not data), `/health` included: probes that cannot verify a
+ * certificate (a kubelet's `scheme: HTTPS`) still reach it, so no plain listener is kept beside it. Renewed material
+ * (`updateTls`) is used by new connections.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { cumulativeCounts, type HistogramSnapshot } from '../core/histogram.js';
@@ -29,6 +35,8 @@ export interface MetricsServerOptions {
   readonly nodeOf: () => BasaltNode | undefined;
   /** Counts kept by the command itself (e.g. leader changes seen), exported as `basalt_<name>`. */
   readonly extra?: () => Readonly<Record<string, number>>;
+  /** Serve HTTPS with this certificate and key (the node's); plain HTTP without. */
+  readonly tls?: { readonly cert: string; readonly key: string };
 }
 
 /** Heap in use right after the latest major GC this process reported (undefined before the first). */
@@ -56,20 +64,33 @@ export class MetricsServer {
 
   static async start(options: MetricsServerOptions): Promise<MetricsServer> {
     watchMajorGcs();
-    const server = createServer((request, response) => handle(options, request, response));
+    const handler = (request: IncomingMessage, response: ServerResponse) => handle(options, request, response);
+    const server =
+      options.tls === undefined ? createServer(handler) : createHttpsServer(httpsOptions(options.tls), handler);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(options.port, options.host, () => resolve());
     });
     const { port } = server.address() as AddressInfo;
     const host = options.advertisedHost ?? options.host;
-    return new MetricsServer(server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`);
+    const scheme = options.tls === undefined ? 'http' : 'https';
+    return new MetricsServer(server, `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`);
+  }
+
+  /** Renewed certificate and key for new connections (HTTPS only). */
+  updateTls(material: { readonly cert: string; readonly key: string }): void {
+    if (!this.url.startsWith('https:')) return;
+    (this.server as HttpsServer).setSecureContext(httpsOptions(material));
   }
 
   close(): Promise<void> {
     this.server.closeAllConnections();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
+}
+
+function httpsOptions(material: { readonly cert: string; readonly key: string }) {
+  return { cert: material.cert, key: material.key, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' } as const;
 }
 
 function handle(options: MetricsServerOptions, request: IncomingMessage, response: ServerResponse): void {

@@ -174,7 +174,7 @@ export async function runStart(options: StartSettings): Promise<void> {
     tls,
     timers,
   });
-  if (clientServer !== undefined) tlsTargets.push(clientServer);
+  for (const server of [clientServer, metricsServer]) if (server !== undefined) tlsTargets.push(server);
   if (await until(() => aborted.signal.aborted || node.metastorage.revision > 0, READY_WAIT_MS)) {
     if (options.initAdmin !== undefined) await initAdmin(node, options.initAdmin, adminPassword);
     for (const spec of options.tables) {
@@ -257,6 +257,7 @@ async function openServers(
           nodeName: name,
           nodeOf: () => node,
           extra: () => ({ leader_changes_total: served.leaderChanges(), ...clientServer?.authCounters() }),
+          ...(tls !== undefined && { tls }),
         });
   if (metricsServer !== undefined) {
     log(`metrics of ${name}: ${metricsServer.url}/metrics (health: ${metricsServer.url}/health)`);
