@@ -13,6 +13,7 @@ import { transferIn } from '../src/cli/demo.js';
 import type { RemoteClient } from '../src/client/remote.js';
 import { isBasaltError } from '../src/core/errors.js';
 import { SeededRandom } from './stats.js';
+import type { BenchTls } from './tls.js';
 import {
   ACCOUNTS,
   accountKey,
@@ -294,6 +295,8 @@ export interface DriverConnection {
   readonly address: string;
   /** Basalt: the other nodes' client ports (`connectCluster`: single-key operations go to their key's primary). */
   readonly others: readonly string[];
+  /** Basalt with `--tls`: the CA and the admin's client certificate. */
+  readonly tls?: BenchTls;
 }
 
 export interface DriverJobMessage {
@@ -311,7 +314,7 @@ async function main(connection: DriverConnection): Promise<void> {
   if (connection.system === 'basalt') {
     // Each thread loads only its own system's client (grpc-js alone takes a noticeable part of a short cell).
     const { connectCluster } = await import('../src/client/routing.js');
-    const client = await connectCluster([connection.address, ...connection.others]);
+    const client = await connectCluster([connection.address, ...connection.others], connection.tls ?? {});
     opsOf = (job) => Array.from({ length: job.callers }, (_, c) => basaltOps(client, job, c));
   } else {
     const { Etcd3 } = await import('etcd3');
