@@ -22,7 +22,7 @@ import { RealTimers } from '../env/real-timers.js';
 import type { Cluster } from '../harness/cluster.js';
 import { type Client, startCluster } from '../index.js';
 import type { BasaltNode } from '../node/basalt-node.js';
-import { CERT_FILES, createCa, createClientCert, createNodeCert, loadPeerTls } from './certs.js';
+import { CERT_FILES, createCa, createClientCert, createNodeCert, loadClientTls, loadPeerTls } from './certs.js';
 
 const T = 'accounts';
 const OTHER = 'ledger';
@@ -212,6 +212,36 @@ describe('client port with users (TLS 1.3, one node)', () => {
     await rejectsWith(connect(server.address, { ca, ...files('nobody') }), 'UNAUTHENTICATED');
     await rejectsWith(connect(server.address, { ca, ...files('carol'), user: 'root' }), 'UNAUTHENTICATED');
     assert.equal(await admin.get(T, 'seed'), 1);
+  });
+
+  it('the commands refuse to load an expired client certificate, naming the file and its dates', () => {
+    assert.throws(
+      () => loadClientTls(dir, 'dave', new Date()),
+      (error: unknown) =>
+        isBasaltError(error, 'TLS_CONFIG_INVALID') &&
+        error.message.includes(join(dir, CERT_FILES.clientCert('dave'))) &&
+        /is expired \(valid from \d{4}-.* to \d{4}-/.test(error.message),
+    );
+    assert.equal(loadClientTls(dir, 'carol', new Date()).cert?.includes('BEGIN CERTIFICATE'), true);
+  });
+
+  it('renewed server material (another CA) is used by the next connection; an open one keeps working', async () => {
+    const renewed = join(dir, 'renewed');
+    await createCa({ certsDir: renewed });
+    await createNodeCert('n1', { certsDir: renewed, hosts: ['127.0.0.1'] });
+    const before = await dial({ user: 'root', password: ADMIN_PASSWORD });
+    server.updateTls(loadPeerTls(renewed, 'n1', new Date()));
+    try {
+      // The old CA no longer verifies the server; the new one does.
+      await assert.rejects(connect(server.address, { ca, user: 'root', password: ADMIN_PASSWORD }));
+      const renewedCa = readFileSync(join(renewed, CERT_FILES.caCert));
+      const after = await connect(server.address, { ca: renewedCa, user: 'root', password: ADMIN_PASSWORD });
+      open.push(after);
+      assert.equal(await after.get(T, 'seed'), 1);
+      assert.equal(await before.get(T, 'seed'), 1, 'the connection made before the renewal goes on');
+    } finally {
+      server.updateTls(loadPeerTls(dir, 'n1', new Date()));
+    }
   });
 
   it('a server certificate of another CA is refused by the client', async () => {
