@@ -30,16 +30,18 @@ export type {
 export { type ClusterClientServerOptions, startClientServer } from './client/cluster-server.js';
 export {
   type ConnectOptions,
+  type CreateUserOptions,
   connect,
   type RemoteBeginOptions,
   type RemoteClient,
   type RemoteTransaction,
   type RemoteTransactionOptions,
+  type UserInfo,
 } from './client/remote.js';
 export { type ConnectClusterOptions, connectCluster, RoutingClient } from './client/routing.js';
 export { type ScanPagesOptions, type ScanSource, scanPages } from './client/scan-pages.js';
 export type { ClientServer, ClientServerOptions } from './client/server.js';
-export type { TableDescriptor, TableOptions } from './cluster/metastorage-state.js';
+export type { TableDescriptor, TableOptions, TableRole, UserRole } from './cluster/metastorage-state.js';
 export {
   BasaltError,
   ERROR_CODES,
