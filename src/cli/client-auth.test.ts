@@ -9,18 +9,21 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { connect as tlsConnect } from 'node:tls';
 import { REQUEST_PERMISSIONS } from '../client/authorization.js';
 import { nodeClient } from '../client/node-client.js';
 import { hashPassword, SALT_BYTES } from '../client/passwords.js';
-import { REQUEST_KINDS } from '../client/protocol.js';
+import { CLIENT_MAGIC, REQUEST_KINDS } from '../client/protocol.js';
 import { type ConnectOptions, connect, type RemoteClient } from '../client/remote.js';
 import { ClientServer } from '../client/server.js';
 import { isBasaltError } from '../core/errors.js';
+import { LIMITS } from '../core/limits.js';
 import { RealClock } from '../env/real-clock.js';
 import { secureRandomBytes } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import type { Cluster } from '../harness/cluster.js';
 import { type Client, startCluster } from '../index.js';
+import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { CERT_FILES, createCa, createClientCert, createNodeCert, loadClientTls, loadPeerTls } from './certs.js';
 
@@ -247,6 +250,69 @@ describe('client port with users (TLS 1.3, one node)', () => {
   it('a server certificate of another CA is refused by the client', async () => {
     const foreignCa = readFileSync(join(dir, 'foreign', CERT_FILES.caCert));
     await assert.rejects(connect(server.address, { ca: foreignCa, user: 'root', password: ADMIN_PASSWORD }));
+  });
+
+  it('garbage over TLS (hellos with odd credentials, malformed frames, denied requests) leaves the port serving', async () => {
+    // A small seeded stream (mulberry32): the same frames on every run.
+    let seed = 34;
+    const next = (): number => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+    };
+    const pick = <V>(values: readonly V[]): V => values[Math.floor(next() * values.length)]!;
+    const hellos: unknown[] = [
+      { magic: CLIENT_MAGIC, version: 1 },
+      { magic: CLIENT_MAGIC, version: 1, user: 'alice', password: 'alice-password' },
+      { magic: CLIENT_MAGIC, version: 1, user: 'alice', password: 7 },
+      { magic: CLIENT_MAGIC, version: 1, password: 'no-user-at-all' },
+      { magic: CLIENT_MAGIC, version: 1, user: 'x'.repeat(10_000), password: 'p' },
+      { magic: CLIENT_MAGIC, version: 1, user: 'root', extra: true },
+      'not a hello',
+    ];
+    const requests: unknown[] = [
+      { id: 1, kind: 'put', table: T, key: 'fuzzed', value: 1 },
+      { id: 2, kind: 'createUser', name: 'fuzzed', password: 'fuzzed-password', role: 'admin' },
+      { id: 3, kind: 'grant', name: 'alice', role: 'admin' },
+      { id: 4, kind: 'dropTable', name: T },
+      { id: 5, kind: 'get', table: T, key: 'seed' },
+      { id: 6, kind: 'users', extra: 1 },
+      { id: 0, kind: 'put' },
+    ];
+    const frame = (payload: unknown): Buffer => Buffer.concat(encodeFrame(payload, LIMITS.frameBytesMax));
+    let answers = 0;
+    for (let c = 0; c < 60; c++) {
+      const parts = [frame(pick(hellos))];
+      for (let r = 0; r < 4; r++)
+        parts.push(next() < 0.8 ? frame(pick(requests)) : Buffer.from([0xff, 1, 2, next() * 255]));
+      await new Promise<void>((resolve) => {
+        const socket = tlsConnect({ host: '127.0.0.1', port: server.port, ca, minVersion: 'TLSv1.3' });
+        const decoder = new FrameDecoder(LIMITS.frameBytesMax);
+        const done = (): void => {
+          clearTimeout(safety);
+          socket.destroy();
+          resolve();
+        };
+        const safety = setTimeout(done, 3_000);
+        socket.on('secureConnect', () => socket.write(Buffer.concat(parts)));
+        socket.on('data', (chunk: Buffer) => {
+          answers += decoder.push(chunk).frames.length;
+        });
+        socket.on('error', () => {});
+        socket.on('close', done);
+      });
+    }
+    assert.ok(answers >= 60, `only ${answers} frames answered`);
+    // Nothing the anonymous or readonly connections sent took effect, and the port still serves.
+    assert.equal(await admin.get(T, 'fuzzed'), undefined);
+    assert.ok(!(await admin.users()).some((u) => u.name === 'fuzzed'));
+    assert.equal((await admin.users()).find((u) => u.name === 'alice')?.role, 'readonly');
+    assert.ok((await admin.tables()).some((t) => t.name === T));
+    for (let i = 0; i < 100 && server.connections > open.filter((c) => !c.closed).length; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(server.connections, open.filter((c) => !c.closed).length, 'every fuzz connection is closed');
   });
 
   it('100 wrong passwords of one user from one address are slowed and counted; the right one waits too', async () => {
