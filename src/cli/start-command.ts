@@ -243,8 +243,8 @@ async function openServers(
         });
   if (clientServer !== undefined) {
     const clientAddress = hostPort(reachHost, clientServer.port);
-    const how = tls === undefined ? '' : ' (TLS: connect with the ca option)';
-    log(`client port of ${name} on ${clientServer.address}${how}: connect('${clientAddress}')`);
+    const how = tls === undefined ? '' : ' over TLS with users (pass ca, and user and password or cert and key)';
+    log(`client port of ${name} on ${clientServer.address}: connect('${clientAddress}')${how}`);
     logger.info({ clientAddress, tls: tls !== undefined }, 'client port open');
   }
   const metricsServer =
