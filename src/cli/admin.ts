@@ -9,7 +9,7 @@
  */
 import { get as httpGet, type IncomingMessage } from 'node:http';
 import { get as httpsGet } from 'node:https';
-import { connect } from '../client/remote.js';
+import { type ConnectOptions, connect } from '../client/remote.js';
 import { estimateQuantile, type HistogramSnapshot } from '../core/histogram.js';
 import { log } from './common.js';
 
@@ -17,8 +17,14 @@ export const DEFAULT_CONNECT = '127.0.0.1:10800';
 export const DEFAULT_METRICS = '127.0.0.1:10900,127.0.0.1:10901,127.0.0.1:10902';
 const SCRAPE_TIMEOUT_MS = 3_000;
 
-export async function tableCreate(address: string, name: string, partitions: number, replicas: number): Promise<void> {
-  const client = await connect(address);
+export async function tableCreate(
+  address: string,
+  name: string,
+  partitions: number,
+  replicas: number,
+  options: ConnectOptions = {},
+): Promise<void> {
+  const client = await connect(address, options);
   try {
     const table = await client.createTable(name, { partitions, replicas });
     log(`table ${table.name} created (id ${table.id}, ${table.partitions} partitions, ${table.replicas} replicas)`);
@@ -27,8 +33,8 @@ export async function tableCreate(address: string, name: string, partitions: num
   }
 }
 
-export async function tableList(address: string): Promise<void> {
-  const client = await connect(address);
+export async function tableList(address: string, options: ConnectOptions = {}): Promise<void> {
+  const client = await connect(address, options);
   try {
     const tables = await client.tables();
     if (tables.length === 0) log('no tables');
@@ -38,8 +44,8 @@ export async function tableList(address: string): Promise<void> {
   }
 }
 
-export async function nodeList(address: string): Promise<void> {
-  const client = await connect(address);
+export async function nodeList(address: string, options: ConnectOptions = {}): Promise<void> {
+  const client = await connect(address, options);
   try {
     for (const m of await client.members()) {
       const flags = [m.state, ...(m.dead === true ? ['dead'] : []), ...(m.meta === true ? ['metastorage'] : [])];
@@ -51,8 +57,13 @@ export async function nodeList(address: string): Promise<void> {
 }
 
 /** Starts removing a node; its replicas move (or, dead, are rebuilt) in the background: `basalt node list` shows it. */
-export async function nodeRemove(address: string, name: string, dead: boolean): Promise<void> {
-  const client = await connect(address);
+export async function nodeRemove(
+  address: string,
+  name: string,
+  dead: boolean,
+  options: ConnectOptions = {},
+): Promise<void> {
+  const client = await connect(address, options);
   try {
     await client.removeNode(name, { dead });
     log(

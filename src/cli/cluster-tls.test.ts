@@ -3,7 +3,7 @@
  * without the CA key, and three `basalt start` processes that talk mutual TLS and serve a client.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -76,6 +76,23 @@ test('basalt cluster --tls: three nodes on mutual TLS become ready and serve a c
       await client.close();
     }
     assert.ok(existsSync(join(dir, 'data', 'certs', 'n2', 'node.crt')));
+    // The commands log in with the same client certificate.
+    const listed = spawnSync(
+      process.execPath,
+      [MAIN, 'table', 'list', '--connect', address, '--certs-dir', clientDir, '--user', 'root'],
+      { encoding: 'utf8' },
+    );
+    assert.equal(listed.status, 0, listed.stderr);
+    assert.match(listed.stdout, /^kv\tid \d+\t2 partitions\t3 replicas$/m);
+    const refused = spawnSync(
+      process.execPath,
+      [MAIN, 'table', 'list', '--connect', address, '--certs-dir', clientDir],
+      {
+        encoding: 'utf8',
+      },
+    );
+    assert.notEqual(refused.status, 0);
+    assert.match(refused.stdout + refused.stderr, /UNAUTHENTICATED/);
   } finally {
     child.kill('SIGINT');
     assert.equal(await exited, 0, output);

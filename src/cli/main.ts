@@ -63,7 +63,15 @@ import {
   readStartConfig,
   resolveStartSettings,
 } from './start-config.js';
-import { type CredentialFlags, grantRole, userAdd, userList, userPasswd, userRole } from './users.js';
+import {
+  type CredentialFlags,
+  credentialOptions,
+  grantRole,
+  userAdd,
+  userList,
+  userPasswd,
+  userRole,
+} from './users.js';
 
 const program = new Command();
 program.name('basalt').description('A distributed, replicated, transactional key-value store');
@@ -238,21 +246,22 @@ program
   });
 
 const table = program.command('table').description('create and list tables of a running cluster');
-table
-  .command('create <name>')
+withCredentials(table.command('create <name>'))
   .description('create a table')
   .option('--partitions <n>', 'number of partitions', positiveInt, 8)
   .option('--replicas <n>', 'replicas per partition', positiveInt, 3)
   .option('--connect <host:port>', 'a node client port', DEFAULT_CONNECT)
-  .action(async (name: string, options: { partitions: number; replicas: number; connect: string }) => {
-    await tableCreate(options.connect, name, options.partitions, options.replicas);
-  });
-table
-  .command('list')
+  .action(
+    async (name: string, options: CredentialFlags & { partitions: number; replicas: number; connect: string }) => {
+      const credentials = await credentialOptions(options);
+      await tableCreate(options.connect, name, options.partitions, options.replicas, credentials);
+    },
+  );
+withCredentials(table.command('list'))
   .description('list the tables')
   .option('--connect <host:port>', 'a node client port', DEFAULT_CONNECT)
-  .action(async (options: { connect: string }) => {
-    await tableList(options.connect);
+  .action(async (options: CredentialFlags & { connect: string }) => {
+    await tableList(options.connect, await credentialOptions(options));
   });
 
 const DATA_HELP = `
@@ -422,20 +431,18 @@ function outputFormat(value: string): Output {
 }
 
 const nodes = program.command('node').description('list the members of a running cluster, remove one');
-nodes
-  .command('list')
+withCredentials(nodes.command('list'))
   .description('list the members: name, address, active or leaving')
   .option('--connect <host:port>', 'a node client port', DEFAULT_CONNECT)
-  .action(async (options: { connect: string }) => {
-    await nodeList(options.connect);
+  .action(async (options: CredentialFlags & { connect: string }) => {
+    await nodeList(options.connect, await credentialOptions(options));
   });
-nodes
-  .command('remove <name>')
+withCredentials(nodes.command('remove <name>'))
   .description('remove a node: its replicas move to the others first (--dead: it is gone; rebuild them elsewhere)')
   .option('--dead', 'the node is gone for good: rebuild its replicas from the survivors', false)
   .option('--connect <host:port>', 'a node client port (of another node)', DEFAULT_CONNECT)
-  .action(async (name: string, options: { dead: boolean; connect: string }) => {
-    await nodeRemove(options.connect, name, options.dead);
+  .action(async (name: string, options: CredentialFlags & { dead: boolean; connect: string }) => {
+    await nodeRemove(options.connect, name, options.dead, await credentialOptions(options));
   });
 
 program
