@@ -483,7 +483,7 @@ export function watchCertificates(dir: string, name: string, targets: readonly T
     try {
       const material = loadPeerTls(dir, name, new Date());
       for (const target of targets) target.updateTls(material);
-      log(`basalt: node ${name}: renewed certificates in ${dir} are used for new peer and client connections`);
+      log(`basalt: node ${name}: renewed certificates in ${dir} are used for new peer, client and metrics connections`);
     } catch (error) {
       log(`basalt: node ${name}: renewed certificates in ${dir} refused, keeping the current ones: ${String(error)}`);
     }
