@@ -19,6 +19,7 @@ import {
 import type { ResolutionDeltas } from './intents.js';
 import { cpuSecondsOf } from './proc.js';
 import { type LatencySummary, summarize } from './stats.js';
+import { benchConnectOptions, benchTls } from './tls.js';
 import {
   ACCOUNTS,
   accountKey,
@@ -113,7 +114,8 @@ export class ClientPool {
       const address = addresses[thread % addresses.length]!;
       // A Basalt thread also connects to the other nodes, to send each single-key operation to its key's primary.
       const others = system === 'basalt' ? addresses.filter((a) => a !== address) : [];
-      const connection: DriverConnection = { system, address, others };
+      const tls = system === 'basalt' ? benchTls() : undefined;
+      const connection: DriverConnection = { system, address, others, ...(tls !== undefined && { tls }) };
       return new Worker(new URL('./driver.js', import.meta.url), { workerData: connection });
     });
     try {
@@ -297,7 +299,7 @@ export function loadEntries(workloads: readonly WorkloadName[]): { key: string; 
 
 /** Loads the keys in RW transactions of `LOAD_BATCH` puts, retrying while partitions still elect primaries. */
 export async function loadBasalt(address: string, workloads: readonly WorkloadName[]): Promise<void> {
-  const client = await connect(address);
+  const client = await connect(address, benchConnectOptions());
   const deadline = Date.now() + LOAD_WAIT_MS;
   try {
     const entries = loadEntries(workloads);

@@ -9,10 +9,13 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { localClientCerts, localClusterCerts } from '../src/cli/certs.js';
 import { ChildNode } from '../src/cli/child-node.js';
+import { LOCAL_ADMIN } from '../src/cli/cluster-command.js';
 import { freePorts } from '../src/cli/free-ports.js';
 import type { Cleanup } from './cleanup.js';
 import { BENCH_TABLE } from './driver.js';
+import { readBenchTls, useBenchTls } from './tls.js';
 
 export const NODE_NAMES = ['n1', 'n2', 'n3'] as const;
 /** Partitions of the bench table (3 replicas each, one on every node). */
@@ -27,6 +30,8 @@ export interface BasaltClusterOptions {
   readonly fsync: boolean;
   readonly profileDir?: string;
   readonly cleanup: Cleanup;
+  /** TLS on every port and users (`--tls`): certificates under the cluster's directory, clients log in as the admin. */
+  readonly tls?: boolean;
 }
 
 export class BasaltCluster {
@@ -59,6 +64,11 @@ export class BasaltCluster {
 
   async start(): Promise<void> {
     const ports = await freePorts(NODE_NAMES.length);
+    const certs = this.options.tls === true ? await localClusterCerts(join(this.dir, 'certs'), NODE_NAMES) : undefined;
+    if (certs !== undefined) {
+      const clientDir = await localClientCerts(join(this.dir, 'certs'), LOCAL_ADMIN);
+      useBenchTls(readBenchTls(clientDir, LOCAL_ADMIN));
+    }
     const peerAddress = (i: number): string => `${NODE_NAMES[i]}=127.0.0.1:${ports[i]}`;
     const nodeArgs =
       this.options.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${this.options.profileDir}`];
@@ -81,6 +91,8 @@ export class BasaltCluster {
             ],
             ...['--metrics-port', '0'],
             ...(this.options.fsync ? [] : ['--no-fsync']),
+            ...(certs === undefined ? [] : ['--certs-dir', certs.get(name)!]),
+            ...(certs !== undefined && i === 0 ? ['--init-admin', LOCAL_ADMIN] : []),
           ],
           { nodeArgs },
         ),

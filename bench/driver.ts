@@ -13,6 +13,7 @@ import { transferIn } from '../src/cli/demo.js';
 import type { RemoteClient } from '../src/client/remote.js';
 import { isBasaltError } from '../src/core/errors.js';
 import { SeededRandom } from './stats.js';
+import type { BenchTls } from './tls.js';
 import {
   ACCOUNTS,
   accountKey,
@@ -294,6 +295,8 @@ export interface DriverConnection {
   readonly address: string;
   /** Basalt: the other nodes' client ports (`connectCluster`: single-key operations go to their key's primary). */
   readonly others: readonly string[];
+  /** Basalt with `--tls`: the CA and the admin's client certificate. */
+  readonly tls?: BenchTls;
 }
 
 export interface DriverJobMessage {
@@ -313,7 +316,10 @@ async function main(connection: DriverConnection): Promise<void> {
     const { connectCluster } = await import('../src/client/routing.js');
     // BASALT_BUFFERED_WRITES=0 sends each write of a transaction at once (for before/after runs).
     const bufferWrites = process.env['BASALT_BUFFERED_WRITES'] !== '0';
-    const client = await connectCluster([connection.address, ...connection.others], { bufferWrites });
+    const client = await connectCluster([connection.address, ...connection.others], {
+      ...(connection.tls ?? {}),
+      bufferWrites,
+    });
     opsOf = (job) => Array.from({ length: job.callers }, (_, c) => basaltOps(client, job, c));
   } else {
     const { Etcd3 } = await import('etcd3');

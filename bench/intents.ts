@@ -16,6 +16,7 @@
 import { connect, type RemoteClient, type RemoteTransaction } from '../src/client/remote.js';
 import { partitionIndexOf } from '../src/core/partitioning.js';
 import { BENCH_TABLE } from './driver.js';
+import { benchConnectOptions, httpsText } from './tls.js';
 import { INTENT_KEYS, type IntentWorkload, intentKey } from './workloads.js';
 
 export interface ResolutionCounts {
@@ -133,6 +134,7 @@ export function peerTrafficOf(metrics: string): { messages: number; writes: numb
 }
 
 export async function scrape(url: string): Promise<string> {
+  if (url.startsWith('https:')) return httpsText(url, SCRAPE_TIMEOUT_MS);
   const response = await fetch(url, { signal: AbortSignal.timeout(SCRAPE_TIMEOUT_MS) });
   if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
   return response.text();
@@ -201,7 +203,7 @@ export async function prepareIntentCell(workload: IntentWorkload, control: Inten
 async function localCell(control: IntentControl, keys: string[]): Promise<IntentCell> {
   if (keys.length < 2)
     throw new Error(`fewer than 2 intent keys have their primary on ${control.nodeNames[LOCAL_NODE]}`);
-  const client = await connect(control.addresses[LOCAL_NODE]!);
+  const client = await connect(control.addresses[LOCAL_NODE]!, benchConnectOptions());
   let stopping = false;
   let failures = 0;
   let n = 0;
@@ -236,7 +238,7 @@ async function localCell(control: IntentControl, keys: string[]): Promise<Intent
 
 async function heldCell(control: IntentControl, keys: string[], stopWriterNode: boolean): Promise<IntentCell> {
   if (keys.length === 0) throw new Error('no intent key has a primary the cell can use');
-  const client: RemoteClient = await connect(control.addresses[WRITER_NODE]!);
+  const client: RemoteClient = await connect(control.addresses[WRITER_NODE]!, benchConnectOptions());
   const txs: RemoteTransaction[] = [];
   let failures = 0;
   let paused = false;

@@ -80,6 +80,7 @@ interface Flags {
   duration?: number;
   fsync: boolean;
   etcd: boolean;
+  tls?: boolean;
   profile?: WorkloadName;
   out: string;
   chart?: boolean;
@@ -152,8 +153,9 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
       cells,
       failures,
       async () => {
-        const cluster = new BasaltCluster({ parent, fsync: flags.fsync, cleanup });
-        progress(`basalt: starting 3 basalt start processes in ${cluster.dir}${flags.fsync ? '' : ' (no fsync)'}...`);
+        const cluster = new BasaltCluster({ parent, fsync: flags.fsync, cleanup, tls: flags.tls === true });
+        const how = `${flags.fsync ? '' : ' (no fsync)'}${flags.tls === true ? ' (TLS and users)' : ''}`;
+        progress(`basalt: starting 3 basalt start processes in ${cluster.dir}${how}...`);
         await cluster.start();
         progress('basalt: loading keys...');
         await loadBasalt(cluster.addresses[0]!, workloads);
@@ -399,7 +401,7 @@ async function runProfile(
   const workload = flags.profile!;
   mkdirSync(flags.out, { recursive: true });
   const profileDir = resolve(mkdtempSync(join(flags.out, 'profile-')));
-  const cluster = new BasaltCluster({ parent, fsync: flags.fsync, cleanup, profileDir });
+  const cluster = new BasaltCluster({ parent, fsync: flags.fsync, cleanup, profileDir, tls: flags.tls === true });
   progress(`profile: ${workload} with ${clients} clients on a fresh cluster under --cpu-prof (${profileDir})...`);
   let cell: CellResult | undefined;
   try {
@@ -463,6 +465,7 @@ program
   .option('--duration <s>', `measured seconds per cell (default ${FULL.durationS})`, positiveNumber)
   .option('--no-fsync', 'run the Basalt nodes without fsync (labelled in the output; etcd always fsyncs)')
   .option('--no-etcd', `skip the etcd comparison (also: ${SKIP_ETCD_ENV}=1)`)
+  .option('--tls', 'run the Basalt nodes with certificates: TLS 1.3 on every port, clients log in by certificate')
   .option(
     '--profile <workload>',
     'also run this workload on a fresh cluster under --cpu-prof and print the top functions',

@@ -46,12 +46,14 @@ export type {
 export { type ClusterClientServerOptions, startClientServer } from './client/cluster-server.js';
 export {
   type ConnectOptions,
+  type CreateUserOptions,
   connect,
   type RemoteBeginOptions,
   type RemoteClient,
   type RemoteTransaction,
   type RemoteTransactionOptions,
   type RemoteWatchOptions,
+  type UserInfo,
 } from './client/remote.js';
 export {
   RESTORE_MARKER_PREFIX,
@@ -86,7 +88,7 @@ export {
   type WatchStream,
   watchChanges,
 } from './client/watch.js';
-export type { TableDescriptor, TableOptions } from './cluster/metastorage-state.js';
+export type { TableDescriptor, TableOptions, TableRole, UserRole } from './cluster/metastorage-state.js';
 export {
   BasaltError,
   ERROR_CODES,

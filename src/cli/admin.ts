@@ -7,7 +7,9 @@
  * new replicas (from the node with the freshest metastorage view). Status reads only what the nodes export, so a node that
  * is down shows as down and its replicas' figures are missing rather than guessed.
  */
-import { connect } from '../client/remote.js';
+import { get as httpGet, type IncomingMessage } from 'node:http';
+import { get as httpsGet } from 'node:https';
+import { type ConnectOptions, connect } from '../client/remote.js';
 import { estimateQuantile, type HistogramSnapshot } from '../core/histogram.js';
 import { log } from './common.js';
 
@@ -15,8 +17,14 @@ export const DEFAULT_CONNECT = '127.0.0.1:10800';
 export const DEFAULT_METRICS = '127.0.0.1:10900,127.0.0.1:10901,127.0.0.1:10902';
 const SCRAPE_TIMEOUT_MS = 3_000;
 
-export async function tableCreate(address: string, name: string, partitions: number, replicas: number): Promise<void> {
-  const client = await connect(address);
+export async function tableCreate(
+  address: string,
+  name: string,
+  partitions: number,
+  replicas: number,
+  options: ConnectOptions = {},
+): Promise<void> {
+  const client = await connect(address, options);
   try {
     const table = await client.createTable(name, { partitions, replicas });
     log(`table ${table.name} created (id ${table.id}, ${table.partitions} partitions, ${table.replicas} replicas)`);
@@ -25,8 +33,8 @@ export async function tableCreate(address: string, name: string, partitions: num
   }
 }
 
-export async function tableList(address: string): Promise<void> {
-  const client = await connect(address);
+export async function tableList(address: string, options: ConnectOptions = {}): Promise<void> {
+  const client = await connect(address, options);
   try {
     const tables = await client.tables();
     if (tables.length === 0) log('no tables');
@@ -36,8 +44,8 @@ export async function tableList(address: string): Promise<void> {
   }
 }
 
-export async function nodeList(address: string): Promise<void> {
-  const client = await connect(address);
+export async function nodeList(address: string, options: ConnectOptions = {}): Promise<void> {
+  const client = await connect(address, options);
   try {
     for (const m of await client.members()) {
       const flags = [m.state, ...(m.dead === true ? ['dead'] : []), ...(m.meta === true ? ['metastorage'] : [])];
@@ -49,8 +57,13 @@ export async function nodeList(address: string): Promise<void> {
 }
 
 /** Starts removing a node; its replicas move (or, dead, are rebuilt) in the background: `basalt node list` shows it. */
-export async function nodeRemove(address: string, name: string, dead: boolean): Promise<void> {
-  const client = await connect(address);
+export async function nodeRemove(
+  address: string,
+  name: string,
+  dead: boolean,
+  options: ConnectOptions = {},
+): Promise<void> {
+  const client = await connect(address, options);
   try {
     await client.removeNode(name, { dead });
     log(
@@ -90,16 +103,30 @@ interface NodeView {
   readonly samples: readonly Sample[];
 }
 
-async function scrape(address: string): Promise<NodeView> {
+/** GET over HTTP, or HTTPS trusting `ca` (the nodes' metrics ports with `--certs-dir`): the body of any status. */
+function getText(address: string, path: string, ca: string | undefined): Promise<string> {
+  const url = `${ca === undefined ? 'http' : 'https'}://${address}${path}`;
+  return new Promise((resolve, reject) => {
+    const onResponse = (response: IncomingMessage): void => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (body += chunk));
+      response.on('end', () => resolve(body));
+      response.on('error', reject);
+    };
+    const options = { timeout: SCRAPE_TIMEOUT_MS, ...(ca !== undefined && { ca, minVersion: 'TLSv1.3' as const }) };
+    const request = ca === undefined ? httpGet(url, options, onResponse) : httpsGet(url, options, onResponse);
+    request.on('timeout', () => request.destroy(new Error(`no answer within ${SCRAPE_TIMEOUT_MS} ms`)));
+    request.on('error', reject);
+  });
+}
+
+async function scrape(address: string, ca: string | undefined): Promise<NodeView> {
   try {
-    const signal = AbortSignal.timeout(SCRAPE_TIMEOUT_MS);
-    const [metrics, health] = await Promise.all([
-      fetch(`http://${address}/metrics`, { signal }),
-      fetch(`http://${address}/health`, { signal }),
-    ]);
-    const samples = parseMetrics(await metrics.text());
+    const [metrics, health] = await Promise.all([getText(address, '/metrics', ca), getText(address, '/health', ca)]);
+    const samples = parseMetrics(metrics);
     const name = samples.find((s) => s.name === 'basalt_up')?.labels['node'];
-    const h = (await health.json()) as { ok: boolean; reason?: string; metastorageLeader?: string };
+    const h = JSON.parse(health) as { ok: boolean; reason?: string; metastorageLeader?: string };
     const detail = h.ok ? `healthy, metastorage leader ${h.metastorageLeader}` : `unhealthy: ${h.reason}`;
     return { address, ...(name !== undefined && { name }), up: true, detail, samples };
   } catch (error) {
@@ -108,8 +135,8 @@ async function scrape(address: string): Promise<NodeView> {
 }
 
 /** Prints the status; resolves with the number of nodes that answered. */
-export async function status(metricsAddresses: readonly string[]): Promise<number> {
-  const views = await Promise.all(metricsAddresses.map(scrape));
+export async function status(metricsAddresses: readonly string[], ca?: string): Promise<number> {
+  const views = await Promise.all(metricsAddresses.map((address) => scrape(address, ca)));
   log('nodes:');
   for (const v of views) {
     const id = v.samples.find((s) => s.name === 'basalt_node_info')?.labels['ephemeral_id'];

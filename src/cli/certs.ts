@@ -143,6 +143,57 @@ export async function localClusterCerts(dir: string, names: readonly string[]): 
   return dirs;
 }
 
+/**
+ * A local cluster's client directory `dir/client` (`basalt cluster --tls`): `ca.crt` and `client.<user>.crt` / `.key`
+ * signed by the CA of `dir/ca`, made when missing (no CA key is left there). Returns the directory.
+ */
+export async function localClientCerts(dir: string, user: string): Promise<string> {
+  const clientDir = join(dir, 'client');
+  if (existsSync(join(clientDir, CERT_FILES.clientCert(user)))) return clientDir;
+  mkdirSync(clientDir, { recursive: true, mode: 0o700 });
+  const caDir = join(dir, 'ca');
+  copyFileSync(join(caDir, CERT_FILES.caCert), join(clientDir, CERT_FILES.caCert));
+  copyFileSync(join(caDir, CERT_FILES.caKey), join(clientDir, CERT_FILES.caKey));
+  try {
+    await createClientCert(user, { certsDir: clientDir });
+  } finally {
+    rmSync(join(clientDir, CERT_FILES.caKey), { force: true });
+  }
+  return clientDir;
+}
+
+/** What a client presents from a certificates directory: the CA to check servers with, and its own certificate. */
+export interface ClientTlsMaterial {
+  readonly ca: string;
+  readonly cert?: string;
+  readonly key?: string;
+}
+
+/**
+ * A client's material from a certificates directory (the `--certs-dir` of the commands that connect): `ca.crt`, and
+ * `client.<user>.crt` / `.key` when `user` is given and they exist. Throws TLS_CONFIG_INVALID naming the file: missing
+ * ca.crt, a certificate expired or not yet valid at `now` (with its dates), a key that is not its certificate's.
+ */
+export function loadClientTls(certsDir: string, user: string | undefined, now: Date): ClientTlsMaterial {
+  const caFile = join(certsDir, CERT_FILES.caCert);
+  const ca = readMaterial(caFile);
+  parseCert(caFile, ca, now);
+  if (user === undefined || !existsSync(join(certsDir, CERT_FILES.clientCert(user)))) return { ca };
+  const certFile = join(certsDir, CERT_FILES.clientCert(user));
+  const keyFile = join(certsDir, CERT_FILES.clientKey(user));
+  const cert = readMaterial(certFile);
+  const key = readMaterial(keyFile);
+  const clientCert = parseCert(certFile, cert, now);
+  let matches: boolean;
+  try {
+    matches = clientCert.checkPrivateKey(createPrivateKey(key));
+  } catch (error) {
+    throw new BasaltError('TLS_CONFIG_INVALID', `${keyFile} is not a private key: ${(error as Error).message}`);
+  }
+  if (!matches) throw new BasaltError('TLS_CONFIG_INVALID', `${keyFile} is not the key of ${certFile}`);
+  return { ca, cert, key };
+}
+
 /** Creates client.<user>.crt / .key with CN = user. Throws NOT_FOUND without a CA, ALREADY_EXISTS for existing files. */
 export async function createClientCert(user: string, options: CertOptions): Promise<CreatedCert> {
   if (!USER_NAME_PATTERN.test(user)) {

@@ -14,7 +14,7 @@
  */
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { localClusterCerts } from './certs.js';
+import { localClientCerts, localClusterCerts } from './certs.js';
 import { BASALT_MAIN, ChildNode } from './child-node.js';
 import { log, type TableSpec, untilSignal } from './common.js';
 import type { LogLevel } from './logging.js';
@@ -30,9 +30,15 @@ export interface ClusterCommandOptions {
   readonly statusIntervalMs: number;
   /** Restart a node process that exits unexpectedly (with backoff) instead of only reporting it. */
   readonly restart: boolean;
-  /** Mutual TLS on the peer ports, with a throwaway CA and node certificates under `<data>/certs` (certs.ts). */
+  /**
+   * TLS on the peer and client ports, with a throwaway CA and node certificates under `<data>/certs` (certs.ts), and
+   * users: n1 creates the admin `LOCAL_ADMIN`, who logs in with the client certificate in `<data>/certs/client`.
+   */
   readonly tls?: boolean;
 }
+
+/** The admin of a `basalt cluster --tls`, by client certificate (no password exists). */
+export const LOCAL_ADMIN = 'root';
 
 const STOP_WAIT_MS = 20_000;
 const RESTART_BACKOFF_MS_MIN = 1_000;
@@ -47,13 +53,15 @@ export async function runCluster(options: ClusterCommandOptions): Promise<number
     options.basePort === undefined ? await freePorts(names.length) : names.map((_, i) => options.basePort! + i);
   const members = names.map((n, i) => `${n}=127.0.0.1:${peerPorts[i]}`);
   const certDirs = options.tls === true ? await localClusterCerts(join(options.data, 'certs'), names) : undefined;
+  const clientDir = options.tls === true ? await localClientCerts(join(options.data, 'certs'), LOCAL_ADMIN) : undefined;
   let stopping = false;
   let crashed = 0;
-  const readiness = new Readiness(names);
+  const readiness = new Readiness(names, clientDir);
   const supervised = names.map((name, i) => {
     const peers = members.filter((_, j) => j !== i).join(',');
     const certsDir = certDirs?.get(name);
     const args = [...nodeArgs(options, name, i, peerPorts[i]!, peers), ...(certsDir ? ['--certs-dir', certsDir] : [])];
+    if (certsDir !== undefined && i === 0) args.push('--init-admin', LOCAL_ADMIN);
     return new SupervisedNode(name, args, {
       restart: options.restart,
       stopping: () => stopping,
@@ -171,7 +179,11 @@ class Readiness {
   private clientAddress: string | undefined;
   private announced = false;
 
-  constructor(private readonly names: readonly string[]) {}
+  constructor(
+    private readonly names: readonly string[],
+    /** With TLS: the directory of the admin's client certificate. */
+    private readonly clientDir: string | undefined,
+  ) {}
 
   observe(name: string, line: string): void {
     if (name === this.names[0]) this.clientAddress ??= /connect\('([^']+)'\)/.exec(line)?.[1];
@@ -179,7 +191,12 @@ class Readiness {
     if (this.announced || this.ready.size < this.names.length) return;
     this.announced = true;
     if (this.clientAddress !== undefined) {
-      log(`basalt: connect to the cluster from a program with connect('${this.clientAddress}')`);
+      const tls =
+        this.clientDir === undefined
+          ? ''
+          : ` and the options { ca, cert, key } read from ${this.clientDir} (ca.crt, client.${LOCAL_ADMIN}.crt, ` +
+            `client.${LOCAL_ADMIN}.key; user ${LOCAL_ADMIN}, admin), or basalt ... --certs-dir ${this.clientDir} --user ${LOCAL_ADMIN}`;
+      log(`basalt: connect to the cluster from a program with connect('${this.clientAddress}')${tls}`);
     }
     log(`basalt: ready: ${this.names.length}/${this.names.length} nodes ready`);
   }

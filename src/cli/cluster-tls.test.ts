@@ -3,7 +3,7 @@
  * without the CA key, and three `basalt start` processes that talk mutual TLS and serve a client.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../client/remote.js';
 import { freeRange } from '../testing/port-range.js';
-import { localClusterCerts } from './certs.js';
+import { CERT_FILES, localClusterCerts } from './certs.js';
 
 const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
 
@@ -57,7 +57,18 @@ test('basalt cluster --tls: three nodes on mutual TLS become ready and serve a c
       else if (Date.now() > deadline || child.exitCode !== null) assert.fail(`no ready cluster:\n${output}`);
       else await new Promise((r) => setTimeout(r, 50));
     }
-    const client = await connect(address);
+    const clientDir = join(dir, 'data', 'certs', 'client');
+    const ca = readFileSync(join(clientDir, CERT_FILES.caCert));
+    // Users are checked: a client without credentials is refused, the admin's client certificate logs in.
+    const anonymous = await connect(address, { ca });
+    await assert.rejects(anonymous.put('kv', 'k', 'anonymous'), /UNAUTHENTICATED/);
+    await anonymous.close();
+    const client = await connect(address, {
+      ca,
+      cert: readFileSync(join(clientDir, CERT_FILES.clientCert('root'))),
+      key: readFileSync(join(clientDir, CERT_FILES.clientKey('root'))),
+    });
+    assert.equal(client.user, 'root');
     try {
       await client.transaction((tx) => tx.put('kv', 'k', 'over tls'), { retries: 20 });
       assert.equal(await client.get('kv', 'k'), 'over tls');
@@ -65,6 +76,23 @@ test('basalt cluster --tls: three nodes on mutual TLS become ready and serve a c
       await client.close();
     }
     assert.ok(existsSync(join(dir, 'data', 'certs', 'n2', 'node.crt')));
+    // The commands log in with the same client certificate.
+    const listed = spawnSync(
+      process.execPath,
+      [MAIN, 'table', 'list', '--connect', address, '--certs-dir', clientDir, '--user', 'root'],
+      { encoding: 'utf8' },
+    );
+    assert.equal(listed.status, 0, listed.stderr);
+    assert.match(listed.stdout, /^kv\tid \d+\t2 partitions\t3 replicas$/m);
+    const refused = spawnSync(
+      process.execPath,
+      [MAIN, 'table', 'list', '--connect', address, '--certs-dir', clientDir],
+      {
+        encoding: 'utf8',
+      },
+    );
+    assert.notEqual(refused.status, 0);
+    assert.match(refused.stdout + refused.stderr, /UNAUTHENTICATED/);
   } finally {
     child.kill('SIGINT');
     assert.equal(await exited, 0, output);

@@ -21,13 +21,14 @@
  * limit? }`. The whole script is checked before anything is sent.
  */
 import { readFileSync } from 'node:fs';
-import { connect, type RemoteClient, type RemoteTransaction } from '../client/remote.js';
+import { type ConnectOptions, connect, type RemoteClient, type RemoteTransaction } from '../client/remote.js';
 import { scanPages } from '../client/scan-pages.js';
 import { BasaltError, invalidArgument, isBasaltError } from '../core/errors.js';
 import type { HybridTimestamp } from '../core/ids.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import type { ScanRange } from '../tx/core/user-input.js';
 import { log } from './common.js';
+import { type CredentialFlags, credentialOptions } from './users.js';
 
 export const DATA_EXIT_CODES = {
   ok: 0,
@@ -44,6 +45,8 @@ export interface DataOptions {
   /** Addresses `host:port`, tried in order. */
   readonly connect: readonly string[];
   readonly output: Output;
+  /** `--certs-dir` and `--user` (users.ts): TLS and a login, for nodes with certificates. */
+  readonly credentials?: CredentialFlags;
 }
 
 export type DataOp =
@@ -112,11 +115,11 @@ function rangeOf(o: Record<string, unknown>, i: number): ScanRange {
 }
 
 /** The first of `addresses` that answers; NODE_UNAVAILABLE naming them all if none does. */
-export async function connectAny(addresses: readonly string[]): Promise<RemoteClient> {
+export async function connectAny(addresses: readonly string[], options: ConnectOptions = {}): Promise<RemoteClient> {
   const failures: string[] = [];
   for (const address of addresses) {
     try {
-      return await connect(address);
+      return await connect(address, options);
     } catch (error) {
       failures.push(`${address}: ${error instanceof Error ? error.message : String(error)}`);
     }
@@ -128,7 +131,7 @@ export async function connectAny(addresses: readonly string[]): Promise<RemoteCl
 export async function withClient(options: DataOptions, fn: (client: RemoteClient) => Promise<number>): Promise<number> {
   let client: RemoteClient | undefined;
   try {
-    client = await connectAny(options.connect);
+    client = await connectAny(options.connect, await credentialOptions(options.credentials ?? {}));
     return await fn(client);
   } catch (error) {
     return reportFailure(error);

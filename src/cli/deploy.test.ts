@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { peerEntry } from './discovery.js';
@@ -49,6 +51,53 @@ describe('deploy/entrypoint.sh', () => {
     assert.equal(flag(run.argv, '--table'), 'demo:8:3', 'extra arguments are passed on');
   });
 
+  it('runs with --certs-dir when the node certificate is there, --insecure only when asked, else neither', () => {
+    const env = { BASALT_NAME: 'basalt-0', BASALT_REPLICAS: '3', BASALT_DOMAIN: 'd' };
+    const dir = mkdtempSync(join(tmpdir(), 'basalt-deploy-'));
+    try {
+      const bare = entrypoint({ ...env, BASALT_CERTS_DIR: dir });
+      assert.equal(bare.status, 0, bare.stderr);
+      assert.ok(!bare.argv.includes('--certs-dir') && !bare.argv.includes('--insecure'), bare.argv.join(' '));
+      assert.ok(entrypoint({ ...env, BASALT_CERTS_DIR: dir, BASALT_INSECURE: '1' }).argv.includes('--insecure'));
+      writeFileSync(join(dir, 'node.crt'), '');
+      const secure = entrypoint({ ...env, BASALT_CERTS_DIR: dir, BASALT_INSECURE: '1' });
+      assert.equal(flag(secure.argv, '--certs-dir'), dir);
+      assert.ok(!secure.argv.includes('--insecure'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("init-certs signs the pod's node certificate with the CA secret, naming its DNS names, and leaves no CA key", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'basalt-deploy-'));
+    try {
+      mkdirSync(join(dir, 'ca'));
+      writeFileSync(join(dir, 'ca', 'ca.crt'), 'ca');
+      writeFileSync(join(dir, 'ca', 'ca.key'), 'key');
+      const certs = join(dir, 'certs');
+      const run = entrypoint(
+        {
+          BASALT_NAME: 'basalt-2',
+          BASALT_REPLICAS: '3',
+          BASALT_DOMAIN: 'basalt.ns.svc.cluster.local',
+          BASALT_CA_DIR: join(dir, 'ca'),
+          BASALT_CERTS_DIR: certs,
+          BASALT_CERT_HOSTS: 'basalt-client,basalt-client.ns.svc',
+        },
+        'init-certs',
+      );
+      assert.equal(run.status, 0, run.stderr);
+      assert.deepEqual(run.argv.slice(0, 4), ['main.js', 'cert', 'create-node', 'basalt-2']);
+      assert.equal(flag(run.argv, '--certs-dir'), certs);
+      const hosts = run.argv.flatMap((a, i) => (a === '--host' ? [run.argv[i + 1]] : []));
+      assert.deepEqual(hosts, ['basalt-2.basalt.ns.svc.cluster.local', 'basalt-client', 'basalt-client.ns.svc']);
+      assert.ok(existsSync(join(certs, 'ca.crt')));
+      assert.ok(!existsSync(join(certs, 'ca.key')), 'the CA key is removed once the certificate is signed');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('refuses a name that is not <set>-<ordinal>, and a missing replica count', () => {
     const bad = entrypoint({ BASALT_NAME: 'basalt', BASALT_REPLICAS: '3', BASALT_DOMAIN: 'd' });
     assert.equal(bad.status, 2);
@@ -68,8 +117,14 @@ describe('deploy/entrypoint.sh', () => {
     assert.match(manifest, /clusterIP: None/);
     assert.match(manifest, /volumeClaimTemplates/);
     const replicas = /^ {2}replicas: (\d+)/m.exec(manifest)?.[1];
-    const declared = /name: BASALT_REPLICAS\n\s+value: "(\d+)"/.exec(manifest)?.[1];
-    assert.equal(declared, replicas, 'BASALT_REPLICAS matches the set size');
+    const declared = [...manifest.matchAll(/name: BASALT_REPLICAS\n\s+value: "(\d+)"/g)].map((m) => m[1]);
+    assert.deepEqual(declared, [replicas, replicas], 'BASALT_REPLICAS matches the set size in both containers');
+    // Secure by default: node certificates from the CA secret, the admin password from a secret, probes over HTTPS.
+    assert.match(manifest, /initContainers:[\s\S]*args: \["init-certs"\]/);
+    assert.match(manifest, /secretName: basalt-ca/);
+    assert.match(manifest, /secretKeyRef: \{ name: basalt-admin, key: password \}/);
+    assert.match(manifest, /scheme: HTTPS/);
+    assert.doesNotMatch(manifest, /--insecure|BASALT_INSECURE/);
   });
 
   it('the backup CronJob runs basalt backup and backup verify with flags the CLI takes, onto a claimed volume', () => {

@@ -10,6 +10,8 @@
  * cluster (backup-command.ts).
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
+import type { RemoteClient } from '../client/remote.js';
+import type { UserRole } from '../cluster/metastorage-state.js';
 import type { HybridTimestamp } from '../core/ids.js';
 import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
 import { EXIT_CODES } from '../sim/workload/run.js';
@@ -36,6 +38,7 @@ import {
   DEFAULT_CERTS_DIR,
   formatCertList,
   listCerts,
+  loadClientTls,
 } from './certs.js';
 import { runCluster } from './cluster-command.js';
 import { log, port, positiveInt, type TableSpec, tableSpec } from './common.js';
@@ -74,6 +77,15 @@ import {
   readStartConfig,
   resolveStartSettings,
 } from './start-config.js';
+import {
+  type CredentialFlags,
+  credentialOptions,
+  grantRole,
+  userAdd,
+  userList,
+  userPasswd,
+  userRole,
+} from './users.js';
 
 const program = new Command();
 program.name('basalt').description('A distributed, replicated, transactional key-value store');
@@ -97,6 +109,8 @@ interface StartFlags {
   readonly logFile?: string;
   readonly statusInterval?: number;
   readonly certsDir?: string;
+  readonly insecure?: boolean;
+  readonly initAdmin?: string;
 }
 
 program
@@ -137,8 +151,14 @@ program
   )
   .option(
     '--certs-dir <dir>',
-    'mutual TLS 1.3 on the peer port with ca.crt, node.crt and node.key of this directory (see basalt cert); ' +
-      'default: plain TCP',
+    'TLS 1.3 on every port with ca.crt, node.crt and node.key of this directory (see basalt cert): mutual TLS ' +
+      'between peers, and clients log in as users; default: plain TCP, no users (loopback, or --insecure)',
+  )
+  .option('--insecure', 'allow a --host other than loopback without --certs-dir: no TLS and no users')
+  .option(
+    '--init-admin <user>',
+    'create this admin user once ready unless it exists (password from BASALT_ADMIN_PASSWORD; without it, ' +
+      'client certificate only); needs --certs-dir',
   )
   .action(async (flags: StartFlags, command: Command) => {
     const file = flags.config === undefined ? {} : readStartConfig(flags.config);
@@ -240,21 +260,22 @@ program
   });
 
 const table = program.command('table').description('create and list tables of a running cluster');
-table
-  .command('create <name>')
+withCredentials(table.command('create <name>'))
   .description('create a table')
   .option('--partitions <n>', 'number of partitions', positiveInt, 8)
   .option('--replicas <n>', 'replicas per partition', positiveInt, 3)
   .option('--connect <host:port>', 'a node client port', DEFAULT_CONNECT)
-  .action(async (name: string, options: { partitions: number; replicas: number; connect: string }) => {
-    await tableCreate(options.connect, name, options.partitions, options.replicas);
-  });
-table
-  .command('list')
+  .action(
+    async (name: string, options: CredentialFlags & { partitions: number; replicas: number; connect: string }) => {
+      const credentials = await credentialOptions(options);
+      await tableCreate(options.connect, name, options.partitions, options.replicas, credentials);
+    },
+  );
+withCredentials(table.command('list'))
   .description('list the tables')
   .option('--connect <host:port>', 'a node client port', DEFAULT_CONNECT)
-  .action(async (options: { connect: string }) => {
-    await tableList(options.connect);
+  .action(async (options: CredentialFlags & { connect: string }) => {
+    await tableList(options.connect, await credentialOptions(options));
   });
 
 const DATA_HELP = `
@@ -262,22 +283,102 @@ Exit codes: ${DATA_EXIT_CODES.ok} done, ${DATA_EXIT_CODES.invalid} invalid input
 
 /** The options every data command takes. */
 function dataCommand(name: string, description: string) {
-  return program
-    .command(name)
-    .description(description)
-    .option('--connect <list>', 'node client ports host:port, comma separated, tried in order', DEFAULT_CONNECT)
-    .option('--output <format>', 'json (one JSON line per result) or table (tab-separated)', outputFormat, 'json')
-    .addHelpText('after', DATA_HELP);
+  return withCredentials(
+    program
+      .command(name)
+      .description(description)
+      .option('--connect <list>', 'node client ports host:port, comma separated, tried in order', DEFAULT_CONNECT)
+      .option('--output <format>', 'json (one JSON line per result) or table (tab-separated)', outputFormat, 'json')
+      .addHelpText('after', DATA_HELP),
+  );
 }
 
-interface DataFlags {
+/** `--certs-dir` and `--user`, for a command that connects to nodes that check users. */
+function withCredentials(command: Command): Command {
+  return command
+    .option('--certs-dir <dir>', 'connect over TLS with ca.crt of this directory (and client.<user>.crt/.key if there)')
+    .option(
+      '--user <name>',
+      'log in as this user: by its client certificate, else a password (BASALT_PASSWORD or a prompt)',
+    );
+}
+
+interface DataFlags extends CredentialFlags {
   readonly connect: string;
   readonly output: Output;
 }
 
 function dataOptions(flags: DataFlags): DataOptions {
-  return { connect: flags.connect.split(','), output: flags.output };
+  const { certsDir, user } = flags;
+  return {
+    connect: flags.connect.split(','),
+    output: flags.output,
+    credentials: { ...(certsDir !== undefined && { certsDir }), ...(user !== undefined && { user }) },
+  };
 }
+
+const users = program
+  .command('user')
+  .description('add, remove and list the users of a node with certificates, change their passwords and roles');
+/** A `basalt user` sub-command: connects like a data command, runs `fn`, exits 0 or with the data exit codes. */
+function userCommand(spec: string, description: string) {
+  return withCredentials(
+    users
+      .command(spec)
+      .description(description)
+      .option('--connect <list>', 'node client ports host:port, comma separated', DEFAULT_CONNECT),
+  );
+}
+async function runUser(flags: DataFlags, fn: (client: RemoteClient) => Promise<void>): Promise<void> {
+  process.exitCode = await withClient(dataOptions({ ...flags, output: 'json' }), async (client) => {
+    await fn(client);
+    return DATA_EXIT_CODES.ok;
+  });
+}
+userCommand(
+  'add <name>',
+  'add a user (password from a prompt or --password-stdin; --no-password: client certificate only)',
+)
+  .option('--role <role>', 'its cluster-wide role: admin, readwrite or readonly (default: none; see grant)', userRole)
+  .option('--no-password', 'no password: the user logs in by client certificate only')
+  .option('--password-stdin', 'read the new password from the first line of standard input')
+  .action(async (name: string, flags: DataFlags & { role?: UserRole; password: boolean; passwordStdin?: boolean }) => {
+    const options = { password: flags.password, passwordStdin: flags.passwordStdin === true };
+    await runUser(flags, (client) =>
+      userAdd(client, name, { ...options, ...(flags.role !== undefined && { role: flags.role }) }),
+    );
+  });
+userCommand('remove <name>', 'remove a user (the last admin cannot be removed)').action(
+  async (name: string, flags: DataFlags) => {
+    await runUser(flags, async (client) => {
+      await client.removeUser(name);
+      log(`user ${name} removed`);
+    });
+  },
+);
+userCommand('passwd <name>', "change a user's password (a user may change its own; an admin anyone's)")
+  .option('--no-password', 'remove the password: the user logs in by client certificate only')
+  .option('--password-stdin', 'read the new password from the first line of standard input')
+  .action(async (name: string, flags: DataFlags & { password: boolean; passwordStdin?: boolean }) => {
+    await runUser(flags, (client) =>
+      userPasswd(client, name, { password: flags.password, passwordStdin: flags.passwordStdin === true }),
+    );
+  });
+userCommand(
+  'grant <name> <role>',
+  'set a cluster-wide role (admin, readwrite, readonly, none), or with --table a role on one table',
+)
+  .option('--table <table>', 'the role is on this table only (readwrite, readonly or none)')
+  .action(async (name: string, role: string, flags: DataFlags & { table?: string }) => {
+    const granted = grantRole(role);
+    await runUser(flags, async (client) => {
+      await client.grant(name, granted, flags.table === undefined ? {} : { table: flags.table });
+      log(`user ${name}: ${granted}${flags.table === undefined ? '' : ` on table ${flags.table}`}`);
+    });
+  });
+userCommand('list', 'list the users: roles, and whether they have a password').action(async (flags: DataFlags) => {
+  await runUser(flags, (client) => userList(client));
+});
 
 dataCommand('get <table> <key>', "print a key's value (an implicit read on its primary)").action(
   async (tableName: string, key: string, flags: DataFlags) => {
@@ -415,28 +516,28 @@ program
   });
 
 const nodes = program.command('node').description('list the members of a running cluster, remove one');
-nodes
-  .command('list')
+withCredentials(nodes.command('list'))
   .description('list the members: name, address, active or leaving')
   .option('--connect <host:port>', 'a node client port', DEFAULT_CONNECT)
-  .action(async (options: { connect: string }) => {
-    await nodeList(options.connect);
+  .action(async (options: CredentialFlags & { connect: string }) => {
+    await nodeList(options.connect, await credentialOptions(options));
   });
-nodes
-  .command('remove <name>')
+withCredentials(nodes.command('remove <name>'))
   .description('remove a node: its replicas move to the others first (--dead: it is gone; rebuild them elsewhere)')
   .option('--dead', 'the node is gone for good: rebuild its replicas from the survivors', false)
   .option('--connect <host:port>', 'a node client port (of another node)', DEFAULT_CONNECT)
-  .action(async (name: string, options: { dead: boolean; connect: string }) => {
-    await nodeRemove(options.connect, name, options.dead);
+  .action(async (name: string, options: CredentialFlags & { dead: boolean; connect: string }) => {
+    await nodeRemove(options.connect, name, options.dead, await credentialOptions(options));
   });
 
 program
   .command('status')
   .description("nodes up/down and every partition's leader, primary, term and applied indexes (from /metrics)")
   .option('--metrics <list>', 'metrics endpoints host:port, comma separated', DEFAULT_METRICS)
-  .action(async (options: { metrics: string }) => {
-    const up = await status(options.metrics.split(','));
+  .option('--certs-dir <dir>', 'the endpoints are HTTPS (nodes with certificates): trust ca.crt of this directory')
+  .action(async (options: { metrics: string; certsDir?: string }) => {
+    const ca = options.certsDir === undefined ? undefined : loadClientTls(options.certsDir, undefined, new Date()).ca;
+    const up = await status(options.metrics.split(','), ca);
     if (up === 0) process.exitCode = 1;
   });
 

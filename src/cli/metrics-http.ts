@@ -15,9 +15,15 @@
  *
  * The web console is served here too, under `/console` (console/console-http.ts): every path below it goes to
  * `serveConsole`, the one place a future authorization check wraps.
+ *
+ * With `tls` (a node with `--certs-dir`) the endpoint is HTTPS (TLS 1.3, the node's certificate; no client
+ * certificate asked: what it serves is operational, not data), `/health` included: probes that cannot verify a
+ * certificate (a kubelet's `scheme: HTTPS`) still reach it, so no plain listener is kept beside it. Renewed material
+ * (`updateTls`) is used by new connections.
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { cumulativeCounts, type HistogramSnapshot } from '../core/histogram.js';
@@ -35,6 +41,8 @@ export interface MetricsServerOptions {
   readonly nodeOf: () => BasaltNode | undefined;
   /** Counts kept by the command itself (e.g. leader changes seen), exported as `basalt_<name>`. */
   readonly extra?: () => Readonly<Record<string, number>>;
+  /** Serve HTTPS with this certificate and key (the node's); plain HTTP without. */
+  readonly tls?: { readonly cert: string; readonly key: string };
 }
 
 /** Heap in use right after the latest major GC this process reported (undefined before the first). */
@@ -65,7 +73,10 @@ export class MetricsServer {
     watchMajorGcs();
     const telemetry = new ConsoleTelemetry(options.nodeOf);
     const consoleContext: ConsoleContext = { nodeOf: options.nodeOf, telemetry, version: packageVersion() };
-    const server = createServer((request, response) => handle(options, consoleContext, request, response));
+    const handler = (request: IncomingMessage, response: ServerResponse) =>
+      handle(options, consoleContext, request, response);
+    const server =
+      options.tls === undefined ? createServer(handler) : createHttpsServer(httpsOptions(options.tls), handler);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(options.port, options.host, () => resolve());
@@ -73,7 +84,14 @@ export class MetricsServer {
     const { port } = server.address() as AddressInfo;
     const host = options.advertisedHost ?? options.host;
     telemetry.start();
-    return new MetricsServer(server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`, telemetry);
+    const scheme = options.tls === undefined ? 'http' : 'https';
+    return new MetricsServer(server, `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`, telemetry);
+  }
+
+  /** Renewed certificate and key for new connections (HTTPS only). */
+  updateTls(material: { readonly cert: string; readonly key: string }): void {
+    if (!this.url.startsWith('https:')) return;
+    (this.server as HttpsServer).setSecureContext(httpsOptions(material));
   }
 
   close(): Promise<void> {
@@ -93,6 +111,10 @@ function packageVersion(): string {
   } catch {
     return 'unknown';
   }
+}
+
+function httpsOptions(material: { readonly cert: string; readonly key: string }) {
+  return { cert: material.cert, key: material.key, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' } as const;
 }
 
 function handle(

@@ -111,6 +111,8 @@ test('nodes in separate network namespaces, bound to 0.0.0.0 and advertising the
       NAMES[i]!,
       '--host',
       '0.0.0.0',
+      // Plain TCP inside the test's own network namespaces: off loopback that must be said.
+      '--insecure',
       '--port',
       String(PEER_PORT),
       '--advertise',

@@ -13,12 +13,13 @@ import { existsSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { nodeClient } from '../client/node-client.js';
+import { hashPassword, passwordProblem, SALT_BYTES } from '../client/passwords.js';
 import { ClientServer } from '../client/server.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import { freshNodeId, type NodeIdentity, type NodeName, nodeName } from '../core/ids.js';
 import { META_GROUP, tablePartitionId } from '../core/partitioning.js';
 import { RealClock } from '../env/real-clock.js';
-import { RealRandom } from '../env/real-random.js';
+import { RealRandom, secureRandomBytes } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import { openNodeStorage } from '../harness/real-cluster.js';
 import type { DiagnosticListener, NetDiagnosticKind } from '../net/diagnostics.js';
@@ -56,6 +57,7 @@ export async function runStart(options: StartSettings): Promise<void> {
   const self = { name, id: freshNodeId(random.uuid()) };
   // Certificates before anything opens: a bad directory is one error, not peers refusing each other in a loop.
   const tls = options.certsDir === undefined ? undefined : loadPeerTls(resolve(options.certsDir), name, new Date());
+  const adminPassword = initAdminPassword(options, process.env);
   // Storage before the transport: once peers can reach this node, it must be able to answer them without a pause.
   const { storage, dataDir } = await openStorage(options, name);
   // Listen first: peers started at the same time probe this node while it probes them.
@@ -79,7 +81,8 @@ export async function runStart(options: StartSettings): Promise<void> {
   log(`node ${name} listening on ${transport.address}${advertisedNote} (id ${self.id}${tlsNote})`);
   const aborted = new AbortController();
   void stopRequested.then(() => aborted.abort());
-  if (options.certsDir !== undefined) watchCertificates(resolve(options.certsDir), name, transport, aborted.signal);
+  const tlsTargets: TlsTarget[] = [transport];
+  if (options.certsDir !== undefined) watchCertificates(resolve(options.certsDir), name, tlsTargets, aborted.signal);
   // Founders: the members the cluster was started with (every node's hello carries them). A node started with
   // --peers is one of them; a node started with --join learns them from the node it joins.
   let founders: NodeName[] | undefined;
@@ -142,7 +145,6 @@ export async function runStart(options: StartSettings): Promise<void> {
       logger.error({ err: String(error) }, 'background failure');
     },
   });
-  const host = options.host;
   logger.info(
     {
       address: transport.address,
@@ -163,32 +165,18 @@ export async function runStart(options: StartSettings): Promise<void> {
     const what = change.group === META_GROUP ? 'metastorage' : `partition ${change.group}`;
     log(`${what} leader: ${name} (term ${change.term})`);
   });
-  // Clients are served from the start: until the metastorage is known, their calls fail with coded errors.
-  const clientServer =
-    options.clientPort === undefined
-      ? undefined
-      : await ClientServer.start({ host, port: options.clientPort, client: nodeClient(node), timers });
-  if (clientServer !== undefined) {
-    const clientAddress = hostPort(reachHost, clientServer.port);
-    log(`client port of ${name} on ${clientServer.address}: connect('${clientAddress}')`);
-    logger.info({ clientAddress }, 'client port open');
-  }
-  const metricsServer =
-    options.metricsPort === undefined
-      ? undefined
-      : await MetricsServer.start({
-          host,
-          advertisedHost: reachHost,
-          port: options.metricsPort,
-          nodeName: name,
-          nodeOf: () => node,
-          extra: () => ({ leader_changes_total: leaderChanges }),
-        });
-  if (metricsServer !== undefined) {
-    log(`metrics of ${name}: ${metricsServer.url}/metrics (health: ${metricsServer.url}/health)`);
-    logger.info({ metricsUrl: `${metricsServer.url}/metrics` }, 'metrics endpoint open');
-  }
+  const { clientServer, metricsServer } = await openServers({
+    options,
+    node,
+    reachHost,
+    logger,
+    leaderChanges: () => leaderChanges,
+    tls,
+    timers,
+  });
+  for (const server of [clientServer, metricsServer]) if (server !== undefined) tlsTargets.push(server);
   if (await until(() => aborted.signal.aborted || node.metastorage.revision > 0, READY_WAIT_MS)) {
+    if (options.initAdmin !== undefined) await initAdmin(node, options.initAdmin, adminPassword);
     for (const spec of options.tables) {
       if (aborted.signal.aborted) break;
       await ensureTable(node, spec);
@@ -219,6 +207,98 @@ export async function runStart(options: StartSettings): Promise<void> {
   log(`basalt: node ${name} stopped`);
   logger.info({}, 'node stopped');
   logger.flush();
+}
+
+interface ServedPorts {
+  readonly options: StartSettings;
+  readonly node: BasaltNode;
+  readonly reachHost: string;
+  readonly logger: NodeLogger;
+  readonly leaderChanges: () => number;
+  readonly tls: PeerTlsMaterial | undefined;
+  readonly timers: RealTimers;
+}
+
+/**
+ * The client port (TLS with the node's certificates when it has them) and the metrics port, when asked for. Clients
+ * are served from the start: until the metastorage is known, their calls fail with coded errors.
+ */
+async function openServers(
+  served: ServedPorts,
+): Promise<{ readonly clientServer?: ClientServer; readonly metricsServer?: MetricsServer }> {
+  const { options, node, reachHost, logger, tls } = served;
+  const host = options.host;
+  const name = node.name;
+  const clientServer =
+    options.clientPort === undefined
+      ? undefined
+      : await ClientServer.start({
+          host,
+          port: options.clientPort,
+          client: nodeClient(node),
+          timers: served.timers,
+          onDiagnostic: clientDiagnostics(name, logger),
+          // Certificates mean users: every client logs in (docs/operating.md, Security).
+          ...(tls !== undefined && { tls, auth: { clock: new RealClock(), salts: secureRandomBytes } }),
+        });
+  if (clientServer !== undefined) {
+    const clientAddress = hostPort(reachHost, clientServer.port);
+    const how = tls === undefined ? '' : ' over TLS with users (pass ca, and user and password or cert and key)';
+    log(`client port of ${name} on ${clientServer.address}: connect('${clientAddress}')${how}`);
+    logger.info({ clientAddress, tls: tls !== undefined }, 'client port open');
+  }
+  const metricsServer =
+    options.metricsPort === undefined
+      ? undefined
+      : await MetricsServer.start({
+          host,
+          advertisedHost: reachHost,
+          port: options.metricsPort,
+          nodeName: name,
+          nodeOf: () => node,
+          extra: () => ({ leader_changes_total: served.leaderChanges(), ...clientServer?.authCounters() }),
+          ...(tls !== undefined && { tls }),
+        });
+  if (metricsServer !== undefined) {
+    log(`metrics of ${name}: ${metricsServer.url}/metrics (health: ${metricsServer.url}/health)`);
+    logger.info({ metricsUrl: `${metricsServer.url}/metrics` }, 'metrics endpoint open');
+  }
+  return { ...(clientServer !== undefined && { clientServer }), ...(metricsServer !== undefined && { metricsServer }) };
+}
+
+/** The password of `--init-admin`: BASALT_ADMIN_PASSWORD, checked before anything starts; none: certificate only. */
+function initAdminPassword(options: StartSettings, env: NodeJS.ProcessEnv): string | undefined {
+  const password = env['BASALT_ADMIN_PASSWORD'];
+  if (options.initAdmin === undefined || password === undefined || password === '') return undefined;
+  const problem = passwordProblem(password);
+  if (problem !== undefined) throw new BasaltError('INVALID_ARGUMENT', `BASALT_ADMIN_PASSWORD: ${problem}`);
+  return password;
+}
+
+/** `--init-admin`: the first admin, unless a user of that name exists (a restart, or another node made it). */
+async function initAdmin(node: BasaltNode, user: string, password: string | undefined): Promise<void> {
+  if (node.metastorage.user(user) !== undefined) {
+    log(`basalt: node ${node.name}: user ${user} exists (--init-admin changes nothing)`);
+    return;
+  }
+  const hash = password === undefined ? undefined : await hashPassword(password, secureRandomBytes(SALT_BYTES));
+  try {
+    await node.metastorage.createUser({ name: user, role: 'admin', ...(hash !== undefined && { password: hash }) });
+    const how = hash === undefined ? `by its client certificate (client.${user}.crt)` : 'with BASALT_ADMIN_PASSWORD';
+    log(`basalt: node ${node.name}: admin user ${user} created; it logs in ${how}`);
+  } catch (error) {
+    if (!isBasaltError(error, 'ALREADY_EXISTS')) throw error;
+    log(`basalt: node ${node.name}: user ${user} exists (--init-admin changes nothing)`);
+  }
+}
+
+/** Client port diagnostics: refused logins are warnings (logged without the password), the rest debug detail. */
+function clientDiagnostics(name: NodeName, logger: NodeLogger): DiagnosticListener {
+  return (diagnostic) => {
+    const fields = { client: diagnostic.peer, kind: diagnostic.kind };
+    if (diagnostic.kind === 'auth-refused') logger.warn(fields, diagnostic.message);
+    else logger.debug({ ...fields, node: name }, diagnostic.message);
+  };
 }
 
 /** Diagnostics that are warnings: each is reported once per peer and cause (or per peer and interval). */
@@ -388,12 +468,17 @@ export function environmentSwitches(env: NodeJS.ProcessEnv): Pick<NodeOptions, '
 /** How often `basalt start --certs-dir` looks for renewed certificates. */
 const CERT_POLL_MS = 5_000;
 
+/** What takes renewed certificates: the peer transport and the client port. */
+export interface TlsTarget {
+  updateTls(material: PeerTlsMaterial): void;
+}
+
 /**
  * Rotation without a restart: polls the certificate files' modification times and, when one changed, loads and
- * checks them again (the same checks as at start) and hands them to the transport, which uses them for new
- * connections. Material that fails its checks is logged and the node keeps what it has.
+ * checks them again (the same checks as at start) and hands them to the peer transport and the client port, which
+ * use them for new connections. Material that fails its checks is logged and the node keeps what it has.
  */
-export function watchCertificates(dir: string, name: string, transport: TcpTransport, signal: AbortSignal): void {
+export function watchCertificates(dir: string, name: string, targets: readonly TlsTarget[], signal: AbortSignal): void {
   const files = [CERT_FILES.caCert, CERT_FILES.nodeCert, CERT_FILES.nodeKey].map((f) => join(dir, f));
   const stamp = (): string => files.map((f) => (existsSync(f) ? statSync(f).mtimeMs : 0)).join(',');
   let seen = stamp();
@@ -402,8 +487,9 @@ export function watchCertificates(dir: string, name: string, transport: TcpTrans
     if (now === seen) return;
     seen = now;
     try {
-      transport.updateTls(loadPeerTls(dir, name, new Date()));
-      log(`basalt: node ${name}: renewed certificates in ${dir} are used for new peer connections`);
+      const material = loadPeerTls(dir, name, new Date());
+      for (const target of targets) target.updateTls(material);
+      log(`basalt: node ${name}: renewed certificates in ${dir} are used for new peer, client and metrics connections`);
     } catch (error) {
       log(`basalt: node ${name}: renewed certificates in ${dir} refused, keeping the current ones: ${String(error)}`);
     }

@@ -44,6 +44,13 @@ export interface StartSettings {
    * peers must hold certificates of the same CA naming their member names. Absent: plain TCP.
    */
   readonly certsDir?: string;
+  /** Run off loopback without certificates: no TLS, no users (secure by default refuses that otherwise). */
+  readonly insecure?: boolean;
+  /**
+   * Create this admin user once the cluster is up, unless it exists: password from BASALT_ADMIN_PASSWORD, or without
+   * it a user that logs in by client certificate only. Needs `certsDir` (only a node with certificates checks users).
+   */
+  readonly initAdmin?: string;
 }
 
 /** Settings as one source gives them: any may be missing. */
@@ -121,6 +128,8 @@ const FILE_KEYS: Readonly<Record<string, KeyParser>> = {
   logFile: (v) => ({ logFile: nonEmptyString(v) }),
   statusInterval: (v) => ({ statusIntervalMs: positiveInt(String(number(v))) }),
   certsDir: (v) => ({ certsDir: nonEmptyString(v) }),
+  insecure: (v) => ({ insecure: boolean(v) }),
+  initAdmin: (v) => ({ initAdmin: nonEmptyString(v) }),
 };
 
 /** The keys a config file may have. */
@@ -178,18 +187,49 @@ export function resolveStartSettings(file: PartialStartSettings, flags: PartialS
   if (data === undefined && !memory) {
     throw new BasaltError('INVALID_ARGUMENT', 'a data directory is required (--data or "data"), or --memory');
   }
+  const host = merged.host ?? DEFAULT_HOST;
+  checkSecureByDefault(host, merged);
   return {
     ...merged,
     name,
     port: peerPort,
     memory,
     fsync: merged.fsync ?? true,
-    host: merged.host ?? DEFAULT_HOST,
+    host,
     peers: merged.peers ?? [],
     tables: merged.tables ?? [],
     logLevel: merged.logLevel ?? 'info',
     statusIntervalMs: merged.statusIntervalMs ?? DEFAULT_STATUS_INTERVAL_MS,
   };
+}
+
+/**
+ * Secure by default (DESIGN §4b): a node reachable from other machines runs with certificates, or says `--insecure`
+ * out loud. Loopback needs neither (`npm start`). Users exist only where certificates do, so `--init-admin` needs them.
+ */
+function checkSecureByDefault(host: string, settings: PartialStartSettings): void {
+  if (settings.certsDir !== undefined && settings.insecure === true) {
+    throw new BasaltError('INVALID_ARGUMENT', '--certs-dir and --insecure exclude each other');
+  }
+  if (settings.initAdmin !== undefined && settings.certsDir === undefined) {
+    throw new BasaltError(
+      'INVALID_ARGUMENT',
+      '--init-admin needs --certs-dir: a node without certificates checks no users',
+    );
+  }
+  if (settings.certsDir === undefined && settings.insecure !== true && !isLoopback(host)) {
+    throw new BasaltError(
+      'CERTS_REQUIRED',
+      `--host ${host} is reachable from other machines: give --certs-dir <dir> (see basalt cert), or --insecure to run without TLS and users`,
+      { host },
+    );
+  }
+}
+
+/** Loopback hosts: 127.0.0.0/8, ::1 and localhost. */
+export function isLoopback(host: string): boolean {
+  const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  return bare === 'localhost' || bare === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare);
 }
 
 /** `--join host:port`: a peer port of a running cluster's node. Throws INVALID_ARGUMENT. */

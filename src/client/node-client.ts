@@ -19,7 +19,7 @@ import { beginReadOnly } from '../tx/coordinator/read-only.js';
 import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import { beginTransaction, readWriteBeginOptions, runTransaction } from '../tx/coordinator/transaction.js';
 import type { Value } from './client.js';
-import type { BackendTransaction, ClientBackend, RemoteBeginOptions } from './server.js';
+import type { BackendTransaction, ClientBackend, RemoteBeginOptions, UserDirectory } from './server.js';
 import type { ChangeReadPage, ChangeReadRequest } from './watch.js';
 
 /** Polling period while waiting for this node's metastorage view to show a table change. */
@@ -36,10 +36,27 @@ export function nodeClient(node: BasaltNode): ClientBackend {
 }
 
 class NodeClient implements ClientBackend {
-  constructor(private readonly basalt: BasaltNode) {}
+  /** The cluster's users, as this node's metastorage has them; changes go through the metastorage group. */
+  readonly users: UserDirectory;
+
+  constructor(private readonly basalt: BasaltNode) {
+    this.users = this.userDirectory();
+  }
 
   get node(): string {
     return this.basalt.name;
+  }
+
+  private userDirectory(): UserDirectory {
+    const meta = this.basalt.metastorage;
+    return {
+      user: (name) => meta.user(name),
+      users: () => meta.users(),
+      createUser: (user) => meta.createUser(user),
+      removeUser: (name) => meta.removeUser(name),
+      setPassword: (name, password) => meta.setPassword(name, password),
+      grantRole: (name, role, table) => meta.grantRole(name, role, table),
+    };
   }
 
   async begin(options: RemoteBeginOptions = {}): Promise<BackendTransaction> {

@@ -2,7 +2,7 @@
  * The client protocol on a node's client port (DESIGN §4, `connect()`): length-prefixed msgpack frames (the framing
  * and codec of `src/net`), a versioned hello, then requests and responses matched by request id.
  *
- *   client → server  hello     { magic: 'basalt-client', version }
+ *   client → server  hello     { magic: 'basalt-client', version, user?, password? }
  *   server → client  hello     { magic, version, node, requestsInFlightMax }   or { magic, version, error }, then close
  *   client → server  request   { id, kind, ...fields }             id: a positive safe integer, unique while in flight
  *   server → client  response  { id, result }  |  { id, error }    error: ErrorData (code, message, details, executed, hint)
@@ -33,15 +33,31 @@ export type TxHandle = number;
 export interface ClientHello {
   readonly magic: string;
   readonly version: number;
+  /** Log in as this user: with `password`, or (without one) by the connection's client certificate. */
+  readonly user?: string;
+  readonly password?: string;
+}
+
+/** The credentials a client's hello carries. */
+export interface HelloCredentials {
+  readonly user?: string;
+  readonly password?: string;
 }
 
 /** An accepted hello names the node and how many requests the client may have in flight on the connection. */
 export type ServerHello =
-  | { readonly magic: string; readonly version: number; readonly node: string; readonly requestsInFlightMax: number }
+  | {
+      readonly magic: string;
+      readonly version: number;
+      readonly node: string;
+      readonly requestsInFlightMax: number;
+      /** The user the connection is logged in as (servers that check users). */
+      readonly user?: string;
+    }
   | { readonly magic: string; readonly version: number; readonly error: ErrorData };
 
 export type ParsedServerHello =
-  | { readonly ok: true; readonly node: string; readonly requestsInFlightMax: number }
+  | { readonly ok: true; readonly node: string; readonly requestsInFlightMax: number; readonly user?: string }
   | { readonly ok: false; readonly error: BasaltError };
 
 /** Options of a read in a transaction (`forUpdate`: lock the rows exclusively; read-write transactions only). */
@@ -100,6 +116,14 @@ interface RequestFields {
     readonly toTs?: bigint;
     readonly limit?: number;
   };
+  /** Users (authorization.ts): the password travels in clear inside TLS and is hashed by the server. */
+  readonly createUser: { readonly name: string; readonly password?: string; readonly role?: string };
+  readonly removeUser: { readonly name: string };
+  /** No password: the user logs in by client certificate only from now on. */
+  readonly setPassword: { readonly name: string; readonly password?: string };
+  /** A cluster-wide role, or with `table` a role on that table; `none` takes it away. */
+  readonly grant: { readonly name: string; readonly role: string; readonly table?: string };
+  readonly users: Readonly<Record<never, never>>;
 }
 
 export type RequestKind = keyof RequestFields;
@@ -117,9 +141,18 @@ export type ClientResponse =
 
 // ---- hello ------------------------------------------------------------------------------------------------------
 
-export function clientHello(): ClientHello {
-  return { magic: CLIENT_MAGIC, version: CLIENT_PROTOCOL_VERSION };
+export function clientHello(credentials: HelloCredentials = {}): ClientHello {
+  return {
+    magic: CLIENT_MAGIC,
+    version: CLIENT_PROTOCOL_VERSION,
+    ...(credentials.user !== undefined && { user: credentials.user }),
+    ...(credentials.password !== undefined && { password: credentials.password }),
+  };
 }
+
+/** Longest user name and password a hello may carry. */
+const HELLO_USER_CHARS_MAX = 256;
+const HELLO_PASSWORD_CHARS_MAX = 1_024;
 
 /** Why a client's hello is refused (HANDSHAKE_FAILED), or undefined when it is acceptable. */
 export function clientHelloProblem(value: unknown): string | undefined {
@@ -128,8 +161,28 @@ export function clientHelloProblem(value: unknown): string | undefined {
   if (value['version'] !== CLIENT_PROTOCOL_VERSION) {
     return `client protocol version ${describe(value['version'])} is not supported (server speaks ${CLIENT_PROTOCOL_VERSION})`;
   }
-  if (Object.keys(value).length !== 2) return 'hello must have exactly magic and version';
+  const { user, password } = value;
+  if (!Object.keys(value).every((k) => ['magic', 'version', 'user', 'password'].includes(k))) {
+    return 'hello has only magic, version, user and password';
+  }
+  if (user !== undefined && !(typeof user === 'string' && user.length > 0 && user.length <= HELLO_USER_CHARS_MAX)) {
+    return `hello: user must be a name of 1 to ${HELLO_USER_CHARS_MAX} characters`;
+  }
+  if (password !== undefined && !(typeof password === 'string' && password.length <= HELLO_PASSWORD_CHARS_MAX)) {
+    return `hello: password must be a string of at most ${HELLO_PASSWORD_CHARS_MAX} characters`;
+  }
+  if (password !== undefined && user === undefined) return 'hello: a password needs a user';
   return undefined;
+}
+
+/** The credentials of a hello that `clientHelloProblem` accepted. */
+export function helloCredentials(value: unknown): HelloCredentials {
+  if (!isRecord(value)) return {};
+  const { user, password } = value;
+  return {
+    ...(typeof user === 'string' && { user }),
+    ...(typeof password === 'string' && { password }),
+  };
 }
 
 /** The server's hello, checked by the client: the node's name, or the coded error the server refused us with. */
@@ -144,7 +197,8 @@ export function parseServerHello(value: unknown): ParsedServerHello {
   const { node, requestsInFlightMax } = value;
   if (typeof node !== 'string') return refuse('the server hello names no node');
   if (!isPositiveSafeInt(requestsInFlightMax)) return refuse('the server hello has no requestsInFlightMax');
-  return { ok: true, node, requestsInFlightMax };
+  const user = value['user'];
+  return { ok: true, node, requestsInFlightMax, ...(typeof user === 'string' && { user }) };
 }
 
 // ---- requests -----------------------------------------------------------------------------------------------------
@@ -246,7 +300,15 @@ const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
     required: { table: string, partition: count, range },
     optional: { fromTs: timestamp, toTs: timestamp, limit: count },
   },
+  createUser: { required: { name: string }, optional: { password: string, role: string } },
+  removeUser: { required: { name: string }, optional: {} },
+  setPassword: { required: { name: string }, optional: { password: string } },
+  grant: { required: { name: string, role: string }, optional: { table: string } },
+  users: { required: {}, optional: {} },
 };
+
+/** Every request kind the protocol has. */
+export const REQUEST_KINDS: readonly RequestKind[] = Object.keys(SCHEMAS) as RequestKind[];
 
 /** Validates one decoded frame as a request. Never throws. */
 export function parseRequest(value: unknown): ParsedRequest {

@@ -13,9 +13,13 @@
  * Arguments that cannot travel (not plain data, a frame above the limit) fail INVALID_ARGUMENT without being sent.
  * The server rolls back the open transactions of a connection that ends; there is no reconnect: after a loss, make a
  * new client with `connect`.
+ *
+ * With `ca` (a node started with `--certs-dir`), the connection is TLS 1.3: the server's certificate must be signed by
+ * `ca` and name the host dialed (or `serverName`); `cert` and `key` present a client certificate.
  */
 import { connect as netConnect, type Socket } from 'node:net';
-import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
+import { checkServerIdentity, TLSSocket, connect as tlsConnect } from 'node:tls';
+import type { MemberRecord, TableDescriptor, TableOptions, UserRole } from '../cluster/metastorage-state.js';
 import { assert } from '../core/assert.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import { type HybridTimestamp, type NodeName, nodeName, type TxId, txId } from '../core/ids.js';
@@ -34,6 +38,7 @@ import type { KeyValue, ReadOptions, ScanOptions, ScanRange, Transaction, Value 
 import {
   type ClientRequest,
   clientHello,
+  type HelloCredentials,
   isRecord,
   parseResponse,
   parseServerHello,
@@ -71,6 +76,35 @@ export interface ConnectOptions {
    * the same transaction sends the writes kept so far first, so it reads them. False sends each write at once.
    */
   readonly bufferWrites?: boolean;
+  /** The cluster CA's certificate (PEM): connect over TLS and trust only servers it signed. */
+  readonly ca?: string | Buffer;
+  /** A client certificate (PEM) signed by the cluster CA, with `key`: its CN is the user it logs in as. */
+  readonly cert?: string | Buffer;
+  readonly key?: string | Buffer;
+  /**
+   * The name the server's certificate must carry, when it is not the host dialed (e.g. the node's member name when
+   * dialing it by an address its certificate does not list).
+   */
+  readonly serverName?: string;
+  /** The user to log in as: with `password`, or without one by the client certificate (whose CN must match). */
+  readonly user?: string;
+  readonly password?: string;
+}
+
+/** A user as the server lists it (no password hash travels). */
+export interface UserInfo {
+  readonly name: string;
+  readonly role?: UserRole;
+  /** Roles on single tables: [table, role]. */
+  readonly tables?: readonly (readonly [string, 'readwrite' | 'readonly'])[];
+  /** Whether the user may log in with a password (else by client certificate only). */
+  readonly password: boolean;
+}
+
+export interface CreateUserOptions {
+  /** Absent: the user logs in by client certificate only. */
+  readonly password?: string;
+  readonly role?: UserRole;
 }
 
 /** Options of a remote `begin` (as {@link BeginOptions}). */
@@ -144,6 +178,16 @@ export interface RemoteClient {
   watch(table: string, options?: RemoteWatchOptions): WatchStream;
   /** One page of one partition's changes in a window (the protocol's `changes`; what `watch` is built from). */
   readChanges(request: ChangeReadRequest): Promise<ChangeReadPage>;
+  /** The user this connection is logged in as (undefined on a node that does not check users, or without login). */
+  readonly user: string | undefined;
+  /** Users (admin): adds one; ALREADY_EXISTS if the name is taken. */
+  createUser(name: string, options?: CreateUserOptions): Promise<UserInfo>;
+  removeUser(name: string): Promise<UserInfo>;
+  /** A user's new password (its own, or any user's for an admin); undefined: client certificate only. */
+  setPassword(name: string, password: string | undefined): Promise<UserInfo>;
+  /** Sets a user's cluster-wide role, or with `table` its role on that table; `none` takes it away. */
+  grant(name: string, role: UserRole | 'none', options?: { readonly table?: string }): Promise<UserInfo>;
+  users(): Promise<UserInfo[]>;
   /** Ends the connection; the server rolls back the transactions still open on it. */
   close(): Promise<void>;
 }
@@ -157,20 +201,55 @@ export interface RemoteWatchOptions extends WatchOptions {
 export async function connect(address: string, options: ConnectOptions = {}): Promise<RemoteClient> {
   const { host, port } = parseHostPort(address);
   const timers = options.timers ?? new RealTimers(true);
-  const connection = new RemoteConnection(netConnect({ host, port }), timers, {
+  if (options.password !== undefined && options.user === undefined) {
+    throw new BasaltError('INVALID_ARGUMENT', 'a password needs a user');
+  }
+  const connection = new RemoteConnection(dial(host, port, options), timers, {
+    credentials: {
+      ...(options.user !== undefined && { user: options.user }),
+      ...(options.password !== undefined && { password: options.password }),
+    },
     timeoutMs: options.timeoutMs ?? LIMITS.clientRequestTimeoutMsDefault,
     connectTimeoutMs: options.connectTimeoutMs ?? LIMITS.handshakeTimeoutMs,
     frameBytesMax: options.frameBytesMax ?? LIMITS.frameBytesMax,
     pendingCallsMax: options.pendingCallsMax ?? LIMITS.clientPendingCallsMax,
   });
-  const node = await connection.opened;
-  return new TcpClient(connection, nodeName(node), address, timers, options);
+  const opened = await connection.opened;
+  return new TcpClient(connection, nodeName(opened.node), address, timers, options, opened.user);
+}
+
+const TLS_VERSION = 'TLSv1.3';
+
+/** Plain TCP, or TLS 1.3 when the options carry TLS material. */
+function dial(host: string, port: number, options: ConnectOptions): Socket {
+  const { ca, cert, key, serverName } = options;
+  if (ca === undefined && cert === undefined && key === undefined) return netConnect({ host, port });
+  if (ca === undefined) {
+    throw new BasaltError('INVALID_ARGUMENT', 'a TLS connection needs the cluster CA (ca) to check the server');
+  }
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new BasaltError('INVALID_ARGUMENT', 'a client certificate needs its key (cert and key go together)');
+  }
+  return tlsConnect({
+    host,
+    port,
+    ca,
+    ...(cert !== undefined && key !== undefined && { cert, key }),
+    minVersion: TLS_VERSION,
+    maxVersion: TLS_VERSION,
+    rejectUnauthorized: true,
+    ...(serverName !== undefined && {
+      checkServerIdentity: (_host: string, peer: Parameters<typeof checkServerIdentity>[1]) =>
+        checkServerIdentity(serverName, peer),
+    }),
+  });
 }
 
 /** What a lost response means for the caller: nothing happened for sure, or something may have been applied. */
 type OnLoss = 'closed' | 'unknown';
 
 interface ConnectionLimits {
+  readonly credentials: HelloCredentials;
   readonly timeoutMs: number;
   readonly connectTimeoutMs: number;
   readonly frameBytesMax: number;
@@ -196,7 +275,7 @@ type WithoutId<R> = R extends ClientRequest ? Omit<R, 'id'> : never;
  * requestsInFlightMax) of them are written and unanswered, the others wait in `unsent`, in call order.
  */
 class RemoteConnection {
-  readonly opened: Promise<string>;
+  readonly opened: Promise<{ readonly node: string; readonly user: string | undefined }>;
   private window: number = LIMITS.clientRequestsInFlightMax;
   private written = 0;
   private readonly unsent: number[] = [];
@@ -206,7 +285,7 @@ class RemoteConnection {
   private readonly pending = new Map<number, PendingCall>();
   private nextId = 1;
   private closeReason: BasaltError | undefined;
-  private settleOpen: ((node: string) => void) | undefined;
+  private settleOpen: ((opened: { readonly node: string; readonly user: string | undefined }) => void) | undefined;
   private failOpen: ((error: BasaltError) => void) | undefined;
   private openTimer: TimerHandle | undefined;
   private readonly socketClosed: Promise<void>;
@@ -217,7 +296,7 @@ class RemoteConnection {
     private readonly limits: ConnectionLimits,
   ) {
     this.decoder = new FrameDecoder(limits.frameBytesMax);
-    this.opened = new Promise<string>((resolve, reject) => {
+    this.opened = new Promise((resolve, reject) => {
       this.settleOpen = resolve;
       this.failOpen = reject;
     });
@@ -226,7 +305,9 @@ class RemoteConnection {
       this.fail(new BasaltError('TIMEOUT', `no connection and hello within ${limits.connectTimeoutMs} ms`));
     }, limits.connectTimeoutMs);
     socket.setNoDelay(true);
-    socket.on('connect', () => this.write(clientHello()));
+    socket.on(socket instanceof TLSSocket ? 'secureConnect' : 'connect', () =>
+      this.write(clientHello(limits.credentials)),
+    );
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', (error: Error) => this.fail(new BasaltError('CONNECTION_CLOSED', error.message)));
     socket.on('close', () => this.fail(new BasaltError('CONNECTION_CLOSED', 'the server closed the connection')));
@@ -369,7 +450,7 @@ class RemoteConnection {
     this.clearOpenTimer();
     this.state = 'open';
     this.window = hello.requestsInFlightMax;
-    this.settleOpen?.(hello.node);
+    this.settleOpen?.({ node: hello.node, user: hello.user });
   }
 
   private onResponse(payload: unknown): void {
@@ -434,6 +515,7 @@ class TcpClient implements RemoteClient {
     readonly address: string,
     private readonly timers: Timers,
     private readonly options: ConnectOptions,
+    readonly user: string | undefined,
   ) {}
 
   get closed(): boolean {
@@ -556,6 +638,41 @@ class TcpClient implements RemoteClient {
     return primaries.map((p: string | null) => (p === null ? null : nodeName(p)));
   }
 
+  async createUser(name: string, options: CreateUserOptions = {}): Promise<UserInfo> {
+    const { password, role } = options;
+    const request = {
+      kind: 'createUser',
+      name,
+      ...(password !== undefined && { password }),
+      ...(role !== undefined && { role }),
+    } as const;
+    return userOf(await this.connection.call(request));
+  }
+
+  async removeUser(name: string): Promise<UserInfo> {
+    return userOf(await this.connection.call({ kind: 'removeUser', name }));
+  }
+
+  async setPassword(name: string, password: string | undefined): Promise<UserInfo> {
+    return userOf(
+      await this.connection.call({ kind: 'setPassword', name, ...(password !== undefined && { password }) }),
+    );
+  }
+
+  async grant(name: string, role: UserRole | 'none', options: { readonly table?: string } = {}): Promise<UserInfo> {
+    const table = options.table;
+    return userOf(await this.connection.call({ kind: 'grant', name, role, ...(table !== undefined && { table }) }));
+  }
+
+  async users(): Promise<UserInfo[]> {
+    const result = await this.connection.call({ kind: 'users' });
+    const users = isRecord(result) ? result['users'] : undefined;
+    if (!Array.isArray(users) || !users.every(isUserInfo)) {
+      throw new BasaltError('MALFORMED_FRAME', 'the server answered users without a list of users');
+    }
+    return users;
+  }
+
   close(): Promise<void> {
     return this.connection.close();
   }
@@ -639,6 +756,16 @@ function changePageOf(result: unknown): ChangeReadPage {
   };
 }
 
+function userOf(result: unknown): UserInfo {
+  const user = isRecord(result) ? result['user'] : undefined;
+  if (!isUserInfo(user)) throw new BasaltError('MALFORMED_FRAME', 'the server answered without a user');
+  return user;
+}
+
+function isUserInfo(value: unknown): value is UserInfo {
+  return isRecord(value) && typeof value['name'] === 'string' && typeof value['password'] === 'boolean';
+}
+
 function membersOf(result: unknown): MemberRecord[] {
   const members = isRecord(result) ? result['members'] : undefined;
   const valid = (m: unknown): m is MemberRecord =>
@@ -715,7 +842,16 @@ class TcpTransaction implements RemoteTransaction {
     }
     this.finishing = true;
     const writes = this.buffer?.close() ?? [];
-    await this.connection.call({ kind: 'commit', tx: this.handle, ...(writes.length > 0 && { writes }) }, 'unknown');
+    try {
+      await this.connection.call({ kind: 'commit', tx: this.handle, ...(writes.length > 0 && { writes }) }, 'unknown');
+    } catch (error) {
+      // Refused before the server acted on it (e.g. PERMISSION_DENIED for the writes it carried): the transaction is
+      // still open there, so it is rolled back rather than left holding its locks until its timeout.
+      if (isBasaltError(error) && error.executed === 'no' && !this.connection.isClosed) {
+        await this.connection.call({ kind: 'rollback', tx: this.handle }).catch(() => {});
+      }
+      throw error;
+    }
   }
 
   async rollback(): Promise<void> {

@@ -12,7 +12,7 @@
  * connection made is closed again).
  */
 
-import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
+import type { MemberRecord, TableDescriptor, TableOptions, UserRole } from '../cluster/metastorage-state.js';
 import { invalidArgument } from '../core/errors.js';
 import type { NodeName } from '../core/ids.js';
 import { partitionIndexOf } from '../core/partitioning.js';
@@ -22,12 +22,14 @@ import { type BackupOptions, type BackupSummary, backup } from './backup.js';
 import type { Value } from './client.js';
 import {
   type ConnectOptions,
+  type CreateUserOptions,
   connect,
   type RemoteBeginOptions,
   type RemoteClient,
   type RemoteTransaction,
   type RemoteTransactionOptions,
   type RemoteWatchOptions,
+  type UserInfo,
 } from './remote.js';
 import { type RestoreOptions, type RestoreSummary, restore } from './restore.js';
 import type { ChangeReadPage, ChangeReadRequest, WatchStream } from './watch.js';
@@ -164,6 +166,30 @@ export class RoutingClient implements RemoteClient {
 
   primaries(table: string): Promise<(NodeName | null)[]> {
     return this.home.primaries(table);
+  }
+
+  get user(): string | undefined {
+    return this.home.user;
+  }
+
+  createUser(name: string, options?: CreateUserOptions): Promise<UserInfo> {
+    return this.home.createUser(name, options);
+  }
+
+  removeUser(name: string): Promise<UserInfo> {
+    return this.home.removeUser(name);
+  }
+
+  setPassword(name: string, password: string | undefined): Promise<UserInfo> {
+    return this.home.setPassword(name, password);
+  }
+
+  grant(name: string, role: UserRole | 'none', options?: { readonly table?: string }): Promise<UserInfo> {
+    return this.home.grant(name, role, options);
+  }
+
+  users(): Promise<UserInfo[]> {
+    return this.home.users();
   }
 
   async close(): Promise<void> {

@@ -15,10 +15,30 @@
  *   - a frame that cannot be attributed to a request (bad msgpack, oversized length, no id, a bad hello) is answered
  *     under id 0 with a coded error and closes this connection only; a request with a readable id but a bad shape is
  *     answered with a coded error and the connection stays open.
- * Time comes from the injected timers (the hello timeout); the socket is `node:net`.
+ * Time comes from the injected timers (the hello timeout). The socket is `node:net`, or `node:tls` (TLS 1.3 only)
+ * when the server is given certificates (`tls`): it serves node.crt, asks every client for a certificate and
+ * verifies one it is given against ca.crt (a client may also come without one and log in with a password). Renewed
+ * material (`updateTls`) is used by new connections; open ones keep theirs.
+ *
+ * With `auth` the server checks users (auth.ts, authorization.ts): the hello may carry a user and password, or the
+ * connection's client certificate names the user (CN). A hello with a wrong password or a client certificate that
+ * failed verification is refused UNAUTHENTICATED and the connection closes; a hello without credentials is accepted,
+ * and every request of such a connection fails UNAUTHENTICATED. Every request of a logged-in connection is checked
+ * against the user's roles as the node's metastorage has them now (so a removed user or a revoked role takes effect
+ * on the next request) before anything acts on it: a refusal (PERMISSION_DENIED) has done nothing. Without `auth`
+ * (a node without certificates) there are no users and every request is served, as before.
  */
 import { createServer, type Server, type Socket } from 'node:net';
-import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
+import { TLSSocket, type Server as TlsServer, createServer as tlsCreateServer } from 'node:tls';
+import {
+  isUserRole,
+  type MemberRecord,
+  type PasswordHash,
+  type TableDescriptor,
+  type TableOptions,
+  type UserRecord,
+  type UserRole,
+} from '../cluster/metastorage-state.js';
 import { assert } from '../core/assert.js';
 import { BasaltError, type ErrorData, toErrorData } from '../core/errors.js';
 import type { HybridTimestamp, TxId } from '../core/ids.js';
@@ -27,14 +47,19 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import { decode } from '../net/codec.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnosticKind } from '../net/diagnostics.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
+import { clientServerTlsOptions, type PeerTlsMaterial } from '../net/peer-tls.js';
 import type { TxWrite } from '../tx/core/user-input.js';
+import { type AuthCounters, Authenticator, type ClientAuthOptions } from './auth.js';
+import { denial, permissionOf } from './authorization.js';
 import type { KeyValue, ScanOptions, ScanRange, Transaction, Value } from './client.js';
+import { passwordProblem } from './passwords.js';
 import {
   CLIENT_MAGIC,
   CLIENT_PROTOCOL_VERSION,
   type ClientRequest,
   type ClientResponse,
   clientHelloProblem,
+  helloCredentials,
   parseRequest,
   type RequestOf,
   type ServerHello,
@@ -80,6 +105,27 @@ export interface ClientBackend {
   primaries?(table: string): readonly (string | null)[];
   /** One page of one partition's changes (a watch's step); absent: this backend serves no watches. */
   readChanges?(request: ChangeReadRequest): Promise<ChangeReadPage>;
+  /** Users, as the metastorage keeps them (absent: this backend has none; a server with `auth` needs them). */
+  readonly users?: UserDirectory;
+}
+
+/** The users of the cluster: looked up at every login and request, changed by the admin requests. */
+export interface UserDirectory {
+  user(name: string): UserRecord | undefined;
+  users(): readonly UserRecord[];
+  createUser(user: UserRecord): Promise<UserRecord>;
+  removeUser(name: string): Promise<UserRecord>;
+  setPassword(name: string, password: PasswordHash | undefined): Promise<UserRecord>;
+  grantRole(name: string, role: UserRole | 'none', table?: string): Promise<UserRecord>;
+}
+
+/** A user as `users` answers it: without the password hash. */
+export interface UserInfo {
+  readonly name: string;
+  readonly role?: UserRole;
+  readonly tables?: readonly (readonly [string, string])[];
+  /** Whether the user may log in with a password (else by client certificate only). */
+  readonly password: boolean;
 }
 
 /** Options of a node's client server. */
@@ -106,6 +152,10 @@ export interface ClientServerOptions {
   readonly writeBufferBytesMax?: number;
   /** Told of refused connections and malformed frames. */
   readonly onDiagnostic?: DiagnosticListener;
+  /** Serve TLS 1.3 with this CA, server certificate and key (the node's `--certs-dir`); plain TCP without. */
+  readonly tls?: PeerTlsMaterial;
+  /** Check users (the client's backend must have `users`); without it every request is served. */
+  readonly auth?: ClientAuthOptions;
 }
 
 interface SessionLimits {
@@ -122,6 +172,7 @@ export class ClientServer {
   /** Rollbacks of closed connections' transactions still running; `close()` waits for them. */
   private readonly rollbacks = new Set<Promise<void>>();
   private readonly limits: SessionLimits;
+  private readonly authenticator: Authenticator | undefined;
   private closed = false;
   private boundPort: number;
 
@@ -138,11 +189,28 @@ export class ClientServer {
     };
     server.maxConnections = options.connectionsMax ?? LIMITS.clientConnectionsMax;
     this.boundPort = options.port;
+    const users = options.client.users;
+    if (options.auth !== undefined && users === undefined) {
+      throw new BasaltError('INVALID_ARGUMENT', 'a client server that checks users needs a backend with users');
+    }
+    this.authenticator =
+      options.auth === undefined || users === undefined
+        ? undefined
+        : new Authenticator(options.auth, (name) => users.user(name));
+  }
+
+  /** Logins and refusals so far (all zero on a server that does not check users), for /metrics. */
+  authCounters(): AuthCounters {
+    return this.authenticator?.counters() ?? { auth_logins_total: 0, auth_failures_total: 0, auth_throttled_total: 0 };
   }
 
   /** Listens on host:port and serves every accepted connection. */
   static async start(options: ClientServerOptions): Promise<ClientServer> {
-    const server = createServer();
+    const handshakeTimeout = options.handshakeTimeoutMs ?? LIMITS.handshakeTimeoutMs;
+    const server =
+      options.tls === undefined
+        ? createServer()
+        : tlsCreateServer({ ...clientServerTlsOptions(options.tls), handshakeTimeout });
     const clientServer = new ClientServer(server, options);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -154,8 +222,26 @@ export class ClientServer {
     const address = server.address();
     if (typeof address === 'object' && address !== null) clientServer.boundPort = address.port;
     server.on('error', (error) => clientServer.diagnose('connection-error', `client server: ${error.message}`));
-    server.on('connection', (socket) => clientServer.accept(socket));
+    if (options.tls === undefined) server.on('connection', (socket) => clientServer.accept(socket));
+    else {
+      server.on('secureConnection', (socket: Socket) => clientServer.accept(socket));
+      server.on('tlsClientError', (error: Error, socket: Socket) => {
+        clientServer.diagnose('tls-refused', `client TLS handshake failed: ${error.message}`, remoteOf(socket));
+        socket.destroy();
+      });
+    }
     return clientServer;
+  }
+
+  /** Whether clients connect over TLS. */
+  get secure(): boolean {
+    return this.options.tls !== undefined;
+  }
+
+  /** Renewed certificates, key or CA for new connections (rotation without a restart); open ones keep theirs. */
+  updateTls(material: PeerTlsMaterial): void {
+    if (this.options.tls === undefined) return;
+    (this.server as TlsServer).setSecureContext(clientServerTlsOptions(material));
   }
 
   /** The port listened on (still known after `close()`). */
@@ -197,14 +283,21 @@ export class ClientServer {
       socket.destroy();
       return;
     }
-    const session = new ClientSession(socket, this.options.client, this.options.timers, this.limits, {
-      diagnose: (kind, message) => this.diagnose(kind, message, remoteOf(socket)),
-      onRollback: (rollback) => {
-        this.rollbacks.add(rollback);
-        void rollback.finally(() => this.rollbacks.delete(rollback));
+    const session = new ClientSession(
+      socket,
+      this.options.client,
+      this.options.timers,
+      this.limits,
+      this.authenticator,
+      {
+        diagnose: (kind, message) => this.diagnose(kind, message, remoteOf(socket)),
+        onRollback: (rollback) => {
+          this.rollbacks.add(rollback);
+          void rollback.finally(() => this.rollbacks.delete(rollback));
+        },
+        onClose: () => this.sessions.delete(session),
       },
-      onClose: () => this.sessions.delete(session),
-    });
+    );
     this.sessions.add(session);
   }
 
@@ -229,7 +322,9 @@ interface SessionEvents {
  * `inFlight` is at its bound; a handle is given out once.
  */
 class ClientSession {
-  private state: 'handshaking' | 'open' | 'closed' = 'handshaking';
+  private state: 'handshaking' | 'authenticating' | 'open' | 'closed' = 'handshaking';
+  /** The user this connection logged in as (servers that check users); undefined: not logged in. */
+  private user: string | undefined;
   private readonly decoder: FrameDecoder;
   private readonly txs = new Map<TxHandle, BackendTransaction>();
   private nextHandle: TxHandle = 1;
@@ -248,6 +343,7 @@ class ClientSession {
     private readonly backend: ClientBackend,
     private readonly timers: Timers,
     private readonly limits: SessionLimits,
+    private readonly authenticator: Authenticator | undefined,
     private readonly events: SessionEvents,
   ) {
     this.decoder = new FrameDecoder(limits.frameBytesMax);
@@ -323,7 +419,8 @@ class ClientSession {
       return;
     }
     if (this.state === 'handshaking') this.onHello(payload);
-    else this.onRequest(payload);
+    else if (this.state === 'open') this.onRequest(payload);
+    else this.refuse('HANDSHAKE_FAILED', 'a request before the server answered the hello');
   }
 
   private onHello(payload: unknown): void {
@@ -333,14 +430,108 @@ class ClientSession {
       return;
     }
     this.clearTimer();
+    if (this.authenticator === undefined) {
+      this.open();
+      return;
+    }
+    // The login may take a password check: nothing else is read meanwhile.
+    this.state = 'authenticating';
+    this.socket.pause();
+    void this.login(this.authenticator, payload).then(
+      (user) => {
+        if (this.state !== 'authenticating') return;
+        this.user = user;
+        this.socket.resume();
+        this.open();
+      },
+      (error: unknown) => {
+        if (this.state !== 'authenticating') return;
+        const data = toErrorData(error);
+        this.state = 'handshaking';
+        this.refuse(data.code, data.message);
+      },
+    );
+  }
+
+  private open(): void {
     this.state = 'open';
     const hello: ServerHello = {
       magic: CLIENT_MAGIC,
       version: CLIENT_PROTOCOL_VERSION,
       node: this.backend.node,
       requestsInFlightMax: this.limits.requestsInFlightMax,
+      ...(this.user !== undefined && { user: this.user }),
     };
     this.send(hello);
+  }
+
+  /**
+   * The user this connection logs in as: by password (the hello's user), or by the client certificate's CN; undefined
+   * for a connection with no credentials (its requests are refused). Throws UNAUTHENTICATED.
+   */
+  private async login(authenticator: Authenticator, hello: unknown): Promise<string | undefined> {
+    const { user, password } = helloCredentials(hello);
+    const certified = this.certificateUser(authenticator);
+    if (certified !== undefined && user !== undefined && certified !== user) {
+      authenticator.countRefusal();
+      throw new BasaltError('UNAUTHENTICATED', `the client certificate names ${certified}, not user ${user}`);
+    }
+    if (user !== undefined && password !== undefined) {
+      return (await authenticator.loginWithPassword(this.remoteHost(), user, password)).name;
+    }
+    if (certified !== undefined) return authenticator.loginWithCertificate(certified).name;
+    if (user !== undefined) {
+      authenticator.countRefusal();
+      throw new BasaltError('UNAUTHENTICATED', `user ${user} came without a password or a client certificate`);
+    }
+    return undefined;
+  }
+
+  /** The CN of a verified client certificate; throws UNAUTHENTICATED for one that failed verification. */
+  private certificateUser(authenticator: Authenticator): string | undefined {
+    if (!(this.socket instanceof TLSSocket)) return undefined;
+    const certificate = this.socket.getPeerCertificate();
+    if (certificate === null || Object.keys(certificate).length === 0) return undefined;
+    const cn: unknown = certificate.subject?.CN;
+    if (!this.socket.authorized) {
+      authenticator.countRefusal();
+      const why = String(this.socket.authorizationError ?? 'not verified');
+      const dates = `valid from ${certificate.valid_from} to ${certificate.valid_to}`;
+      throw new BasaltError(
+        'UNAUTHENTICATED',
+        `the client certificate of ${typeof cn === 'string' ? cn : 'no single CN'} was refused: ${why} (${dates})`,
+      );
+    }
+    if (typeof cn !== 'string') {
+      authenticator.countRefusal();
+      throw new BasaltError('UNAUTHENTICATED', 'the client certificate names no user (no single CN)');
+    }
+    return cn;
+  }
+
+  private remoteHost(): string {
+    return this.socket.remoteAddress ?? '?';
+  }
+
+  /** Throws UNAUTHENTICATED or PERMISSION_DENIED unless this connection's user may make `request`. */
+  private authorize(request: ClientRequest): void {
+    if (this.authenticator === undefined) return;
+    if (this.user === undefined) {
+      throw new BasaltError(
+        'UNAUTHENTICATED',
+        'this connection has not logged in: connect with a user and password or a client certificate',
+        undefined,
+        { executed: 'no' },
+      );
+    }
+    const record = this.backend.users?.user(this.user);
+    if (record === undefined) {
+      throw new BasaltError('UNAUTHENTICATED', `user ${this.user} no longer exists`, undefined, { executed: 'no' });
+    }
+    const why = denial(record, permissionOf(request));
+    if (why !== undefined) {
+      throw new BasaltError('PERMISSION_DENIED', `${request.kind}: ${why}`, { user: this.user }, { executed: 'no' });
+    }
   }
 
   private onRequest(payload: unknown): void {
@@ -393,6 +584,7 @@ class ClientSession {
   }
 
   private execute(request: ClientRequest): Promise<unknown> {
+    this.authorize(request);
     switch (request.kind) {
       case 'begin':
         return this.begin(request);
@@ -439,8 +631,55 @@ class ClientSession {
         if (remove === undefined) throw new BasaltError('NOT_IMPLEMENTED', 'this server cannot remove nodes');
         return remove(request.name, request.dead === true).then((members) => ({ members: [...members] }));
       }
+      case 'createUser':
+      case 'removeUser':
+      case 'setPassword':
+      case 'grant':
+      case 'users':
+        return this.userRequest(request);
       default:
         throw new BasaltError('INTERNAL', `request kind ${String((request as { kind: unknown }).kind)} has no handler`);
+    }
+  }
+
+  /** The user admin requests (authorized already): passwords are hashed here, on the node, with a fresh salt. */
+  private async userRequest(
+    request: RequestOf<'createUser' | 'removeUser' | 'setPassword' | 'grant' | 'users'>,
+  ): Promise<unknown> {
+    const users = this.backend.users;
+    const authenticator = this.authenticator;
+    if (users === undefined || authenticator === undefined) {
+      throw new BasaltError('INVALID_ARGUMENT', 'this node does not check users (it runs without --certs-dir)');
+    }
+    const hash = async (password: string | undefined) => {
+      if (password === undefined) return undefined;
+      const problem = passwordProblem(password);
+      if (problem !== undefined) throw new BasaltError('INVALID_ARGUMENT', problem);
+      return authenticator.hash(password);
+    };
+    switch (request.kind) {
+      case 'createUser': {
+        const role = request.role;
+        if (role !== undefined && !isUserRole(role)) throw badRole(role);
+        const password = await hash(request.password);
+        const user = await users.createUser({
+          name: userName(request.name),
+          ...(role !== undefined && { role }),
+          ...(password !== undefined && { password }),
+        });
+        return { user: userInfo(user) };
+      }
+      case 'removeUser':
+        return { user: userInfo(await users.removeUser(request.name)) };
+      case 'setPassword':
+        return { user: userInfo(await users.setPassword(request.name, await hash(request.password))) };
+      case 'grant': {
+        const role = request.role;
+        if (role !== 'none' && !isUserRole(role)) throw badRole(role);
+        return { user: userInfo(await users.grantRole(request.name, role, request.table)) };
+      }
+      case 'users':
+        return { users: users.users().map(userInfo) };
     }
   }
 
@@ -602,11 +841,13 @@ class ClientSession {
   private refuse(code: ErrorData['code'], message: string): void {
     if (this.state === 'closed') return;
     const kind: NetDiagnosticKind =
-      code === 'FRAME_TOO_LARGE'
-        ? 'frame-too-large'
-        : code === 'HANDSHAKE_FAILED'
-          ? 'handshake-failed'
-          : 'malformed-frame';
+      code === 'UNAUTHENTICATED'
+        ? 'auth-refused'
+        : code === 'FRAME_TOO_LARGE'
+          ? 'frame-too-large'
+          : code === 'HANDSHAKE_FAILED'
+            ? 'handshake-failed'
+            : 'malformed-frame';
     this.events.diagnose(kind, message);
     const error = { code, message };
     if (this.state === 'handshaking') this.send({ magic: CLIENT_MAGIC, version: CLIENT_PROTOCOL_VERSION, error });
@@ -640,6 +881,35 @@ async function writeThenCommit(tx: BackendTransaction, writes: readonly TxWrite[
     throw error;
   }
   await tx.commit();
+}
+
+/** A user name: also a client certificate's CN and part of its file name (`client.<user>.crt`). */
+const USER_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$/;
+
+function userName(name: string): string {
+  if (!USER_NAME_PATTERN.test(name)) {
+    throw new BasaltError(
+      'INVALID_ARGUMENT',
+      `user name ${JSON.stringify(name.slice(0, 64))} may hold letters, digits, _ . and - (at most 63)`,
+    );
+  }
+  return name;
+}
+
+function badRole(role: string): BasaltError {
+  return new BasaltError(
+    'INVALID_ARGUMENT',
+    `role ${JSON.stringify(role.slice(0, 64))}: expected admin, readwrite, readonly or none`,
+  );
+}
+
+function userInfo(user: UserRecord): UserInfo {
+  return {
+    name: user.name,
+    ...(user.role !== undefined && { role: user.role }),
+    ...(user.tables !== undefined && { tables: user.tables }),
+    password: user.password !== undefined,
+  };
 }
 
 function unknownHandle(handle: TxHandle): BasaltError {

@@ -398,3 +398,67 @@ describe('members', () => {
       );
   });
 });
+
+describe('users', () => {
+  const hash = (tag: string) => ({
+    algorithm: 'scrypt' as const,
+    salt: Buffer.from(`salt-${tag}`).toString('base64'),
+    hash: Buffer.from(`hash-${tag}`).toString('base64'),
+    cost: 16_384,
+    blockSize: 8,
+    parallelization: 1,
+  });
+  const ts = hybridTimestamp(1_000);
+  const userCommands = (): MetaCommand[] => [
+    { kind: 'CreateUser', requestId: `r${++seq}`, ts, user: { name: 'root', role: 'admin', password: hash('root') } },
+    { kind: 'CreateUser', requestId: `r${++seq}`, ts, user: { name: 'tina' } },
+    { kind: 'GrantRole', requestId: `r${++seq}`, ts, name: 'tina', role: 'readwrite', table: 'orders' },
+    { kind: 'GrantRole', requestId: `r${++seq}`, ts, name: 'tina', role: 'readonly', table: 'accounts' },
+    { kind: 'SetPassword', requestId: `r${++seq}`, ts, name: 'tina', password: hash('tina') },
+  ];
+
+  it('creates users, sets table roles (sorted) and passwords, and keeps them through a snapshot', () => {
+    const state = applyAll(userCommands());
+    assert.deepEqual(state.user('tina'), {
+      name: 'tina',
+      tables: [
+        ['accounts', 'readonly'],
+        ['orders', 'readwrite'],
+      ],
+      password: hash('tina'),
+    });
+    const restored = MetaState.fromView(decodeMetaView(encodeMetaView(state.view())));
+    assert.deepEqual(restored.users(), state.users());
+    for (const c of userCommands()) assert.deepEqual(decodeMetaCommand(encodeMetaCommand(c)), c);
+  });
+
+  it('refuses a taken name, an unknown user, admin on a table, and leaving the cluster without an admin', () => {
+    const state = applyAll(userCommands());
+    let index = state.revision;
+    const apply = (c: Omit<MetaCommand, 'requestId' | 'ts'>) =>
+      state.apply(++index, { ...c, requestId: `r${++seq}`, ts } as MetaCommand);
+    assert.equal(apply({ kind: 'CreateUser', user: { name: 'tina' } } as MetaCommand)?.status, 'USER_EXISTS');
+    assert.equal(apply({ kind: 'RemoveUser', name: 'ghost' } as MetaCommand)?.status, 'UNKNOWN_USER');
+    assert.equal(
+      apply({ kind: 'GrantRole', name: 'tina', role: 'admin', table: 'orders' } as MetaCommand)?.status,
+      'INVALID',
+    );
+    assert.equal(apply({ kind: 'RemoveUser', name: 'root' } as MetaCommand)?.status, 'INVALID');
+    assert.equal(apply({ kind: 'GrantRole', name: 'root', role: 'readonly' } as MetaCommand)?.status, 'INVALID');
+    assert.equal(state.user('root')?.role, 'admin');
+    // With a second admin, the first may go.
+    assert.equal(apply({ kind: 'GrantRole', name: 'tina', role: 'admin' } as MetaCommand)?.status, 'USER');
+    assert.equal(apply({ kind: 'RemoveUser', name: 'root' } as MetaCommand)?.status, 'USER');
+    assert.deepEqual(
+      state.users().map((u) => u.name),
+      ['tina'],
+    );
+  });
+
+  it('a malformed user command or user record decodes as a no-op / an invalid view', () => {
+    const bad = { kind: 'CreateUser', requestId: 'x', ts, user: { name: 'u', role: 'superuser' } };
+    assert.equal(decodeMetaCommand(encode(bad)), undefined);
+    const view = { ...applyAll(userCommands()).view(), users: [{ name: 'u', password: { algorithm: 'md5' } }] };
+    assert.equal(parseMetaView(view), undefined);
+  });
+});

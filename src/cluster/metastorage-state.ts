@@ -33,6 +33,11 @@
  * dropped, and a leaving member that no assignment or target names any more is forgotten. Before members exist (a
  * cluster started before they were recorded), tables are placed on the node list their CreateTable carries.
  *
+ * Users: the client protocol's accounts (client/authorization.ts checks them), each with a cluster-wide role
+ * (`admin`, `readwrite`, `readonly`, or none) and per-table roles, and a scrypt hash of its password (absent: it logs in
+ * by client certificate only). The proposer hashes; the state only stores. The last admin cannot be removed or lose
+ * its role, so that a cluster is never left without anyone who may manage it.
+ *
  * Invariants: table ids are never reused (nextTableId only grows); every table has exactly `partitions` assignments of
  * `replicas` distinct nodes; a dropped table's assignments stay exactly while it is listed as retiring; a retiring
  * table holds no name in `tables`, so its name can be created again (under a new id).
@@ -107,6 +112,30 @@ export type MetaCommand =
       readonly dead: boolean;
     }
   | {
+      readonly kind: 'CreateUser';
+      readonly requestId: string;
+      readonly ts: HybridTimestamp;
+      readonly user: UserRecord;
+    }
+  | { readonly kind: 'RemoveUser'; readonly requestId: string; readonly ts: HybridTimestamp; readonly name: string }
+  | {
+      readonly kind: 'SetPassword';
+      readonly requestId: string;
+      readonly ts: HybridTimestamp;
+      readonly name: string;
+      /** Absent: the user logs in by client certificate only from now on. */
+      readonly password?: PasswordHash;
+    }
+  | {
+      /** Sets the user's cluster-wide role, or with `table` its role on that table; `none` takes it away. */
+      readonly kind: 'GrantRole';
+      readonly requestId: string;
+      readonly ts: HybridTimestamp;
+      readonly name: string;
+      readonly role: UserRole | 'none';
+      readonly table?: string;
+    }
+  | {
       /** A partition's leader reached this configuration (its voters) on the way to the partition's target. */
       readonly kind: 'ReportReplicas';
       readonly requestId: string;
@@ -116,6 +145,33 @@ export type MetaCommand =
     };
 
 export type MemberState = 'active' | 'leaving';
+
+/** A cluster-wide role: admin manages tables, members and users and may do anything; the others concern data. */
+export type UserRole = 'admin' | 'readwrite' | 'readonly';
+/** A role on one table. */
+export type TableRole = 'readwrite' | 'readonly';
+
+/** A password as stored: scrypt (node:crypto) with its own random salt and the cost it was hashed with. */
+export interface PasswordHash {
+  readonly algorithm: 'scrypt';
+  /** base64 */
+  readonly salt: string;
+  /** base64 */
+  readonly hash: string;
+  /** scrypt's N, r and p. */
+  readonly cost: number;
+  readonly blockSize: number;
+  readonly parallelization: number;
+}
+
+export interface UserRecord {
+  readonly name: string;
+  readonly role?: UserRole;
+  /** Table name → role on it, sorted by table name. */
+  readonly tables?: readonly (readonly [string, TableRole])[];
+  /** Absent: the user logs in with a client certificate only. */
+  readonly password?: PasswordHash;
+}
 
 /**
  * Voters the metastorage group keeps: the first founders by name to begin with (basalt-node.ts META_MEMBERS_MAX); a
@@ -155,7 +211,10 @@ export type MetaResult =
   | { readonly status: 'INVALID'; readonly message: string }
   | { readonly status: 'MEMBERS'; readonly members: readonly MemberRecord[] }
   | { readonly status: 'UNKNOWN_NODE'; readonly name: string }
-  | { readonly status: 'ASSIGNED'; readonly partition: string; readonly replicas: readonly string[] };
+  | { readonly status: 'ASSIGNED'; readonly partition: string; readonly replicas: readonly string[] }
+  | { readonly status: 'USER'; readonly user: UserRecord }
+  | { readonly status: 'USER_EXISTS'; readonly name: string }
+  | { readonly status: 'UNKNOWN_USER'; readonly name: string };
 
 /** The whole state as plain data: the snapshot, and what watchers receive. */
 export interface MetaView {
@@ -185,6 +244,8 @@ export interface MetaView {
    * with fewer than META_VOTERS voters); absent when the voters are where they should be.
    */
   readonly metaTarget?: readonly string[];
+  /** The client protocol's users, sorted by name (absent in older snapshots). */
+  readonly users?: readonly UserRecord[];
 }
 
 export const EMPTY_META_VIEW: MetaView = {
@@ -198,6 +259,7 @@ export const EMPTY_META_VIEW: MetaView = {
   removed: [],
   targets: [],
   origins: [],
+  users: [],
 };
 
 export class MetaState {
@@ -212,6 +274,7 @@ export class MetaState {
   private readonly targetsById = new Map<PartitionId, readonly NodeName[]>();
   private readonly originsById = new Map<PartitionId, readonly NodeName[]>();
   private metaTargetNodes: readonly NodeName[] | undefined;
+  private readonly usersByName = new Map<string, UserRecord>();
 
   get revision(): number {
     return this.revisionValue;
@@ -252,7 +315,23 @@ export class MetaState {
         return this.removeNode(command);
       case 'ReportReplicas':
         return this.reportReplicas(command);
+      case 'CreateUser':
+        return this.createUser(command);
+      case 'RemoveUser':
+        return this.removeUser(command);
+      case 'SetPassword':
+        return this.setPassword(command);
+      case 'GrantRole':
+        return this.grantRole(command);
     }
+  }
+
+  user(name: string): UserRecord | undefined {
+    return this.usersByName.get(name);
+  }
+
+  users(): UserRecord[] {
+    return [...this.usersByName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   members(): MemberRecord[] {
@@ -316,6 +395,7 @@ export class MetaState {
       targets: [...this.targetsById].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
       origins: [...this.originsById].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
       ...(this.metaTargetNodes === undefined ? {} : { metaTarget: [...this.metaTargetNodes] }),
+      users: this.users(),
     };
   }
 
@@ -335,6 +415,7 @@ export class MetaState {
       state.originsById.set(partitionId(p), nodes.map(nodeName));
     }
     if (view.metaTarget !== undefined) state.metaTargetNodes = view.metaTarget.map(nodeName);
+    for (const u of view.users ?? []) state.usersByName.set(u.name, u);
     return state;
   }
 
@@ -447,6 +528,64 @@ export class MetaState {
     this.replanMeta();
     this.forgetLeft();
     return { status: 'MEMBERS', members: this.members() };
+  }
+
+  private createUser(c: Extract<MetaCommand, { kind: 'CreateUser' }>): MetaResult {
+    if (this.usersByName.has(c.user.name)) return { status: 'USER_EXISTS', name: c.user.name };
+    if (this.usersByName.size >= LIMITS.usersMax) {
+      return { status: 'INVALID', message: `the cluster has ${LIMITS.usersMax} users` };
+    }
+    this.usersByName.set(c.user.name, c.user);
+    return { status: 'USER', user: c.user };
+  }
+
+  private removeUser(c: Extract<MetaCommand, { kind: 'RemoveUser' }>): MetaResult {
+    const user = this.usersByName.get(c.name);
+    if (user === undefined) return { status: 'UNKNOWN_USER', name: c.name };
+    if (this.isLastAdmin(user)) return { status: 'INVALID', message: `${c.name} is the last admin` };
+    this.usersByName.delete(c.name);
+    return { status: 'USER', user };
+  }
+
+  private setPassword(c: Extract<MetaCommand, { kind: 'SetPassword' }>): MetaResult {
+    const user = this.usersByName.get(c.name);
+    if (user === undefined) return { status: 'UNKNOWN_USER', name: c.name };
+    const { password: _old, ...rest } = user;
+    const updated: UserRecord = c.password === undefined ? rest : { ...rest, password: c.password };
+    this.usersByName.set(c.name, updated);
+    return { status: 'USER', user: updated };
+  }
+
+  private grantRole(c: Extract<MetaCommand, { kind: 'GrantRole' }>): MetaResult {
+    const user = this.usersByName.get(c.name);
+    if (user === undefined) return { status: 'UNKNOWN_USER', name: c.name };
+    let updated: UserRecord;
+    if (c.table === undefined) {
+      if (c.role !== 'admin' && this.isLastAdmin(user)) {
+        return { status: 'INVALID', message: `${c.name} is the last admin` };
+      }
+      const { role: _old, ...rest } = user;
+      updated = c.role === 'none' ? rest : { ...rest, role: c.role };
+    } else {
+      if (c.role === 'admin') return { status: 'INVALID', message: 'admin is a cluster-wide role, not a table role' };
+      const tables = new Map(user.tables ?? []);
+      if (c.role === 'none') tables.delete(c.table);
+      else tables.set(c.table, c.role);
+      if (tables.size > LIMITS.userTableRolesMax) {
+        return { status: 'INVALID', message: `a user has at most ${LIMITS.userTableRolesMax} table roles` };
+      }
+      const { tables: _old, ...rest } = user;
+      const sorted = [...tables].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      updated = sorted.length === 0 ? rest : { ...rest, tables: sorted };
+    }
+    this.usersByName.set(c.name, updated);
+    return { status: 'USER', user: updated };
+  }
+
+  private isLastAdmin(user: UserRecord): boolean {
+    if (user.role !== 'admin') return false;
+    for (const other of this.usersByName.values()) if (other !== user && other.role === 'admin') return false;
+    return true;
   }
 
   private reportReplicas(c: Extract<MetaCommand, { kind: 'ReportReplicas' }>): MetaResult {
@@ -655,6 +794,8 @@ export function parseMetaCommand(value: unknown): MetaCommand | undefined {
   ) {
     return { kind: 'ReportReplicas', requestId, ts, partition: c['partition'], replicas: c['replicas'] };
   }
+  const userCommand = parseUserCommand(c, requestId, ts);
+  if (userCommand !== undefined) return userCommand;
   if (c['kind'] === 'DropTable' && typeof c['name'] === 'string') {
     const graceMs = c['graceMs'] ?? 0;
     if (typeof graceMs !== 'number' || !Number.isSafeInteger(graceMs) || graceMs < 0) return undefined;
@@ -679,6 +820,58 @@ export function parseMetaCommand(value: unknown): MetaCommand | undefined {
     };
   }
   return undefined;
+}
+
+function parseUserCommand(c: Record<string, unknown>, requestId: string, ts: HybridTimestamp): MetaCommand | undefined {
+  switch (c['kind']) {
+    case 'CreateUser':
+      return isUserRecord(c['user']) ? { kind: 'CreateUser', requestId, ts, user: c['user'] } : undefined;
+    case 'RemoveUser':
+      return isName(c['name']) ? { kind: 'RemoveUser', requestId, ts, name: c['name'] } : undefined;
+    case 'SetPassword': {
+      const password = c['password'];
+      if (!isName(c['name']) || !(password === undefined || isPasswordHash(password))) return undefined;
+      return { kind: 'SetPassword', requestId, ts, name: c['name'], ...(password !== undefined && { password }) };
+    }
+    case 'GrantRole': {
+      const { name, role, table } = c;
+      if (!isName(name) || !(role === 'none' || isUserRole(role))) return undefined;
+      if (table !== undefined && typeof table !== 'string') return undefined;
+      return { kind: 'GrantRole', requestId, ts, name, role, ...(table !== undefined && { table }) };
+    }
+    default:
+      return undefined;
+  }
+}
+
+export function isUserRole(value: unknown): value is UserRole {
+  return value === 'admin' || value === 'readwrite' || value === 'readonly';
+}
+
+function isPasswordHash(value: unknown): value is PasswordHash {
+  if (!isRecord(value)) return false;
+  const { algorithm, salt, hash, cost, blockSize, parallelization } = value;
+  return (
+    algorithm === 'scrypt' &&
+    typeof salt === 'string' &&
+    typeof hash === 'string' &&
+    [cost, blockSize, parallelization].every((n) => Number.isSafeInteger(n) && (n as number) > 0)
+  );
+}
+
+export function isUserRecord(value: unknown): value is UserRecord {
+  if (!isRecord(value) || !isName(value['name'])) return false;
+  const { role, tables, password } = value;
+  if (role !== undefined && !isUserRole(role)) return false;
+  if (password !== undefined && !isPasswordHash(password)) return false;
+  if (tables === undefined) return true;
+  return (
+    Array.isArray(tables) &&
+    tables.every(
+      (t) =>
+        Array.isArray(t) && t.length === 2 && typeof t[0] === 'string' && (t[1] === 'readwrite' || t[1] === 'readonly'),
+    )
+  );
 }
 
 function isName(value: unknown): value is string {
@@ -752,7 +945,9 @@ export function parseMetaView(value: unknown): MetaView | undefined {
   if (metaTarget !== undefined && !(Array.isArray(metaTarget) && metaTarget.length > 0 && metaTarget.every(isName))) {
     return undefined;
   }
-  return { ...(value as unknown as MetaView), retiring, members, removed, targets, origins };
+  const users = value['users'] ?? [];
+  if (!Array.isArray(users) || !users.every(isUserRecord)) return undefined;
+  return { ...(value as unknown as MetaView), retiring, members, removed, targets, origins, users };
 }
 
 function isRetiringTable(value: unknown): value is RetiringTable {

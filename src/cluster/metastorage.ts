@@ -44,10 +44,13 @@ import {
   type MetaResult,
   MetaState,
   type MetaView,
+  type PasswordHash,
   parseMetaView,
   type TableDescriptor,
   type TableOptions,
   tableProblem,
+  type UserRecord,
+  type UserRole,
 } from './metastorage-state.js';
 
 export interface MetastorageOptions {
@@ -331,6 +334,40 @@ export class Metastorage implements GroupStateMachine {
     );
   }
 
+  /** The client protocol's user `name`, as this node's state has it. */
+  user(name: string): UserRecord | undefined {
+    return this.state.user(name);
+  }
+
+  users(): UserRecord[] {
+    return this.state.users();
+  }
+
+  /** Adds a user; ALREADY_EXISTS if the name is taken. The password, if any, comes hashed. */
+  async createUser(user: UserRecord): Promise<UserRecord> {
+    const { hlc, random } = this.options;
+    return userOf(await this.execute({ kind: 'CreateUser', requestId: random.uuid(), ts: hlc.now(), user }));
+  }
+
+  async removeUser(name: string): Promise<UserRecord> {
+    const { hlc, random } = this.options;
+    return userOf(await this.execute({ kind: 'RemoveUser', requestId: random.uuid(), ts: hlc.now(), name }));
+  }
+
+  /** Replaces the user's password hash (undefined: client certificate only). */
+  async setPassword(name: string, password: PasswordHash | undefined): Promise<UserRecord> {
+    const { hlc, random } = this.options;
+    const command = { kind: 'SetPassword', requestId: random.uuid(), ts: hlc.now(), name } as const;
+    return userOf(await this.execute(password === undefined ? command : { ...command, password }));
+  }
+
+  /** Sets the user's cluster-wide role, or its role on `table`; `none` takes it away. */
+  async grantRole(name: string, role: UserRole | 'none', table?: string): Promise<UserRecord> {
+    const { hlc, random } = this.options;
+    const command = { kind: 'GrantRole', requestId: random.uuid(), ts: hlc.now(), name, role } as const;
+    return userOf(await this.execute(table === undefined ? command : { ...command, table }));
+  }
+
   /** A partition's leader reached the configuration `replicas` on the way to its target. */
   async reportReplicas(partition: PartitionId, replicas: readonly NodeName[]): Promise<readonly NodeName[]> {
     const { hlc, random } = this.options;
@@ -561,6 +598,19 @@ function membersOf(result: MetaResult): readonly MemberRecord[] {
       return result.members;
     case 'UNKNOWN_NODE':
       throw new BasaltError('NOT_FOUND', `no member named ${result.name}`, { node: result.name });
+    default:
+      throw unexpected(result);
+  }
+}
+
+function userOf(result: MetaResult): UserRecord {
+  switch (result.status) {
+    case 'USER':
+      return result.user;
+    case 'USER_EXISTS':
+      throw new BasaltError('ALREADY_EXISTS', `user ${result.name} already exists`, { user: result.name });
+    case 'UNKNOWN_USER':
+      throw new BasaltError('NOT_FOUND', `no user named ${result.name}`, { user: result.name });
     default:
       throw unexpected(result);
   }

@@ -110,6 +110,15 @@ export const ERROR_CODES = {
   BACKUP_FORMAT: { retryable: false },
   /** A restore into a table that holds rows not written by a restore of the same backup. */
   RESTORE_TARGET_NOT_EMPTY: { retryable: false },
+  /**
+   * A client request on a node that checks users, from a connection that has not logged in (no credentials, a wrong
+   * password, a client certificate that failed, a user since removed, too many failed logins): refused, nothing done.
+   */
+  UNAUTHENTICATED: { retryable: false },
+  /** A logged-in user's request that its roles do not allow: refused before anything was done. */
+  PERMISSION_DENIED: { retryable: false },
+  /** `basalt start` on an address other than loopback without `--certs-dir` (or `--insecure` to run without TLS). */
+  CERTS_REQUIRED: { retryable: false },
   /** A bug: an invariant did not hold. Report it with the node's log. */
   INTERNAL: { retryable: false },
   /** A feature of the public API that this version does not provide yet. */

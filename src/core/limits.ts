@@ -144,6 +144,10 @@ export const LIMITS = {
   tableNameCharsMax: 256,
   /** Metastorage: apply results kept for local proposers to read back (most recent entries). */
   metaResultsMax: 4_096,
+  /** Users of the client protocol one cluster keeps (metastorage). */
+  usersMax: 10_000,
+  /** Per-table roles of one user. */
+  userTableRolesMax: 1_024,
   /** Metastorage: a watch request from a non-member waits at most this long for a newer revision. */
   metaWatchWaitMs: 1_000,
   /** Metastorage: watch requests one member keeps waiting at once. */
@@ -354,6 +358,15 @@ export const LIMITS = {
   txSweepRecoveriesPerPassMax: 1_000,
   /** Client protocol: connections one node's client server accepts at a time. */
   clientConnectionsMax: 1_024,
+  /** Failed logins per (source address, user) answered without a delay; past it each failure doubles the wait. */
+  authFailuresFree: 3,
+  /** The first wait after the free failures; it doubles with every failure up to authDelayMsMax. */
+  authDelayMsBase: 250,
+  authDelayMsMax: 60_000,
+  /** A (source address, user) whose last failure is older than this starts again from no failures. */
+  authFailuresForgetMs: 15 * 60_000,
+  /** (source address, user) pairs with failed logins remembered at most (the oldest are forgotten first). */
+  authFailureEntriesMax: 10_000,
   /** Client protocol: open transactions (handles) of one client connection; a begin past it is OVERLOADED. */
   clientTxHandlesMax: 1_024,
   /** Client protocol: requests of one connection being processed; past it the server stops reading that socket. */

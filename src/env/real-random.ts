@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Random } from './random.js';
 
 /** Process randomness, for real deployments only; simulations use the seeded generator of src/sim. */
@@ -15,4 +15,9 @@ export class RealRandom implements Random {
   fork(_label: string): Random {
     return this;
   }
+}
+
+/** Cryptographically strong random bytes (password salts); never from a seeded stream. */
+export function secureRandomBytes(bytes: number): Uint8Array {
+  return randomBytes(bytes);
 }

@@ -21,6 +21,11 @@ export type NetDiagnosticKind =
   | 'peer-cert-mismatch'
   /** An inbound TLS handshake that failed (a certificate of another CA, none, or out of date); once per reason. */
   | 'tls-refused'
+  /**
+   * A client login refused (a wrong password, an unknown user, a client certificate that failed, too many failures):
+   * the message names the user and the reason, never the password.
+   */
+  | 'auth-refused'
   /** A connection ended by an error (refused, reset, too slow to drain its write buffer). */
   | 'connection-error'
   /** A payload dropped: the peer's queue was full, the peer has no known address, or the transport is closed. */

@@ -103,6 +103,18 @@ export class PeerSockets {
   }
 }
 
+/**
+ * A client port's TLS server options: node.crt and its key, TLS 1.3 only, every client asked for a certificate, which
+ * is verified against ca.crt when given; a client without one is let through the handshake (it may log in with a
+ * password), and the client server refuses a client whose certificate failed (`socket.authorized`).
+ */
+export function clientServerTlsOptions(material: PeerTlsMaterial): SecureContextOptions & {
+  readonly requestCert: true;
+  readonly rejectUnauthorized: false;
+} {
+  return { ...serverOptionsOf(material), requestCert: true, rejectUnauthorized: false };
+}
+
 function contextOf(material: PeerTlsMaterial): SecureContext {
   return createSecureContext({ ...material, minVersion: TLS_VERSION, maxVersion: TLS_VERSION });
 }

@@ -10,7 +10,13 @@
  */
 
 import type { NodeMessageKind } from '../cluster/messages.js';
-import { isMemberRecord, isTableDescriptor, parseMetaCommand, parseMetaView } from '../cluster/metastorage-state.js';
+import {
+  isMemberRecord,
+  isTableDescriptor,
+  isUserRecord,
+  parseMetaCommand,
+  parseMetaView,
+} from '../cluster/metastorage-state.js';
 import { LIMITS } from '../core/limits.js';
 import {
   arrayOf,
@@ -46,6 +52,9 @@ const metaResult = tagged('status', {
   MEMBERS: fields({ members }),
   UNKNOWN_NODE: fields({ name: string }),
   ASSIGNED: fields({ partition: id, replicas: arrayOf(id, LIMITS.clusterMembersMax) }),
+  USER: fields({ user: (v) => (isUserRecord(v) ? undefined : 'must be a user record') }),
+  USER_EXISTS: fields({ name: string }),
+  UNKNOWN_USER: fields({ name: string }),
 });
 
 export const NODE_MESSAGE_CHECKS: { readonly [K in NodeMessageKind]: BodyCheck } = {

@@ -3,9 +3,12 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { ClientPool } from '../../bench/cells.js';
 import { Cleanup } from '../../bench/cleanup.js';
 import { BasaltCluster } from '../../bench/cluster.js';
 import { parseResolutionCounts, scrape } from '../../bench/intents.js';
+import { benchConnectOptions, benchTls, useBenchTls } from '../../bench/tls.js';
+import { connect } from '../../src/client/remote.js';
 
 function alive(pid: number): boolean {
   try {
@@ -48,6 +51,32 @@ describe('bench cluster', () => {
       for (const pid of pids) assert.equal(alive(pid), false, `node process ${pid} ended`);
       assert.equal(existsSync(cluster.dir), false, 'the data directory is removed');
     } finally {
+      await cleanup.run();
+      rmSync(parent, { recursive: true, force: true });
+    }
+  });
+
+  it('--tls: nodes with certificates, clients logged in by the admin certificate, metrics over HTTPS', async () => {
+    const parent = mkdtempSync(join(tmpdir(), 'bench-cluster-tls-test-'));
+    const cleanup = new Cleanup();
+    const cluster = new BasaltCluster({ parent, fsync: false, cleanup, tls: true });
+    try {
+      await cluster.start();
+      assert.match(cluster.metricsUrls[0]!, /^https:/);
+      assert.match(await scrape(cluster.metricsUrls[0]!), /basalt_auth_failures_total/);
+      // Without the bench's credentials the client port refuses the calls; with them (what the driver threads get)
+      // the admin writes and reads.
+      const anonymous = await connect(cluster.addresses[0]!, { ca: benchTls()!.ca });
+      await assert.rejects(anonymous.get('bench', 'k'), /UNAUTHENTICATED/);
+      await anonymous.close();
+      const client = await connect(cluster.addresses[0]!, benchConnectOptions());
+      assert.equal(client.user, 'root');
+      await client.transaction((tx) => tx.put('bench', 'k', 1), { retries: 20 });
+      await client.close();
+      const pool = await ClientPool.open('basalt', cluster.addresses, 1);
+      await pool.close();
+    } finally {
+      useBenchTls(undefined);
       await cleanup.run();
       rmSync(parent, { recursive: true, force: true });
     }
