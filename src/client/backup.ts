@@ -66,6 +66,7 @@ export interface BackupSource {
   tables(): Promise<TableDescriptor[]>;
 }
 
+/** What `client.backup` backs up, where, as of when, and how it reports its progress. */
 export interface BackupOptions {
   /** The backup's directory: it must not exist yet (or be empty); it appears only once the backup is complete. */
   readonly to: string;

@@ -80,6 +80,7 @@ export interface ConnectOptions {
   readonly ca?: string | Buffer;
   /** A client certificate (PEM) signed by the cluster CA, with `key`: its CN is the user it logs in as. */
   readonly cert?: string | Buffer;
+  /** The private key (PEM) of `cert`. */
   readonly key?: string | Buffer;
   /**
    * The name the server's certificate must carry, when it is not the host dialed (e.g. the node's member name when
@@ -88,6 +89,7 @@ export interface ConnectOptions {
   readonly serverName?: string;
   /** The user to log in as: with `password`, or without one by the client certificate (whose CN must match). */
   readonly user?: string;
+  /** The password of `user` (sent inside TLS only; a node without certificates checks no users). */
   readonly password?: string;
 }
 
@@ -101,9 +103,11 @@ export interface UserInfo {
   readonly password: boolean;
 }
 
+/** A new user's password and role (`createUser`). */
 export interface CreateUserOptions {
   /** Absent: the user logs in by client certificate only. */
   readonly password?: string;
+  /** The cluster-wide role (`admin`, `readwrite` or `readonly`); absent: none until granted. */
   readonly role?: UserRole;
 }
 
@@ -192,6 +196,7 @@ export interface RemoteClient {
   close(): Promise<void>;
 }
 
+/** A watch over TCP: WatchOptions, plus the addresses it may reconnect to. */
 export interface RemoteWatchOptions extends WatchOptions {
   /** Addresses `host:port` to reconnect to, in turn, after the connection is lost (default: this client's). */
   readonly connect?: readonly string[];

@@ -54,6 +54,7 @@ export interface RestoreTarget {
   createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
 }
 
+/** What `client.restore` restores, from where, into which tables, and how it reports its progress. */
 export interface RestoreOptions {
   /** The backup's directory (the last of its chain). */
   readonly from: string;
