@@ -29,6 +29,7 @@ import type {
   AddWriteCommittedResult,
   AddWriteResult,
   CommitWriteResult,
+  Expiry,
   GcResult,
   KeyRange,
   MvPartitionStorage,
@@ -41,6 +42,7 @@ import type {
 import { TOMBSTONE } from './mv-partition-storage.js';
 import {
   assertNewerThanChain,
+  committedVersion,
   decodeRow,
   EMPTY_READ,
   encodeRow,
@@ -49,6 +51,7 @@ import {
   readAt,
   readLatest,
   trimRow,
+  validateExpiry,
   validateKey,
 } from './version-chain.js';
 
@@ -112,8 +115,9 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
 
   // ---- writes ----
 
-  addWrite(rowId: RowId, value: RowValue, txId: TxId, commitPartitionId: PartitionId): AddWriteResult {
+  addWrite(rowId: RowId, value: RowValue, txId: TxId, commitPartitionId: PartitionId, expiry?: Expiry): AddWriteResult {
     this.checkLive();
+    validateExpiry(expiry);
     const stored = encodeValue(value);
     return this.store.atomically(() => {
       const row = this.existingRow(rowId);
@@ -121,7 +125,8 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
         return { status: 'TX_MISMATCH', intentTxId: row.intent.txId };
       }
       if (row.intent === undefined) this.store.put('mv:txrows', this.txRowKey(txId, rowId), EMPTY);
-      this.putRow(rowId, { ...row, intent: { txId, commitPartitionId, value: stored } });
+      const intent = { txId, commitPartitionId, value: stored, ...(expiry !== undefined && { expiry }) };
+      this.putRow(rowId, { ...row, intent });
       return { status: 'SUCCESS' };
     });
   }
@@ -134,7 +139,7 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
       if (row.intent.txId !== txId) return { status: 'TX_MISMATCH', intentTxId: row.intent.txId };
       assertNewerThanChain(row, commitTs);
       this.store.delete('mv:txrows', this.txRowKey(txId, rowId));
-      this.putCommitted(rowId, row, { commitTs, value: row.intent.value });
+      this.putCommitted(rowId, row, committedVersion(commitTs, row.intent.value, row.intent.expiry));
       return { status: 'SUCCESS' };
     });
   }
@@ -152,21 +157,29 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
         this.removeRow(rowId, aborted.key);
       } else {
         this.putRow(rowId, aborted);
-        // A tombstone kept only because the intent was newer may now go entirely: queue it for GC again.
+        // A tombstone (or an expiring version) kept only because the intent was newer may now go entirely: queue it
+        // for GC again.
         if (head.value === null) this.queueGc(head.commitTs, rowId);
+        if (head.expiresAt !== undefined) this.queueGc(head.expiresAt, rowId);
       }
       return { status: 'SUCCESS' };
     });
   }
 
-  addWriteCommitted(rowId: RowId, value: RowValue, commitTs: HybridTimestamp): AddWriteCommittedResult {
+  addWriteCommitted(
+    rowId: RowId,
+    value: RowValue,
+    commitTs: HybridTimestamp,
+    expiry?: Expiry,
+  ): AddWriteCommittedResult {
     this.checkLive();
+    validateExpiry(expiry);
     const stored = encodeValue(value);
     return this.store.atomically(() => {
       const row = this.existingRow(rowId);
       if (row.intent !== undefined) return { status: 'WRITE_INTENT_EXISTS', intentTxId: row.intent.txId };
       assertNewerThanChain(row, commitTs);
-      this.putCommitted(rowId, row, { commitTs, value: stored });
+      this.putCommitted(rowId, row, committedVersion(commitTs, stored, expiry));
       return { status: 'SUCCESS' };
     });
   }
@@ -175,6 +188,8 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
     const next: RowRecord = { key: row.key, intent: undefined, versions: [version, ...row.versions] };
     this.putRow(rowId, next);
     if (next.versions.length > 1 || version.value === null) this.queueGc(version.commitTs, rowId);
+    // An expiring version is garbage once the watermark passes its expiry (if nothing newer came first).
+    if (version.expiresAt !== undefined) this.queueGc(version.expiresAt, rowId);
   }
 
   // ---- reads ----
@@ -186,13 +201,13 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
     return row === undefined ? EMPTY_READ : readAt(row, ts);
   }
 
-  readLatest(rowId: RowId): ReadResult {
+  readLatest(rowId: RowId, now?: HybridTimestamp): ReadResult {
     this.checkLive();
     const row = this.row(rowId);
-    return row === undefined ? EMPTY_READ : readLatest(row);
+    return row === undefined ? EMPTY_READ : readLatest(row, now);
   }
 
-  scan(range: KeyRange, at: ReadAt, limit: number): ScanResult {
+  scan(range: KeyRange, at: ReadAt, limit: number, now?: HybridTimestamp): ScanResult {
     this.checkLive();
     if (!Number.isInteger(limit) || limit < 1 || limit > LIMITS.storageScanRowsMax) {
       throw invalidArgument(`scan limit must be an integer in 1..${LIMITS.storageScanRowsMax}`, { limit });
@@ -209,7 +224,7 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
       const row = this.row(rowId);
       // Read back: the key index and the rows agree (a key names one row, and that row holds the key).
       assert(row !== undefined && row.key === userKey, 'the key index names a row of its key', rowId, userKey);
-      const read = at === 'latest' ? readLatest(row) : readAt(row, at);
+      const read = at === 'latest' ? readLatest(row, now) : readAt(row, at);
       if (read.kind === 'empty' || (read.kind === 'committed' && read.value === TOMBSTONE)) continue;
       rows.push({ key: userKey, rowId, read });
     }
