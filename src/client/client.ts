@@ -34,10 +34,20 @@ import {
   readWriteBeginOptions,
   runTransaction,
 } from '../tx/coordinator/transaction.js';
-import type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
+import type { KeyValue, PutOptions, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
+import {
+  grantLease,
+  keepLeaseAlive,
+  type Lease,
+  type LeaseKeepAlive,
+  putWithLease,
+  revokeLease,
+  startKeepAlive,
+} from './leases.js';
 
 export type { Value } from '../storage/mv-partition-storage.js';
-export type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
+export type { KeyValue, PutOptions, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
+export type { Lease, LeaseKeepAlive } from './leases.js';
 
 export interface BeginOptions {
   /** A lock-free read-only transaction reading a snapshot at its read timestamp (the coordinator's `now`). */
@@ -72,7 +82,8 @@ export interface Transaction {
    */
   get(table: string, key: string, options?: ReadOptions): Promise<Value | undefined>;
   getAll(table: string, keys: readonly string[], options?: ReadOptions): Promise<(Value | undefined)[]>;
-  put(table: string, key: string, value: Value): Promise<void>;
+  /** `{ ttlMs }`, `{ expiresAt }` or `{ lease }`: the version expires (docs/concepts/expiry.md). */
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void>;
   putAll(table: string, entries: readonly KeyValue[]): Promise<void>;
   remove(table: string, key: string): Promise<void>;
   scan(table: string, range: ScanRange, options?: ScanOptions): Promise<KeyValue[]>;
@@ -88,12 +99,21 @@ export interface Client {
   /** Runs `fn` in a transaction and commits; retries retryable failures in a fresh transaction. */
   transaction<T>(fn: (tx: Transaction) => Promise<T>, options?: TransactionOptions): Promise<T>;
   get(table: string, key: string): Promise<Value | undefined>;
-  put(table: string, key: string, value: Value): Promise<void>;
+  /** An implicit write; `{ ttlMs }`, `{ expiresAt }` or `{ lease }` make it expire (docs/concepts/expiry.md). */
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void>;
   remove(table: string, key: string): Promise<void>;
   createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
   dropTable(name: string): Promise<void>;
   /** The tables of the cluster (a Promise, so that the embedded and the remote client share one interface). */
   tables(): Promise<TableDescriptor[]>;
+  /** Grants a lease of `ttlMs` (1..LIMITS.ttlMsMax); keys put with `{ lease: id }` vanish together when it ends. */
+  grantLease(ttlMs: number): Promise<Lease>;
+  /** Extends lease `id` once, to the node's clock + its ttl (LEASE_NOT_FOUND if it already ended). */
+  keepAliveOnce(id: string): Promise<Lease>;
+  /** Keeps `lease` alive every third of its ttl until closed; `done` rejects (LEASE_NOT_FOUND) when it is lost. */
+  keepAlive(lease: Lease): LeaseKeepAlive;
+  /** Ends lease `id` now, removing its keys in one transaction. */
+  revokeLease(id: string): Promise<void>;
 }
 
 /** The `ClientFactory` of the cluster harness. */
@@ -166,14 +186,36 @@ class EmbeddedClient implements Client {
     );
   }
 
-  /** An implicit one-phase write; a failure that proves it did not apply (retryable) is retried as a new one. */
-  put(table: string, key: string, value: Value): Promise<void> {
+  /**
+   * An implicit one-phase write; a failure that proves it did not apply (retryable) is retried as a new one. With a
+   * lease it is a transaction (the write and the lease's key list change together).
+   */
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    const lease = options?.lease;
+    if (lease !== undefined) return this.transaction((tx) => tx.put(table, key, value, { lease }));
     return this.run(() =>
       this.retrying(async () => {
         const { node, coordinator } = this.current();
-        await whileAlive(node, coordinator.putImplicit(table, key, value), () => outcomeUnknown(node.name));
+        const written = coordinator.putImplicit(table, key, value, options);
+        await whileAlive(node, written, () => outcomeUnknown(node.name));
       }, {}),
     );
+  }
+
+  grantLease(ttlMs: number): Promise<Lease> {
+    return grantLease(this, ttlMs);
+  }
+
+  keepAliveOnce(id: string): Promise<Lease> {
+    return keepLeaseAlive(this, id);
+  }
+
+  keepAlive(lease: Lease): LeaseKeepAlive {
+    return startKeepAlive(this, lease, (ms) => this.cluster.runFor(ms));
+  }
+
+  revokeLease(id: string): Promise<void> {
+    return revokeLease(this, id);
   }
 
   remove(table: string, key: string): Promise<void> {
@@ -264,8 +306,10 @@ class DrivenTransaction implements Transaction {
     return this.drive(() => this.tx.getAll(table, keys, options), coordinatorGone);
   }
 
-  put(table: string, key: string, value: Value): Promise<void> {
-    return this.drive(() => this.tx.put(table, key, value), coordinatorGone);
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    const lease = options?.lease;
+    if (lease !== undefined) return putWithLease(this, lease, table, key, value);
+    return this.drive(() => this.tx.put(table, key, value, options), coordinatorGone);
   }
 
   putAll(table: string, entries: readonly KeyValue[]): Promise<void> {

@@ -28,7 +28,16 @@ import { parseHostPort } from '../net/tcp-transport.js';
 import { commitOrRollBack, retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import type { RunTransactionOptions } from '../tx/coordinator/transaction.js';
 import { checkReadOptions } from '../tx/core/user-input.js';
-import type { KeyValue, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
+import type { KeyValue, PutOptions, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
+import {
+  grantLease,
+  keepLeaseAlive,
+  type Lease,
+  type LeaseKeepAlive,
+  putWithLease,
+  revokeLease,
+  startKeepAlive,
+} from './leases.js';
 import {
   type ClientRequest,
   clientHello,
@@ -85,8 +94,17 @@ export interface RemoteClient {
   /** Runs `fn` in a transaction and commits; retries retryable failures in a fresh transaction. */
   transaction<T>(fn: (tx: RemoteTransaction) => Promise<T>, options?: RemoteTransactionOptions): Promise<T>;
   get(table: string, key: string): Promise<Value | undefined>;
-  put(table: string, key: string, value: Value): Promise<void>;
+  /** An implicit write; `{ ttlMs }`, `{ expiresAt }` or `{ lease }` make it expire (docs/concepts/expiry.md). */
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void>;
   remove(table: string, key: string): Promise<void>;
+  /** Grants a lease of `ttlMs`; keys put with `{ lease: id }` vanish together when it ends. */
+  grantLease(ttlMs: number): Promise<Lease>;
+  /** Extends lease `id` once (LEASE_NOT_FOUND if it already ended). */
+  keepAliveOnce(id: string): Promise<Lease>;
+  /** Keeps `lease` alive every third of its ttl until closed; `done` rejects (LEASE_NOT_FOUND) when it is lost. */
+  keepAlive(lease: Lease): LeaseKeepAlive;
+  /** Ends lease `id` now, removing its keys in one transaction. */
+  revokeLease(id: string): Promise<void>;
   createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
   dropTable(name: string): Promise<void>;
   /** Unlike the embedded client's, a Promise: the list is the server's. */
@@ -400,8 +418,26 @@ class TcpClient implements RemoteClient {
     return readValue(await this.connection.call({ kind: 'get', table, key }));
   }
 
-  async put(table: string, key: string, value: Value): Promise<void> {
-    await this.connection.call({ kind: 'put', table, key, value }, 'unknown');
+  async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    const lease = options?.lease;
+    if (lease !== undefined) return this.transaction((tx) => tx.put(table, key, value, { lease }));
+    await this.connection.call({ kind: 'put', table, key, value, ...putOptionsOf(options) }, 'unknown');
+  }
+
+  grantLease(ttlMs: number): Promise<Lease> {
+    return grantLease(this, ttlMs);
+  }
+
+  keepAliveOnce(id: string): Promise<Lease> {
+    return keepLeaseAlive(this, id);
+  }
+
+  keepAlive(lease: Lease): LeaseKeepAlive {
+    return startKeepAlive(this, lease, (ms, signal) => sleep(this.timers, ms, signal));
+  }
+
+  revokeLease(id: string): Promise<void> {
+    return revokeLease(this, id);
   }
 
   async remove(table: string, key: string): Promise<void> {
@@ -486,8 +522,10 @@ class TcpTransaction implements RemoteTransaction {
     return values as (Value | undefined)[];
   }
 
-  async put(table: string, key: string, value: Value): Promise<void> {
-    await this.connection.call({ kind: 'put', tx: this.handle, table, key, value });
+  async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    const lease = options?.lease;
+    if (lease !== undefined) return putWithLease(this, lease, table, key, value);
+    await this.connection.call({ kind: 'put', tx: this.handle, table, key, value, ...putOptionsOf(options) });
   }
 
   async putAll(table: string, entries: readonly KeyValue[]): Promise<void> {
@@ -559,4 +597,13 @@ function isTable(value: unknown): value is TableDescriptor {
     typeof value['partitions'] === 'number' &&
     typeof value['replicas'] === 'number'
   );
+}
+
+/** The wire form of put options: an expiry only (a lease is resolved to its end before anything is sent). */
+function putOptionsOf(options: PutOptions | undefined): { options?: { ttlMs?: number; expiresAt?: HybridTimestamp } } {
+  if (options === undefined) return {};
+  const { ttlMs, expiresAt } = options;
+  return {
+    options: { ...(ttlMs !== undefined && { ttlMs }), ...(expiresAt !== undefined && { expiresAt }) },
+  };
 }

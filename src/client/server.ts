@@ -27,7 +27,7 @@ import type { TimerHandle, Timers } from '../env/timers.js';
 import { decode } from '../net/codec.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnosticKind } from '../net/diagnostics.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
-import type { KeyValue, ScanOptions, ScanRange, Transaction, Value } from './client.js';
+import type { KeyValue, PutOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
 import {
   CLIENT_MAGIC,
   CLIENT_PROTOCOL_VERSION,
@@ -61,7 +61,7 @@ export interface ClientBackend {
   begin(options?: RemoteBeginOptions): Promise<BackendTransaction>;
   transaction<T>(fn: (tx: BackendTransaction) => Promise<T>): Promise<T>;
   get(table: string, key: string): Promise<Value | undefined>;
-  put(table: string, key: string, value: Value): Promise<void>;
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void>;
   remove(table: string, key: string): Promise<void>;
   createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
   dropTable(name: string): Promise<void>;
@@ -470,8 +470,9 @@ class ClientSession {
 
   private async put(request: RequestOf<'put'>): Promise<unknown> {
     const value = request.value as Value;
-    if (request.tx === undefined) await this.backend.put(request.table, request.key, value);
-    else await this.txOf(request.tx).put(request.table, request.key, value);
+    const { options } = request;
+    if (request.tx === undefined) await this.backend.put(request.table, request.key, value, options);
+    else await this.txOf(request.tx).put(request.table, request.key, value, options);
     return {};
   }
 

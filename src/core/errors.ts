@@ -65,6 +65,13 @@ export const ERROR_CODES = {
   TLS_CONFIG_INVALID: { retryable: false },
   /** A peer whose TLS certificate does not name the member its hello claims to be: refused, never trusted. */
   PEER_CERT_MISMATCH: { retryable: false },
+  /**
+   * A lease that was never granted, was revoked, or ended (its ttl passed without a keepalive): the keys attached to
+   * it are gone. Grant a new lease.
+   */
+  LEASE_NOT_FOUND: { retryable: false },
+  /** A key attached to a lease that already holds LIMITS.leaseKeysMax keys: nothing was written. */
+  LEASE_KEYS_MAX: { retryable: false },
   INTERNAL: { retryable: false },
   /** A feature of the public API that this version does not provide yet. */
   NOT_IMPLEMENTED: { retryable: false },

@@ -19,6 +19,7 @@ import { invalidArgument } from '../../core/errors.js';
 import type { HybridTimestamp } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { type ReadResult, type RowValue, TOMBSTONE } from '../../storage/mv-partition-storage.js';
+import { expiresAtOf } from '../../storage/version-chain.js';
 import { readOnlyTooOld } from '../../tx/core/low-watermark.js';
 import type { FoundValue, ReadOnlyRequest, ReadOnlyResponse, RoOperation } from '../../tx/core/messages.js';
 import type { PartitionReplica } from '../partition/partition-replica.js';
@@ -116,8 +117,14 @@ async function resolveOne(p: PartitionReplica, seen: Seen, readTs: HybridTimesta
         newestCommitTs: read.newestCommitTimestamp,
       });
       // `read` returns an intent only when no committed version is newer than readTs, so the newest committed
-      // version it carries is the fallback at readTs.
-      return foundValue(isIntentVisible(answer, readTs) ? read.value : read.newestCommittedValue);
+      // version it carries is the fallback at readTs (already a tombstone if it expired at or below readTs).
+      if (!isIntentVisible(answer, readTs)) return foundValue(read.newestCommittedValue);
+      // A visible intent expires as its committed version will: commitTs + ttl, or its absolute expiry.
+      const expired =
+        read.expiry !== undefined &&
+        answer.state === 'COMMITTED' &&
+        expiresAtOf(read.expiry, answer.commitTs) <= readTs;
+      return foundValue(expired ? undefined : read.value);
     }
   }
 }

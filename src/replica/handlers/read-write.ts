@@ -397,7 +397,8 @@ function read(p: PartitionReplica, txId: TxId, operation: RwOperation): Done {
 
 function readKey(p: PartitionReplica, txId: TxId, key: string): FoundValue {
   const rowId = p.mv.rowIdOf(key);
-  return rowId === undefined ? { found: false } : latest(p, txId, key, p.mv.readLatest(rowId));
+  // Expiry is read at this primary's clock: a version expired by now reads as absent (DESIGN §4b).
+  return rowId === undefined ? { found: false } : latest(p, txId, key, p.mv.readLatest(rowId, p.clock.now()));
 }
 
 /** The latest value: own intent or committed version; a foreign intent under our lock is a lost lock (see header). */
@@ -409,7 +410,8 @@ function latest(p: PartitionReplica, txId: TxId, key: string, read: ReadResult):
 
 function scan(p: PartitionReplica, txId: TxId, range: KeyRange, limit: number): RwResult {
   const rows: { key: string; value: Value }[] = [];
-  const result = p.mv.scan(range, 'latest', Math.max(1, Math.min(limit, LIMITS.storageScanRowsMax)));
+  const limited = Math.max(1, Math.min(limit, LIMITS.storageScanRowsMax));
+  const result = p.mv.scan(range, 'latest', limited, p.clock.now());
   for (const row of result.rows) {
     const value = latest(p, txId, row.key, row.read);
     if (value.found) rows.push({ key: row.key, value: value.value });
@@ -437,7 +439,11 @@ function foreignIntent(p: PartitionReplica, key: string, intentTxId: TxId): Basa
 function writesOf(operation: RwOperation): readonly RowWrite[] {
   switch (operation.op) {
     case 'put':
-      return [{ kind: 'put', key: operation.key, value: operation.value }];
+      return [
+        operation.expiry === undefined
+          ? { kind: 'put', key: operation.key, value: operation.value }
+          : { kind: 'put', key: operation.key, value: operation.value, expiry: operation.expiry },
+      ];
     case 'remove':
       return [{ kind: 'remove', key: operation.key }];
     case 'putAll': {

@@ -41,7 +41,7 @@ import { maxTimestamp } from '../../hlc/timestamp.js';
 import { backoffMs } from '../../route/backoff.js';
 import { locateOr } from '../../route/primary-directory.js';
 import { isUnexecuted, mayResendAsNew, sendToPrimary } from '../../route/send-to-primary.js';
-import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
+import type { Expiry, KeyRange, Value } from '../../storage/mv-partition-storage.js';
 import type {
   ReadWriteRequest,
   ReadWriteResponse,
@@ -58,6 +58,7 @@ import {
   checkEntries,
   checkKey,
   checkKeys,
+  checkPutOptions,
   checkReadOptions,
   checkScanLimit,
   checkScanRange,
@@ -65,6 +66,7 @@ import {
   checkValue,
   compareKeys,
   type KeyValue,
+  type PutOptions,
   type ReadOptions,
   type ScanOptions,
   type ScanRange,
@@ -245,12 +247,14 @@ export class TxCoordinator {
     });
   }
 
-  async put(tx: CoordinatedTx, table: string, key: string, value: Value): Promise<void> {
+  /** A write; `options` may give it an expiry (ttlMs or expiresAt; a lease is resolved by the client first). */
+  async put(tx: CoordinatedTx, table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
     checkTable(table);
     checkKey(key);
     checkValue(value);
+    const operation = putOperation(key, value, checkPutOptions(options));
     await this.operation(tx, async () => {
-      const result = await this.execute(tx, this.ctx.placement.partitionOf(table, key), { op: 'put', key, value });
+      const result = await this.execute(tx, this.ctx.placement.partitionOf(table, key), operation);
       expectResult(result, 'written');
     });
   }
@@ -569,11 +573,12 @@ export class TxCoordinator {
   // ------------------------------------------------------------------------------------------ one-phase writes
 
   /** An implicit `put` outside a transaction: one replicated command, no intent (one-phase commit). */
-  putImplicit(table: string, key: string, value: Value): Promise<OnePhaseResult> {
+  putImplicit(table: string, key: string, value: Value, options?: PutOptions): Promise<OnePhaseResult> {
     checkTable(table);
     checkKey(key);
     checkValue(value);
-    return this.onePhase(this.ctx.placement.partitionOf(table, key), { op: 'put', key, value });
+    const operation = putOperation(key, value, checkPutOptions(options));
+    return this.onePhase(this.ctx.placement.partitionOf(table, key), operation);
   }
 
   removeImplicit(table: string, key: string): Promise<OnePhaseResult> {
@@ -783,4 +788,9 @@ export function checkTimeoutMs(timeoutMs: unknown, maxMs: number): number | unde
     });
   }
   return timeoutMs;
+}
+
+/** A put operation, with its expiry only when it has one (older peers' checks know no `expiry` field otherwise). */
+function putOperation(key: string, value: Value, expiry: Expiry | undefined): RwOperation {
+  return expiry === undefined ? { op: 'put', key, value } : { op: 'put', key, value, expiry };
 }

@@ -12,7 +12,7 @@
  */
 import { BasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from '../../core/ids.js';
-import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
+import type { Expiry, KeyRange, Value } from '../../storage/mv-partition-storage.js';
 
 /** The lease a primary acts under, as the coordinator enlisted it: `(holder, start)`. Equal to a replica LeaseToken. */
 export interface EnlistmentToken {
@@ -34,7 +34,7 @@ export interface LeaseInfo {
 export type RwOperation =
   | { readonly op: 'get'; readonly key: string; readonly forUpdate?: boolean }
   | { readonly op: 'getAll'; readonly keys: readonly string[]; readonly forUpdate?: boolean }
-  | { readonly op: 'put'; readonly key: string; readonly value: Value }
+  | { readonly op: 'put'; readonly key: string; readonly value: Value; readonly expiry?: Expiry }
   | { readonly op: 'remove'; readonly key: string }
   | { readonly op: 'putAll'; readonly entries: readonly { readonly key: string; readonly value: Value }[] }
   | { readonly op: 'scan'; readonly range: KeyRange; readonly limit: number };
