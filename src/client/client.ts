@@ -40,6 +40,7 @@ import {
   keepLeaseAlive,
   type Lease,
   type LeaseKeepAlive,
+  leaseOption,
   putWithLease,
   revokeLease,
   startKeepAlive,
@@ -190,8 +191,8 @@ class EmbeddedClient implements Client {
    * An implicit one-phase write; a failure that proves it did not apply (retryable) is retried as a new one. With a
    * lease it is a transaction (the write and the lease's key list change together).
    */
-  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
-    const lease = options?.lease;
+  async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    const lease = leaseOption(options);
     if (lease !== undefined) return this.transaction((tx) => tx.put(table, key, value, { lease }));
     return this.run(() =>
       this.retrying(async () => {
@@ -306,8 +307,8 @@ class DrivenTransaction implements Transaction {
     return this.drive(() => this.tx.getAll(table, keys, options), coordinatorGone);
   }
 
-  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
-    const lease = options?.lease;
+  async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    const lease = leaseOption(options);
     if (lease !== undefined) return putWithLease(this, lease, table, key, value);
     return this.drive(() => this.tx.put(table, key, value, options), coordinatorGone);
   }

@@ -93,6 +93,15 @@ export function checkLeaseTtl(ttlMs: unknown): number {
   return ttlMs;
 }
 
+/** The lease a put names (undefined: none); a lease with another expiry option is INVALID_ARGUMENT. */
+export function leaseOption(options: PutOptions | undefined): string | undefined {
+  if (options?.lease === undefined) return undefined;
+  if (options.ttlMs !== undefined || options.expiresAt !== undefined) {
+    throw invalidArgument('put options take at most one of ttlMs, expiresAt and lease');
+  }
+  return checkLeaseId(options.lease);
+}
+
 function checkLeaseId(id: unknown): string {
   if (typeof id !== 'string' || id.length === 0 || id.length > 64) {
     throw invalidArgument('a lease id is a string of 1 to 64 characters');

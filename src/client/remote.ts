@@ -34,6 +34,7 @@ import {
   keepLeaseAlive,
   type Lease,
   type LeaseKeepAlive,
+  leaseOption,
   putWithLease,
   revokeLease,
   startKeepAlive,
@@ -419,7 +420,7 @@ class TcpClient implements RemoteClient {
   }
 
   async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
-    const lease = options?.lease;
+    const lease = leaseOption(options);
     if (lease !== undefined) return this.transaction((tx) => tx.put(table, key, value, { lease }));
     await this.connection.call({ kind: 'put', table, key, value, ...putOptionsOf(options) }, 'unknown');
   }
@@ -523,7 +524,7 @@ class TcpTransaction implements RemoteTransaction {
   }
 
   async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
-    const lease = options?.lease;
+    const lease = leaseOption(options);
     if (lease !== undefined) return putWithLease(this, lease, table, key, value);
     await this.connection.call({ kind: 'put', tx: this.handle, table, key, value, ...putOptionsOf(options) });
   }
