@@ -24,6 +24,7 @@ import type { TableOptions } from '../cluster/metastorage-state.js';
 import { BasaltError, invalidArgument, isBasaltError } from '../core/errors.js';
 import type { HybridTimestamp } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
+import { maxTimestamp } from '../hlc/timestamp.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import type { PutOptions } from '../tx/core/user-input.js';
 
@@ -183,7 +184,7 @@ export async function keepLeaseAlive(client: LeaseClient, id: string): Promise<L
   const now = await nodeNow(client);
   const renewed = await client.transaction(async (tx) => {
     const record = decodeRecord(id, await tx.get(LEASE_TABLE, id));
-    const end = plusMs(now, record.ttlMs) > record.end ? plusMs(now, record.ttlMs) : record.end;
+    const end = maxTimestamp(plusMs(now, record.ttlMs), record.end);
     const kept: [string, string][] = [];
     for (const [table, key] of record.keys) {
       const value = await tx.get(table, key);
@@ -253,6 +254,8 @@ export function startKeepAlive(
     }
   };
   const done = loop();
+  // A caller that never looks at `done` must not get an unhandled rejection: the loss is also in `done` for those who do.
+  done.catch(() => {});
   return {
     get lease() {
       return state.lease;
