@@ -115,6 +115,28 @@ describe('keys that expire', () => {
     assert.deepEqual(await snapshot(client, ['k-tx']), [undefined]);
   });
 
+  it('a read-write tx that read a value commits only below its expiry; a retry reads it absent', async () => {
+    const client = cluster.client('n3');
+    await client.put(T, 'k-rw', 'brief', { ttlMs: 300 });
+    const tx = await client.begin();
+    assert.equal(await tx.get(T, 'k-rw'), 'brief');
+    await sleep(400);
+    await assert.rejects(tx.commit(), (e: unknown) => isBasaltError(e, 'TX_ABORTED') && /expired/.test(String(e)));
+    let attempts = 0;
+    const seen = await client.transaction(async (t) => {
+      attempts++;
+      return t.get(T, 'k-rw');
+    });
+    assert.equal(seen, undefined);
+    assert.equal(attempts, 1);
+    // A read of a value that does not expire binds nothing.
+    await client.put(T, 'k-rw2', 'stays');
+    const tx2 = await client.begin();
+    assert.equal(await tx2.get(T, 'k-rw2'), 'stays');
+    await sleep(50);
+    await tx2.commit();
+  });
+
   it('bad ttl values are refused with INVALID_ARGUMENT and nothing is written', async () => {
     const client = cluster.client('n1');
     for (const ttlMs of [0, -5, 1.5, Number.NaN, LIMITS.ttlMsMax + 1, '100' as unknown as number]) {
@@ -157,7 +179,7 @@ describe('leases', () => {
 
   it('a lease whose keepalives stop ends within its ttl plus the skew bound, all its keys at one timestamp', async () => {
     const client = cluster.client('n1');
-    const ttlMs = 600;
+    const ttlMs = 1_500;
     const lease = await client.grantLease(ttlMs);
     assert.equal(lease.ttlMs, ttlMs);
     await client.transaction(async (tx) => {
@@ -165,9 +187,16 @@ describe('leases', () => {
     });
     await client.put(T, keys[3]!, keys[3]!, { lease: lease.id });
     const keeper = client.keepAlive(lease);
-    await sleep(ttlMs * 2);
-    assert.ok(keeper.renewals >= 2, `the keepalive renewed (${keeper.renewals})`);
-    assert.deepEqual(await snapshot(client, keys), keys, 'kept alive past its first ttl');
+    // Two renewals (every ttl / 3), however loaded the machine: the lease outlives its first ttl.
+    await cluster.waitFor(
+      () => keeper.renewals >= 2 && physicalMs(keeper.lease.expiresAt) > physicalMs(lease.expiresAt) + ttlMs / 2,
+      {
+        what: 'two keepalives',
+        timeoutMs: 20_000,
+      },
+    );
+    while (Date.now() <= physicalMs(lease.expiresAt) + 50) await sleep(20);
+    assert.deepEqual(await snapshot(client, keys), keys, 'kept alive past its first end');
     keeper.close();
     await keeper.done;
     const stoppedAtMs = Date.now();
@@ -181,7 +210,7 @@ describe('leases', () => {
       seen = await snapshot(client, keys);
       const present = seen.filter((v) => v !== undefined).length;
       assert.ok(present === 0 || present === keys.length, `a snapshot saw ${present} of ${keys.length} keys`);
-      assert.ok(Date.now() <= stoppedAtMs + ttlMs + SKEW_MS + 1_000, 'the keys vanish within ttl + skew');
+      assert.ok(Date.now() <= stoppedAtMs + ttlMs + SKEW_MS + 2_000, 'the keys vanish within ttl + skew');
       await sleep(20);
     }
     assert.deepEqual(await snapshot(client, keys, (end - 1n) as HybridTimestamp), keys, 'just below the end');

@@ -128,7 +128,12 @@ describe('LMDB storage durability', () => {
       const mv3 = engine.mvPartition(P);
       try {
         assert.deepEqual(mv3.read(a, ts(15)), { kind: 'committed', value: 'old', commitTs: ts(10) });
-        assert.deepEqual(mv3.read(a, ts(20n + ms - 1n)), { kind: 'committed', value: 'expiring', commitTs: ts(20) });
+        assert.deepEqual(mv3.read(a, ts(20n + ms - 1n)), {
+          kind: 'committed',
+          value: 'expiring',
+          commitTs: ts(20),
+          expiresAt: ts(20n + ms),
+        });
         assert.deepEqual(mv3.read(a, ts(20n + ms)), { kind: 'committed', value: TOMBSTONE, commitTs: ts(20) });
         assert.deepEqual(mv3.gc(ts(20n + ms)), { versionsRemoved: 2, rowsRemoved: 1, more: false });
       } finally {

@@ -37,6 +37,8 @@ export interface CommittedRead {
   readonly kind: 'committed';
   readonly value: RowValue;
   readonly commitTs: HybridTimestamp;
+  /** When the version read expires (set only for a version with an expiry that had not passed at the read). */
+  readonly expiresAt?: HybridTimestamp;
 }
 
 export interface IntentRead {

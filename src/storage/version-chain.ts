@@ -133,8 +133,10 @@ export function decodeValue(stored: StoredValue): RowValue {
 
 /** A committed version as read at `ts` (undefined: no expiry clock); expired, it reads as a tombstone. */
 function committedRead(version: StoredVersion, ts: HybridTimestamp | undefined): CommittedRead {
-  const expired = ts !== undefined && version.expiresAt !== undefined && version.expiresAt <= ts;
-  return { kind: 'committed', value: expired ? TOMBSTONE : decodeValue(version.value), commitTs: version.commitTs };
+  const { commitTs, expiresAt } = version;
+  if (expiresAt === undefined) return { kind: 'committed', value: decodeValue(version.value), commitTs };
+  if (ts !== undefined && expiresAt <= ts) return { kind: 'committed', value: TOMBSTONE, commitTs };
+  return { kind: 'committed', value: decodeValue(version.value), commitTs, expiresAt };
 }
 
 function intentRead(row: RowRecord, intent: StoredIntent, ts: HybridTimestamp | undefined): IntentRead {

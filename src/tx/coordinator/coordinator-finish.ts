@@ -79,6 +79,11 @@ export class FinishDriver {
       tx.makeAbortOnly(deadlineError(tx, commitTs));
       return this.rollBackAndThrow(tx);
     }
+    // A value this tx read has expired by commitTs: at its commit it would read as absent (DESIGN §4b).
+    if (tx.readExpiresAt !== undefined && commitTs >= tx.readExpiresAt) {
+      tx.makeAbortOnly(readExpiredError(tx, commitTs, tx.readExpiresAt));
+      return this.rollBackAndThrow(tx);
+    }
     const began = this.ctx.txStates.beginFinish(tx.id, { commitTimestamp: commitTs });
     if (began.kind !== 'began') return this.followStoredDecision(tx, began, true);
     tx.finishingInstalled = true;
@@ -382,6 +387,15 @@ function deadlineError(tx: CoordinatedTx, commitTs: HybridTimestamp): BasaltErro
   return new BasaltError('TX_TIMEOUT', `tx ${tx.id} reached its deadline before it could commit`, {
     txId: tx.id,
     deadline: formatTimestamp(tx.deadline),
+    commitTs: formatTimestamp(commitTs),
+  });
+}
+
+function readExpiredError(tx: CoordinatedTx, commitTs: HybridTimestamp, expiresAt: HybridTimestamp): BasaltError {
+  return new BasaltError('TX_ABORTED', `tx ${tx.id} read a value that expired before it could commit`, {
+    txId: tx.id,
+    reason: 'read-expired',
+    expiresAt: formatTimestamp(expiresAt),
     commitTs: formatTimestamp(commitTs),
   });
 }

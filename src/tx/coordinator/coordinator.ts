@@ -338,6 +338,14 @@ export class TxCoordinator {
 
   /** One request of `tx` to `partitionId`: enlisting the partition first if needed. */
   private async execute(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
+    const result = await this.route(tx, partitionId, operation);
+    // A value read that expires binds the commit below its expiry (DESIGN §4b; coordinator-finish.ts).
+    if ('readExpiresAt' in result && result.readExpiresAt !== undefined) tx.noteReadExpiry(result.readExpiresAt);
+    return result;
+  }
+
+  /** The operation's request to the partition's primary, enlisting the partition first if it is new to the tx. */
+  private async route(tx: CoordinatedTx, partitionId: PartitionId, operation: RwOperation): Promise<RwResult> {
     let enlisted = tx.enlistment(partitionId);
     if (enlisted === undefined) {
       const pending = tx.enlisting.get(partitionId);

@@ -98,7 +98,13 @@ const readResults = {
   getAll: fields({ values: arrayOf(found, LIMITS.txBatchKeysMax) }),
   scan: fields({ rows: keyValues(LIMITS.storageScanRowsMax), nextKey: optional(key) }),
 };
-const rwResult = tagged('op', { ...readResults, written: fields({}) });
+const readExpiresAt = optional(leaseBound);
+const rwResult = tagged('op', {
+  get: fields({ value: found, readExpiresAt }),
+  getAll: fields({ values: arrayOf(found, LIMITS.txBatchKeysMax), readExpiresAt }),
+  scan: fields({ rows: keyValues(LIMITS.storageScanRowsMax), nextKey: optional(key), readExpiresAt }),
+  written: fields({}),
+});
 const roResult = tagged('op', readResults);
 
 /** Rules 11 and 14: a COMMITTED outcome carries its commitTs, an ABORTED one none. */

@@ -44,16 +44,24 @@ export type RwOperationKind = RwOperation['op'];
 /** A value found by a read, or its absence (msgpack drops `undefined`, so absence is explicit). */
 export type FoundValue = { readonly found: true; readonly value: Value } | { readonly found: false };
 
+/**
+ * What every RW read result may add: the earliest expiry among the versions it returned. The tx must then commit
+ * below it (coordinator-finish.ts), so that what it read is still visible at its commit timestamp (DESIGN §4b).
+ */
+interface ReadExpiry {
+  readonly readExpiresAt?: HybridTimestamp;
+}
+
 export type RwResult =
-  | { readonly op: 'get'; readonly value: FoundValue }
-  | { readonly op: 'getAll'; readonly values: readonly FoundValue[] }
+  | ({ readonly op: 'get'; readonly value: FoundValue } & ReadExpiry)
+  | ({ readonly op: 'getAll'; readonly values: readonly FoundValue[] } & ReadExpiry)
   | { readonly op: 'written' }
-  | {
+  | ({
       readonly op: 'scan';
       readonly rows: readonly { readonly key: string; readonly value: Value }[];
       /** First key not returned when `limit` cut the scan short. */
       readonly nextKey?: string;
-    };
+    } & ReadExpiry);
 
 export interface ReadWriteRequest {
   readonly kind: 'ReadWriteRequest';
