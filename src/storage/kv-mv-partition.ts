@@ -19,7 +19,7 @@ import { assert, unreachable } from '../core/assert.js';
 import { invalidArgument } from '../core/errors.js';
 import type { HybridTimestamp, LogIndex, PartitionId, RowId, Term, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import { MAX_TIMESTAMP } from '../hlc/timestamp.js';
+import { MAX_TIMESTAMP, maxTimestamp } from '../hlc/timestamp.js';
 import { utf8Bytes, utf8Text } from './codec.js';
 import { prefixEnd, rowIdBytes, timestampBytes, txIdBytes, txIdPrefixBytes, withSuffix } from './keys.js';
 import { type KvPartitionLayout, KvReplicatedPartition } from './kv-replicated.js';
@@ -160,7 +160,7 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
         // A tombstone (or an expiring version) kept only because the intent was newer may now go entirely: queue it
         // for GC again.
         if (head.value === null) this.queueGc(head.commitTs, rowId);
-        if (head.expiresAt !== undefined) this.queueGc(head.expiresAt, rowId);
+        if (head.expiresAt !== undefined) this.queueGc(maxTimestamp(head.expiresAt, head.commitTs), rowId);
       }
       return { status: 'SUCCESS' };
     });
@@ -188,8 +188,9 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
     const next: RowRecord = { key: row.key, intent: undefined, versions: [version, ...row.versions] };
     this.putRow(rowId, next);
     if (next.versions.length > 1 || version.value === null) this.queueGc(version.commitTs, rowId);
-    // An expiring version is garbage once the watermark passes its expiry (if nothing newer came first).
-    if (version.expiresAt !== undefined) this.queueGc(version.expiresAt, rowId);
+    // An expiring version is garbage once the watermark passes its expiry (if nothing newer came first), and not
+    // before the watermark reaches the version itself (an absolute expiry may lie below its commit).
+    if (version.expiresAt !== undefined) this.queueGc(maxTimestamp(version.expiresAt, version.commitTs), rowId);
   }
 
   // ---- reads ----

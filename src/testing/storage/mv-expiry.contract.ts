@@ -113,6 +113,15 @@ export function mvExpiryContract(name: string, open: OpenEngine): void {
         assert.equal(s.rowIdOf('k'), undefined);
       }));
 
+    it('gc removes a version whose absolute expiry lies below its commit once the watermark reaches the commit', () =>
+      withPartition((s) => {
+        s.addWriteCommitted(s.ensureRowId('k'), 'v', at(1_000), { at: at(500) });
+        assert.equal(valueAt(s, 'k', at(1_000)), undefined, 'expired from the start');
+        assert.deepEqual(s.gc(at(700)), { versionsRemoved: 0, rowsRemoved: 0, more: false });
+        assert.deepEqual(s.gc(at(1_000)), { versionsRemoved: 1, rowsRemoved: 1, more: false });
+        assert.equal(s.rowIdOf('k'), undefined);
+      }));
+
     it('gc keeps an expired version while an intent is newer, and removes it once that intent aborts', () =>
       withPartition((s) => {
         const r = s.ensureRowId('k');
