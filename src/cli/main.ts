@@ -7,6 +7,8 @@
  * endpoints). `basalt sim` runs the deterministic simulator (workloads under faults, checked histories); `basalt check`
  * checks a history file. `basalt cert` creates and lists the CA, node and client certificates (certs.ts).
  */
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseFaults, SIM_FAULTS } from '../sim/workload/faults.js';
 import { EXIT_CODES } from '../sim/workload/run.js';
@@ -368,7 +370,10 @@ program
   .option('--connect <list>', 'node client ports host:port, comma separated, tried in order', DEFAULT_CONNECT)
   .addHelpText('after', DATA_HELP)
   .action(async (flags: { connect: string }) => {
-    process.exitCode = await withClient(leaseFlags(flags), (client) => runShell(client, process.stdin, process.stdout));
+    const history = join(homedir(), '.basalt_history');
+    process.exitCode = await withClient(leaseFlags(flags), (client) =>
+      runShell(client, process.stdin, process.stdout, history),
+    );
   });
 
 function outputFormat(value: string): Output {

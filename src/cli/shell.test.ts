@@ -5,14 +5,16 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { connect } from '../client/remote.js';
 import { DATA_EXIT_CODES } from './data.js';
 import { freePort } from './free-ports.js';
-import { completeLine, parseLine, promptOf } from './shell.js';
+import { completeLine, parseLine, promptOf, runShell } from './shell.js';
 
 const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
 
@@ -152,6 +154,34 @@ describe('basalt shell, lease and put --ttl against a running node', () => {
       assert.ok(cleanOut.includes('kv'), 'tables lists kv');
       assert.deepEqual(cleanOut.at(-1), { n: 1 });
       assert.equal(basalt(['get', 'kv', 'short', ...c]).code, DATA_EXIT_CODES.notFound, 'the 1.5 s ttl ran out');
+
+      // On a terminal: the prompt shows the open transaction, and the history is saved across sessions.
+      const historyFile = join(dir, 'history');
+      writeFileSync(historyFile, 'get kv earlier\n');
+      const client = await connect(node.address);
+      try {
+        const input = Object.assign(new PassThrough(), { isTTY: true });
+        const output = new PassThrough();
+        let shown = '';
+        output.on('data', (chunk: Buffer) => (shown += chunk.toString()));
+        const done = runShell(client, input, output, historyFile);
+        for (const line of ['begin', 'put kv tty 1', 'commit', 'exit']) {
+          input.write(`${line}\r`);
+          await new Promise((r) => setTimeout(r, 300));
+        }
+        assert.equal(await done, DATA_EXIT_CODES.ok);
+        assert.match(shown, /basalt\(rw [0-9a-z]{1,8}\)> /, 'the prompt names the open transaction');
+        assert.deepEqual(readFileSync(historyFile, 'utf8').trim().split('\n'), [
+          'get kv earlier',
+          'begin',
+          'put kv tty 1',
+          'commit',
+          'exit',
+        ]);
+        assert.equal(await client.get('kv', 'tty'), 1);
+      } finally {
+        await client.close();
+      }
     } finally {
       node.child.kill('SIGINT');
       await new Promise((r) => node.child.once('exit', r));

@@ -9,6 +9,7 @@
  * before it. The session ends at `exit`/`quit` or at the end of input (an open transaction is then rolled back); its
  * exit code is 0 if every command succeeded, else the data commands' code of the first failure.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createInterface, type Interface } from 'node:readline';
 import type { RemoteClient, RemoteTransaction } from '../client/remote.js';
 import { BasaltError, invalidArgument, isBasaltError } from '../core/errors.js';
@@ -272,22 +273,52 @@ function failureCode(error: unknown): number {
   return error.retryable ? DATA_EXIT_CODES.unavailable : DATA_EXIT_CODES.refused;
 }
 
-/** Runs a session on `input` (a terminal or a piped script) until `exit` or the end of input; its exit code. */
+/** The saved history, newest first as readline keeps it (none if the file cannot be read). */
+function loadHistory(file: string | undefined): string[] {
+  if (file === undefined) return [];
+  try {
+    return readFileSync(file, 'utf8')
+      .split('\n')
+      .filter((l) => l !== '')
+      .slice(-HISTORY_SIZE)
+      .reverse();
+  } catch {
+    return [];
+  }
+}
+
+function saveHistory(file: string | undefined, history: readonly string[]): void {
+  if (file === undefined) return;
+  try {
+    writeFileSync(file, `${[...history].reverse().join('\n')}\n`, { mode: 0o600 });
+  } catch {
+    // History is a convenience: a read-only home directory must not end the session.
+  }
+}
+
+/**
+ * Runs a session on `input` (a terminal or a piped script) until `exit` or the end of input; its exit code. On a
+ * terminal, line history is kept in `historyFile` (at most HISTORY_SIZE lines) across sessions.
+ */
 export async function runShell(
   client: RemoteClient,
   input: NodeJS.ReadableStream & { readonly isTTY?: boolean },
   output: NodeJS.WritableStream,
+  historyFile?: string,
 ): Promise<number> {
   const session = new ShellSession(client, (line) => output.write(`${line}\n`));
   await session.refreshTables().catch(() => {});
   const terminal = input.isTTY === true;
+  const file = terminal ? historyFile : undefined;
   const rl: Interface = createInterface({
     input,
     output,
     terminal,
+    history: loadHistory(file),
     historySize: HISTORY_SIZE,
     completer: (line: string) => completeLine(line, session.tables),
   });
+  rl.on('history', (history: string[]) => saveHistory(file, history));
   const ask = (): void => {
     if (!terminal) return;
     rl.setPrompt(session.prompt);
