@@ -117,10 +117,10 @@ describe('keys that expire', () => {
 
   it('a read-write tx that read a value commits only below its expiry; a retry reads it absent', async () => {
     const client = cluster.client('n3');
-    await client.put(T, 'k-rw', 'brief', { ttlMs: 300 });
+    await client.put(T, 'k-rw', 'brief', { ttlMs: 2_000 });
     const tx = await client.begin();
     assert.equal(await tx.get(T, 'k-rw'), 'brief');
-    await sleep(400);
+    await sleep(2_050);
     await assert.rejects(tx.commit(), (e: unknown) => isBasaltError(e, 'TX_ABORTED') && /expired/.test(String(e)));
     let attempts = 0;
     const seen = await client.transaction(async (t) => {
@@ -154,8 +154,9 @@ describe('keys that expire', () => {
     const server = await startClientServer(cluster, 'n3');
     const remote = await connect(`127.0.0.1:${server.port}`);
     try {
-      await remote.put(T, 'k-tcp', 'over-tcp', { ttlMs: 300 });
-      await remote.transaction((tx) => tx.put(T, 'k-tcp2', 'tx-over-tcp', { ttlMs: 300 }));
+      // Ttls long enough for a loaded machine to read the keys first; then they run out.
+      await remote.put(T, 'k-tcp', 'over-tcp', { ttlMs: 3_000 });
+      await remote.transaction((tx) => tx.put(T, 'k-tcp2', 'tx-over-tcp', { ttlMs: 3_000 }));
       assert.equal(await remote.get(T, 'k-tcp'), 'over-tcp');
       assert.equal(await remote.get(T, 'k-tcp2'), 'tx-over-tcp');
       await assert.rejects(remote.put(T, 'k-tcp3', 'v', { ttlMs: 0 }), isCode('INVALID_ARGUMENT'));
@@ -163,7 +164,7 @@ describe('keys that expire', () => {
         remote.put(T, 'k-tcp3', 'v', { ttlMs: 'soon' as unknown as number }),
         isCode('INVALID_ARGUMENT'),
       );
-      await sleep(350);
+      await sleep(3_050);
       assert.equal(await remote.get(T, 'k-tcp'), undefined);
       assert.equal(await remote.get(T, 'k-tcp2'), undefined);
       assert.equal(await remote.get(T, 'k-tcp3'), undefined);
