@@ -11,10 +11,10 @@
  * - attach (`put(..., { lease })`): in the caller's transaction, read the record (absent: LEASE_NOT_FOUND), add the key
  *   (at most LIMITS.leaseKeysMax: LEASE_KEYS_MAX), write the key and the record with expiry = end.
  * - keepalive: ONE transaction reads the record, takes newEnd = now + ttl (never below the current end), and rewrites
- *   the record and every attached key still present with expiry newEnd, so the keys keep sharing one end. A keepalive
- *   whose commit came at or after the old end could make keys reappear after a gap: after the commit it reads the
- *   node's clock again (≥ its commitTs), and if that is not below the old end it revokes the lease and reports it
- *   lost (LEASE_NOT_FOUND) rather than keep keys that some snapshot saw vanish.
+ *   the record and every attached key still present with expiry newEnd, so the keys keep sharing one end. It commits
+ *   only below the old end, as every read-write transaction commits below the expiry of what it read (a retry
+ *   then finds the lease ended: LEASE_NOT_FOUND), so no keepalive brings keys back after a snapshot saw them go.
+ *   The same rule keeps a write attached to a lease from committing after the lease's end.
  * - revoke: one transaction removes every attached key and the record.
  * A key attached to a lease stays attached until the lease ends or is revoked (a later write of it without the lease
  * does not detach it: the next keepalive rewrites it with the lease's end); a removed key is dropped from the lease
@@ -177,12 +177,12 @@ export async function putWithLease(
 
 /**
  * Extends lease `id` to the node's clock + its ttl, with every attached key, in one transaction (see the module
- * header); LEASE_NOT_FOUND when it had already ended (or ended before this keepalive committed).
+ * header); LEASE_NOT_FOUND when it had already ended (or ended before this keepalive could commit).
  */
 export async function keepLeaseAlive(client: LeaseClient, id: string): Promise<Lease> {
   checkLeaseId(id);
   const now = await nodeNow(client);
-  const renewed = await client.transaction(async (tx) => {
+  return client.transaction(async (tx) => {
     const record = decodeRecord(id, await tx.get(LEASE_TABLE, id));
     const end = maxTimestamp(plusMs(now, record.ttlMs), record.end);
     const kept: [string, string][] = [];
@@ -193,14 +193,8 @@ export async function keepLeaseAlive(client: LeaseClient, id: string): Promise<L
       kept.push([table, key]);
     }
     await tx.put(LEASE_TABLE, id, encodeRecord({ ttlMs: record.ttlMs, end, keys: kept }), { expiresAt: end });
-    return { previousEnd: record.end, lease: { id, ttlMs: record.ttlMs, expiresAt: end } };
+    return { id, ttlMs: record.ttlMs, expiresAt: end };
   });
-  // The node's clock now is at or above the keepalive's commit timestamp.
-  if ((await nodeNow(client)) >= renewed.previousEnd) {
-    await revokeLease(client, id).catch(() => {});
-    throw leaseNotFound(id);
-  }
-  return renewed.lease;
 }
 
 /** Ends lease `id` now: its record and every attached key are removed in one transaction. */
