@@ -12,6 +12,7 @@ import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../client/remote.js';
+import { ChildNode } from './child-node.js';
 import { DATA_EXIT_CODES } from './data.js';
 import { freePort } from './free-ports.js';
 import { completeLine, parseLine, promptOf, runShell } from './shell.js';
@@ -108,6 +109,18 @@ describe('basalt shell, lease and put --ttl against a running node', () => {
       assert.equal(kept.code, DATA_EXIT_CODES.ok, kept.stderr);
       assert.ok(BigInt((JSON.parse(kept.stdout) as { expiresAt: string }).expiresAt) >= BigInt(lease.expiresAt));
       assert.equal(basalt(['get', 'kv', 'leased', ...c]).stdout.trim(), '7');
+      // keep without --once: one line now, one per renewal (every ttl / 3), until interrupted (exit 0).
+      const keeping = JSON.parse(basalt(['lease', 'grant', '3000', ...c]).stdout) as { id: string };
+      const keeper = new ChildNode(['lease', 'keep', keeping.id, ...c]);
+      try {
+        await keeper.waitFor(/"expiresAt":"\d+"\}\n[\s\S]*"expiresAt":"\d+"\}/, 30_000);
+        keeper.signal('SIGINT');
+        assert.equal((await keeper.exited).code, DATA_EXIT_CODES.ok, keeper.output);
+        const ends = [...keeper.output.matchAll(/"expiresAt":"(\d+)"/g)].map((m) => BigInt(m[1]!));
+        assert.ok(ends.length >= 2 && ends.at(-1)! > ends[0]!, 'each renewal moves the end');
+      } finally {
+        keeper.signal('SIGKILL');
+      }
       assert.deepEqual(JSON.parse(basalt(['lease', 'revoke', lease.id, ...c]).stdout), { revoked: lease.id });
       assert.equal(basalt(['get', 'kv', 'leased', ...c]).code, DATA_EXIT_CODES.notFound, 'revoked with its lease');
       const gone = basalt(['lease', 'keep', lease.id, '--once', ...c]);
