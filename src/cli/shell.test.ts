@@ -99,6 +99,13 @@ describe('basalt shell, lease and put --ttl against a running node', () => {
       }
       assert.equal(basalt(['get', 'kv', 'bad', ...c]).code, DATA_EXIT_CODES.notFound, 'a refused put wrote nothing');
 
+      const ttlScript = '[{"op":"put","table":"kv","key":"txn-ttl","value":5,"ttlMs":600000}]';
+      assert.equal(basalt(['txn', '-', ...c], ttlScript).code, DATA_EXIT_CODES.ok);
+      assert.equal(basalt(['get', 'kv', 'txn-ttl', ...c]).stdout.trim(), '5');
+      const badScript = '[{"op":"put","table":"kv","key":"txn-bad","value":5,"ttlMs":0}]';
+      assert.equal(basalt(['txn', '-', ...c], badScript).code, DATA_EXIT_CODES.invalid);
+      assert.equal(basalt(['get', 'kv', 'txn-bad', ...c]).code, DATA_EXIT_CODES.notFound);
+
       // lease grant | put --lease | keep --once | revoke.
       const granted = basalt(['lease', 'grant', '60000', ...c]);
       assert.equal(granted.code, DATA_EXIT_CODES.ok, granted.stderr);
