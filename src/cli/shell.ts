@@ -221,7 +221,10 @@ export class ShellSession {
     const [table] = need(line, 1, 'scan <table> [--prefix <p>] [--limit <n>]');
     const prefix = flagText(line, '--prefix');
     const limitText = flagText(line, '--limit');
-    const limit = limitText === undefined ? undefined : parseMs(limitText, '--limit');
+    const limit = limitText === undefined ? undefined : Number(limitText);
+    if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) {
+      throw invalidArgument('--limit must be a positive integer');
+    }
     const range = { prefix: prefix ?? '' };
     const options = limit === undefined ? {} : { limit };
     const rows =
