@@ -256,6 +256,35 @@ describe('leases', () => {
   });
 });
 
+describe('leases under clock skew', () => {
+  it('with the coordinating node 400 ms ahead (within the skew bound) a lease ends within ttl ± skew', async () => {
+    const ttlMs = 2_000;
+    cluster.setClockOffset('n2', 400);
+    try {
+      const client = cluster.client('n2');
+      const lease = await client.grantLease(ttlMs);
+      await client.put(T, 'skew-a', 'a', { lease: lease.id });
+      await client.put(T, 'skew-b', 'b', { lease: lease.id });
+      const keptFromMs = Date.now();
+      await client.keepAliveOnce(lease.id);
+      const keptToMs = Date.now();
+      const reader = cluster.client('n1');
+      let goneAtMs: number | undefined;
+      while (goneAtMs === undefined) {
+        const seen = await snapshot(reader, ['skew-a', 'skew-b']);
+        const present = seen.filter((v) => v !== undefined).length;
+        assert.ok(present === 0 || present === 2, `a snapshot saw ${present} of 2 keys`);
+        if (present === 0) goneAtMs = Date.now();
+        else await sleep(20);
+        assert.ok(Date.now() <= keptToMs + ttlMs + SKEW_MS + 2_000, 'the keys vanish within ttl + skew');
+      }
+      assert.ok(goneAtMs >= keptFromMs + ttlMs - SKEW_MS, `gone ${goneAtMs - keptFromMs} ms after the keepalive`);
+    } finally {
+      cluster.setClockOffset('n2', 0);
+    }
+  });
+});
+
 describe('lease key bound', () => {
   it('a lease holding leaseKeysMax keys refuses one more with LEASE_KEYS_MAX, writing nothing', async () => {
     const full = Array.from({ length: LIMITS.leaseKeysMax }, (_, i) => [T, `k${i}`]);
