@@ -278,7 +278,11 @@ async function dataJson(metrics: string, beforeUpdateMs: number): Promise<void> 
   assert.equal(rest.next, null);
   const earlier = await scan(`prefix=console%3Ak1&at=${beforeUpdateMs}`);
   assert.equal(earlier.rows[0]?.value.text, 'value 1', 'a read at a timestamp before the update sees the old value');
-  const history = await getJson<HistoryJson>(metrics, `/console/api/data/history?table=${TABLE}&key=console%3Ak1`);
+  // The history is this node's own replica's, which may apply the update a moment after the primary answered it.
+  const history = await until('the update in the local replica', async () => {
+    const h = await getJson<HistoryJson>(metrics, `/console/api/data/history?table=${TABLE}&key=console%3Ak1`);
+    return h.versions.length >= 2 ? h : undefined;
+  });
   assert.equal(history.hostedHere, true);
   assert.deepEqual(
     history.versions.map((v) => [v.kind, v.value.text]),

@@ -18,7 +18,8 @@
  *
  * `txn` runs a JSON script as one read-write transaction (retried as `client.transaction` retries), or read-only with
  * `--read-only`: an array of `{ op: 'get' | 'put' | 'rm' | 'scan', table, key?, value?, prefix?, start?, end?,
- * limit? }`. The whole script is checked before anything is sent.
+ * limit? }`, a put optionally with `ttlMs` or `lease` (docs/concepts/expiry.md). The whole script is checked before
+ * anything is sent.
  */
 import { readFileSync } from 'node:fs';
 import { type ConnectOptions, connect, type RemoteClient, type RemoteTransaction } from '../client/remote.js';
@@ -26,7 +27,7 @@ import { scanPages } from '../client/scan-pages.js';
 import { BasaltError, invalidArgument, isBasaltError } from '../core/errors.js';
 import type { HybridTimestamp } from '../core/ids.js';
 import type { Value } from '../storage/mv-partition-storage.js';
-import type { ScanRange } from '../tx/core/user-input.js';
+import type { PutOptions, ScanRange } from '../tx/core/user-input.js';
 import { log } from './common.js';
 import { type CredentialFlags, credentialOptions } from './users.js';
 
@@ -51,7 +52,13 @@ export interface DataOptions {
 
 export type DataOp =
   | { readonly op: 'get'; readonly table: string; readonly key: string }
-  | { readonly op: 'put'; readonly table: string; readonly key: string; readonly value: Value }
+  | {
+      readonly op: 'put';
+      readonly table: string;
+      readonly key: string;
+      readonly value: Value;
+      readonly options?: PutOptions;
+    }
   | { readonly op: 'rm'; readonly table: string; readonly key: string }
   | { readonly op: 'scan'; readonly table: string; readonly range: ScanRange; readonly limit?: number };
 
@@ -93,7 +100,7 @@ function parseOp(item: unknown, i: number): DataOp {
       return { op: 'rm', table, key: needKey() };
     case 'put':
       if (!('value' in o)) throw invalidArgument(`operation ${i} (put) needs a value`);
-      return { op: 'put', table, key: needKey(), value: o['value'] as Value };
+      return { op: 'put', table, key: needKey(), value: o['value'] as Value, ...putOptionsOf(o, i) };
     case 'scan': {
       const limit = o['limit'];
       if (limit !== undefined && (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1)) {
@@ -104,6 +111,22 @@ function parseOp(item: unknown, i: number): DataOp {
     default:
       throw invalidArgument(`operation ${i} has an unknown op ${JSON.stringify(o['op'])}: get, put, rm or scan`);
   }
+}
+
+/** A put's `ttlMs` or `lease` (at most one); their ranges are the cluster's to check. */
+function putOptionsOf(o: Record<string, unknown>, i: number): { options?: PutOptions } {
+  const { ttlMs, lease } = o;
+  if (ttlMs !== undefined && lease !== undefined)
+    throw invalidArgument(`operation ${i} (put): ttlMs or lease, not both`);
+  if (ttlMs !== undefined) {
+    if (typeof ttlMs !== 'number') throw invalidArgument(`operation ${i} (put): ttlMs is a number`);
+    return { options: { ttlMs } };
+  }
+  if (lease !== undefined) {
+    if (typeof lease !== 'string') throw invalidArgument(`operation ${i} (put): lease is a lease id`);
+    return { options: { lease } };
+  }
+  return {};
 }
 
 function rangeOf(o: Record<string, unknown>, i: number): ScanRange {
@@ -270,7 +293,7 @@ async function runScript(tx: RemoteTransaction, script: readonly DataOp[]): Prom
         results.push({ value: (await tx.get(op.table, op.key)) ?? null });
         break;
       case 'put':
-        await tx.put(op.table, op.key, op.value);
+        await tx.put(op.table, op.key, op.value, op.options);
         results.push({});
         break;
       case 'rm':

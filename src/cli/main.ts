@@ -9,6 +9,8 @@
  * certificates (certs.ts). `basalt backup`, `backup verify` and `restore` take, check and restore backups of a running
  * cluster (backup-command.ts).
  */
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { RemoteClient } from '../client/remote.js';
 import type { UserRole } from '../cluster/metastorage-state.js';
@@ -62,8 +64,10 @@ import {
 import { demo } from './demo.js';
 import { type PeerEntry, peerList } from './discovery.js';
 import { NEMESIS_FAULTS, type NemesisFault, parseNemesis, runJepsen } from './jepsen.js';
+import { leaseGrant, leaseKeep, leaseRevoke, putOptionsOf } from './lease-command.js';
 import { type LocalOptions, local } from './local.js';
 import { LOG_LEVELS, type LogLevel, logLevel } from './logging.js';
+import { runShell } from './shell.js';
 import { faultList, runCheck, runSim, seedList, workloadList } from './sim-command.js';
 import { runStart } from './start-command.js';
 import {
@@ -386,21 +390,24 @@ dataCommand('get <table> <key>', "print a key's value (an implicit read on its p
     process.exitCode = await withClient(o, (client) => getCommand(client, tableName, key, o.output));
   },
 );
-dataCommand('put <table> <key> <json>', 'write a JSON value (- reads it from standard input)').action(
-  async (tableName: string, key: string, json: string, flags: DataFlags) => {
+dataCommand('put <table> <key> <json>', 'write a JSON value (- reads it from standard input)')
+  .option('--ttl <ms>', 'the value expires this many milliseconds after its commit')
+  .option('--lease <id>', 'attach the key to a lease (basalt lease grant): it expires when the lease ends')
+  .action(async (tableName: string, key: string, json: string, flags: DataFlags & { ttl?: string; lease?: string }) => {
     let value: Value;
+    let options: ReturnType<typeof putOptionsOf>;
     try {
       value = parseValue(json === '-' ? readSource('-') : json);
+      options = putOptionsOf(flags);
     } catch (error) {
       process.exitCode = reportFailure(error);
       return;
     }
     process.exitCode = await withClient(dataOptions(flags), async (client) => {
-      await client.put(tableName, key, value);
+      await client.put(tableName, key, value, options);
       return DATA_EXIT_CODES.ok;
     });
-  },
-);
+  });
 dataCommand('rm <table> <key>', 'remove a key').action(async (tableName: string, key: string, flags: DataFlags) => {
   process.exitCode = await withClient(dataOptions(flags), async (client) => {
     await client.remove(tableName, key);
@@ -469,6 +476,51 @@ dataCommand('txn <script>', 'run a JSON script of get/put/rm/scan operations as 
     }
     const o = dataOptions(flags);
     process.exitCode = await withClient(o, (client) => txnCommand(client, script, flags.readOnly, o.output));
+  });
+
+const lease = program
+  .command('lease')
+  .description('grant, keep alive and revoke leases: keys attached to a lease vanish together when it ends');
+/** A lease subcommand with the data commands' options. */
+function leaseCommand(name: string, description: string) {
+  return lease
+    .command(name)
+    .description(description)
+    .option('--connect <list>', 'node client ports host:port, comma separated, tried in order', DEFAULT_CONNECT)
+    .addHelpText('after', DATA_HELP);
+}
+leaseCommand('grant <ttlMs>', 'grant a lease of ttlMs milliseconds; prints { id, ttlMs, expiresAt }').action(
+  async (ttl: string, flags: { connect: string }) => {
+    process.exitCode = await withClient(leaseFlags(flags), (client) => leaseGrant(client, ttl));
+  },
+);
+leaseCommand('keep <id>', 'keep a lease alive, one JSON line per renewal, until it is lost or interrupted')
+  .option('--once', 'renew once and exit', false)
+  .action(async (id: string, flags: { connect: string; once: boolean }) => {
+    process.exitCode = await withClient(leaseFlags(flags), (client) => leaseKeep(client, id, flags.once));
+  });
+leaseCommand('revoke <id>', 'end a lease now: every key attached to it is removed').action(
+  async (id: string, flags: { connect: string }) => {
+    process.exitCode = await withClient(leaseFlags(flags), (client) => leaseRevoke(client, id));
+  },
+);
+
+function leaseFlags(flags: { connect: string }): DataOptions {
+  return { connect: flags.connect.split(','), output: 'json' };
+}
+
+program
+  .command('shell')
+  .description(
+    'an interactive session: get, put [--ttl|--lease], rm, scan, tables, begin/commit/rollback, lease (stdin may be a script)',
+  )
+  .option('--connect <list>', 'node client ports host:port, comma separated, tried in order', DEFAULT_CONNECT)
+  .addHelpText('after', DATA_HELP)
+  .action(async (flags: { connect: string }) => {
+    const history = join(homedir(), '.basalt_history');
+    process.exitCode = await withClient(leaseFlags(flags), (client) =>
+      runShell(client, process.stdin, process.stdout, history),
+    );
   });
 
 function outputFormat(value: string): Output {

@@ -37,8 +37,18 @@ import {
   readWriteBeginOptions,
   runTransaction,
 } from '../tx/coordinator/transaction.js';
-import type { KeyValue, ReadOptions, ScanOptions, ScanRange, TxWrite } from '../tx/core/user-input.js';
+import type { KeyValue, PutOptions, ReadOptions, ScanOptions, ScanRange, TxWrite } from '../tx/core/user-input.js';
 import { type BackupOptions, type BackupSummary, backup } from './backup.js';
+import {
+  grantLease,
+  keepLeaseAlive,
+  type Lease,
+  type LeaseKeepAlive,
+  leaseOption,
+  putWithLease,
+  revokeLease,
+  startKeepAlive,
+} from './leases.js';
 import { type RestoreOptions, type RestoreSummary, restore } from './restore.js';
 import {
   type ChangeReadPage,
@@ -49,7 +59,8 @@ import {
 } from './watch.js';
 
 export type { Value } from '../storage/mv-partition-storage.js';
-export type { KeyValue, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
+export type { KeyValue, PutOptions, ReadOptions, ScanOptions, ScanRange } from '../tx/core/user-input.js';
+export type { Lease, LeaseKeepAlive } from './leases.js';
 
 /** Options of `begin`: the kind of transaction, and for each kind its timestamp or timeout. */
 export interface BeginOptions {
@@ -89,8 +100,8 @@ export interface Transaction {
   get(table: string, key: string, options?: ReadOptions): Promise<Value | undefined>;
   /** The values of `keys`, in their order (`undefined` for a missing key); `forUpdate` as for `get`. */
   getAll(table: string, keys: readonly string[], options?: ReadOptions): Promise<(Value | undefined)[]>;
-  /** Writes `value` under `key` (a write intent until commit). TX_READ_ONLY in a read-only transaction. */
-  put(table: string, key: string, value: Value): Promise<void>;
+  /** `{ ttlMs }`, `{ expiresAt }` or `{ lease }`: the version expires (docs/concepts/expiry.md). */
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void>;
   /** Writes every entry, as `put` would each. */
   putAll(table: string, entries: readonly KeyValue[]): Promise<void>;
   /** Removes `key` (a missing key is no error). TX_READ_ONLY in a read-only transaction. */
@@ -113,8 +124,8 @@ export interface Client {
   transaction<T>(fn: (tx: Transaction) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /** Implicit read: lock-free, linearizable, on the key's primary at its `now`. */
   get(table: string, key: string): Promise<Value | undefined>;
-  /** Implicit one-phase write: one replicated command, no write intent. */
-  put(table: string, key: string, value: Value): Promise<void>;
+  /** An implicit write; `{ ttlMs }`, `{ expiresAt }` or `{ lease }` make it expire (docs/concepts/expiry.md). */
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void>;
   /** Implicit one-phase removal, as `put`. */
   remove(table: string, key: string): Promise<void>;
   /** Creates a table; resolves once every partition has a primary. ALREADY_EXISTS if it exists. */
@@ -142,6 +153,14 @@ export interface Client {
   watch(table: string, options?: WatchOptions): WatchStream;
   /** One page of one partition's changes in a window: what `watch` is built from (and the protocol's `changes`). */
   readChanges(request: ChangeReadRequest): Promise<ChangeReadPage>;
+  /** Grants a lease of `ttlMs` (1..LIMITS.ttlMsMax); keys put with `{ lease: id }` vanish together when it ends. */
+  grantLease(ttlMs: number): Promise<Lease>;
+  /** Extends lease `id` once, to the node's clock + its ttl (LEASE_NOT_FOUND if it already ended). */
+  keepAliveOnce(id: string): Promise<Lease>;
+  /** Keeps `lease` alive every third of its ttl until closed; `done` rejects (LEASE_NOT_FOUND) when it is lost. */
+  keepAlive(lease: Lease): LeaseKeepAlive;
+  /** Ends lease `id` now, removing its keys in one transaction. */
+  revokeLease(id: string): Promise<void>;
 }
 
 /** The `ClientFactory` of the cluster harness. */
@@ -214,14 +233,36 @@ class EmbeddedClient implements Client {
     );
   }
 
-  /** An implicit one-phase write; a failure that proves it did not apply (retryable) is retried as a new one. */
-  put(table: string, key: string, value: Value): Promise<void> {
+  /**
+   * An implicit one-phase write; a failure that proves it did not apply (retryable) is retried as a new one. With a
+   * lease it is a transaction (the write and the lease's key list change together).
+   */
+  async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    const lease = leaseOption(options);
+    if (lease !== undefined) return this.transaction((tx) => tx.put(table, key, value, { lease }));
     return this.run(() =>
       this.retrying(async () => {
         const { node, coordinator } = this.current();
-        await whileAlive(node, coordinator.putImplicit(table, key, value), () => outcomeUnknown(node.name));
+        const written = coordinator.putImplicit(table, key, value, options);
+        await whileAlive(node, written, () => outcomeUnknown(node.name));
       }, {}),
     );
+  }
+
+  grantLease(ttlMs: number): Promise<Lease> {
+    return grantLease(this, ttlMs);
+  }
+
+  keepAliveOnce(id: string): Promise<Lease> {
+    return keepLeaseAlive(this, id);
+  }
+
+  keepAlive(lease: Lease): LeaseKeepAlive {
+    return startKeepAlive(this, lease, (ms) => this.cluster.runFor(ms));
+  }
+
+  revokeLease(id: string): Promise<void> {
+    return revokeLease(this, id);
   }
 
   remove(table: string, key: string): Promise<void> {
@@ -342,8 +383,10 @@ class DrivenTransaction implements Transaction {
     return this.drive(() => this.tx.getAll(table, keys, options), coordinatorGone);
   }
 
-  put(table: string, key: string, value: Value): Promise<void> {
-    return this.drive(() => this.tx.put(table, key, value), coordinatorGone);
+  async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    const lease = leaseOption(options);
+    if (lease !== undefined) return putWithLease(this, lease, table, key, value);
+    return this.drive(() => this.tx.put(table, key, value, options), coordinatorGone);
   }
 
   putAll(table: string, entries: readonly KeyValue[]): Promise<void> {

@@ -18,7 +18,7 @@ import { locateOr } from '../route/primary-directory.js';
 import { beginReadOnly } from '../tx/coordinator/read-only.js';
 import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import { beginTransaction, readWriteBeginOptions, runTransaction } from '../tx/coordinator/transaction.js';
-import type { Value } from './client.js';
+import type { PutOptions, Value } from './client.js';
 import type { BackendTransaction, ClientBackend, RemoteBeginOptions, UserDirectory } from './server.js';
 import type { ChangeReadPage, ChangeReadRequest } from './watch.js';
 
@@ -87,9 +87,9 @@ class NodeClient implements ClientBackend {
   }
 
   /** An implicit one-phase write; a failure that proves it did not apply (retryable) is retried as a new one. */
-  async put(table: string, key: string, value: Value): Promise<void> {
+  async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
     this.basalt.counters.add(NODE_CLIENT_COUNTERS.implicitWrites);
-    await this.retrying(() => this.service().coordinator.putImplicit(table, key, value));
+    await this.retrying(() => this.service().coordinator.putImplicit(table, key, value, options));
   }
 
   async remove(table: string, key: string): Promise<void> {

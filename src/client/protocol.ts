@@ -19,6 +19,7 @@
  * the connection is closed (the peer does not speak this protocol).
  */
 import { BasaltError, type ErrorData, type ErrorHint, errorHintProblem, isErrorCode } from '../core/errors.js';
+import type { HybridTimestamp } from '../core/ids.js';
 import { isTxId } from '../tx/core/tx-id.js';
 
 export const CLIENT_MAGIC = 'basalt-client';
@@ -81,7 +82,14 @@ interface RequestFields {
     readonly keys: readonly string[];
     readonly options?: ReadOpts;
   };
-  readonly put: { readonly tx?: TxHandle; readonly table: string; readonly key: string; readonly value: unknown };
+  readonly put: {
+    readonly tx?: TxHandle;
+    readonly table: string;
+    readonly key: string;
+    readonly value: unknown;
+    /** An expiry (a lease is resolved to its end by the client); its range is the coordinator's to check. */
+    readonly options?: { readonly ttlMs?: number; readonly expiresAt?: HybridTimestamp };
+  };
   readonly putAll: {
     readonly tx?: TxHandle;
     readonly table: string;
@@ -275,6 +283,7 @@ const record =
 const tableOptions = record({ required: { partitions: count, replicas: count }, optional: {} });
 const scanOptions = record({ required: {}, optional: { limit: count, partition: count } });
 const readOptions = record({ required: {}, optional: { forUpdate: boolean } });
+const putOptions = record({ required: {}, optional: { ttlMs: anything, expiresAt: timestamp } });
 
 const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
   begin: {
@@ -284,7 +293,7 @@ const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
   },
   get: { required: { table: string, key: string }, optional: { tx: handle, options: readOptions } },
   getAll: { required: { table: string, keys: strings }, optional: { tx: handle, options: readOptions } },
-  put: { required: { table: string, key: string, value: anything }, optional: { tx: handle } },
+  put: { required: { table: string, key: string, value: anything }, optional: { tx: handle, options: putOptions } },
   putAll: { required: { table: string, entries }, optional: { tx: handle } },
   remove: { required: { table: string, key: string }, optional: { tx: handle } },
   scan: { required: { table: string, range }, optional: { tx: handle, options: scanOptions } },

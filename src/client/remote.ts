@@ -34,7 +34,17 @@ import type { RunTransactionOptions } from '../tx/coordinator/transaction.js';
 import type { ChangeEntry } from '../tx/core/messages.js';
 import { checkReadOptions } from '../tx/core/user-input.js';
 import { type BackupOptions, type BackupSummary, backup } from './backup.js';
-import type { KeyValue, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
+import type { KeyValue, PutOptions, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
+import {
+  grantLease,
+  keepLeaseAlive,
+  type Lease,
+  type LeaseKeepAlive,
+  leaseOption,
+  putWithLease,
+  revokeLease,
+  startKeepAlive,
+} from './leases.js';
 import {
   type ClientRequest,
   clientHello,
@@ -151,10 +161,18 @@ export interface RemoteClient {
   transaction<T>(fn: (tx: RemoteTransaction) => Promise<T>, options?: RemoteTransactionOptions): Promise<T>;
   /** Implicit read (as {@link Client.get}). */
   get(table: string, key: string): Promise<Value | undefined>;
-  /** Implicit one-phase write (as {@link Client.put}). */
-  put(table: string, key: string, value: Value): Promise<void>;
+  /** An implicit write; `{ ttlMs }`, `{ expiresAt }` or `{ lease }` make it expire (docs/concepts/expiry.md). */
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void>;
   /** Implicit one-phase removal (as {@link Client.remove}). */
   remove(table: string, key: string): Promise<void>;
+  /** Grants a lease of `ttlMs`; keys put with `{ lease: id }` vanish together when it ends. */
+  grantLease(ttlMs: number): Promise<Lease>;
+  /** Extends lease `id` once (LEASE_NOT_FOUND if it already ended). */
+  keepAliveOnce(id: string): Promise<Lease>;
+  /** Keeps `lease` alive every third of its ttl until closed; `done` rejects (LEASE_NOT_FOUND) when it is lost. */
+  keepAlive(lease: Lease): LeaseKeepAlive;
+  /** Ends lease `id` now, removing its keys in one transaction. */
+  revokeLease(id: string): Promise<void>;
   /** Creates a table (as {@link Client.createTable}). */
   createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
   /** Drops a table (as {@link Client.dropTable}). */
@@ -589,8 +607,26 @@ class TcpClient implements RemoteClient {
     return readValue(await this.connection.call({ kind: 'get', table, key }));
   }
 
-  async put(table: string, key: string, value: Value): Promise<void> {
-    await this.connection.call({ kind: 'put', table, key, value }, 'unknown');
+  async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    const lease = leaseOption(options);
+    if (lease !== undefined) return this.transaction((tx) => tx.put(table, key, value, { lease }));
+    await this.connection.call({ kind: 'put', table, key, value, ...putOptionsOf(options) }, 'unknown');
+  }
+
+  grantLease(ttlMs: number): Promise<Lease> {
+    return grantLease(this, ttlMs);
+  }
+
+  keepAliveOnce(id: string): Promise<Lease> {
+    return keepLeaseAlive(this, id);
+  }
+
+  keepAlive(lease: Lease): LeaseKeepAlive {
+    return startKeepAlive(this, lease, (ms, signal) => sleep(this.timers, ms, signal));
+  }
+
+  revokeLease(id: string): Promise<void> {
+    return revokeLease(this, id);
   }
 
   async remove(table: string, key: string): Promise<void> {
@@ -813,8 +849,16 @@ class TcpTransaction implements RemoteTransaction {
     return values as (Value | undefined)[];
   }
 
-  put(table: string, key: string, value: Value): Promise<void> {
-    return this.buffer?.put(table, key, value) ?? this.sendPut(table, key, value);
+  async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    const lease = leaseOption(options);
+    if (lease !== undefined) {
+      await this.buffer?.flush();
+      return putWithLease(this, lease, table, key, value);
+    }
+    // A write that expires is sent at once: the commit carries plain writes only.
+    if (this.buffer !== undefined && options === undefined) return this.buffer.put(table, key, value);
+    await this.buffer?.flush();
+    await this.connection.call({ kind: 'put', tx: this.handle, table, key, value, ...putOptionsOf(options) });
   }
 
   putAll(table: string, entries: readonly KeyValue[]): Promise<void> {
@@ -868,10 +912,6 @@ class TcpTransaction implements RemoteTransaction {
     await this.connection.call({ kind: 'rollback', tx: this.handle });
   }
 
-  private async sendPut(table: string, key: string, value: Value): Promise<void> {
-    await this.connection.call({ kind: 'put', tx: this.handle, table, key, value });
-  }
-
   /** Writes sent to the server as they are (unbuffered, or a buffer's flush). */
   private sink(): WriteSink {
     return {
@@ -919,4 +959,13 @@ function isTable(value: unknown): value is TableDescriptor {
     typeof value['partitions'] === 'number' &&
     typeof value['replicas'] === 'number'
   );
+}
+
+/** The wire form of put options: an expiry only (a lease is resolved to its end before anything is sent). */
+function putOptionsOf(options: PutOptions | undefined): { options?: { ttlMs?: number; expiresAt?: HybridTimestamp } } {
+  if (options === undefined) return {};
+  const { ttlMs, expiresAt } = options;
+  return {
+    options: { ...(ttlMs !== undefined && { ttlMs }), ...(expiresAt !== undefined && { expiresAt }) },
+  };
 }

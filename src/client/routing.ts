@@ -19,7 +19,8 @@ import { partitionIndexOf } from '../core/partitioning.js';
 import type { Clock } from '../env/clock.js';
 import { RealClock } from '../env/real-clock.js';
 import { type BackupOptions, type BackupSummary, backup } from './backup.js';
-import type { Value } from './client.js';
+import type { PutOptions, Value } from './client.js';
+import type { Lease, LeaseKeepAlive } from './leases.js';
 import {
   type ConnectOptions,
   type CreateUserOptions,
@@ -126,8 +127,27 @@ export class RoutingClient implements RemoteClient {
     return this.home.readChanges(request);
   }
 
-  put(table: string, key: string, value: Value): Promise<void> {
-    return this.target(table, key).put(table, key, value);
+  /** A lease write is a transaction, so it goes home; any other to the key's primary's node. */
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    const client = options?.lease === undefined ? this.target(table, key) : this.home;
+    return client.put(table, key, value, options);
+  }
+
+  /** Leases live on the home connection (their transactions and the clock their ends come from). */
+  grantLease(ttlMs: number): Promise<Lease> {
+    return this.home.grantLease(ttlMs);
+  }
+
+  keepAliveOnce(id: string): Promise<Lease> {
+    return this.home.keepAliveOnce(id);
+  }
+
+  keepAlive(lease: Lease): LeaseKeepAlive {
+    return this.home.keepAlive(lease);
+  }
+
+  revokeLease(id: string): Promise<void> {
+    return this.home.revokeLease(id);
   }
 
   remove(table: string, key: string): Promise<void> {

@@ -51,7 +51,7 @@ import { clientServerTlsOptions, type PeerTlsMaterial } from '../net/peer-tls.js
 import type { TxWrite } from '../tx/core/user-input.js';
 import { type AuthCounters, Authenticator, type ClientAuthOptions } from './auth.js';
 import { denial, permissionOf } from './authorization.js';
-import type { KeyValue, ScanOptions, ScanRange, Transaction, Value } from './client.js';
+import type { KeyValue, PutOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
 import { passwordProblem } from './passwords.js';
 import {
   CLIENT_MAGIC,
@@ -92,7 +92,7 @@ export interface ClientBackend {
   begin(options?: RemoteBeginOptions): Promise<BackendTransaction>;
   transaction<T>(fn: (tx: BackendTransaction) => Promise<T>): Promise<T>;
   get(table: string, key: string): Promise<Value | undefined>;
-  put(table: string, key: string, value: Value): Promise<void>;
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void>;
   remove(table: string, key: string): Promise<void>;
   createTable(name: string, options: TableOptions): Promise<TableDescriptor>;
   dropTable(name: string): Promise<void>;
@@ -746,8 +746,9 @@ class ClientSession {
 
   private async put(request: RequestOf<'put'>): Promise<unknown> {
     const value = request.value as Value;
-    if (request.tx === undefined) await this.backend.put(request.table, request.key, value);
-    else await this.txOf(request.tx).put(request.table, request.key, value);
+    const { options } = request;
+    if (request.tx === undefined) await this.backend.put(request.table, request.key, value, options);
+    else await this.txOf(request.tx).put(request.table, request.key, value, options);
     return {};
   }
 

@@ -119,6 +119,13 @@ export const ERROR_CODES = {
   PERMISSION_DENIED: { retryable: false },
   /** `basalt start` on an address other than loopback without `--certs-dir` (or `--insecure` to run without TLS). */
   CERTS_REQUIRED: { retryable: false },
+  /**
+   * A lease that was never granted, was revoked, or ended (its ttl passed without a keepalive): the keys attached to
+   * it are gone. Grant a new lease.
+   */
+  LEASE_NOT_FOUND: { retryable: false },
+  /** A key attached to a lease that already holds LIMITS.leaseKeysMax keys: nothing was written. */
+  LEASE_KEYS_MAX: { retryable: false },
   /** A bug: an invariant did not hold. Report it with the node's log. */
   INTERNAL: { retryable: false },
   /** A feature of the public API that this version does not provide yet. */

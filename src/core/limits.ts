@@ -8,6 +8,10 @@ export const LIMITS = {
   keyBytesMax: 1024,
   /** Largest encoded value. */
   valueBytesMax: 1024 * 1024,
+  /** Longest time to live of a written version (`put(..., { ttlMs })`) and of a lease: 365 days. */
+  ttlMsMax: 365 * 24 * 3_600_000,
+  /** Keys attached to one lease (a keepalive rewrites them all in one transaction). */
+  leaseKeysMax: 1_000,
   /** Largest frame on a TCP connection (payload after the length prefix). */
   frameBytesMax: 16 * 1024 * 1024,
   /** Messages queued for one peer while its connection is down; older ones are dropped past this. */

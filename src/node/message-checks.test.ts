@@ -148,6 +148,15 @@ describe('peer message checks', () => {
     refused('ReadWriteRequest', { operation: { op: 'put', key: 'k' } }, /^operation value/);
     refused('ReadWriteRequest', { operation: { op: 'put', key: 'k', value: 1n } }, /holds a bigint/);
     refused('ReadWriteRequest', { operation: { op: 'drop', key: 'k' } }, /op "drop" is unknown/);
+    const put = (expiry: unknown) => ({ operation: { op: 'put', key: 'k', value: 1, expiry } });
+    for (const expiry of [{ ttlMs: 0 }, { ttlMs: 1.5 }, { ttlMs: LIMITS.ttlMsMax + 1 }, { ttlMs: '5' }, 7]) {
+      refused('ReadWriteRequest', put(expiry), /^operation expiry/);
+    }
+    refused('ReadWriteRequest', put({ at: 0n }), /^operation expiry at/);
+    refused('ReadWriteRequest', put({ at: ts, ttlMs: 5 }), /not both/);
+    for (const expiry of [{ ttlMs: 5 }, { at: ts }]) {
+      assert.equal(problem('ReadWriteRequest', { ...VALID.ReadWriteRequest, ...put(expiry) }), undefined);
+    }
     refused('LeaseConfirmRequest', { token: { ...token, start: 5 } }, /^token start must be a timestamp/);
     refused('TxStateCoordinatorRequest', { readTs: undefined }, /^readTs/);
     refused('TxCleanupRequest', { partitions: [p, 7] }, /^partitions \[1\] must be an id/);

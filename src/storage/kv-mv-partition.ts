@@ -19,7 +19,7 @@ import { assert, unreachable } from '../core/assert.js';
 import { invalidArgument } from '../core/errors.js';
 import type { HybridTimestamp, LogIndex, PartitionId, RowId, Term, TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
-import { MAX_TIMESTAMP } from '../hlc/timestamp.js';
+import { MAX_TIMESTAMP, maxTimestamp } from '../hlc/timestamp.js';
 import { utf8Bytes, utf8Text } from './codec.js';
 import { prefixEnd, rowIdBytes, timestampBytes, txIdBytes, txIdPrefixBytes, withSuffix } from './keys.js';
 import { type KvPartitionLayout, KvReplicatedPartition } from './kv-replicated.js';
@@ -32,6 +32,7 @@ import type {
   ChangeRow,
   ChangesResult,
   CommitWriteResult,
+  Expiry,
   GcResult,
   KeyRange,
   MvPartitionStorage,
@@ -44,6 +45,7 @@ import type {
 import { TOMBSTONE } from './mv-partition-storage.js';
 import {
   assertNewerThanChain,
+  committedVersion,
   decodeRow,
   decodeValue,
   EMPTY_READ,
@@ -53,6 +55,7 @@ import {
   readAt,
   readLatest,
   trimRow,
+  validateExpiry,
   validateKey,
 } from './version-chain.js';
 
@@ -116,8 +119,9 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
 
   // ---- writes ----
 
-  addWrite(rowId: RowId, value: RowValue, txId: TxId, commitPartitionId: PartitionId): AddWriteResult {
+  addWrite(rowId: RowId, value: RowValue, txId: TxId, commitPartitionId: PartitionId, expiry?: Expiry): AddWriteResult {
     this.checkLive();
+    validateExpiry(expiry);
     const stored = encodeValue(value);
     return this.store.atomically(() => {
       const row = this.existingRow(rowId);
@@ -125,7 +129,8 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
         return { status: 'TX_MISMATCH', intentTxId: row.intent.txId };
       }
       if (row.intent === undefined) this.store.put('mv:txrows', this.txRowKey(txId, rowId), EMPTY);
-      this.putRow(rowId, { ...row, intent: { txId, commitPartitionId, value: stored } });
+      const intent = { txId, commitPartitionId, value: stored, ...(expiry !== undefined && { expiry }) };
+      this.putRow(rowId, { ...row, intent });
       return { status: 'SUCCESS' };
     });
   }
@@ -138,7 +143,7 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
       if (row.intent.txId !== txId) return { status: 'TX_MISMATCH', intentTxId: row.intent.txId };
       assertNewerThanChain(row, commitTs);
       this.store.delete('mv:txrows', this.txRowKey(txId, rowId));
-      this.putCommitted(rowId, row, { commitTs, value: row.intent.value });
+      this.putCommitted(rowId, row, committedVersion(commitTs, row.intent.value, row.intent.expiry));
       return { status: 'SUCCESS' };
     });
   }
@@ -156,21 +161,29 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
         this.removeRow(rowId, aborted.key);
       } else {
         this.putRow(rowId, aborted);
-        // A tombstone kept only because the intent was newer may now go entirely: queue it for GC again.
+        // A tombstone (or an expiring version) kept only because the intent was newer may now go entirely: queue it
+        // for GC again.
         if (head.value === null) this.queueGc(head.commitTs, rowId);
+        if (head.expiresAt !== undefined) this.queueGc(maxTimestamp(head.expiresAt, head.commitTs), rowId);
       }
       return { status: 'SUCCESS' };
     });
   }
 
-  addWriteCommitted(rowId: RowId, value: RowValue, commitTs: HybridTimestamp): AddWriteCommittedResult {
+  addWriteCommitted(
+    rowId: RowId,
+    value: RowValue,
+    commitTs: HybridTimestamp,
+    expiry?: Expiry,
+  ): AddWriteCommittedResult {
     this.checkLive();
+    validateExpiry(expiry);
     const stored = encodeValue(value);
     return this.store.atomically(() => {
       const row = this.existingRow(rowId);
       if (row.intent !== undefined) return { status: 'WRITE_INTENT_EXISTS', intentTxId: row.intent.txId };
       assertNewerThanChain(row, commitTs);
-      this.putCommitted(rowId, row, { commitTs, value: stored });
+      this.putCommitted(rowId, row, committedVersion(commitTs, stored, expiry));
       return { status: 'SUCCESS' };
     });
   }
@@ -179,6 +192,9 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
     const next: RowRecord = { key: row.key, intent: undefined, versions: [version, ...row.versions] };
     this.putRow(rowId, next);
     if (next.versions.length > 1 || version.value === null) this.queueGc(version.commitTs, rowId);
+    // An expiring version is garbage once the watermark passes its expiry (if nothing newer came first), and not
+    // before the watermark reaches the version itself (an absolute expiry may lie below its commit).
+    if (version.expiresAt !== undefined) this.queueGc(maxTimestamp(version.expiresAt, version.commitTs), rowId);
   }
 
   // ---- reads ----
@@ -190,13 +206,13 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
     return row === undefined ? EMPTY_READ : readAt(row, ts);
   }
 
-  readLatest(rowId: RowId): ReadResult {
+  readLatest(rowId: RowId, now?: HybridTimestamp): ReadResult {
     this.checkLive();
     const row = this.row(rowId);
-    return row === undefined ? EMPTY_READ : readLatest(row);
+    return row === undefined ? EMPTY_READ : readLatest(row, now);
   }
 
-  scan(range: KeyRange, at: ReadAt, limit: number): ScanResult {
+  scan(range: KeyRange, at: ReadAt, limit: number, now?: HybridTimestamp): ScanResult {
     this.checkLive();
     if (!Number.isInteger(limit) || limit < 1 || limit > LIMITS.storageScanRowsMax) {
       throw invalidArgument(`scan limit must be an integer in 1..${LIMITS.storageScanRowsMax}`, { limit });
@@ -213,7 +229,7 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
       const row = this.row(rowId);
       // Read back: the key index and the rows agree (a key names one row, and that row holds the key).
       assert(row !== undefined && row.key === userKey, 'the key index names a row of its key', rowId, userKey);
-      const read = at === 'latest' ? readLatest(row) : readAt(row, at);
+      const read = at === 'latest' ? readLatest(row, now) : readAt(row, at);
       if (read.kind === 'empty' || (read.kind === 'committed' && read.value === TOMBSTONE)) continue;
       rows.push({ key: userKey, rowId, read });
     }

@@ -103,6 +103,44 @@ describe('LMDB storage durability', () => {
       }
     }));
 
+  it('rows written before expiry existed reopen unchanged and then take expiring versions, which survive reopen', () =>
+    withDir(async (dir) => {
+      let root: RootDatabase = openLmdbEnvironment(dir, { sync: true });
+      let engine = new LmdbStorageEngine(root);
+      const mv = engine.mvPartition(P);
+      const a = mv.ensureRowId('a');
+      // No expiry: the row record is written in the form of earlier versions (version-chain.test.ts, byte for byte).
+      mv.addWriteCommitted(a, 'old', ts(10));
+      await engine.flush();
+      await root.close();
+
+      root = openLmdbEnvironment(dir, { sync: true });
+      engine = new LmdbStorageEngine(root);
+      const mv2 = engine.mvPartition(P);
+      assert.deepEqual(mv2.read(a, ts(15)), { kind: 'committed', value: 'old', commitTs: ts(10) });
+      const ms = 1n << 16n;
+      mv2.addWriteCommitted(a, 'expiring', ts(20), { ttlMs: 1 });
+      await engine.flush();
+      await root.close();
+
+      root = openLmdbEnvironment(dir, { sync: true });
+      engine = new LmdbStorageEngine(root);
+      const mv3 = engine.mvPartition(P);
+      try {
+        assert.deepEqual(mv3.read(a, ts(15)), { kind: 'committed', value: 'old', commitTs: ts(10) });
+        assert.deepEqual(mv3.read(a, ts(20n + ms - 1n)), {
+          kind: 'committed',
+          value: 'expiring',
+          commitTs: ts(20),
+          expiresAt: ts(20n + ms),
+        });
+        assert.deepEqual(mv3.read(a, ts(20n + ms)), { kind: 'committed', value: TOMBSTONE, commitTs: ts(20) });
+        assert.deepEqual(mv3.gc(ts(20n + ms)), { versionsRemoved: 2, rowsRemoved: 1, more: false });
+      } finally {
+        await root.close();
+      }
+    }));
+
   it('using storage after its environment was closed throws STORAGE_CLOSED', () =>
     withDir(async (dir) => {
       const root = openLmdbEnvironment(dir, { sync: false });

@@ -27,10 +27,19 @@ export type Tombstone = typeof TOMBSTONE;
 /** What one version holds: a value or a tombstone. */
 export type RowValue = Value | Tombstone;
 
+/**
+ * When a written version stops being visible (DESIGN §4b "Expiry is part of a version"): `ttlMs` milliseconds after
+ * its commit timestamp (fixed when it commits), or at the absolute HLC timestamp `at` (a lease's end). A read at T
+ * sees a version iff commitTs ≤ T < expiry; at and above its expiry the version reads as a tombstone would.
+ */
+export type Expiry = { readonly ttlMs: number } | { readonly at: HybridTimestamp };
+
 export interface CommittedRead {
   readonly kind: 'committed';
   readonly value: RowValue;
   readonly commitTs: HybridTimestamp;
+  /** When the version read expires (set only for a version with an expiry that had not passed at the read). */
+  readonly expiresAt?: HybridTimestamp;
 }
 
 export interface IntentRead {
@@ -40,8 +49,13 @@ export interface IntentRead {
   readonly commitPartitionId: PartitionId;
   /** Commit timestamp of the row's newest committed version (the reader's fallback if the intent is not visible). */
   readonly newestCommitTimestamp: HybridTimestamp | undefined;
-  /** Value of that newest committed version (undefined when there is none), saving the reader a second lookup. */
+  /**
+   * Value of that newest committed version (undefined when there is none), saving the reader a second lookup; a
+   * tombstone when it has expired at the read's timestamp.
+   */
   readonly newestCommittedValue: RowValue | undefined;
+  /** The intent's expiry, when it was written with one (the reader applies it once it knows the commitTs). */
+  readonly expiry?: Expiry;
 }
 
 export interface EmptyRead {
@@ -128,21 +142,33 @@ export interface MvPartitionStorage extends ReplicatedStorage {
   /** The key of a row. */
   keyOf(rowId: RowId): string | undefined;
 
-  /** Adds a write intent for `txId`, or replaces that tx's own intent; a foreign intent yields TX_MISMATCH. */
-  addWrite(rowId: RowId, value: RowValue, txId: TxId, commitPartitionId: PartitionId): AddWriteResult;
+  /**
+   * Adds a write intent for `txId`, or replaces that tx's own intent; a foreign intent yields TX_MISMATCH. With an
+   * `expiry`, the version it commits into expires (a relative ttl is counted from its commit timestamp).
+   */
+  addWrite(rowId: RowId, value: RowValue, txId: TxId, commitPartitionId: PartitionId, expiry?: Expiry): AddWriteResult;
   /** Turns `txId`'s intent into a committed version at `commitTs` (> every committed version of the row). */
   commitWrite(rowId: RowId, commitTs: HybridTimestamp, txId: TxId): CommitWriteResult;
   /** Removes `txId`'s intent. A row left with no version at all is removed with its key index entry. */
   abortWrite(rowId: RowId, txId: TxId): AbortWriteResult;
   /** Adds a committed version directly (one-phase commit); refused while an intent exists. */
-  addWriteCommitted(rowId: RowId, value: RowValue, commitTs: HybridTimestamp): AddWriteCommittedResult;
+  addWriteCommitted(rowId: RowId, value: RowValue, commitTs: HybridTimestamp, expiry?: Expiry): AddWriteCommittedResult;
 
-  /** The newest committed version at or below `ts`, or the intent if no committed version is newer than `ts`. */
+  /**
+   * The newest committed version at or below `ts` (a tombstone if it expired at or below `ts`), or the intent if no
+   * committed version is newer than `ts`.
+   */
   read(rowId: RowId, ts: HybridTimestamp): ReadResult;
-  /** The intent if any, else the newest committed version (RW reads, under locks). */
-  readLatest(rowId: RowId): ReadResult;
-  /** Rows of `range` in key order as `read`/`readLatest` sees them at `at`, at most `limit` rows. */
-  scan(range: KeyRange, at: ReadAt, limit: number): ScanResult;
+  /**
+   * The intent if any, else the newest committed version (RW reads, under locks); with `now`, a committed version
+   * expired at or below `now` reads as a tombstone.
+   */
+  readLatest(rowId: RowId, now?: HybridTimestamp): ReadResult;
+  /**
+   * Rows of `range` in key order as `read`/`readLatest` sees them at `at`, at most `limit` rows; `now` is the
+   * expiry clock of a `'latest'` scan.
+   */
+  scan(range: KeyRange, at: ReadAt, limit: number, now?: HybridTimestamp): ScanResult;
   /**
    * Rows of `range` in key order with a committed version in `(from, to]` or an intent, each with those versions
    * oldest first (a row is never split). Stops after the row that brings the versions returned to `limit` or more,
@@ -160,8 +186,9 @@ export interface MvPartitionStorage extends ReplicatedStorage {
 
   /**
    * Removes committed versions that no read at or above `lowWatermark` can see: for each row it keeps the newest
-   * version at or below the watermark and everything newer; that version goes too if it is a tombstone with nothing
-   * newer (no newer version, no intent). Processes at most `limit` queued rows (≤ LIMITS.storageGcBatchMax).
+   * version at or below the watermark and everything newer; that version goes too if it is a tombstone, or expired at
+   * or below the watermark, with nothing newer (no newer version, no intent). A version with an expiry is queued for
+   * collection at its expiry timestamp, so it goes once the watermark passes its expiry. Processes at most `limit` queued rows (≤ LIMITS.storageGcBatchMax).
    */
   gc(lowWatermark: HybridTimestamp, limit?: number): GcResult;
 }

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { AssertionError } from '../core/assert.js';
 import { type EngineHarness, idx, pid, term, ts, tx } from '../testing/storage/contract-harness.js';
+import { mvExpiryContract } from '../testing/storage/mv-expiry.contract.js';
 import { mvPartitionStorageContract } from '../testing/storage/mv-partition-storage.contract.js';
 import { partitionLifecycleContract } from '../testing/storage/partition-lifecycle.contract.js';
 import { partitionMetaContract } from '../testing/storage/partition-meta.contract.js';
@@ -34,6 +35,8 @@ function openLmdb(): EngineHarness {
 
 mvPartitionStorageContract('memory', openMemory);
 mvPartitionStorageContract('lmdb', openLmdb);
+mvExpiryContract('memory', openMemory);
+mvExpiryContract('lmdb', openLmdb);
 txStateStorageContract('memory', openMemory);
 txStateStorageContract('lmdb', openLmdb);
 partitionMetaContract('memory', openMemory);

@@ -26,6 +26,7 @@ import type { HybridTimestamp } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { formatTimestamp } from '../../hlc/timestamp.js';
 import { type ChangeRow, type ReadResult, type RowValue, TOMBSTONE } from '../../storage/mv-partition-storage.js';
+import { expiresAtOf } from '../../storage/version-chain.js';
 import { readOnlyTooOld } from '../../tx/core/low-watermark.js';
 import type {
   ChangeEntry,
@@ -184,8 +185,14 @@ async function resolveOne(p: PartitionReplica, seen: Seen, readTs: HybridTimesta
         newestCommitTs: read.newestCommitTimestamp,
       });
       // `read` returns an intent only when no committed version is newer than readTs, so the newest committed
-      // version it carries is the fallback at readTs.
-      return foundValue(isIntentVisible(answer, readTs) ? read.value : read.newestCommittedValue);
+      // version it carries is the fallback at readTs (already a tombstone if it expired at or below readTs).
+      if (!isIntentVisible(answer, readTs)) return foundValue(read.newestCommittedValue);
+      // A visible intent expires as its committed version will: commitTs + ttl, or its absolute expiry.
+      const expired =
+        read.expiry !== undefined &&
+        answer.state === 'COMMITTED' &&
+        expiresAtOf(read.expiry, answer.commitTs) <= readTs;
+      return foundValue(expired ? undefined : read.value);
     }
   }
 }

@@ -383,21 +383,43 @@ function intentAt(p: PartitionReplica, key: string): { txId: TxId; commitPartiti
 type Done = { readonly result: RwResult; readonly writeTs?: HybridTimestamp };
 
 function read(p: PartitionReplica, txId: TxId, operation: RwOperation): Done {
+  // Expiry is read at this primary's clock: a version expired by now reads as absent (DESIGN §4b); the earliest
+  // expiry among the versions returned goes back with the result, and the tx commits below it.
+  const expiry = new EarliestExpiry(p.clock.now());
   switch (operation.op) {
     case 'get':
-      return { result: { op: 'get', value: readKey(p, txId, operation.key) } };
-    case 'getAll':
-      return { result: { op: 'getAll', values: operation.keys.map((k) => readKey(p, txId, k)) } };
+      return { result: expiry.on({ op: 'get', value: readKey(p, txId, operation.key, expiry) }) };
+    case 'getAll': {
+      const values = operation.keys.map((k) => readKey(p, txId, k, expiry));
+      return { result: expiry.on({ op: 'getAll', values }) };
+    }
     case 'scan':
-      return { result: scan(p, txId, operation.range, operation.limit) };
+      return { result: expiry.on(scan(p, txId, operation.range, operation.limit, expiry)) };
     default:
       throw invalidArgument(`not a read: ${operation.op}`);
   }
 }
 
-function readKey(p: PartitionReplica, txId: TxId, key: string): FoundValue {
+/** The expiry clock of one RW read request, and the earliest expiry among the versions it returns. */
+class EarliestExpiry {
+  private earliest: HybridTimestamp | undefined;
+
+  constructor(readonly now: HybridTimestamp) {}
+
+  note(read: ReadResult): ReadResult {
+    const at = read.kind === 'committed' ? read.expiresAt : undefined;
+    if (at !== undefined && (this.earliest === undefined || at < this.earliest)) this.earliest = at;
+    return read;
+  }
+
+  on<R extends RwResult>(result: R): R {
+    return this.earliest === undefined ? result : { ...result, readExpiresAt: this.earliest };
+  }
+}
+
+function readKey(p: PartitionReplica, txId: TxId, key: string, expiry: EarliestExpiry): FoundValue {
   const rowId = p.mv.rowIdOf(key);
-  return rowId === undefined ? { found: false } : latest(p, txId, key, p.mv.readLatest(rowId));
+  return rowId === undefined ? { found: false } : latest(p, txId, key, expiry.note(p.mv.readLatest(rowId, expiry.now)));
 }
 
 /** The latest value: own intent or committed version; a foreign intent under our lock is a lost lock (see header). */
@@ -407,11 +429,12 @@ function latest(p: PartitionReplica, txId: TxId, key: string, read: ReadResult):
   return read.value === TOMBSTONE ? { found: false } : { found: true, value: read.value };
 }
 
-function scan(p: PartitionReplica, txId: TxId, range: KeyRange, limit: number): RwResult {
+function scan(p: PartitionReplica, txId: TxId, range: KeyRange, limit: number, expiry: EarliestExpiry): RwResult {
   const rows: { key: string; value: Value }[] = [];
-  const result = p.mv.scan(range, 'latest', Math.max(1, Math.min(limit, LIMITS.storageScanRowsMax)));
+  const limited = Math.max(1, Math.min(limit, LIMITS.storageScanRowsMax));
+  const result = p.mv.scan(range, 'latest', limited, expiry.now);
   for (const row of result.rows) {
-    const value = latest(p, txId, row.key, row.read);
+    const value = latest(p, txId, row.key, expiry.note(row.read));
     if (value.found) rows.push({ key: row.key, value: value.value });
   }
   return result.nextKey === undefined ? { op: 'scan', rows } : { op: 'scan', rows, nextKey: result.nextKey };
@@ -437,7 +460,11 @@ function foreignIntent(p: PartitionReplica, key: string, intentTxId: TxId): Basa
 function writesOf(operation: RwOperation): readonly RowWrite[] {
   switch (operation.op) {
     case 'put':
-      return [{ kind: 'put', key: operation.key, value: operation.value }];
+      return [
+        operation.expiry === undefined
+          ? { kind: 'put', key: operation.key, value: operation.value }
+          : { kind: 'put', key: operation.key, value: operation.value, expiry: operation.expiry },
+      ];
     case 'remove':
       return [{ kind: 'remove', key: operation.key }];
     case 'putAll': {

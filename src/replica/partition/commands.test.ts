@@ -138,6 +138,17 @@ describe('partition command codec', () => {
     // (A lone surrogate has no UTF-8 form: msgpack would write U+FFFD, so only the encoding side can see it.)
     assert.throws(() => encodeCommand(update(L, 1, put('\uD800', 1), 20)), isInvalid);
     assertRefused(updateAll(L, 1, [put('a', 1), remove('a')], 20), /twice/);
+    const expiring = (expiry: unknown) => update(L, 1, { ...put('k', 1), expiry } as never, 20);
+    assertRefused(expiring({ ttlMs: 0 }), /ttlMs out of range/);
+    assertRefused(expiring({ ttlMs: LIMITS.ttlMsMax + 1 }), /ttlMs out of range/);
+    assertRefused(expiring({ ttlMs: 5, at: 9n }), /unknown field/);
+    assertRefused(expiring({ at: -1n }), /at is not a timestamp/);
+    assertRefused(update(L, 1, { kind: 'remove', key: 'k', expiry: { ttlMs: 5 } } as never, 20), /unknown field/);
+    for (const expiry of [{ ttlMs: 5 }, { at: 9n }]) {
+      const decoded = decodeCommand(encodeCommand(expiring(expiry)));
+      assert.ok(decoded.kind === 'Update' && decoded.write.kind === 'put');
+      assert.deepEqual(decoded.write.expiry, expiry);
+    }
     assertRefused({ ...updateAll(L, 1, [put('a', 1)], 20), writes: [] }, /non-empty/);
     const many = Array.from({ length: LIMITS.updateAllWritesMax + 1 }, (_, i) => put(`k${i}`, i));
     assertRefused(updateAll(L, 1, many, 20), /writes/);

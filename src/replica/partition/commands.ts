@@ -15,7 +15,7 @@ import type { HybridTimestamp, NodeId, PartitionId, TxId } from '../../core/ids.
 import { LIMITS } from '../../core/limits.js';
 import { MAX_TIMESTAMP } from '../../hlc/timestamp.js';
 import { decode, encode } from '../../net/codec.js';
-import type { Value } from '../../storage/mv-partition-storage.js';
+import type { Expiry, Value } from '../../storage/mv-partition-storage.js';
 import { isTxId } from '../../tx/core/tx-id.js';
 import { isWellFormedLease, type Lease, type LeaseToken } from './lease.js';
 
@@ -33,7 +33,7 @@ interface CommandBase {
 }
 
 export type RowWrite =
-  | { readonly kind: 'put'; readonly key: string; readonly value: Value }
+  | { readonly kind: 'put'; readonly key: string; readonly value: Value; readonly expiry?: Expiry }
   | { readonly kind: 'remove'; readonly key: string };
 
 /** Grants, extends or replaces the partition's lease (rule 3). `replaces`: the lease it names (null: none yet). */
@@ -313,12 +313,27 @@ function writeProblem(value: unknown): Problem {
   if (!isRecord(value)) return 'write is not a record';
   switch (value['kind']) {
     case 'put':
-      return fieldsProblem(value, ['kind', 'key', 'value']) ?? keyProblem(value['key']) ?? valueProblem(value['value']);
+      return (
+        fieldsProblem(value, 'expiry' in value ? ['kind', 'key', 'value', 'expiry'] : ['kind', 'key', 'value']) ??
+        keyProblem(value['key']) ??
+        valueProblem(value['value']) ??
+        expiryProblem(value['expiry'])
+      );
     case 'remove':
       return fieldsProblem(value, ['kind', 'key']) ?? keyProblem(value['key']);
     default:
       return 'write kind';
   }
+}
+
+/** An absent expiry, a ttl in 1..ttlMsMax, or an absolute timestamp (entries written before expiry have none). */
+function expiryProblem(value: unknown): Problem {
+  if (value === undefined) return undefined;
+  if (!isRecord(value)) return 'expiry is not a record';
+  if ('at' in value) return fieldsProblem(value, ['at']) ?? timestampProblem(value, 'at');
+  const ttlMs = value['ttlMs'];
+  const inRange = Number.isSafeInteger(ttlMs) && (ttlMs as number) >= 1 && (ttlMs as number) <= LIMITS.ttlMsMax;
+  return fieldsProblem(value, ['ttlMs']) ?? (inRange ? undefined : 'expiry ttlMs out of range');
 }
 
 function writesProblem(value: unknown): Problem {

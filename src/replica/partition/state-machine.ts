@@ -334,9 +334,10 @@ export class PartitionStateMachine {
     for (const w of writes) {
       const rowId = this.mv.ensureRowId(w.key);
       const value = w.kind === 'put' ? w.value : TOMBSTONE;
+      const expiry = w.kind === 'put' ? w.expiry : undefined;
       const written = command.full
-        ? this.mv.addWriteCommitted(rowId, value, e)
-        : this.mv.addWrite(rowId, value, command.txId, command.commitPartitionId);
+        ? this.mv.addWriteCommitted(rowId, value, e, expiry)
+        : this.mv.addWrite(rowId, value, command.txId, command.commitPartitionId, expiry);
       if (written.status !== 'SUCCESS' && writes.length === 1) {
         return { kind: 'WRITE_INTENT_CONFLICT', appliedTs: e, key: w.key, intentTxId: written.intentTxId };
       }

@@ -10,6 +10,8 @@ import { it } from 'node:test';
 import fc from 'fast-check';
 import type { HybridTimestamp, TxId } from '../../core/ids.js';
 import {
+  type CommittedRead,
+  type Expiry,
   type MvPartitionStorage,
   type ReadResult,
   type RowValue,
@@ -21,17 +23,23 @@ const CP = pid('t9p0');
 const KEYS = ['a', 'ab', 'b', 'é', '\uFFFF', '😀'] as const;
 const TXS = [tx('tx1'), tx('tx2'), tx('tx3')] as const;
 
+interface ModelVersion {
+  commitTs: HybridTimestamp;
+  value: RowValue;
+  expiresAt?: HybridTimestamp;
+}
+
 interface ModelRow {
-  intent: { txId: TxId; value: RowValue } | undefined;
+  intent: { txId: TxId; value: RowValue; expiry?: Expiry } | undefined;
   /** Newest first. */
-  versions: Array<{ commitTs: HybridTimestamp; value: RowValue }>;
+  versions: ModelVersion[];
 }
 
 type Command =
-  | { op: 'addWrite'; key: string; value: RowValue; txId: TxId }
+  | { op: 'addWrite'; key: string; value: RowValue; txId: TxId; expiry: Expiry | undefined }
   | { op: 'commit'; key: string; txId: TxId; gap: number }
   | { op: 'abort'; key: string; txId: TxId }
-  | { op: 'addWriteCommitted'; key: string; value: RowValue; gap: number }
+  | { op: 'addWriteCommitted'; key: string; value: RowValue; gap: number; expiry: Expiry | undefined }
   | { op: 'read'; key: string; at: number }
   | { op: 'readLatest'; key: string }
   | { op: 'scan'; at: number | 'latest'; start: string; limit: number }
@@ -46,9 +54,15 @@ const value: fc.Arbitrary<RowValue> = fc.oneof(
   { weight: 1, arbitrary: fc.constant(TOMBSTONE) },
 );
 const at = fc.integer({ min: 1, max: 130 });
+/** Mostly none; else an absolute expiry within the clock's range, or a ttl (whole ms: beyond every test timestamp). */
+const expiry: fc.Arbitrary<Expiry | undefined> = fc.oneof(
+  { weight: 3, arbitrary: fc.constant(undefined) },
+  { weight: 2, arbitrary: at.map((n) => ({ at: ts(n) })) },
+  { weight: 1, arbitrary: fc.integer({ min: 1, max: 5 }).map((ttlMs) => ({ ttlMs })) },
+);
 
 const command: fc.Arbitrary<Command> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ op: fc.constant('addWrite' as const), key, value, txId: txArb }) },
+  { weight: 5, arbitrary: fc.record({ op: fc.constant('addWrite' as const), key, value, txId: txArb, expiry }) },
   {
     weight: 3,
     arbitrary: fc.record({ op: fc.constant('commit' as const), key, txId: txArb, gap: fc.integer({ min: 1, max: 3 }) }),
@@ -61,6 +75,7 @@ const command: fc.Arbitrary<Command> = fc.oneof(
       key,
       value,
       gap: fc.integer({ min: 1, max: 3 }),
+      expiry,
     }),
   },
   { weight: 4, arbitrary: fc.record({ op: fc.constant('read' as const), key, at }) },
@@ -88,11 +103,11 @@ class MvModel {
   readonly rows = new Map<string, ModelRow>();
   clock = 0;
 
-  addWrite(k: string, v: RowValue, txId: TxId): unknown {
+  addWrite(k: string, v: RowValue, txId: TxId, expiry: Expiry | undefined): unknown {
     const row = this.rows.get(k) ?? { intent: undefined, versions: [] };
     if (row.intent !== undefined && row.intent.txId !== txId)
       return { status: 'TX_MISMATCH', intentTxId: row.intent.txId };
-    row.intent = { txId, value: v };
+    row.intent = expiry === undefined ? { txId, value: v } : { txId, value: v, expiry };
     this.rows.set(k, row);
     return { status: 'SUCCESS' };
   }
@@ -101,16 +116,16 @@ class MvModel {
     const row = this.rows.get(k);
     if (row?.intent === undefined) return { status: 'NO_WRITE_INTENT' };
     if (row.intent.txId !== txId) return { status: 'TX_MISMATCH', intentTxId: row.intent.txId };
-    if (commitTs !== undefined) row.versions.unshift({ commitTs, value: row.intent.value });
+    if (commitTs !== undefined) row.versions.unshift(version(commitTs, row.intent.value, row.intent.expiry));
     row.intent = undefined;
     if (row.versions.length === 0) this.rows.delete(k);
     return { status: 'SUCCESS' };
   }
 
-  addWriteCommitted(k: string, v: RowValue, commitTs: HybridTimestamp): unknown {
+  addWriteCommitted(k: string, v: RowValue, commitTs: HybridTimestamp, expiry: Expiry | undefined): unknown {
     const row = this.rows.get(k) ?? { intent: undefined, versions: [] };
     if (row.intent !== undefined) return { status: 'WRITE_INTENT_EXISTS', intentTxId: row.intent.txId };
-    row.versions.unshift({ commitTs, value: v });
+    row.versions.unshift(version(commitTs, v, expiry));
     this.rows.set(k, row);
     return { status: 'SUCCESS' };
   }
@@ -121,17 +136,18 @@ class MvModel {
     const newest = row.versions[0];
     const intentVisible = readTs === 'latest' || newest === undefined || newest.commitTs <= readTs;
     if (row.intent !== undefined && intentVisible) {
-      return {
+      const read: ReadResult = {
         kind: 'intent',
         value: row.intent.value,
         txId: row.intent.txId,
         commitPartitionId: CP,
         newestCommitTimestamp: newest?.commitTs,
-        newestCommittedValue: newest?.value,
+        newestCommittedValue: newest === undefined ? undefined : committed(newest, readTs).value,
       };
+      return row.intent.expiry === undefined ? read : { ...read, expiry: row.intent.expiry };
     }
     const visible = readTs === 'latest' ? newest : row.versions.find((v) => v.commitTs <= readTs);
-    return visible === undefined ? { kind: 'empty' } : { kind: 'committed', ...visible };
+    return visible === undefined ? { kind: 'empty' } : committed(visible, readTs);
   }
 
   scan(readTs: HybridTimestamp | 'latest', start: string, limit: number): { keys: string[]; nextKey?: string } {
@@ -151,10 +167,27 @@ class MvModel {
       const floor = row.versions.findIndex((v) => v.commitTs <= watermark);
       if (floor < 0) continue;
       row.versions.length = floor + 1;
-      if (floor === 0 && row.versions[0]!.value === TOMBSTONE && row.intent === undefined) row.versions.length = 0;
+      const head = row.versions[0]!;
+      const absent = head.value === TOMBSTONE || (head.expiresAt !== undefined && head.expiresAt <= watermark);
+      if (floor === 0 && absent && row.intent === undefined) row.versions.length = 0;
       if (row.versions.length === 0 && row.intent === undefined) this.rows.delete(k);
     }
   }
+}
+
+/** A committed version with its expiry fixed: a ttl counts whole milliseconds (2^16 units) from its commit. */
+function version(commitTs: HybridTimestamp, value: RowValue, expiry: Expiry | undefined): ModelVersion {
+  if (expiry === undefined) return { commitTs, value };
+  const expiresAt = 'at' in expiry ? expiry.at : ts(commitTs + BigInt(expiry.ttlMs) * 65_536n);
+  return { commitTs, value, expiresAt };
+}
+
+/** A committed version as read at `readTs`: at or past its expiry, a tombstone. */
+function committed(v: ModelVersion, readTs: HybridTimestamp | 'latest'): CommittedRead {
+  if (v.expiresAt === undefined) return { kind: 'committed', commitTs: v.commitTs, value: v.value };
+  if (readTs !== 'latest' && v.expiresAt <= readTs)
+    return { kind: 'committed', commitTs: v.commitTs, value: TOMBSTONE };
+  return { kind: 'committed', commitTs: v.commitTs, value: v.value, expiresAt: v.expiresAt };
 }
 
 function rowId(s: MvPartitionStorage, k: string) {
@@ -165,7 +198,10 @@ function rowId(s: MvPartitionStorage, k: string) {
 function step(model: MvModel, s: MvPartitionStorage, c: Command, fresh: () => MvPartitionStorage): MvPartitionStorage {
   switch (c.op) {
     case 'addWrite':
-      assert.deepEqual(s.addWrite(s.ensureRowId(c.key), c.value, c.txId, CP), model.addWrite(c.key, c.value, c.txId));
+      assert.deepEqual(
+        s.addWrite(s.ensureRowId(c.key), c.value, c.txId, CP, c.expiry),
+        model.addWrite(c.key, c.value, c.txId, c.expiry),
+      );
       return s;
     case 'commit': {
       model.clock += c.gap;
@@ -183,8 +219,8 @@ function step(model: MvModel, s: MvPartitionStorage, c: Command, fresh: () => Mv
     case 'addWriteCommitted':
       model.clock += c.gap;
       assert.deepEqual(
-        s.addWriteCommitted(s.ensureRowId(c.key), c.value, ts(model.clock)),
-        model.addWriteCommitted(c.key, c.value, ts(model.clock)),
+        s.addWriteCommitted(s.ensureRowId(c.key), c.value, ts(model.clock), c.expiry),
+        model.addWriteCommitted(c.key, c.value, ts(model.clock), c.expiry),
       );
       return s;
     case 'read':

@@ -69,6 +69,8 @@ export class CoordinatedTx {
   commitPartitionId: PartitionId | undefined;
   /** A write request was sent somewhere: the tx may own intents, so its finish goes through the commit partition. */
   mayHaveWritten = false;
+  /** The earliest expiry among the versions this tx read: it commits only below it (DESIGN §4b). */
+  readExpiresAt: HybridTimestamp | undefined;
   /** Abort-only: why the tx can no longer commit. */
   abortCause: BasaltError | undefined;
   finish: FinishRecord | undefined;
@@ -87,6 +89,11 @@ export class CoordinatedTx {
     this.id = id;
     this.beginTs = beginTs;
     this.deadline = deadline;
+  }
+
+  /** A read returned a version expiring at `at`: the commit must come before it. */
+  noteReadExpiry(at: HybridTimestamp): void {
+    if (this.readExpiresAt === undefined || at < this.readExpiresAt) this.readExpiresAt = at;
   }
 
   get isActive(): boolean {

@@ -79,6 +79,11 @@ export class FinishDriver {
       tx.makeAbortOnly(deadlineError(tx, commitTs));
       return this.rollBackAndThrow(tx);
     }
+    // A value this tx read has expired by commitTs: at its commit it would read as absent (DESIGN §4b).
+    if (tx.readExpiresAt !== undefined && commitTs >= tx.readExpiresAt) {
+      tx.makeAbortOnly(readExpiredError(tx, commitTs, tx.readExpiresAt));
+      return this.rollBackAndThrow(tx);
+    }
     // A commit carrying writes stores commitTs as its lower bound: the commit partition takes the real one.
     const began = this.ctx.txStates.beginFinish(tx.id, {
       commitTimestamp: commitTs,
@@ -382,10 +387,12 @@ export const CARRIED_COMMIT_MARGIN_MS = 500;
 
 /**
  * The bound of a commit carrying writes to `commitPartitionId`: its commitTs must stay below the tx's deadline (rule
- * 15) and below every other enlisted lease's expiration as last heard (rule 6: those leases then cover it).
+ * 15), below every other enlisted lease's expiration as last heard (rule 6: those leases then cover it), and below
+ * the earliest expiry of a value the tx read.
  */
 export function carriedBound(tx: CoordinatedTx, commitPartitionId: PartitionId): HybridTimestamp {
-  let bound = tx.deadline;
+  // Also below the earliest expiry of a value the tx read (it must commit while what it read is still there).
+  let bound = tx.readExpiresAt !== undefined && tx.readExpiresAt < tx.deadline ? tx.readExpiresAt : tx.deadline;
   for (const e of tx.enlistedPartitions) {
     if (e.partitionId !== commitPartitionId && e.expiration < bound) bound = e.expiration;
   }
@@ -421,6 +428,15 @@ function deadlineError(tx: CoordinatedTx, commitTs: HybridTimestamp): BasaltErro
   return new BasaltError('TX_TIMEOUT', `tx ${tx.id} reached its deadline before it could commit`, {
     txId: tx.id,
     deadline: formatTimestamp(tx.deadline),
+    commitTs: formatTimestamp(commitTs),
+  });
+}
+
+function readExpiredError(tx: CoordinatedTx, commitTs: HybridTimestamp, expiresAt: HybridTimestamp): BasaltError {
+  return new BasaltError('TX_ABORTED', `tx ${tx.id} read a value that expired before it could commit`, {
+    txId: tx.id,
+    reason: 'read-expired',
+    expiresAt: formatTimestamp(expiresAt),
     commitTs: formatTimestamp(commitTs),
   });
 }

@@ -41,7 +41,7 @@ import { addMs, maxTimestamp } from '../../hlc/timestamp.js';
 import { backoffMs } from '../../route/backoff.js';
 import { locateOr } from '../../route/primary-directory.js';
 import { isUnexecuted, mayResendAsNew, sendToPrimary } from '../../route/send-to-primary.js';
-import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
+import type { Expiry, KeyRange, Value } from '../../storage/mv-partition-storage.js';
 import type {
   ReadWriteRequest,
   ReadWriteResponse,
@@ -58,6 +58,7 @@ import {
   checkEntries,
   checkKey,
   checkKeys,
+  checkPutOptions,
   checkReadOptions,
   checkScanLimit,
   checkScanRange,
@@ -66,6 +67,7 @@ import {
   checkWrites,
   compareKeys,
   type KeyValue,
+  type PutOptions,
   type ReadOptions,
   type ScanOptions,
   type ScanRange,
@@ -248,12 +250,14 @@ export class TxCoordinator {
     });
   }
 
-  async put(tx: CoordinatedTx, table: string, key: string, value: Value): Promise<void> {
+  /** A write; `options` may give it an expiry (ttlMs or expiresAt; a lease is resolved by the client first). */
+  async put(tx: CoordinatedTx, table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
     checkTable(table);
     checkKey(key);
     checkValue(value);
+    const operation = putOperation(key, value, checkPutOptions(options));
     await this.operation(tx, async () => {
-      const result = await this.execute(tx, this.ctx.placement.partitionOf(table, key), { op: 'put', key, value });
+      const result = await this.execute(tx, this.ctx.placement.partitionOf(table, key), operation);
       expectResult(result, 'written');
     });
   }
@@ -344,14 +348,17 @@ export class TxCoordinator {
     operation: RwOperation,
     pipelined = this.ctx.settings.pipelinedWrites,
   ): Promise<RwResult> {
-    const result = await this.executeOnce(tx, partitionId, operation, pipelined);
+    const result = await this.route(tx, partitionId, operation, pipelined);
+    // A value read that expires binds the commit below its expiry (DESIGN §4b; coordinator-finish.ts).
+    if ('readExpiresAt' in result && result.readExpiresAt !== undefined) tx.noteReadExpiry(result.readExpiresAt);
     if ((operation.op === 'get' || operation.op === 'getAll') && operation.forUpdate === true) {
       this.noteLocked(tx, partitionId, operation);
     }
     return result;
   }
 
-  private async executeOnce(
+  /** The operation's request to the partition's primary, enlisting the partition first if it is new to the tx. */
+  private async route(
     tx: CoordinatedTx,
     partitionId: PartitionId,
     operation: RwOperation,
@@ -698,11 +705,12 @@ export class TxCoordinator {
   // ------------------------------------------------------------------------------------------ one-phase writes
 
   /** An implicit `put` outside a transaction: one replicated command, no intent (one-phase commit). */
-  putImplicit(table: string, key: string, value: Value): Promise<OnePhaseResult> {
+  putImplicit(table: string, key: string, value: Value, options?: PutOptions): Promise<OnePhaseResult> {
     checkTable(table);
     checkKey(key);
     checkValue(value);
-    return this.onePhase(this.ctx.placement.partitionOf(table, key), { op: 'put', key, value });
+    const operation = putOperation(key, value, checkPutOptions(options));
+    return this.onePhase(this.ctx.placement.partitionOf(table, key), operation);
   }
 
   removeImplicit(table: string, key: string): Promise<OnePhaseResult> {
@@ -912,4 +920,9 @@ export function checkTimeoutMs(timeoutMs: unknown, maxMs: number): number | unde
     });
   }
   return timeoutMs;
+}
+
+/** A put operation, with its expiry only when it has one (older peers' checks know no `expiry` field otherwise). */
+function putOperation(key: string, value: Value, expiry: Expiry | undefined): RwOperation {
+  return expiry === undefined ? { op: 'put', key, value } : { op: 'put', key, value, expiry };
 }

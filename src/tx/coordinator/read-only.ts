@@ -539,7 +539,7 @@ export class ReadOnlyTransaction {
     return this.coordinator.scan(this.record, table, range, options);
   }
 
-  put(_table: string, _key: string, _value: Value): Promise<void> {
+  put(_table: string, _key: string, _value: Value, _options?: unknown): Promise<void> {
     return Promise.reject(readOnlyWrite(this.record, 'put'));
   }
 

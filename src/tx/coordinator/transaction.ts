@@ -11,7 +11,7 @@
 import type { TxId } from '../../core/ids.js';
 import { sleep } from '../../env/timers.js';
 import type { Value } from '../../storage/mv-partition-storage.js';
-import type { KeyValue, ReadOptions, ScanRange, TxWrite } from '../core/user-input.js';
+import type { KeyValue, PutOptions, ReadOptions, ScanRange, TxWrite } from '../core/user-input.js';
 import type { CoordinatedTx } from './coordinated-tx.js';
 import type { BeginTxOptions, CoordinatorScanOptions, TxCoordinator } from './coordinator.js';
 import { commitOrRollBack, type RetryOptions, retryPolicy, withRetries } from './retry.js';
@@ -37,8 +37,8 @@ export class Transaction {
     return this.coordinator.getAll(this.record, table, keys, options);
   }
 
-  put(table: string, key: string, value: Value): Promise<void> {
-    return this.coordinator.put(this.record, table, key, value);
+  put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
+    return this.coordinator.put(this.record, table, key, value, options);
   }
 
   remove(table: string, key: string): Promise<void> {

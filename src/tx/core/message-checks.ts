@@ -56,6 +56,15 @@ const keyRange = tagged('kind', {
   prefix: fields({ prefix: string }),
   range: fields({ start: optional(string), end: optional(string) }),
 });
+/** A version's expiry: a ttl in 1..ttlMsMax, or an absolute timestamp (a lease's end, ahead by design). */
+const expiry: Check = (v, context) => {
+  if (!isRecord(v)) return 'must be a record';
+  if ('at' in v) return 'ttlMs' in v ? 'must hold ttlMs or at, not both' : fields({ at: leaseBound })(v, context);
+  const ttlMs = v['ttlMs'];
+  return Number.isSafeInteger(ttlMs) && (ttlMs as number) >= 1 && (ttlMs as number) <= LIMITS.ttlMsMax
+    ? undefined
+    : `ttlMs must be an integer in 1..${LIMITS.ttlMsMax}`;
+};
 const scanLimit: Check = (v, context) =>
   positive(v, context) ?? ((v as number) <= LIMITS.storageScanRowsMax ? undefined : 'is above storageScanRowsMax');
 
@@ -66,7 +75,7 @@ const reads = {
 };
 const rwOperation = tagged('op', {
   ...reads,
-  put: fields({ key, value }),
+  put: fields({ key, value, expiry: optional(expiry) }),
   remove: fields({ key }),
   putAll: fields({ entries: keyValues(LIMITS.txBatchKeysMax) }),
 });
@@ -90,7 +99,13 @@ const readResults = {
   getAll: fields({ values: arrayOf(found, LIMITS.txBatchKeysMax) }),
   scan: fields({ rows: keyValues(LIMITS.storageScanRowsMax), nextKey: optional(key) }),
 };
-const rwResult = tagged('op', { ...readResults, written: fields({}) });
+const readExpiresAt = optional(leaseBound);
+const rwResult = tagged('op', {
+  get: fields({ value: found, readExpiresAt }),
+  getAll: fields({ values: arrayOf(found, LIMITS.txBatchKeysMax), readExpiresAt }),
+  scan: fields({ rows: keyValues(LIMITS.storageScanRowsMax), nextKey: optional(key), readExpiresAt }),
+  written: fields({}),
+});
 const deletedChange = fields({ key, commitTs: timestamp, deleted: literal(true) });
 const valueChange = fields({ key, commitTs: timestamp, deleted: literal(false), value });
 /** A change read's entry: a removal carries no value, any other version its value. */

@@ -12,7 +12,7 @@
  */
 import { BasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from '../../core/ids.js';
-import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
+import type { Expiry, KeyRange, Value } from '../../storage/mv-partition-storage.js';
 
 /** The lease a primary acts under, as the coordinator enlisted it: `(holder, start)`. Equal to a replica LeaseToken. */
 export interface EnlistmentToken {
@@ -34,7 +34,7 @@ export interface LeaseInfo {
 export type RwOperation =
   | { readonly op: 'get'; readonly key: string; readonly forUpdate?: boolean }
   | { readonly op: 'getAll'; readonly keys: readonly string[]; readonly forUpdate?: boolean }
-  | { readonly op: 'put'; readonly key: string; readonly value: Value }
+  | { readonly op: 'put'; readonly key: string; readonly value: Value; readonly expiry?: Expiry }
   | { readonly op: 'remove'; readonly key: string }
   | { readonly op: 'putAll'; readonly entries: readonly { readonly key: string; readonly value: Value }[] }
   | { readonly op: 'scan'; readonly range: KeyRange; readonly limit: number };
@@ -44,16 +44,24 @@ export type RwOperationKind = RwOperation['op'];
 /** A value found by a read, or its absence (msgpack drops `undefined`, so absence is explicit). */
 export type FoundValue = { readonly found: true; readonly value: Value } | { readonly found: false };
 
+/**
+ * What every RW read result may add: the earliest expiry among the versions it returned. The tx must then commit
+ * below it (coordinator-finish.ts), so that what it read is still visible at its commit timestamp (DESIGN §4b).
+ */
+interface ReadExpiry {
+  readonly readExpiresAt?: HybridTimestamp;
+}
+
 export type RwResult =
-  | { readonly op: 'get'; readonly value: FoundValue }
-  | { readonly op: 'getAll'; readonly values: readonly FoundValue[] }
+  | ({ readonly op: 'get'; readonly value: FoundValue } & ReadExpiry)
+  | ({ readonly op: 'getAll'; readonly values: readonly FoundValue[] } & ReadExpiry)
   | { readonly op: 'written' }
-  | {
+  | ({
       readonly op: 'scan';
       readonly rows: readonly { readonly key: string; readonly value: Value }[];
       /** First key not returned when `limit` cut the scan short. */
       readonly nextKey?: string;
-    };
+    } & ReadExpiry);
 
 export interface ReadWriteRequest {
   readonly kind: 'ReadWriteRequest';

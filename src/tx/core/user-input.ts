@@ -6,9 +6,10 @@
  * of UTF-8 bytes, which is the order of Unicode code points (not JavaScript's UTF-16 code unit order).
  */
 import { invalidArgument } from '../../core/errors.js';
+import type { HybridTimestamp } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import { encode } from '../../storage/codec.js';
-import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
+import type { Expiry, KeyRange, Value } from '../../storage/mv-partition-storage.js';
 import { validateKey } from '../../storage/version-chain.js';
 
 /** Values nested deeper than this are refused (the wire codec adds a few levels of envelope around a value). */
@@ -157,6 +158,49 @@ export function checkReadOptions(options: unknown): boolean {
     throw invalidArgument('read option forUpdate must be a boolean', { forUpdate: typeof forUpdate });
   }
   return forUpdate === true;
+}
+
+/**
+ * How long a written version lives (DESIGN §4b, docs/concepts/expiry.md). At most one of them; the version is
+ * visible to a read at T iff its commitTs ≤ T < its expiry.
+ */
+export interface PutOptions {
+  /** The version expires `ttlMs` milliseconds of HLC time after its commit timestamp (an integer in 1..ttlMsMax). */
+  readonly ttlMs?: number;
+  /** The version expires at this HLC timestamp (a lease's end; a timestamp at or below its commit hides it at once). */
+  readonly expiresAt?: HybridTimestamp;
+  /** Attach the key to this lease (client.grantLease): it expires when the lease ends. */
+  readonly lease?: string;
+}
+
+const PUT_OPTION_KEYS: ReadonlySet<string> = new Set(['ttlMs', 'expiresAt', 'lease']);
+
+/** The expiry `options` ask for (undefined: none), after checking them; a lease is resolved by the client first. */
+export function checkPutOptions(options: unknown): Expiry | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw invalidArgument('put options must be an object { ttlMs?, expiresAt?, lease? }');
+  }
+  for (const key of Object.keys(options)) {
+    if (!PUT_OPTION_KEYS.has(key)) throw invalidArgument(`unknown put option ${JSON.stringify(key.slice(0, 64))}`);
+  }
+  const { ttlMs, expiresAt, lease } = options as { ttlMs?: unknown; expiresAt?: unknown; lease?: unknown };
+  const given = [ttlMs, expiresAt, lease].filter((v) => v !== undefined).length;
+  if (given > 1) throw invalidArgument('put options take at most one of ttlMs, expiresAt and lease');
+  if (lease !== undefined) throw invalidArgument('a lease must be resolved to its end before the write is sent');
+  if (ttlMs !== undefined) {
+    if (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs < 1 || ttlMs > LIMITS.ttlMsMax) {
+      throw invalidArgument(`ttlMs must be an integer in 1..${LIMITS.ttlMsMax}`, { ttlMs: String(ttlMs) });
+    }
+    return { ttlMs };
+  }
+  if (expiresAt !== undefined) {
+    if (typeof expiresAt !== 'bigint' || expiresAt <= 0n || expiresAt >= 1n << 64n) {
+      throw invalidArgument('expiresAt must be a positive 64-bit hybrid timestamp (a bigint)');
+    }
+    return { at: expiresAt as HybridTimestamp };
+  }
+  return undefined;
 }
 
 /** Options of `scan`. */
