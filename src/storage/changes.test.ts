@@ -75,6 +75,23 @@ for (const [name, open] of [
       }
     });
 
+    it('reports an expiry as a removal at its expiry timestamp, unless a newer version replaced it first', async () => {
+      const harness = open();
+      try {
+        const s = harness.engine.mvPartition(P);
+        // e: expires at 25; f: expires at 40 but replaced at 30; g: expires at 50, outside the window.
+        assert.equal(s.addWriteCommitted(s.ensureRowId('e'), 'e1', ts(10), { at: ts(25) }).status, 'SUCCESS');
+        assert.equal(s.addWriteCommitted(s.ensureRowId('f'), 'f1', ts(10), { at: ts(40) }).status, 'SUCCESS');
+        committed(s, 'f', 'f2', 30);
+        assert.equal(s.addWriteCommitted(s.ensureRowId('g'), 'g1', ts(20), { at: ts(50) }).status, 'SUCCESS');
+        const all = s.changes({ kind: 'range' }, ts(0), ts(45), 100);
+        assert.deepEqual(summary(all), ['e:"e1"@10,x@25', 'f:"f1"@10,"f2"@30', 'g:"g1"@20']);
+        assert.deepEqual(summary(s.changes({ kind: 'range' }, ts(25), ts(60), 100)), ['f:"f2"@30', 'g:x@50']);
+      } finally {
+        await harness.close();
+      }
+    });
+
     it('looks at a bounded number of rows per call, so an idle range is read in bounded steps', async () => {
       const harness = open();
       try {

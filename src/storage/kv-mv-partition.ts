@@ -398,11 +398,30 @@ export class KvMvPartition extends KvReplicatedPartition<MvMeta> implements MvPa
 }
 
 /** A row's versions in `(from, to]`, oldest first, with its intent; undefined when it has neither. */
+/**
+ * The row's changes in `(from, to]`, oldest first: each version committed there, and each expiry there (a version
+ * that expired before a newer one replaced it) as a removal at its expiry timestamp, which is when every snapshot
+ * stops seeing it.
+ */
 function changedRow(row: RowRecord, rowId: RowId, from: HybridTimestamp, to: HybridTimestamp): ChangeRow | undefined {
-  const versions = row.versions
-    .filter((v) => v.commitTs > from && v.commitTs <= to)
-    .reverse()
-    .map((v): ChangedVersion => ({ commitTs: v.commitTs, value: decodeValue(v.value) }));
+  const versions: ChangedVersion[] = [];
+  // Stored newest first: `newer` is the commitTs of the version that replaced the one looked at.
+  let newer: HybridTimestamp | undefined;
+  for (const v of row.versions) {
+    const { commitTs, expiresAt } = v;
+    if (
+      expiresAt !== undefined &&
+      expiresAt > commitTs &&
+      expiresAt > from &&
+      expiresAt <= to &&
+      (newer === undefined || newer > expiresAt)
+    ) {
+      versions.push({ commitTs: expiresAt, value: TOMBSTONE });
+    }
+    if (commitTs > from && commitTs <= to) versions.push({ commitTs, value: decodeValue(v.value) });
+    newer = commitTs;
+  }
+  versions.sort((a, b) => (a.commitTs < b.commitTs ? -1 : a.commitTs > b.commitTs ? 1 : 0));
   const intent = row.intent === undefined ? undefined : readLatest(row);
   if (versions.length === 0 && intent === undefined) return undefined;
   assert(intent === undefined || intent.kind === 'intent', 'a row with an intent reads it latest');
