@@ -202,8 +202,8 @@ function TxRow({ tx, live }) {
     <td>\${tx.coordinator || tx.coordinatorId || '—'}</td><td>\${tx.commitTsMs == null ? '—' : time(tx.commitTsMs)}</td>
     <td>\${(tx.ageMs / 1000).toFixed(1)} s</td>
     \${live
-      ? html\`<td>\${tx.locksHeld}\${tx.locks.length ? ': ' + tx.locks.map((l) => l.key + ' ' + l.mode).join(', ') : ''}</td>
-          <td>\${tx.waitsFor.map((w) => w.key + ' ← ' + w.holders.join(', ')).join('; ') || '—'}</td>\`
+      ? html\`<td>\${tx.locksHeld}\${tx.locks.length ? ': ' + tx.locks.map((l) => (l.key ?? '(hidden)') + ' ' + l.mode).join(', ') : ''}</td>
+          <td>\${tx.waitsFor.map((w) => (w.key ?? '(hidden)') + ' ← ' + w.holders.join(', ')).join('; ') || '—'}</td>\`
       : ''}
   </tr>\`;
 }
