@@ -6,7 +6,7 @@
  * table reads that table's keys and gets 403 on another's, whose locked keys the transaction view hides from it.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -230,6 +230,20 @@ describe('console login on a node with certificates', () => {
     } finally {
       await tx.rollback();
     }
+  });
+
+  it('basalt console --certs-dir --user logs in over HTTPS; without a password it is refused', () => {
+    const run = (extra: readonly string[], env: NodeJS.ProcessEnv) => {
+      const args = [MAIN, 'console', '--connect', `127.0.0.1:${metrics}`, '--certs-dir', dir, ...extra];
+      const result = spawnSync(process.execPath, args, { env, encoding: 'utf8' });
+      return { status: result.status, output: result.stdout + result.stderr };
+    };
+    const ok = run(['--user', 'admin'], { ...process.env, BASALT_PASSWORD: ADMIN_PASSWORD });
+    assert.equal(ok.status, 0, ok.output);
+    assert.match(ok.output, new RegExp(`console of node n1 .*open https://127\\.0\\.0\\.1:${metrics}/console`));
+    const anonymous = run([], process.env);
+    assert.equal(anonymous.status, 1, anonymous.output);
+    assert.match(anonymous.output, /HTTP 401: .*UNAUTHENTICATED/);
   });
 
   it('failed console logins throttle the client port logins of the same user and address', async () => {
