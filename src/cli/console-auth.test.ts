@@ -1,7 +1,8 @@
 /**
  * The console's login on a real `basalt start --certs-dir` process (its metrics port is HTTPS and it checks users):
  * every console request but the vendor files needs HTTP Basic credentials, checked by the client port's
- * authenticator (a wrong password is a 401 counted in `basalt_auth_failures_total`, and failures made on the console
+ * authenticator (a wrong password is a 401 counted in `basalt_auth_failures_total` and logged without the password,
+ * and failures made on the console
  * throttle the client port's logins of the same user), an admin sees everything, and a user with `readonly` on one
  * table reads that table's keys and gets 403 on another's, whose locked keys the transaction view hides from it.
  */
@@ -153,6 +154,13 @@ describe('console login on a node with certificates', () => {
     assert.equal(await counter('auth_failures_total'), before + 1);
     await refused('/console/api/cluster', 401, 'UNAUTHENTICATED', basic('nobody', 'nobody-password'));
     assert.equal(await counter('auth_failures_total'), before + 2);
+    // Logged as a warning with the user and address, never the password.
+    const deadline = Date.now() + 5_000;
+    while (!/"kind":"console-auth-refused"/.test(output) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.match(output, /"client":"127\.0\.0\.1","kind":"console-auth-refused".*user admin/);
+    assert.doesNotMatch(output, /not-the-password|nobody-password/);
   });
 
   it('an admin sees the page, the cluster, the transactions, the event stream and every table', async () => {

@@ -48,6 +48,8 @@ export interface MetricsServerOptions {
   readonly tls?: { readonly cert: string; readonly key: string };
   /** Check console logins with this (the client port's, so failures are throttled and counted together). */
   readonly authenticator?: Authenticator;
+  /** Told of each refused console login (the message names the user, never the password). */
+  readonly onConsoleRefused?: (source: string, message: string) => void;
 }
 
 /** Heap in use right after the latest major GC this process reported (undefined before the first). */
@@ -82,6 +84,7 @@ export class MetricsServer {
       telemetry,
       version: packageVersion(),
       ...(options.authenticator !== undefined && { authenticator: options.authenticator }),
+      ...(options.onConsoleRefused !== undefined && { onRefused: options.onConsoleRefused }),
     };
     const handler = (request: IncomingMessage, response: ServerResponse) =>
       handle(options, consoleContext, request, response);

@@ -263,7 +263,11 @@ async function openServers(
           nodeOf: () => node,
           extra: () => ({ leader_changes_total: served.leaderChanges(), ...authenticator?.counters() }),
           ...(tls !== undefined && { tls }),
-          ...(authenticator !== undefined && { authenticator }),
+          ...(authenticator !== undefined && {
+            authenticator,
+            onConsoleRefused: (client: string, message: string) =>
+              logger.warn({ client, kind: 'console-auth-refused' }, message),
+          }),
         });
   if (metricsServer !== undefined) {
     log(`metrics of ${name}: ${metricsServer.url}/metrics (health: ${metricsServer.url}/health)`);

@@ -36,6 +36,8 @@ export interface ConsoleContext {
   readonly version: string;
   /** The client port's login check, on a node that checks users; absent: every request is served. */
   readonly authenticator?: Authenticator;
+  /** Told of each refused login (the message names the user, never the password). */
+  readonly onRefused?: (source: string, message: string) => void;
 }
 
 /** One console request as `serveConsole` needs it. */
@@ -138,7 +140,10 @@ export async function serveConsole(
     }
     const coded = isBasaltError(error) ? error : undefined;
     // A browser shows its login prompt on a 401 that names the scheme and realm.
-    if (coded?.code === 'UNAUTHENTICATED') response.setHeader('www-authenticate', `Basic realm="${CONSOLE_REALM}"`);
+    if (coded?.code === 'UNAUTHENTICATED') {
+      response.setHeader('www-authenticate', `Basic realm="${CONSOLE_REALM}"`);
+      ctx.onRefused?.(request.source, coded.message);
+    }
     sendJson(response, statusOf(coded), {
       error: { code: coded?.code ?? 'INTERNAL', message: error instanceof Error ? error.message : String(error) },
     });

@@ -63,7 +63,9 @@ const CLUSTER_POLL_MS = 1000;
 const TX_POLL_MS = 2000;
 
 async function getJson(path) {
-  const response = await fetch(path, { cache: 'no-store' });
+  // Same origin: the browser sends the console login (HTTP Basic) it asked for when the page loaded, as it does for
+  // the EventSource of /console/api/events.
+  const response = await fetch(path, { cache: 'no-store', credentials: 'same-origin' });
   const body = await response.json();
   if (!response.ok) throw new Error(body.error ? body.error.code + ': ' + body.error.message : response.statusText);
   return body;
