@@ -31,6 +31,7 @@ import { constants, PerformanceObserver } from 'node:perf_hooks';
 import type { Authenticator } from '../client/auth.js';
 import { cumulativeCounts, type HistogramSnapshot } from '../core/histogram.js';
 import type { BasaltNode } from '../node/basalt-node.js';
+import { ConsoleLogins } from './console/console-auth.js';
 import { type ConsoleContext, isConsolePath, serveConsole } from './console/console-http.js';
 import { ConsoleTelemetry } from './console/console-telemetry.js';
 
@@ -83,7 +84,9 @@ export class MetricsServer {
       nodeOf: options.nodeOf,
       telemetry,
       version: packageVersion(),
-      ...(options.authenticator !== undefined && { authenticator: options.authenticator }),
+      ...(options.authenticator !== undefined && {
+        logins: new ConsoleLogins(options.authenticator, (name) => options.nodeOf()?.metastorage.user(name)),
+      }),
       ...(options.onConsoleRefused !== undefined && { onRefused: options.onConsoleRefused }),
     };
     const handler = (request: IncomingMessage, response: ServerResponse) =>

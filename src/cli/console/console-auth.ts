@@ -5,6 +5,12 @@
  * a console login is a client login by another door. HTTP has no session, so every request carries the credentials
  * (the browser resends them to the same origin once the user has typed them) and every request is checked against
  * the user's current roles: a removed user or a revoked role takes effect on the next request, as on the client port.
+ * An open page polls about twice a second, and a scrypt check per poll would cost a share of a core per page; so a
+ * password that passed the check is remembered for LOGIN_REMEMBER_MS, for the same source address and user and only
+ * while the user's stored password hash is the one it was checked against (a changed password, a removed user: the
+ * next request is checked again). Only successes are remembered, keyed by an HMAC under a key drawn at start (no
+ * password is kept, and a tag means nothing outside this process), at most LOGINS_REMEMBERED_MAX of them. A remembered
+ * login is taken even while the failures of its (address, user) pair are being slowed: it is the right password.
  *
  * No client certificate is asked on the HTTPS port: a browser asked for an optional one shows a certificate picker to
  * every visitor, and a probe of `/health` has none to give.
@@ -14,6 +20,8 @@
  * transaction view names the keys transactions lock; those of tables the user may not read are hidden.
  */
 
+import { createHmac, randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { Authenticator } from '../../client/auth.js';
 import { denial, tableAccess } from '../../client/authorization.js';
 import type { UserRecord } from '../../cluster/metastorage-state.js';
@@ -35,22 +43,58 @@ export type ConsoleViewer = { readonly kind: 'open' } | { readonly kind: 'user';
 
 export const OPEN_VIEWER: ConsoleViewer = { kind: 'open' };
 
-/**
- * The viewer of one request: `open` without `authenticator`, else the user its Basic credentials log in. Throws
- * UNAUTHENTICATED (no or malformed credentials, a wrong password, a user that does not exist, a throttled pair).
- */
-export async function consoleLogin(
-  authenticator: Authenticator | undefined,
+/** How long a checked console password is taken without a new check. */
+export const LOGIN_REMEMBER_MS = 60_000;
+/** Console logins remembered at most (the oldest is forgotten first). */
+export const LOGINS_REMEMBERED_MAX = 1_024;
+
+/** The console's logins on a node that checks users: the client port's authenticator, and the remembered successes. */
+export class ConsoleLogins {
+  private readonly remembered = new Map<string, { readonly passwordHash: string; readonly untilMs: number }>();
+  private readonly secret = randomBytes(32);
+
+  constructor(
+    private readonly authenticator: Authenticator,
+    /** The user as the metastorage has it now. */
+    private readonly users: (name: string) => UserRecord | undefined,
+    private readonly nowMs: () => number = () => performance.now(),
+  ) {}
+
+  /**
+   * The user this request's Basic credentials log in. Throws UNAUTHENTICATED (no or malformed credentials, a wrong
+   * password, a user that does not exist, a throttled pair).
+   */
+  async login(source: string, authorization: string | undefined): Promise<ConsoleViewer> {
+    const credentials = basicCredentials(authorization);
+    if (credentials === undefined) {
+      throw new BasaltError('UNAUTHENTICATED', 'the console needs a login (HTTP Basic: user and password)');
+    }
+    const tag = createHmac('sha256', this.secret)
+      .update(JSON.stringify([source, credentials.user, credentials.password]))
+      .digest('base64');
+    const known = this.remembered.get(tag);
+    if (known !== undefined) {
+      const user = this.users(credentials.user);
+      if (this.nowMs() < known.untilMs && user?.password?.hash === known.passwordHash) return { kind: 'user', user };
+      this.remembered.delete(tag);
+    }
+    const user = await this.authenticator.loginWithPassword(source, credentials.user, credentials.password);
+    if (user.password !== undefined) {
+      this.remembered.delete(tag);
+      this.remembered.set(tag, { passwordHash: user.password.hash, untilMs: this.nowMs() + LOGIN_REMEMBER_MS });
+      if (this.remembered.size > LOGINS_REMEMBERED_MAX) this.remembered.delete(this.remembered.keys().next().value!);
+    }
+    return { kind: 'user', user };
+  }
+}
+
+/** The viewer of one request: `open` on a node that checks no users, else the user its credentials log in. */
+export function consoleLogin(
+  logins: ConsoleLogins | undefined,
   source: string,
   authorization: string | undefined,
 ): Promise<ConsoleViewer> {
-  if (authenticator === undefined) return OPEN_VIEWER;
-  const credentials = basicCredentials(authorization);
-  if (credentials === undefined) {
-    throw new BasaltError('UNAUTHENTICATED', 'the console needs a login (HTTP Basic: user and password)');
-  }
-  const user = await authenticator.loginWithPassword(source, credentials.user, credentials.password);
-  return { kind: 'user', user };
+  return logins === undefined ? Promise.resolve(OPEN_VIEWER) : logins.login(source, authorization);
 }
 
 /** The user and password of an `Authorization: Basic` header, or undefined. */

@@ -14,11 +14,17 @@ import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { Authenticator } from '../../client/auth.js';
 import { BasaltError, invalidArgument, isBasaltError } from '../../core/errors.js';
 import { hybridTimestamp, PHYSICAL_MS_MAX } from '../../hlc/timestamp.js';
 import type { BasaltNode } from '../../node/basalt-node.js';
-import { CONSOLE_REALM, type ConsoleViewer, consoleLogin, partitionReadable, requireRead } from './console-auth.js';
+import {
+  CONSOLE_REALM,
+  type ConsoleLogins,
+  type ConsoleViewer,
+  consoleLogin,
+  partitionReadable,
+  requireRead,
+} from './console-auth.js';
 import { clusterView } from './console-cluster.js';
 import { keyHistory, readPage } from './console-data.js';
 import { CONSOLE_APP_JS, CONSOLE_PAGE_HTML } from './console-page.js';
@@ -34,8 +40,8 @@ export interface ConsoleContext {
   readonly nodeOf: () => BasaltNode | undefined;
   readonly telemetry: ConsoleTelemetry;
   readonly version: string;
-  /** The client port's login check, on a node that checks users; absent: every request is served. */
-  readonly authenticator?: Authenticator;
+  /** The logins, on a node that checks users (the client port's authenticator); absent: every request is served. */
+  readonly logins?: ConsoleLogins;
   /** Told of each refused login (the message names the user, never the password). */
   readonly onRefused?: (source: string, message: string) => void;
 }
@@ -176,7 +182,7 @@ async function dispatch(ctx: ConsoleContext, request: ConsoleRequest, response: 
     response.end(vendor.body);
     return;
   }
-  const viewer = await consoleLogin(ctx.authenticator, request.source, request.authorization);
+  const viewer = await consoleLogin(ctx.logins, request.source, request.authorization);
   const route = Object.hasOwn(ROUTES, url.pathname) ? ROUTES[url.pathname] : undefined;
   if (route === undefined) {
     sendJson(response, 404, { error: { code: 'NOT_FOUND', message: `no console resource ${url.pathname}` } });
