@@ -593,12 +593,18 @@ program
     if (up === 0) process.exitCode = 1;
   });
 
-program
-  .command('console')
+withCredentials(program.command('console'))
   .description("print the web console's address on a node's metrics port (every node serves it under /console)")
   .option('--connect <address>', 'the metrics endpoint host:port of the node to ask', DEFAULT_METRICS.split(',')[0])
-  .action(async (options: { connect: string }) => {
-    process.exitCode = await consoleCommand(options.connect);
+  .action(async (options: CredentialFlags & { connect: string }) => {
+    // A node with certificates serves the console over HTTPS behind a password login (HTTP Basic).
+    const { ca, user, password } = await credentialOptions(options);
+    const credentials = {
+      ...(ca !== undefined && { ca }),
+      ...(user !== undefined && { user }),
+      ...(password !== undefined && { password }),
+    };
+    process.exitCode = await consoleCommand(options.connect, credentials);
   });
 
 program

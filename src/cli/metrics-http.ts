@@ -14,10 +14,12 @@
  * leak makes grow.
  *
  * The web console is served here too, under `/console` (console/console-http.ts): every path below it goes to
- * `serveConsole`, the one place a future authorization check wraps.
+ * `serveConsole`, which, given the client port's `authenticator`, logs every console request in (HTTP Basic) and
+ * shows only what the user may read. `/metrics` and `/health` need no login (scrapers and probes).
  *
  * With `tls` (a node with `--certs-dir`) the endpoint is HTTPS (TLS 1.3, the node's certificate; no client
- * certificate asked: what it serves is operational, not data), `/health` included: probes that cannot verify a
+ * certificate asked: what it serves without a login is operational, not data), `/health` included: probes that
+ * cannot verify a
  * certificate (a kubelet's `scheme: HTTPS`) still reach it, so no plain listener is kept beside it. Renewed material
  * (`updateTls`) is used by new connections.
  */
@@ -26,8 +28,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
+import type { Authenticator } from '../client/auth.js';
 import { cumulativeCounts, type HistogramSnapshot } from '../core/histogram.js';
 import type { BasaltNode } from '../node/basalt-node.js';
+import { ConsoleLogins } from './console/console-auth.js';
 import { type ConsoleContext, isConsolePath, serveConsole } from './console/console-http.js';
 import { ConsoleTelemetry } from './console/console-telemetry.js';
 
@@ -43,6 +47,10 @@ export interface MetricsServerOptions {
   readonly extra?: () => Readonly<Record<string, number>>;
   /** Serve HTTPS with this certificate and key (the node's); plain HTTP without. */
   readonly tls?: { readonly cert: string; readonly key: string };
+  /** Check console logins with this (the client port's, so failures are throttled and counted together). */
+  readonly authenticator?: Authenticator;
+  /** Told of each refused console login (the message names the user, never the password). */
+  readonly onConsoleRefused?: (source: string, message: string) => void;
 }
 
 /** Heap in use right after the latest major GC this process reported (undefined before the first). */
@@ -72,7 +80,15 @@ export class MetricsServer {
   static async start(options: MetricsServerOptions): Promise<MetricsServer> {
     watchMajorGcs();
     const telemetry = new ConsoleTelemetry(options.nodeOf);
-    const consoleContext: ConsoleContext = { nodeOf: options.nodeOf, telemetry, version: packageVersion() };
+    const consoleContext: ConsoleContext = {
+      nodeOf: options.nodeOf,
+      telemetry,
+      version: packageVersion(),
+      ...(options.authenticator !== undefined && {
+        logins: new ConsoleLogins(options.authenticator, (name) => options.nodeOf()?.metastorage.user(name)),
+      }),
+      ...(options.onConsoleRefused !== undefined && { onRefused: options.onConsoleRefused }),
+    };
     const handler = (request: IncomingMessage, response: ServerResponse) =>
       handle(options, consoleContext, request, response);
     const server =
@@ -127,9 +143,12 @@ function handle(
   if (request.method !== 'GET') {
     reply(response, 405, 'text/plain', 'method not allowed\n');
   } else if (isConsolePath(path)) {
-    void serveConsole(consoleContext, new URL(request.url ?? '/', 'http://console.invalid'), response).catch(() =>
-      response.destroy(),
-    );
+    const consoleRequest = {
+      url: new URL(request.url ?? '/', 'http://console.invalid'),
+      source: request.socket.remoteAddress ?? '?',
+      authorization: request.headers.authorization,
+    };
+    void serveConsole(consoleContext, consoleRequest, response).catch(() => response.destroy());
   } else if (path === '/metrics') {
     reply(response, 200, 'text/plain; version=0.0.4; charset=utf-8', renderMetrics(options));
   } else if (path === '/health') {

@@ -12,6 +12,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
+import { Authenticator } from '../client/auth.js';
 import { nodeClient } from '../client/node-client.js';
 import { hashPassword, passwordProblem, SALT_BYTES } from '../client/passwords.js';
 import { ClientServer } from '../client/server.js';
@@ -229,6 +230,11 @@ async function openServers(
   const { options, node, reachHost, logger, tls } = served;
   const host = options.host;
   const name = node.name;
+  // Certificates mean users (docs/operating.md, Security): one login check for the client port and the console.
+  const authenticator =
+    tls === undefined
+      ? undefined
+      : new Authenticator({ clock: new RealClock(), salts: secureRandomBytes }, (user) => node.metastorage.user(user));
   const clientServer =
     options.clientPort === undefined
       ? undefined
@@ -238,8 +244,7 @@ async function openServers(
           client: nodeClient(node),
           timers: served.timers,
           onDiagnostic: clientDiagnostics(name, logger),
-          // Certificates mean users: every client logs in (docs/operating.md, Security).
-          ...(tls !== undefined && { tls, auth: { clock: new RealClock(), salts: secureRandomBytes } }),
+          ...(tls !== undefined && authenticator !== undefined && { tls, auth: authenticator }),
         });
   if (clientServer !== undefined) {
     const clientAddress = hostPort(reachHost, clientServer.port);
@@ -256,8 +261,13 @@ async function openServers(
           port: options.metricsPort,
           nodeName: name,
           nodeOf: () => node,
-          extra: () => ({ leader_changes_total: served.leaderChanges(), ...clientServer?.authCounters() }),
+          extra: () => ({ leader_changes_total: served.leaderChanges(), ...authenticator?.counters() }),
           ...(tls !== undefined && { tls }),
+          ...(authenticator !== undefined && {
+            authenticator,
+            onConsoleRefused: (client: string, message: string) =>
+              logger.warn({ client, kind: 'console-auth-refused' }, message),
+          }),
         });
   if (metricsServer !== undefined) {
     log(`metrics of ${name}: ${metricsServer.url}/metrics (health: ${metricsServer.url}/health)`);

@@ -154,8 +154,11 @@ export interface ClientServerOptions {
   readonly onDiagnostic?: DiagnosticListener;
   /** Serve TLS 1.3 with this CA, server certificate and key (the node's `--certs-dir`); plain TCP without. */
   readonly tls?: PeerTlsMaterial;
-  /** Check users (the client's backend must have `users`); without it every request is served. */
-  readonly auth?: ClientAuthOptions;
+  /**
+   * Check users (the client's backend must have `users`); without it every request is served. An `Authenticator`
+   * given here is shared (the node's console checks its logins with the same one, so failures count together).
+   */
+  readonly auth?: ClientAuthOptions | Authenticator;
 }
 
 interface SessionLimits {
@@ -196,7 +199,9 @@ export class ClientServer {
     this.authenticator =
       options.auth === undefined || users === undefined
         ? undefined
-        : new Authenticator(options.auth, (name) => users.user(name));
+        : options.auth instanceof Authenticator
+          ? options.auth
+          : new Authenticator(options.auth, (name) => users.user(name));
   }
 
   /** Logins and refusals so far (all zero on a server that does not check users), for /metrics. */

@@ -3,7 +3,9 @@
  * imports (preact, htm, uPlot) served from the installed packages, and read-only JSON under `/console/api/`.
  *
  * Every console request goes through `serveConsole`, and every route is a row of `ROUTES` (GET only, the metrics
- * server refuses other methods): an authorization check wraps `serveConsole` in one place. No route writes: the data
+ * server refuses other methods). On a node that checks users `serveConsole` logs every request in before any route
+ * runs (console-auth.ts), and each route gets the viewer to authorize what it shows; only the vendor files, copies of
+ * published packages that say nothing about the cluster, are served without a login. No route writes: the data
  * routes read through a read-only transaction or the local replica's storage. Static files come from a fixed table
  * (`VENDOR_FILES`): a request names a row, never a path, so nothing outside those files can be served. Every list
  * has a limit (`LIST_LIMIT_MAX`).
@@ -15,6 +17,14 @@ import { dirname, join } from 'node:path';
 import { BasaltError, invalidArgument, isBasaltError } from '../../core/errors.js';
 import { hybridTimestamp, PHYSICAL_MS_MAX } from '../../hlc/timestamp.js';
 import type { BasaltNode } from '../../node/basalt-node.js';
+import {
+  CONSOLE_REALM,
+  type ConsoleLogins,
+  type ConsoleViewer,
+  consoleLogin,
+  partitionReadable,
+  requireRead,
+} from './console-auth.js';
 import { clusterView } from './console-cluster.js';
 import { keyHistory, readPage } from './console-data.js';
 import { CONSOLE_APP_JS, CONSOLE_PAGE_HTML } from './console-page.js';
@@ -30,9 +40,27 @@ export interface ConsoleContext {
   readonly nodeOf: () => BasaltNode | undefined;
   readonly telemetry: ConsoleTelemetry;
   readonly version: string;
+  /** The logins, on a node that checks users (the client port's authenticator); absent: every request is served. */
+  readonly logins?: ConsoleLogins;
+  /** Told of each refused login (the message names the user, never the password). */
+  readonly onRefused?: (source: string, message: string) => void;
 }
 
-type Route = (ctx: ConsoleContext, query: URLSearchParams, response: ServerResponse) => void | Promise<void>;
+/** One console request as `serveConsole` needs it. */
+export interface ConsoleRequest {
+  readonly url: URL;
+  /** The client's address, the throttling key of failed logins with the user. */
+  readonly source: string;
+  /** The `Authorization` header. */
+  readonly authorization: string | undefined;
+}
+
+type Route = (
+  ctx: ConsoleContext,
+  query: URLSearchParams,
+  response: ServerResponse,
+  viewer: ConsoleViewer,
+) => void | Promise<void>;
 
 /** The browser modules, by the name the page asks for: package, file beside the package's resolved entry, type. */
 const VENDOR_FILES: Readonly<Record<string, { readonly from: string; readonly file: string; readonly type: string }>> =
@@ -65,13 +93,17 @@ const ROUTES: Readonly<Record<string, Route>> = {
   '/console/app.js': (_ctx, _q, response) => send(response, 200, 'text/javascript; charset=utf-8', CONSOLE_APP_JS),
   '/console/api/cluster': (ctx, q, response) =>
     sendJson(response, 200, clusterView(running(ctx), ctx.version, limitOf(q))),
-  '/console/api/transactions': (ctx, q, response) =>
-    sendJson(response, 200, transactionsView(running(ctx), text(q, 'q', ''), limitOf(q))),
-  '/console/api/data/scan': async (ctx, q, response) => {
+  '/console/api/transactions': (ctx, q, response, viewer) => {
+    const node = running(ctx);
+    sendJson(response, 200, transactionsView(node, text(q, 'q', ''), limitOf(q), partitionReadable(node, viewer)));
+  },
+  '/console/api/data/scan': async (ctx, q, response, viewer) => {
+    const table = text(q, 'table');
+    requireRead(viewer, table);
     const after = q.get('after');
     const at = timestampOf(q.get('at'));
     const page = await readPage(running(ctx), {
-      table: text(q, 'table'),
+      table,
       prefix: text(q, 'prefix', ''),
       after: after === null ? undefined : text(q, 'after'),
       at,
@@ -79,8 +111,11 @@ const ROUTES: Readonly<Record<string, Route>> = {
     });
     sendJson(response, 200, page);
   },
-  '/console/api/data/history': (ctx, q, response) =>
-    sendJson(response, 200, keyHistory(running(ctx), text(q, 'table'), text(q, 'key'), limitOf(q))),
+  '/console/api/data/history': (ctx, q, response, viewer) => {
+    const table = text(q, 'table');
+    requireRead(viewer, table);
+    sendJson(response, 200, keyHistory(running(ctx), table, text(q, 'key'), limitOf(q)));
+  },
   '/console/api/events': (ctx, _q, response) => {
     if (!ctx.telemetry.subscribe(response)) {
       sendJson(response, 503, { error: { code: 'OVERLOADED', message: 'too many event streams on this node' } });
@@ -97,23 +132,46 @@ export function isConsolePath(path: string): boolean {
  * Answers one GET under `/console`: the one place every console request passes. It never rejects: a failure (a
  * client's bad query, a node that is not running, a vendor file missing from the installation) becomes a JSON error.
  */
-export async function serveConsole(ctx: ConsoleContext, url: URL, response: ServerResponse): Promise<void> {
+export async function serveConsole(
+  ctx: ConsoleContext,
+  request: ConsoleRequest,
+  response: ServerResponse,
+): Promise<void> {
   try {
-    await dispatch(ctx, url, response);
+    await dispatch(ctx, request, response);
   } catch (error) {
     if (response.headersSent) {
       response.end();
       return;
     }
     const coded = isBasaltError(error) ? error : undefined;
-    const status = coded === undefined ? 500 : coded.code === 'INVALID_ARGUMENT' ? 400 : coded.retryable ? 503 : 500;
-    sendJson(response, status, {
+    // A browser shows its login prompt on a 401 that names the scheme and realm.
+    if (coded?.code === 'UNAUTHENTICATED') {
+      response.setHeader('www-authenticate', `Basic realm="${CONSOLE_REALM}"`);
+      ctx.onRefused?.(request.source, coded.message);
+    }
+    sendJson(response, statusOf(coded), {
       error: { code: coded?.code ?? 'INTERNAL', message: error instanceof Error ? error.message : String(error) },
     });
   }
 }
 
-async function dispatch(ctx: ConsoleContext, url: URL, response: ServerResponse): Promise<void> {
+function statusOf(coded: BasaltError | undefined): number {
+  if (coded === undefined) return 500;
+  switch (coded.code) {
+    case 'INVALID_ARGUMENT':
+      return 400;
+    case 'UNAUTHENTICATED':
+      return 401;
+    case 'PERMISSION_DENIED':
+      return 403;
+    default:
+      return coded.retryable ? 503 : 500;
+  }
+}
+
+async function dispatch(ctx: ConsoleContext, request: ConsoleRequest, response: ServerResponse): Promise<void> {
+  const { url } = request;
   const vendor = url.pathname.startsWith('/console/vendor/') ? vendorFile(url.pathname.slice(16)) : undefined;
   if (vendor !== undefined) {
     response.writeHead(200, {
@@ -124,12 +182,13 @@ async function dispatch(ctx: ConsoleContext, url: URL, response: ServerResponse)
     response.end(vendor.body);
     return;
   }
+  const viewer = await consoleLogin(ctx.logins, request.source, request.authorization);
   const route = Object.hasOwn(ROUTES, url.pathname) ? ROUTES[url.pathname] : undefined;
   if (route === undefined) {
     sendJson(response, 404, { error: { code: 'NOT_FOUND', message: `no console resource ${url.pathname}` } });
     return;
   }
-  await route(ctx, url.searchParams, response);
+  await route(ctx, url.searchParams, response, viewer);
 }
 
 function running(ctx: ConsoleContext): BasaltNode {

@@ -63,7 +63,9 @@ const CLUSTER_POLL_MS = 1000;
 const TX_POLL_MS = 2000;
 
 async function getJson(path) {
-  const response = await fetch(path, { cache: 'no-store' });
+  // Same origin: the browser sends the console login (HTTP Basic) it asked for when the page loaded, as it does for
+  // the EventSource of /console/api/events.
+  const response = await fetch(path, { cache: 'no-store', credentials: 'same-origin' });
   const body = await response.json();
   if (!response.ok) throw new Error(body.error ? body.error.code + ': ' + body.error.message : response.statusText);
   return body;
@@ -202,8 +204,8 @@ function TxRow({ tx, live }) {
     <td>\${tx.coordinator || tx.coordinatorId || '—'}</td><td>\${tx.commitTsMs == null ? '—' : time(tx.commitTsMs)}</td>
     <td>\${(tx.ageMs / 1000).toFixed(1)} s</td>
     \${live
-      ? html\`<td>\${tx.locksHeld}\${tx.locks.length ? ': ' + tx.locks.map((l) => l.key + ' ' + l.mode).join(', ') : ''}</td>
-          <td>\${tx.waitsFor.map((w) => w.key + ' ← ' + w.holders.join(', ')).join('; ') || '—'}</td>\`
+      ? html\`<td>\${tx.locksHeld}\${tx.locks.length ? ': ' + tx.locks.map((l) => (l.key ?? '(hidden)') + ' ' + l.mode).join(', ') : ''}</td>
+          <td>\${tx.waitsFor.map((w) => (w.key ?? '(hidden)') + ' ← ' + w.holders.join(', ')).join('; ') || '—'}</td>\`
       : ''}
   </tr>\`;
 }

@@ -34,10 +34,11 @@ export interface ConsoleTxEntry {
 
 export interface ConsoleLiveTx extends ConsoleTxEntry {
   readonly locksHeld: number;
-  readonly locks: readonly { readonly partition: string; readonly key: string; readonly mode: string }[];
+  /** `key` is null where the viewer may not read the partition's table. */
+  readonly locks: readonly { readonly partition: string; readonly key: string | null; readonly mode: string }[];
   readonly waitsFor: readonly {
     readonly partition: string;
-    readonly key: string;
+    readonly key: string | null;
     readonly holders: readonly string[];
   }[];
 }
@@ -54,7 +55,13 @@ export interface ConsoleTransactions {
   readonly oldestLive: readonly ConsoleLiveTx[];
 }
 
-export function transactionsView(node: BasaltNode, query: string, limit: number): ConsoleTransactions {
+/** `readable`: whether the viewer may see the keys of a partition (the keys of the others are left out). */
+export function transactionsView(
+  node: BasaltNode,
+  query: string,
+  limit: number,
+  readable: (partition: PartitionId) => boolean = () => true,
+): ConsoleTransactions {
   const names = coordinatorNames(node);
   const nowMs = physicalMs(node.hlc.current());
   const { found, truncated } = search(node, query, limit);
@@ -66,7 +73,7 @@ export function transactionsView(node: BasaltNode, query: string, limit: number)
     query,
     entries: found.map(([txId, e]) => entryView(txId, e, names, nowMs)),
     truncated,
-    oldestLive: oldestLive(node, limit).map(([txId, e]) => liveView(node, entryView(txId, e, names, nowMs))),
+    oldestLive: oldestLive(node, limit).map(([txId, e]) => liveView(node, entryView(txId, e, names, nowMs), readable)),
   };
 }
 
@@ -139,21 +146,26 @@ function entryView(txId: TxId, e: TxStateEntry, names: ReadonlyMap<string, strin
 }
 
 /** Locks and waits of a tx in the lock tables this node keeps (those of the partitions it is primary of). */
-function liveView(node: BasaltNode, entry: ConsoleTxEntry): ConsoleLiveTx {
+function liveView(
+  node: BasaltNode,
+  entry: ConsoleTxEntry,
+  readable: (partition: PartitionId) => boolean,
+): ConsoleLiveTx {
   const txId = entry.txId as TxId;
-  const locks: { partition: string; key: string; mode: string }[] = [];
-  const waitsFor: { partition: string; key: string; holders: string[] }[] = [];
+  const locks: { partition: string; key: string | null; mode: string }[] = [];
+  const waitsFor: { partition: string; key: string | null; holders: string[] }[] = [];
   let locksHeld = 0;
   for (const partition of node.hostedPartitions().keys()) {
     const table = localReplica(node, partition as PartitionId)?.locks;
     if (table === undefined) continue;
+    const shown = readable(partition as PartitionId);
     const held = table.locksOf(txId);
     locksHeld += held.length;
     for (const { key, mode } of held.slice(0, LOCKS_LISTED_MAX - locks.length)) {
-      locks.push({ partition, key, mode });
+      locks.push({ partition, key: shown ? key : null, mode });
     }
     for (const key of table.waitsOf(txId).slice(0, LOCKS_LISTED_MAX - waitsFor.length)) {
-      waitsFor.push({ partition, key, holders: table.holders(key).map((h) => h.txId) });
+      waitsFor.push({ partition, key: shown ? key : null, holders: table.holders(key).map((h) => h.txId) });
     }
   }
   return { ...entry, locksHeld, locks, waitsFor };
