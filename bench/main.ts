@@ -52,6 +52,7 @@ import {
   resultFileName,
   workloadFloorUs,
 } from './report.js';
+import { runWatchSection, WATCH_SECTION, type WatchSectionResult } from './watch.js';
 import {
   INTENT_ALIAS,
   INTENT_WORKLOADS,
@@ -73,7 +74,7 @@ const QUICK = { clients: [1, 16], warmupS: 0.2, durationS: 1, rttCount: 2_000, f
 
 interface Flags {
   quick?: boolean;
-  workload?: WorkloadName[];
+  workload?: (WorkloadName | typeof WATCH_SECTION)[];
   clients?: number[];
   threads: number;
   warmup?: number;
@@ -90,16 +91,19 @@ const benchStartMs = Date.now();
 const progress = (line: string): void =>
   void process.stderr.write(`bench ${((Date.now() - benchStartMs) / 1000).toFixed(1).padStart(5)} s: ${line}\n`);
 
-function workloadList(value: string, previous: WorkloadName[] | undefined): WorkloadName[] {
+function workloadList(
+  value: string,
+  previous: (WorkloadName | typeof WATCH_SECTION)[] | undefined,
+): (WorkloadName | typeof WATCH_SECTION)[] {
   const names = value
     .split(',')
     .map((s) => s.trim())
     .flatMap((n) => (n === INTENT_ALIAS ? [...INTENT_WORKLOADS] : [n]));
   for (const n of names) {
-    if (!isWorkloadName(n))
-      throw new InvalidArgumentError(`unknown workload ${n} (known: ${WORKLOAD_NAMES.join(', ')})`);
+    if (!isWorkloadName(n) && n !== WATCH_SECTION)
+      throw new InvalidArgumentError(`unknown workload ${n} (known: ${WORKLOAD_NAMES.join(', ')}, ${WATCH_SECTION})`);
   }
-  return [...(previous ?? []), ...(names as WorkloadName[])];
+  return [...(previous ?? []), ...(names as (WorkloadName | typeof WATCH_SECTION)[])];
 }
 
 function oneWorkload(value: string): WorkloadName {
@@ -126,8 +130,11 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
   const startedAt = new Date();
   const loadAtStart = loadavg()[0] ?? 0;
   const mode = flags.quick ? QUICK : FULL;
-  // A quick run leaves the intent cells out unless named: their set-up and the stopped node's warm-up are long.
-  const workloads = flags.workload ?? WORKLOAD_NAMES.filter((w) => !(flags.quick === true && isIntentWorkload(w)));
+  // A quick run leaves the intent cells and the watch section out unless named: their set-up is long.
+  const workloads =
+    flags.workload?.filter(isWorkloadName) ??
+    WORKLOAD_NAMES.filter((w) => !(flags.quick === true && isIntentWorkload(w)));
+  const watch = flags.workload === undefined ? flags.quick !== true : flags.workload.includes(WATCH_SECTION);
   const clients = flags.clients ?? mode.clients;
   const warmupS = flags.warmup ?? mode.warmupS;
   const durationS = flags.duration ?? mode.durationS;
@@ -137,6 +144,7 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
   const failures: { what: string; error: string }[] = [];
   let etcd: Parameters['etcd'];
   let profile: ProfileResult | undefined;
+  let watchSection: WatchSectionResult | undefined;
   let floors: Floors;
   const processes: Record<string, number[]> = {};
   try {
@@ -186,9 +194,22 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
         };
       },
       cleanup,
+      watch
+        ? async (pool, running) => {
+            watchSection = await runWatchSection(
+              pool,
+              watchCellBase(grid, running),
+              running.addresses,
+              failures,
+              progress,
+              () => cleanup.interrupted,
+            );
+          }
+        : undefined,
     );
 
-    const skipped = skipEtcdReason(flags);
+    const skipped =
+      workloads.length === 0 ? `only the ${WATCH_SECTION} section ran, which is Basalt only` : skipEtcdReason(flags);
     const binary = findEtcd();
     if (skipped !== undefined) etcd = { ran: false, skipped };
     else if (binary === undefined) {
@@ -264,6 +285,7 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
     comparisons: compare(cells, floorInputs, fsyncOn),
     failures,
     ...(profile !== undefined && { profile }),
+    ...(watchSection !== undefined && { watch: watchSection }),
   };
   console.log(formatTable(doc));
   mkdirSync(flags.out, { recursive: true });
@@ -305,7 +327,22 @@ interface Running {
   readonly peerTraffic?: () => Promise<PeerTrafficCount>;
 }
 
-/** Starts one system, runs every cell on it, stops it; a failing cell is recorded and the next one runs. */
+/** The parts of a cell spec that a watch cell takes from the grid and the running cluster. */
+function watchCellBase(grid: Grid, running: Running): Omit<CellSpec, 'workload' | 'clients'> {
+  return {
+    system: 'basalt',
+    warmupMs: grid.warmupMs,
+    durationMs: grid.durationMs,
+    pids: running.pids,
+    ...(running.logEntries !== undefined && { logEntries: running.logEntries }),
+    ...(running.peerTraffic !== undefined && { peerTraffic: running.peerTraffic }),
+  };
+}
+
+/**
+ * Starts one system, runs every cell on it, then `after` (the watch section) on the same cluster and client threads,
+ * stops it; a failing cell is recorded and the next one runs.
+ */
 async function runSystem(
   system: System,
   grid: Grid,
@@ -313,6 +350,7 @@ async function runSystem(
   failures: { what: string; error: string }[],
   start: () => Promise<Running>,
   cleanup: Cleanup,
+  after?: (pool: ClientPool, running: Running) => Promise<void>,
 ): Promise<void> {
   let running: Running | undefined;
   let pool: ClientPool | undefined;
@@ -355,6 +393,7 @@ async function runSystem(
         }
       }
     }
+    if (after !== undefined && !cleanup.interrupted) await after(pool, running);
   } catch (error) {
     failures.push({ what: `${system} cluster`, error: describe(error) });
   } finally {
@@ -452,7 +491,8 @@ program
   )
   .option(
     '--workload <names>',
-    `workloads to run, comma separated (${WORKLOAD_NAMES.join(', ')}; ${INTENT_ALIAS}: the three intent cells)`,
+    `workloads to run, comma separated (${WORKLOAD_NAMES.join(', ')}; ${INTENT_ALIAS}: the three intent cells; ` +
+      `${WATCH_SECTION}: put throughput with 0, 1 and 10 watchers and their delivery lag, Basalt only)`,
     workloadList,
   )
   .option(

@@ -9,6 +9,7 @@ import type { CellResult } from './cells.js';
 import { type CriticalPath, type FloorInputs, mixedFloorUs } from './floors.js';
 import type { FunctionTime } from './profile.js';
 import type { LatencySummary } from './stats.js';
+import { formatWatchSection, type WatchSectionResult } from './watch.js';
 import { WORKLOADS, type WorkloadName } from './workloads.js';
 
 export const RESULT_SCHEMA = 'basalt-bench/1';
@@ -73,6 +74,8 @@ export interface BenchDocument {
   readonly comparisons: readonly Comparison[];
   readonly failures: readonly { readonly what: string; readonly error: string }[];
   readonly profile?: ProfileResult;
+  /** The watch section (bench/watch.ts): put throughput with 0, 1 and 10 watchers, and the watchers' delivery lag. */
+  readonly watch?: WatchSectionResult;
 }
 
 export interface Comparison {
@@ -206,7 +209,8 @@ export function formatTable(doc: BenchDocument): string {
       'client cores',
       'Basalt / etcd',
     );
-  lines.push(`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`);
+  // A run of the watch section alone has no cell for this table.
+  if (doc.comparisons.length > 0) lines.push(`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`);
   const floors = { rttP50Us: f.rtt.p50Us, fsyncP50Us: f.fsync.p50Us };
   for (const row of doc.comparisons) {
     const spec = WORKLOADS[row.workload];
@@ -250,7 +254,8 @@ export function formatTable(doc: BenchDocument): string {
           .join(', '),
     );
   }
-  lines.push('', 'Workloads (Basalt | etcd) and the critical path of the floor:');
+  if (doc.watch !== undefined) lines.push(...formatWatchSection(doc.watch));
+  if (doc.workloads.length > 0) lines.push('', 'Workloads (Basalt | etcd) and the critical path of the floor:');
   for (const w of doc.workloads) {
     const paths = w.paths.map((x) => `${x.share < 1 ? `${x.share} × ` : ''}${x.path.why}`).join(' + ');
     lines.push(`  ${w.name}: ${w.basalt} | ${w.etcd}`, `      floor ${ms(w.floorUs)} ms: ${paths}`);
