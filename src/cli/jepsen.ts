@@ -272,10 +272,10 @@ async function connectTo(procs: Processes, name: string): Promise<RemoteClient |
 }
 
 /**
- * The SHA-256 fingerprint of the certificate a fresh TLS handshake with `port` presents (undefined if none completes
- * in time). The peer port wants a client certificate of the cluster CA: the admin's serves.
+ * The SHA-256 fingerprint of the certificate a fresh TLS handshake with 127.0.0.1:`port` presents (undefined if none
+ * completes in time). The peer port wants a client certificate of the cluster CA: the admin's serves.
  */
-function presentedFingerprint(port: number, material: RunTls['client']): Promise<string | undefined> {
+export function presentedFingerprint(port: number, material: RunTls['client']): Promise<string | undefined> {
   return new Promise((resolve) => {
     const socket = tlsConnect({ host: '127.0.0.1', port, ...material, minVersion: 'TLSv1.3' });
     const done = (fingerprint: string | undefined) => {
