@@ -709,7 +709,7 @@ program
         command.getOptionValueSource('nemesis') === 'cli' &&
         options.nemesis.includes('rotate')
       ) {
-        command.error('--nemesis rotate renews certificates: it needs --tls');
+        command.error('error: --nemesis rotate renews certificates: it needs --tls');
       }
       const [workload] = workloadList(options.workload);
       process.exitCode = await runJepsen({
