@@ -10,14 +10,22 @@
  * through its client port and as a member of the cluster. The seed is printed on failure; BASALT_FUZZ_SEED replays
  * one.
  *
+ * The client port's fuzz runs once more on a port served with TLS 1.3 (a node with `--certs-dir`): the same frames
+ * inside TLS get the same coded errors, and the port still serves a TLS client afterwards.
+ *
  * Well-formed Raft messages carry term 0, below every elected group's term, so they are answered as stale: a peer
  * that lies in well-formed messages is beyond what checks can catch (Raft trusts its members; off loopback peers
  * authenticate by mutual TLS).
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { type AddressInfo, createServer, connect as netConnect, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { it } from 'node:test';
+import { connect as tlsConnect } from 'node:tls';
 import { Packr } from 'msgpackr';
+import { createCa, createNodeCert, loadPeerTls } from '../cli/certs.js';
 import type { BasaltError } from '../core/errors.js';
 import { type NodeName, nodeId, nodeName, type PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -420,6 +428,8 @@ function killerItem(rng: SeededRandom, valid: Valid, i: number): Buffer {
 
 interface PortFuzz {
   readonly port: number;
+  /** Dial with TLS 1.3, trusting this CA (a client port served with certificates). */
+  readonly ca?: string;
   readonly hello: (rng: SeededRandom, i: number) => Plain;
   readonly valid: Valid;
   readonly idField: string;
@@ -466,7 +476,10 @@ async function fuzzPort(rng: SeededRandom, frames: number, target: PortFuzz): Pr
  */
 function throwBatch(target: PortFuzz, bytes: Buffer, i: number): Promise<void> {
   return new Promise((resolve) => {
-    const socket = netConnect({ host: '127.0.0.1', port: target.port });
+    const socket =
+      target.ca === undefined
+        ? netConnect({ host: '127.0.0.1', port: target.port })
+        : tlsConnect({ host: '127.0.0.1', port: target.port, ca: target.ca, minVersion: 'TLSv1.3' });
     const decoder = new FrameDecoder(LIMITS.frameBytesMax);
     const done = (): void => {
       clearTimeout(safety);
@@ -476,7 +489,7 @@ function throwBatch(target: PortFuzz, bytes: Buffer, i: number): Promise<void> {
     // Generous: on a loaded machine the replies to a batch can take well over a second.
     const safety = setTimeout(done, 5_000);
     target.sentinel?.answered?.(i).then(done);
-    socket.on('connect', () => {
+    socket.on(target.ca === undefined ? 'connect' : 'secureConnect', () => {
       if (target.sentinel === undefined) socket.end(bytes);
       else socket.write(Buffer.concat([bytes, framed(encode(target.sentinel.request(i)))]));
     });
@@ -710,5 +723,65 @@ it(`fuzzed client and peer ports leave the node serving transactions (seed ${SEE
     await server.close();
     await cluster.stop();
     await fakes.close();
+  }
+});
+
+it(`the client port fuzzed over TLS answers with coded errors and keeps serving (seed ${SEED})`, async () => {
+  const names = defaultNodeNames(3);
+  const errors: string[] = [];
+  const env = new RealClusterEnvironment({
+    names,
+    transport: 'tcp',
+    onError: (node: NodeName, error: unknown) => errors.push(`${node}: ${String(error)}`),
+  });
+  const certsDir = mkdtempSync(join(tmpdir(), 'basalt-fuzz-tls-'));
+  await createCa({ certsDir });
+  await createNodeCert('n1', { certsDir, hosts: ['127.0.0.1'] });
+  const tls = loadPeerTls(certsDir, 'n1', new Date());
+  const cluster = await Cluster.start<Client>(env, names, embeddedClient);
+  const server = await startClientServer(cluster, 'n1', { tls });
+  try {
+    assert.ok(server.secure);
+    await cluster.client('n1').createTable(T, { partitions: 4, replicas: 3 });
+    const codes = new Map<string, number>();
+    await fuzzPort(new SeededRandom(SEED).fork('client-tls'), CLIENT_FRAMES, {
+      port: server.port,
+      ca: tls.ca,
+      hello: (r) => (r.chance(0.9) ? { magic: CLIENT_MAGIC, version: 1 } : randomPlain(r, 0)),
+      valid: validRequest,
+      idField: 'id',
+      sentinel: {
+        request: () => ({ id: SENTINEL_ID, kind: 'tables' }),
+        isReply: (payload) => (payload as { id?: unknown }).id === SENTINEL_ID,
+      },
+      onReply: (payload) => {
+        const code = (payload as { error?: { code?: string } }).error?.code ?? 'ok';
+        codes.set(code, (codes.get(code) ?? 0) + 1);
+      },
+    });
+    const replies = [...codes.values()].reduce((a, b) => a + b, 0);
+    assert.ok(replies >= CLIENT_FRAMES / 2, `only ${replies} replies over TLS (${JSON.stringify([...codes])})`);
+    for (const code of ['ok', 'INVALID_ARGUMENT', 'MALFORMED_FRAME', 'UNKNOWN_MESSAGE', 'FRAME_TOO_LARGE']) {
+      assert.ok((codes.get(code) ?? 0) > 0, `no ${code} reply over TLS among ${JSON.stringify([...codes])}`);
+    }
+    await until(() => server.connections === 0 && server.openTransactions === 0, 'fuzz connections to close');
+    const remote = await connect(server.address, { ca: tls.ca });
+    try {
+      await remote.transaction(async (tx) => {
+        for (const k of ['a', 'b', 'c']) await tx.put(T, k, k);
+      });
+      assert.deepEqual(await remote.transaction((tx) => tx.getAll(T, ['a', 'c'])), ['a', 'c']);
+    } finally {
+      await remote.close();
+    }
+    for (const n of names) assert.ok(cluster.node(n).up, `${n} is up`);
+    assert.deepEqual(errors, [], 'no node reported a background failure');
+  } catch (error) {
+    console.error(`client fuzz over TLS failed with seed ${SEED} (replay: BASALT_FUZZ_SEED=${SEED})`);
+    throw error;
+  } finally {
+    await server.close();
+    await cluster.stop();
+    rmSync(certsDir, { recursive: true, force: true });
   }
 });
