@@ -177,10 +177,7 @@ export class RealClusterEnvironment implements ClusterEnvironment {
   ): Promise<TcpTransport> {
     const members = this.options.names;
     const tls = this.options.peerTls?.(self.name);
-    const options = {
-      ...{ self, host, port, peers, members, timers: this.timers, random: this.random },
-      ...(tls !== undefined && { tls }),
-    };
+    const options = { self, host, port, peers, members, timers: this.timers, random: this.random, ...(tls && { tls }) };
     try {
       return await TcpTransport.start(options);
     } catch (error) {
