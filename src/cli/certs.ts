@@ -20,8 +20,10 @@ import {
   copyFileSync,
   existsSync,
   mkdirSync,
+  mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   unlinkSync,
   writeFileSync,
@@ -135,12 +137,43 @@ export async function localClusterCerts(dir: string, names: readonly string[]): 
     copyFileSync(join(caDir, CERT_FILES.caCert), join(nodeDir, CERT_FILES.caCert));
     copyFileSync(join(caDir, CERT_FILES.caKey), join(nodeDir, CERT_FILES.caKey));
     try {
-      await createNodeCert(name, { certsDir: nodeDir, hosts: ['localhost', '127.0.0.1'] });
+      await createNodeCert(name, { certsDir: nodeDir, hosts: LOCAL_HOSTS });
     } finally {
       rmSync(join(nodeDir, CERT_FILES.caKey), { force: true });
     }
   }
   return dirs;
+}
+
+/** The names a local cluster's node certificates carry besides the member name. */
+const LOCAL_HOSTS = ['localhost', '127.0.0.1'];
+
+/** A renewed certificate: how to tell it from the one it replaced. */
+export interface RenewedCert {
+  readonly serialNumber: string;
+  /** SHA-256 fingerprint as node:crypto spells it (`AB:CD:...`), comparable with a peer certificate's. */
+  readonly fingerprint256: string;
+}
+
+/**
+ * Renews member `name`'s certificate in a local cluster's directory `dir/<name>` (made by `localClusterCerts`): a new
+ * key and node.crt from the CA in `dir/ca` (a new serial, valid from now), issued aside and moved into place key
+ * first, so that a node watching its directory (`basalt start --certs-dir`) picks up the pair without a restart.
+ */
+export async function renewLocalNodeCert(dir: string, name: string): Promise<RenewedCert> {
+  const nodeDir = join(dir, name);
+  const scratch = mkdtempSync(join(dir, `${name}.renew-`));
+  try {
+    copyFileSync(join(dir, 'ca', CERT_FILES.caCert), join(scratch, CERT_FILES.caCert));
+    copyFileSync(join(dir, 'ca', CERT_FILES.caKey), join(scratch, CERT_FILES.caKey));
+    await createNodeCert(name, { certsDir: scratch, hosts: LOCAL_HOSTS });
+    renameSync(join(scratch, CERT_FILES.nodeKey), join(nodeDir, CERT_FILES.nodeKey));
+    renameSync(join(scratch, CERT_FILES.nodeCert), join(nodeDir, CERT_FILES.nodeCert));
+    const cert = new X509Certificate(readFileSync(join(nodeDir, CERT_FILES.nodeCert)));
+    return { serialNumber: cert.serialNumber, fingerprint256: cert.fingerprint256 };
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
 }
 
 /**

@@ -4,16 +4,20 @@
  * killed with kill -9, removed as dead (`removeNode(name, { dead })`, what `basalt node remove --dead` sends) and
  * replaced by a sixth node that joins; a node that lost its disk and joins again under its name is refused. Checked: the members as the cluster lists them after each step, the new nodes
  * hosting partitions, every acknowledged transfer's record at the end, and balances moved by exactly the transfers
- * that applied.
+ * that applied. Once more with TLS: every node (the joiners too) with a certificate of one CA, mutual TLS between
+ * them, the client logged in as the admin by client certificate, /metrics over HTTPS.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { get as httpsGet } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect, type RemoteClient } from '../client/remote.js';
 import { checkBank, SMALL_BANK } from '../testing/small-bank.js';
+import { CERT_FILES, localClientCerts, localClusterCerts } from './certs.js';
 import { ChildNode } from './child-node.js';
+import { LOCAL_ADMIN } from './cluster-command.js';
 import { freePorts } from './free-ports.js';
 
 const { table: TABLE, accounts: ACCOUNTS, initialBalance: INITIAL_BALANCE, account, ends } = SMALL_BANK;
@@ -50,13 +54,47 @@ function keepOutputs(
   }
 }
 
-test('nodes join a running cluster, partitions move onto them under transfers; a killed node is replaced', async () => {
+/** A TLS run's material: each node's certificate directory, the admin's client material. */
+interface ElasticTls {
+  readonly nodeDirs: ReadonlyMap<string, string>;
+  readonly client: { readonly ca: string; readonly cert: string; readonly key: string };
+}
+
+async function elasticTls(dir: string): Promise<ElasticTls> {
+  const nodeDirs = await localClusterCerts(dir, ['n1', 'n2', 'n3', 'n4', 'n5', 'n6']);
+  const clientDir = await localClientCerts(dir, LOCAL_ADMIN);
+  const read = (file: string) => readFileSync(join(clientDir, file), 'utf8');
+  const client = {
+    ca: read(CERT_FILES.caCert),
+    cert: read(CERT_FILES.clientCert(LOCAL_ADMIN)),
+    key: read(CERT_FILES.clientKey(LOCAL_ADMIN)),
+  };
+  return { nodeDirs, client };
+}
+
+/** n1's /metrics: over HTTP, or over HTTPS trusting the cluster CA. */
+function metricsText(port: number, tls: ElasticTls | undefined): Promise<string> {
+  if (tls === undefined) return fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text());
+  return new Promise((resolve, reject) => {
+    const request = httpsGet(`https://127.0.0.1:${port}/metrics`, { ca: tls.client.ca }, (response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (body += chunk));
+      response.on('end', () => resolve(body));
+      response.on('error', reject);
+    });
+    request.on('error', reject);
+  });
+}
+
+async function elastic(withTls: boolean): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'basalt-elastic-'));
   const ports = await freePorts(13);
   const metricsPort = ports[12]!;
   const peerPort = (i: number) => ports[i - 1]!;
   const clientPort = (i: number) => ports[5 + i]!;
   const procs = new Map<string, ChildNode>();
+  const tls = withTls ? await elasticTls(join(dataDir, 'certs')) : undefined;
   const common = (i: number) => [
     '--name',
     `n${i}`,
@@ -68,10 +106,12 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
     String(clientPort(i)),
     '--status-interval',
     '500',
+    ...(tls === undefined ? [] : ['--certs-dir', tls.nodeDirs.get(`n${i}`)!]),
   ];
   const founder = (i: number) => {
     const peers = [1, 2, 3].filter((j) => j !== i).map((j) => `n${j}=127.0.0.1:${peerPort(j)}`);
     const metrics = i === 1 ? ['--metrics-port', String(metricsPort)] : [];
+    if (i === 1 && tls !== undefined) metrics.push('--init-admin', LOCAL_ADMIN);
     return ['start', ...common(i), '--peers', peers.join(','), '--table', `${TABLE}:4:3`, ...metrics];
   };
   const joiner = (i: number) => ['start', ...common(i), '--join', `127.0.0.1:${peerPort(1)}`];
@@ -94,7 +134,9 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
   let workers: Promise<void>[] = [];
   try {
     await Promise.all([1, 2, 3].map((i) => ready(launch(i, founder(i)))));
-    client = await connect(`127.0.0.1:${clientPort(1)}`, { timeoutMs: 10_000 });
+    client = await connect(`127.0.0.1:${clientPort(1)}`, { timeoutMs: 10_000, ...tls?.client });
+    // Over TLS the nodes check users: the client logged in as the admin its certificate names.
+    assert.equal(client.user, tls === undefined ? undefined : LOCAL_ADMIN);
     const bank = client;
     await bank.transaction(
       (tx) =>
@@ -150,7 +192,7 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
     await until('the joined nodes host partitions', () => hosted(procs.get('n4')!) > 0 && hosted(procs.get('n5')!) > 0);
     // /metrics (what `basalt status` reads) shows the members and the moves in progress.
     await until('n1 exports five active members', async () => {
-      const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      const text = await metricsText(metricsPort, tls);
       return /^basalt_members\{[^}]*state="active"[^}]*\} 5$/m.test(text) && /^basalt_moves_in_progress/m.test(text);
     });
     const afterJoin = acknowledged.length;
@@ -187,9 +229,7 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
     await checkBank(bank, { ...SMALL_BANK, acknowledged, unknown });
     process.stdout.write(`# elastic: ${acknowledged.length} transfers acknowledged, ${unknown.length} unknown\n`);
   } catch (error) {
-    const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`)
-      .then((r) => r.text())
-      .catch((e: unknown) => String(e));
+    const metrics = await metricsText(metricsPort, tls).catch((e: unknown) => String(e));
     keepOutputs(procs, `${acknowledged.length} transfers acknowledged, ${unknown.length} unknown`, {
       'failures.txt': failures.join('\n'),
       'n1-metrics.txt': metrics,
@@ -203,4 +243,10 @@ test('nodes join a running cluster, partitions move onto them under transfers; a
     await Promise.all([...procs.values()].map((c) => c.exited));
     rmSync(dataDir, { recursive: true, force: true });
   }
-});
+}
+
+test('nodes join a running cluster, partitions move onto them under transfers; a killed node is replaced', () =>
+  elastic(false));
+
+test('the same over TLS: joiners with certificates of the cluster CA, the client by client certificate', () =>
+  elastic(true));

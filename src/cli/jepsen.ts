@@ -7,23 +7,34 @@
  * the simulator: faults for `timeS`, heal (every node running and resumed, every link forwarding), liveness (10
  * operations invoked after the heal acknowledged, one for each worker, within LIVENESS_MS), final reads, then the
  * same checker over the same history format. Real time, so a run does not replay; the history is the record.
+ *
+ * With `tls` the nodes run as `basalt cluster --tls` runs them: a throwaway CA and a certificate directory per node
+ * (`--certs-dir`; the link proxies forward the TLS bytes untouched), n1 creates the admin `root`, and every worker
+ * logs in with root's client certificate over TLS. Such a run may also renew certificates (`rotate`): a node's key and
+ * certificate are replaced in its directory while it runs, and the nemesis waits until a fresh TLS handshake with the
+ * node's peer port and with its client port each presents the new certificate (a rotation not served in
+ * `ROTATION_SERVED_MS` fails the run as a liveness failure).
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect, type RemoteClient } from '../client/remote.js';
+import { connect as tlsConnect } from 'node:tls';
+import { type ConnectOptions, connect, type RemoteClient } from '../client/remote.js';
 import { BasaltError, invalidArgument } from '../core/errors.js';
 import { formatHistory, HistoryRecorder } from '../sim/check/history.js';
 import { SeededRandom } from '../sim/random.js';
 import { EXIT_CODES, type FailureClass, workloadNamed } from '../sim/workload/run.js';
 import type { Worker, WorkloadContext, WorkloadName } from '../sim/workload/workload.js';
+import { CERT_FILES, localClientCerts, localClusterCerts, renewLocalNodeCert } from './certs.js';
 import { ChildNode } from './child-node.js';
+import { LOCAL_ADMIN } from './cluster-command.js';
 import { freePorts } from './free-ports.js';
 import { LinkProxies, type LinkProxyStats } from './link-proxy.js';
 
-export type NemesisFault = 'kill' | 'pause' | 'partition';
+export type NemesisFault = 'kill' | 'pause' | 'partition' | 'rotate';
 
-export const NEMESIS_FAULTS: readonly NemesisFault[] = ['kill', 'pause', 'partition'];
+/** Every fault; `rotate` only acts in a run with TLS (a run without it leaves it out). */
+export const NEMESIS_FAULTS: readonly NemesisFault[] = ['kill', 'pause', 'partition', 'rotate'];
 
 export interface JepsenOptions {
   readonly workload: WorkloadName;
@@ -36,6 +47,8 @@ export interface JepsenOptions {
   readonly nemesisIntervalS: number;
   /** The faults the nemesis picks from (all of them by default). */
   readonly nemesis?: readonly NemesisFault[];
+  /** Nodes with certificates (mutual TLS between them), clients over TLS logged in by client certificate. */
+  readonly tls?: boolean;
 }
 
 export interface JepsenResult {
@@ -46,6 +59,8 @@ export interface JepsenResult {
   readonly kills: number;
   readonly pauses: number;
   readonly partitions: number;
+  /** Certificates renewed (`rotate`), and how many of them the node's peer and client ports were seen to serve. */
+  readonly rotations: { readonly renewed: number; readonly served: number };
   /** What the link proxies did over the run: connections forwarded, refused while cut, severed by a cut. */
   readonly links: LinkProxyStats;
   readonly valid: boolean;
@@ -61,11 +76,36 @@ const LIVENESS_OK_MIN = 10;
 const THINK_MS_MAX = 20;
 const FAULT_MS_MIN = 1_000;
 const FAULT_MS_MAX = 4_000;
+/** A renewed certificate must be served this soon (the nodes poll their certificate directory every 5 s). */
+const ROTATION_SERVED_MS = 20_000;
+const CONNECT_ATTEMPTS = 20;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** A TLS run's certificates: the local cluster's directory, each node's directory, the admin's client material. */
+interface RunTls {
+  readonly dir: string;
+  readonly nodeDirs: ReadonlyMap<string, string>;
+  readonly client: { readonly ca: string; readonly cert: string; readonly key: string };
+}
+
+async function runTls(dataDir: string, names: readonly string[]): Promise<RunTls> {
+  const dir = join(dataDir, 'certs');
+  const nodeDirs = await localClusterCerts(dir, names);
+  const clientDir = await localClientCerts(dir, LOCAL_ADMIN);
+  const read = (file: string) => readFileSync(join(clientDir, file), 'utf8');
+  const client = {
+    ca: read(CERT_FILES.caCert),
+    cert: read(CERT_FILES.clientCert(LOCAL_ADMIN)),
+    key: read(CERT_FILES.clientKey(LOCAL_ADMIN)),
+  };
+  return { dir, nodeDirs, client };
+}
+
 class Processes {
   readonly children = new Map<string, ChildNode>();
+  /** Set by `killAll`: no node is launched after it (a nemesis still running after a crash launches none). */
+  stopped = false;
 
   constructor(
     private readonly dataDir: string,
@@ -73,13 +113,54 @@ class Processes {
     private readonly peerPorts: readonly number[],
     readonly clientPorts: readonly number[],
     private readonly links: LinkProxies,
+    private readonly tls: RunTls | undefined,
   ) {}
 
   address(name: string): string {
     return `127.0.0.1:${this.clientPorts[this.names.indexOf(name)]}`;
   }
 
+  /**
+   * A client of `name`. With TLS a node may not know the admin yet (n1 created it, the others apply it a moment
+   * later), so a refused login is tried again.
+   */
+  async connect(name: string, options: ConnectOptions = {}): Promise<RemoteClient> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await connect(this.address(name), { timeoutMs: CALL_TIMEOUT_MS, ...options, ...this.tls?.client });
+      } catch (error) {
+        if (attempt >= CONNECT_ATTEMPTS || !(error instanceof BasaltError) || error.code !== 'UNAUTHENTICATED') {
+          throw error;
+        }
+        await sleep(250);
+      }
+    }
+  }
+
+  /**
+   * `rotate`: renews `name`'s certificate in its directory and waits until fresh handshakes with its peer port and its
+   * client port present the new one.
+   */
+  async rotate(name: string, log: (line: string) => void): Promise<void> {
+    if (this.tls === undefined || this.stopped) return;
+    const renewed = await renewLocalNodeCert(this.tls.dir, name);
+    log(`renew ${name}'s certificate (serial ${renewed.serialNumber})`);
+    const i = this.names.indexOf(name);
+    const ports = [this.peerPorts[i]!, this.clientPorts[i]!];
+    const startedMs = Date.now();
+    while (Date.now() - startedMs < ROTATION_SERVED_MS && !this.stopped) {
+      const served = await Promise.all(ports.map((port) => presentedFingerprint(port, this.tls!.client)));
+      if (served.every((f) => f === renewed.fingerprint256)) {
+        log(`${name} serves the renewed certificate on its peer and client ports after ${Date.now() - startedMs} ms`);
+        return;
+      }
+      await sleep(200);
+    }
+    log(`${name} does not serve its renewed certificate after ${ROTATION_SERVED_MS} ms`);
+  }
+
   async launch(name: string): Promise<void> {
+    if (this.stopped) return;
     const i = this.names.indexOf(name);
     // Every peer through the proxy of this node's link to it, so that the nemesis can cut the link.
     const peers = this.names.flatMap((n) => (n === name ? [] : [`${n}=127.0.0.1:${this.links.port(name, n)}`]));
@@ -101,12 +182,15 @@ class Processes {
       'warn',
       '--status-interval',
       '60000',
+      ...(this.tls === undefined ? [] : ['--certs-dir', this.tls.nodeDirs.get(name)!]),
+      ...(this.tls !== undefined && i === 0 ? ['--init-admin', LOCAL_ADMIN] : []),
     ]);
     this.children.set(name, child);
     await child.waitFor(new RegExp(`basalt: node ${name} ready`), READY_TIMEOUT_MS);
   }
 
   async killAll(): Promise<void> {
+    this.stopped = true;
     for (const child of this.children.values()) {
       child.signal('SIGCONT');
       child.signal('SIGKILL');
@@ -116,21 +200,22 @@ class Processes {
 }
 
 /**
- * One fault at a time until `untilMs`: kill and restart a node, pause and resume one, or cut links (isolate one node,
- * or split a minority from the majority); every node is running and resumed, every link healed, when it resolves.
+ * One fault at a time until `untilMs`: kill and restart a node, pause and resume one, cut links (isolate one node,
+ * or split a minority from the majority), or renew a node's certificate; every node is running and resumed, every
+ * link healed, when it resolves.
  */
 async function nemesis(
   procs: Processes,
   links: LinkProxies,
   random: SeededRandom,
-  options: JepsenOptions,
+  options: JepsenOptions & { readonly nemesis: readonly NemesisFault[] },
   untilMs: number,
   log: (line: string) => void,
 ): Promise<void> {
-  const kinds = options.nemesis ?? NEMESIS_FAULTS;
-  while (kinds.length > 0 && Date.now() < untilMs) {
+  const kinds = options.nemesis;
+  while (kinds.length > 0 && Date.now() < untilMs && !procs.stopped) {
     await sleep(random.between(0, 2 * options.nemesisIntervalS * 1000));
-    if (Date.now() >= untilMs) break;
+    if (Date.now() >= untilMs || procs.stopped) break;
     const name = random.pick(procs.names);
     const child = procs.children.get(name)!;
     const forMs = random.between(FAULT_MS_MIN, FAULT_MS_MAX);
@@ -163,6 +248,9 @@ async function nemesis(
         log(`heal links: ${shape}`);
         break;
       }
+      case 'rotate':
+        await procs.rotate(name, log);
+        break;
     }
   }
 }
@@ -177,10 +265,27 @@ function minorityWith(names: readonly string[], name: string, random: SeededRand
 /** A connected client to `name`, or undefined if the node does not answer now. */
 async function connectTo(procs: Processes, name: string): Promise<RemoteClient | undefined> {
   try {
-    return await connect(procs.address(name), { timeoutMs: CALL_TIMEOUT_MS, connectTimeoutMs: 2_000 });
+    return await procs.connect(name, { connectTimeoutMs: 2_000 });
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The SHA-256 fingerprint of the certificate a fresh TLS handshake with 127.0.0.1:`port` presents (undefined if none
+ * completes in time). The peer port wants a client certificate of the cluster CA: the admin's serves.
+ */
+export function presentedFingerprint(port: number, material: RunTls['client']): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const socket = tlsConnect({ host: '127.0.0.1', port, ...material, minVersion: 'TLSv1.3' });
+    const done = (fingerprint: string | undefined) => {
+      socket.destroy();
+      resolve(fingerprint);
+    };
+    socket.once('secureConnect', () => done(socket.getPeerCertificate().fingerprint256));
+    socket.once('error', () => done(undefined));
+    socket.setTimeout(2_000, () => done(undefined));
+  });
 }
 
 /** Runs `basalt jepsen`, printing progress and the figures; returns the exit code. */
@@ -195,7 +300,9 @@ export async function jepsen(options: JepsenOptions, out: (line: string) => void
   const names = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
   const peerPorts = ports.slice(0, options.nodes);
   const links = await LinkProxies.start(names, peerPorts);
-  const procs = new Processes(dataDir, names, peerPorts, ports.slice(options.nodes), links);
+  const tls = options.tls === true ? await runTls(dataDir, names) : undefined;
+  const procs = new Processes(dataDir, names, peerPorts, ports.slice(options.nodes), links, tls);
+  const kinds = (options.nemesis ?? NEMESIS_FAULTS).filter((k) => k !== 'rotate' || tls !== undefined);
   const random = new SeededRandom(`jepsen/${options.seed}`);
   const t0 = process.hrtime.bigint();
   const recorder = new HistoryRecorder(() => Number(process.hrtime.bigint() - t0));
@@ -211,9 +318,11 @@ export async function jepsen(options: JepsenOptions, out: (line: string) => void
   let okAfterHeal = 0;
   const startedMs = Date.now();
   try {
-    out(`starting ${options.nodes} nodes in ${dataDir}`);
+    out(
+      `starting ${options.nodes} nodes in ${dataDir}${tls === undefined ? '' : `, TLS with the certificates in ${tls.dir}`}`,
+    );
     await Promise.all(procs.names.map((n) => procs.launch(n)));
-    const setupClient = await connect(procs.address('n1'), { timeoutMs: CALL_TIMEOUT_MS });
+    const setupClient = await procs.connect('n1');
     clients.push(setupClient);
     const ctx: WorkloadContext = { recorder, table: TABLE, setupClient, sleep };
     for (let attempt = 1; ; attempt++) {
@@ -229,7 +338,7 @@ export async function jepsen(options: JepsenOptions, out: (line: string) => void
     const homes: string[] = [];
     for (let i = 0; i < options.workers; i++) {
       const home = procs.names[i % procs.names.length]!;
-      const client = await connect(procs.address(home), { timeoutMs: CALL_TIMEOUT_MS });
+      const client = await procs.connect(home);
       clients.push(client);
       workers.push({ client, random: random.fork(`worker/${i}`), process: recorder.process() });
       homes.push(home);
@@ -258,7 +367,6 @@ export async function jepsen(options: JepsenOptions, out: (line: string) => void
         if (type !== 'ok') await sleep(50);
       }
     };
-    const kinds = options.nemesis ?? NEMESIS_FAULTS;
     out(
       `running ${options.workload} with ${options.workers} workers for ${options.timeS} s under ` +
         `${kinds.length === 0 ? 'no faults' : kinds.map((k) => NEMESIS_NAMES[k]).join(', ')}`,
@@ -266,7 +374,14 @@ export async function jepsen(options: JepsenOptions, out: (line: string) => void
     const loops = Promise.all(workers.map((w, i) => loop(w, homes[i]!)));
     loops.catch(() => {});
     await Promise.race([
-      nemesis(procs, links, random.fork('nemesis'), options, Date.now() + options.timeS * 1000, log),
+      nemesis(
+        procs,
+        links,
+        random.fork('nemesis'),
+        { ...options, nemesis: kinds },
+        Date.now() + options.timeS * 1000,
+        log,
+      ),
       loops,
     ]);
     links.heal();
@@ -289,7 +404,8 @@ export async function jepsen(options: JepsenOptions, out: (line: string) => void
         message: `${okAfterHeal} operations acknowledged after the heal, ${acked.size} of ${workers.length} workers`,
       };
     }
-    const finalClient = await connect(procs.address('n1'), { timeoutMs: CALL_TIMEOUT_MS });
+    failure ??= unservedRotations(faults);
+    const finalClient = await procs.connect('n1');
     clients.push(finalClient);
     await workload.final(ctx, { client: finalClient, random: random.fork('final'), process: recorder.process() });
   } catch (error) {
@@ -308,23 +424,37 @@ export async function jepsen(options: JepsenOptions, out: (line: string) => void
   }
   const count = (type: string) => history.filter((op) => op.type === type).length;
   const seconds = (Date.now() - startedMs) / 1000;
-  const actions = (what: string) => faults.filter((f) => f.includes(what)).length;
   const result: JepsenResult = {
     exitCode: failure === undefined ? 0 : EXIT_CODES[failure.class],
     failure,
     counts: { ok: count('ok'), fail: count('fail'), info: count('info'), okAfterHeal },
-    kills: actions('kill -9'),
-    pauses: actions('SIGSTOP'),
-    partitions: actions('cut links'),
+    kills: actions(faults, 'kill -9'),
+    pauses: actions(faults, 'SIGSTOP'),
+    partitions: actions(faults, 'cut links'),
+    rotations: { renewed: actions(faults, 'renew '), served: actions(faults, 'serves the renewed') },
     links: links.stats,
     valid: check.valid,
     nemesisLog: faults,
   };
+  const ops = `${count('invoke')} operations in ${seconds.toFixed(1)} s: ${count('ok')} ok, `;
+  report(result, `${options.workload}: ${ops}`, seconds, check, out);
+  return result;
+}
+
+/** The report's last lines: the figures, the link proxies' counts, the checker's verdict, the failure. */
+function report(
+  result: JepsenResult,
+  head: string,
+  seconds: number,
+  check: { readonly valid: boolean; readonly summary: string; readonly anomalies: readonly string[] },
+  out: (line: string) => void,
+): void {
+  const { counts, failure } = result;
   out(
-    `${options.workload}: ${count('invoke')} operations in ${seconds.toFixed(1)} s: ${count('ok')} ok, ` +
-      `${count('fail')} fail, ${count('info')} info; ${(count('ok') / seconds).toFixed(1)} ok/s; ` +
-      `${result.kills} kills, ${result.pauses} pauses, ${result.partitions} link cuts; ` +
-      `${okAfterHeal} acknowledged after the heal`,
+    `${head}${counts.fail} fail, ${counts.info} info; ${(counts.ok / seconds).toFixed(1)} ok/s; ` +
+      `${result.kills} kills, ${result.pauses} pauses, ${result.partitions} link cuts, ` +
+      `${result.rotations.renewed} certificate renewals (${result.rotations.served} served); ` +
+      `${counts.okAfterHeal} acknowledged after the heal`,
   );
   out(
     `links: ${result.links.accepted} connections forwarded, ${result.links.severed} severed by cuts, ` +
@@ -333,13 +463,24 @@ export async function jepsen(options: JepsenOptions, out: (line: string) => void
   out(`checker: ${check.valid ? 'valid' : 'INVALID'}: ${check.summary}`);
   for (const anomaly of check.anomalies.slice(0, 10)) out(`  ${anomaly}`);
   if (failure !== undefined) out(`FAIL ${failure.class}: ${failure.message}`);
-  return result;
+}
+
+/** A liveness failure if a renewed certificate was not served in time. */
+function unservedRotations(log: readonly string[]): { class: FailureClass; message: string } | undefined {
+  const unserved = actions(log, 'renew ') - actions(log, 'serves the renewed');
+  return unserved > 0 ? { class: 'liveness', message: `${unserved} renewed certificates not served` } : undefined;
+}
+
+/** The nemesis log's lines that contain `what`. */
+function actions(log: readonly string[], what: string): number {
+  return log.filter((line) => line.includes(what)).length;
 }
 
 const NEMESIS_NAMES: Readonly<Record<NemesisFault, string>> = {
   kill: 'kill -9',
   pause: 'SIGSTOP',
   partition: 'link cuts',
+  rotate: 'certificate renewals',
 };
 
 /** `all`, `none`, or a comma-separated list of nemesis faults. */

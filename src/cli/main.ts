@@ -732,27 +732,43 @@ program
     new Option(
       '--nemesis <faults>',
       `nemesis faults, one at a time: ${NEMESIS_FAULTS.join(', ')} (kill -9 and restart, SIGSTOP and SIGCONT, ` +
-        'cut the TCP links that isolate a node or split a minority off), all or none',
+        'cut the TCP links that isolate a node or split a minority off, renew a node certificate in its ' +
+        'certs dir and wait until its ports serve it: with --tls only), all or none',
     )
       .argParser(nemesisList)
       .default([...NEMESIS_FAULTS], 'all'),
   )
   .option('--history <file>', 'write the history as JSON Lines')
+  .option(
+    '--tls',
+    'nodes with certificates (a throwaway CA, mutual TLS between them), clients over TLS as the admin root by client certificate',
+  )
   .addHelpText(
     'after',
     `\nExit codes as for basalt sim: 0 passed, 2 crash, ${EXIT_CODES.liveness} liveness, ${EXIT_CODES.checker} checker.`,
   )
   .action(
-    async (options: {
-      workload: string;
-      time: number;
-      nodes: number;
-      workers: number;
-      seed: number;
-      nemesisInterval: number;
-      nemesis: NemesisFault[];
-      history?: string;
-    }) => {
+    async (
+      options: {
+        workload: string;
+        time: number;
+        nodes: number;
+        workers: number;
+        seed: number;
+        nemesisInterval: number;
+        nemesis: NemesisFault[];
+        history?: string;
+        tls?: boolean;
+      },
+      command: Command,
+    ) => {
+      if (
+        options.tls !== true &&
+        command.getOptionValueSource('nemesis') === 'cli' &&
+        options.nemesis.includes('rotate')
+      ) {
+        command.error('error: --nemesis rotate renews certificates: it needs --tls');
+      }
       const [workload] = workloadList(options.workload);
       process.exitCode = await runJepsen({
         workload: workload!,
@@ -762,6 +778,7 @@ program
         seed: options.seed,
         nemesisIntervalS: options.nemesisInterval,
         nemesis: options.nemesis,
+        tls: options.tls === true,
         ...(options.history !== undefined && { history: options.history }),
       });
     },

@@ -9,6 +9,7 @@ import { RealTimers } from '../env/real-timers.js';
 import type { Timers } from '../env/timers.js';
 import type { Cluster } from '../harness/cluster.js';
 import type { DiagnosticListener } from '../net/diagnostics.js';
+import type { PeerTlsMaterial } from '../net/peer-tls.js';
 import type { Client } from './client.js';
 import { ClientServer } from './server.js';
 
@@ -22,6 +23,8 @@ export interface ClusterClientServerOptions {
   readonly timers?: Timers;
   /** Told of refused connections and malformed frames. */
   readonly onDiagnostic?: DiagnosticListener;
+  /** Serve TLS 1.3 with this CA, server certificate and key (as `basalt start --certs-dir` does); plain TCP without. */
+  readonly tls?: PeerTlsMaterial;
 }
 
 /** Starts a client port whose transactions node `node` of `cluster` coordinates. Close it before `cluster.stop()`. */
@@ -39,5 +42,6 @@ export function startClientServer(
     client: cluster.client(node),
     timers: options.timers ?? new RealTimers(),
     ...(options.onDiagnostic !== undefined && { onDiagnostic: options.onDiagnostic }),
+    ...(options.tls !== undefined && { tls: options.tls }),
   });
 }

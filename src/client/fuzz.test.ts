@@ -10,14 +10,23 @@
  * through its client port and as a member of the cluster. The seed is printed on failure; BASALT_FUZZ_SEED replays
  * one.
  *
+ * Then once more over TLS 1.3 (nodes with `--certs-dir`): the client port served with certificates, the nodes and the
+ * fuzz peers on mutual TLS with certificates of one CA that name them, so the same frames reach the same checks inside
+ * TLS and get the same coded errors.
+ *
  * Well-formed Raft messages carry term 0, below every elected group's term, so they are answered as stale: a peer
  * that lies in well-formed messages is beyond what checks can catch (Raft trusts its members; off loopback peers
  * authenticate by mutual TLS).
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { type AddressInfo, createServer, connect as netConnect, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { it } from 'node:test';
+import { connect as tlsConnect, createServer as tlsCreateServer } from 'node:tls';
 import { Packr } from 'msgpackr';
+import { loadPeerTls, localClusterCerts } from '../cli/certs.js';
 import type { BasaltError } from '../core/errors.js';
 import { type NodeName, nodeId, nodeName, type PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
@@ -27,6 +36,7 @@ import { RealClusterEnvironment } from '../harness/real-cluster.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
 import { CODEC_OPTIONS, decode, encode } from '../net/codec.js';
 import { FrameDecoder } from '../net/frame.js';
+import type { PeerTlsMaterial } from '../net/peer-tls.js';
 import { NODE_COUNTERS } from '../node/basalt-node.js';
 import { SeededRandom } from '../sim/random.js';
 import { makeTxId } from '../tx/core/tx-id.js';
@@ -420,6 +430,8 @@ function killerItem(rng: SeededRandom, valid: Valid, i: number): Buffer {
 
 interface PortFuzz {
   readonly port: number;
+  /** Dial batch `i` with TLS 1.3: the CA to trust, and a certificate to present (the peer port wants one). */
+  readonly tls?: (i: number) => { readonly ca: string; readonly cert?: string; readonly key?: string };
   readonly hello: (rng: SeededRandom, i: number) => Plain;
   readonly valid: Valid;
   readonly idField: string;
@@ -466,7 +478,11 @@ async function fuzzPort(rng: SeededRandom, frames: number, target: PortFuzz): Pr
  */
 function throwBatch(target: PortFuzz, bytes: Buffer, i: number): Promise<void> {
   return new Promise((resolve) => {
-    const socket = netConnect({ host: '127.0.0.1', port: target.port });
+    const tls = target.tls?.(i);
+    const socket =
+      tls === undefined
+        ? netConnect({ host: '127.0.0.1', port: target.port })
+        : tlsConnect({ host: '127.0.0.1', port: target.port, ...tls, minVersion: 'TLSv1.3' });
     const decoder = new FrameDecoder(LIMITS.frameBytesMax);
     const done = (): void => {
       clearTimeout(safety);
@@ -476,7 +492,7 @@ function throwBatch(target: PortFuzz, bytes: Buffer, i: number): Promise<void> {
     // Generous: on a loaded machine the replies to a batch can take well over a second.
     const safety = setTimeout(done, 5_000);
     target.sentinel?.answered?.(i).then(done);
-    socket.on('connect', () => {
+    socket.on(tls === undefined ? 'connect' : 'secureConnect', () => {
       if (target.sentinel === undefined) socket.end(bytes);
       else socket.write(Buffer.concat([bytes, framed(encode(target.sentinel.request(i)))]));
     });
@@ -505,10 +521,19 @@ class FakePeers {
 
   private constructor(private readonly onEnvelope: (payload: unknown) => void) {}
 
-  static async start(onEnvelope: (payload: unknown) => void): Promise<FakePeers> {
+  /** With `tls`, each listener takes n1's dials with mutual TLS, presenting its slot's certificate. */
+  static async start(
+    onEnvelope: (payload: unknown) => void,
+    tls?: (slot: number) => PeerTlsMaterial,
+  ): Promise<FakePeers> {
     const fakes = new FakePeers(onEnvelope);
     for (let slot = 0; slot < CONNECTIONS_AT_ONCE; slot++) {
-      const server = createServer((socket) => fakes.serve(socket, slot));
+      const serve = (socket: Socket) => fakes.serve(socket, slot);
+      const material = tls?.(slot);
+      const server =
+        material === undefined
+          ? createServer(serve)
+          : tlsCreateServer({ ...material, requestCert: true, rejectUnauthorized: true, minVersion: 'TLSv1.3' }, serve);
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       fakes.servers.push(server);
       fakes.addresses.push(`127.0.0.1:${(server.address() as AddressInfo).port}`);
@@ -596,24 +621,40 @@ async function everyGroupApplies(cluster: Cluster<Client>): Promise<void> {
   );
 }
 
-it(`fuzzed client and peer ports leave the node serving transactions (seed ${SEED})`, async () => {
+/** Every node's and every fuzz peer's certificate of one CA, for the run over TLS. */
+async function fuzzCertificates(dir: string, names: readonly string[]): Promise<Map<string, PeerTlsMaterial>> {
+  const all = [...names, ...Array.from({ length: CONNECTIONS_AT_ONCE }, (_, slot) => peerName(slot))];
+  const dirs = await localClusterCerts(dir, all);
+  return new Map(all.map((name) => [name, loadPeerTls(dirs.get(name)!, name, new Date())]));
+}
+
+async function fuzzNode(withTls: boolean): Promise<void> {
   const names = defaultNodeNames(3);
   const errors: string[] = [];
+  const certsDir = mkdtempSync(join(tmpdir(), 'basalt-fuzz-certs-'));
+  const certs = withTls ? await fuzzCertificates(certsDir, names) : undefined;
+  const material = (name: string): PeerTlsMaterial => certs!.get(name)!;
   const env = new RealClusterEnvironment({
     names,
     transport: 'tcp',
     onError: (node: NodeName, error: unknown) => errors.push(`${node}: ${String(error)}`),
+    ...(certs !== undefined && { peerTls: material }),
   });
   const cluster = await Cluster.start<Client>(env, names, embeddedClient);
-  const server = await startClientServer(cluster, 'n1');
+  const server = await startClientServer(cluster, 'n1', certs === undefined ? {} : { tls: material('n1') });
+  assert.equal(server.secure, withTls);
+  const ca = certs === undefined ? {} : { ca: material('n1').ca };
   const peerCodes = new Map<string, number>();
   // n1 answers a peer on the connection it dials to the address the peer's hello named.
-  const fakes = await FakePeers.start((payload) => {
-    const reply = payload as { type?: string; error?: { code?: string } };
-    if (reply.type !== 'response') return;
-    const code = reply.error?.code ?? 'ok';
-    peerCodes.set(code, (peerCodes.get(code) ?? 0) + 1);
-  });
+  const fakes = await FakePeers.start(
+    (payload) => {
+      const reply = payload as { type?: string; error?: { code?: string } };
+      if (reply.type !== 'response') return;
+      const code = reply.error?.code ?? 'ok';
+      peerCodes.set(code, (peerCodes.get(code) ?? 0) + 1);
+    },
+    certs && ((slot) => material(peerName(slot))),
+  );
   try {
     await cluster.client('n1').createTable(T, { partitions: 4, replicas: 3 });
     await cluster.client('n1').createTable(FUZZ_TABLE, { partitions: 2, replicas: 3 });
@@ -621,6 +662,7 @@ it(`fuzzed client and peer ports leave the node serving transactions (seed ${SEE
     const codes = new Map<string, number>();
     await fuzzPort(rng.fork('client'), CLIENT_FRAMES, {
       port: server.port,
+      ...(certs !== undefined && { tls: () => ({ ca: material('n1').ca }) }),
       hello: (r) => (r.chance(0.9) ? { magic: CLIENT_MAGIC, version: 1 } : randomPlain(r, 0)),
       valid: validRequest,
       idField: 'id',
@@ -644,6 +686,7 @@ it(`fuzzed client and peer ports leave the node serving transactions (seed ${SEE
     assert.ok(peerAddress !== undefined);
     await fuzzPort(rng.fork('peer'), PEER_FRAMES, {
       port: Number(peerAddress.slice(peerAddress.lastIndexOf(':') + 1)),
+      ...(certs !== undefined && { tls: (i: number) => material(peerName(i)) }),
       hello: (r, i) =>
         r.chance(0.9)
           ? { magic: 'basalt', protocolVersion: 1, name: peerName(i), id: peerId(i), address: fakes.address(i) }
@@ -676,7 +719,11 @@ it(`fuzzed client and peer ports leave the node serving transactions (seed ${SEE
       `only ${replies} replies (${JSON.stringify([...codes])}): the fuzz did not get past the first frames`,
     );
     // connect() to a peer port is refused at the hello: it is not a client port.
-    await assert.rejects(connect(peerAddress), (e: BasaltError) => e.code === 'HANDSHAKE_FAILED');
+    const asPeer = certs === undefined ? {} : { ...ca, cert: material('fuzz-0').cert, key: material('fuzz-0').key };
+    // Over TLS the client sees the refusal as the peer port closing the connection (CONNECTION_CLOSED) or, as over
+    // TCP, as an answer it cannot take for a client port's hello (HANDSHAKE_FAILED).
+    const refusedAs = certs === undefined ? ['HANDSHAKE_FAILED'] : ['HANDSHAKE_FAILED', 'CONNECTION_CLOSED'];
+    await assert.rejects(connect(peerAddress, asPeer), (e: BasaltError) => refusedAs.includes(e.code));
     // The client port refused bad input with coded errors, not silence.
     for (const code of ['ok', 'INVALID_ARGUMENT', 'MALFORMED_FRAME', 'UNKNOWN_MESSAGE', 'FRAME_TOO_LARGE']) {
       assert.ok((codes.get(code) ?? 0) > 0, `no ${code} reply among ${JSON.stringify([...codes])}`);
@@ -685,7 +732,7 @@ it(`fuzzed client and peer ports leave the node serving transactions (seed ${SEE
     await until(() => server.connections === 0 && server.openTransactions === 0, 'fuzz connections to close');
 
     // n1 still serves: through its client port, and as a peer (a transaction over every partition via n2).
-    const remote = await connect(server.address);
+    const remote = await connect(server.address, ca);
     try {
       await remote.transaction(async (tx) => {
         for (const k of ['a', 'b', 'c', 'd', 'e', 'f']) await tx.put(T, k, k);
@@ -710,5 +757,11 @@ it(`fuzzed client and peer ports leave the node serving transactions (seed ${SEE
     await server.close();
     await cluster.stop();
     await fakes.close();
+    rmSync(certsDir, { recursive: true, force: true });
   }
-});
+}
+
+it(`fuzzed client and peer ports leave the node serving transactions (seed ${SEED})`, () => fuzzNode(false));
+
+it(`the same over TLS: mutual TLS between the nodes and the fuzz peers, TLS on the client port (seed ${SEED})`, () =>
+  fuzzNode(true));

@@ -18,6 +18,7 @@ import { RealClock } from '../env/real-clock.js';
 import { RealRandom } from '../env/real-random.js';
 import { RealTimers } from '../env/real-timers.js';
 import type { Transport } from '../env/transport.js';
+import type { PeerTlsMaterial } from '../net/peer-tls.js';
 import { TcpTransport } from '../net/tcp-transport.js';
 import type { BasaltNode, NodeStopOptions, NodeStorage, NodeTuning } from '../node/basalt-node.js';
 import { type NodeRoles, nodeRoles, startNode } from '../node/compose.js';
@@ -44,6 +45,8 @@ export interface RealClusterOptions extends NodeRoles {
   readonly tuning?: NodeTuning;
   /** Failures of nodes' background work. */
   readonly onError?: (name: NodeName, error: unknown) => void;
+  /** TCP: mutual TLS on the peer ports, with each node's CA, certificate and key (peer-tls.ts); plain TCP without. */
+  readonly peerTls?: (name: NodeName) => PeerTlsMaterial;
 }
 
 interface MemoryDisk {
@@ -173,7 +176,8 @@ export class RealClusterEnvironment implements ClusterEnvironment {
     peers: Record<string, string>,
   ): Promise<TcpTransport> {
     const members = this.options.names;
-    const options = { self, host, port, peers, members, timers: this.timers, random: this.random };
+    const tls = this.options.peerTls?.(self.name);
+    const options = { self, host, port, peers, members, timers: this.timers, random: this.random, ...(tls && { tls }) };
     try {
       return await TcpTransport.start(options);
     } catch (error) {

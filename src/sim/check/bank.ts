@@ -30,7 +30,7 @@ export interface BankModel {
 }
 
 /** Indeterminate transfers above this many are not enumerated: the final read is then checked by its total only. */
-const UNCERTAIN_ENUMERATION_MAX = 16;
+export const UNCERTAIN_ENUMERATION_MAX = 16;
 
 type BankOp = Extract<Operation, { f: 'read' | 'transfer' }>;
 

@@ -134,9 +134,13 @@ export async function transact<V>(
   return { type: 'ok', value };
 }
 
+/**
+ * The commit carries `writes`: given to it directly (the embedded client), or put first into a transaction that keeps
+ * its writes until the commit (a `connect()` client, which buffers them by default) and then committed.
+ */
 async function commitWith(tx: Transaction, writes: readonly TxWrite[]): Promise<void> {
   const carrying = tx as Transaction & { commitWith?: (writes: readonly TxWrite[]) => Promise<void> };
-  if (carrying.commitWith === undefined)
-    throw new BasaltError('INTERNAL', 'this client cannot carry writes with a commit');
-  await carrying.commitWith(writes);
+  if (carrying.commitWith !== undefined) return carrying.commitWith(writes);
+  for (const w of writes) await (w.value === undefined ? tx.remove(w.table, w.key) : tx.put(w.table, w.key, w.value));
+  await tx.commit();
 }
