@@ -494,8 +494,10 @@ describe('metastorage: protected timestamps', () => {
     assert.equal(run(state, protect(10_000, record('a', 9_000, 130_000)))?.status, 'INVALID', 'the id exists');
     const renewed = run(state, protect(40_000, record('a', 9_000, 160_000), true));
     assert.ok(renewed?.status === 'PROTECTED' && renewed.record.expiresAt === hybridTimestamp(160_000));
-    const moved = run(state, protect(40_000, record('a', 5_000, 160_000), true));
-    assert.equal(moved?.status, 'INVALID', 'a renewal keeps the timestamp');
+    const moved = run(state, protect(40_000, record('a', 5_000, 170_000), true));
+    assert.ok(moved?.status === 'PROTECTED' && moved.record.ts === hybridTimestamp(9_000), 'a renewal keeps the ts');
+    const other = run(state, protect(40_000, { ...record('a', 9_000, 170_000), owner: 'eve' }, true));
+    assert.equal(other?.status, 'INVALID', 'only its owner renews it');
     assert.equal(run(state, protect(40_000, record('b', 9_000, 100_000), true))?.status, 'UNKNOWN_PROTECTED_TS');
     assert.deepEqual(ids(state), ['a']);
     assert.equal(run(state, release(50_000, 'a'))?.status, 'PROTECTED');

@@ -40,7 +40,7 @@
  *
  * Protected timestamps: records `{ id, ts, expiresAt, owner }`; while one is unexpired, every node's low watermark
  * stays at or below its `ts` (tx/core/low-watermark.ts `floor`), so reads at `ts` find their history anywhere in the
- * cluster. A holder renews its record before `expiresAt` (a later expiry, same id, ts and owner) and releases it when
+ * cluster. A holder renews its record before `expiresAt` (a later expiry, same id and owner) and releases it when
  * done; a holder that dies lets it lapse. Lifetimes are bounded (LIMITS.protectedTimestampLifetimeMaxMs past the
  * command's timestamp) and so is the number of records (LIMITS.protectedTimestampsMax). The state forgets a record at
  * the first command whose timestamp is past its `expiresAt`; nodes ignore it from the moment their clock is past it.
@@ -143,7 +143,10 @@ export type MetaCommand =
       readonly table?: string;
     }
   | {
-      /** Creates a protected timestamp, or with `renew` moves an existing one's expiry later. */
+      /**
+       * Creates a protected timestamp, or with `renew` moves the expiry of the existing one with this id and owner
+       * later (its `ts` stays; the command's record's `ts` is ignored).
+       */
       readonly kind: 'ProtectTimestamp';
       readonly requestId: string;
       readonly ts: HybridTimestamp;
@@ -215,11 +218,21 @@ export interface MemberSpec {
 
 /** History at and above `ts` is kept on every node until `expiresAt` passes (a hybrid timestamp, as the clocks read). */
 export interface ProtectedTimestamp {
+  /** Its id, drawn by the node that created it. */
   readonly id: string;
+  /** The timestamp whose history is kept. */
   readonly ts: HybridTimestamp;
+  /** When it lapses unless renewed (the creating or renewing node's clock plus the lifetime asked for). */
   readonly expiresAt: HybridTimestamp;
   /** Who holds it (a user name, or the node for internal holders): shown to operators. */
   readonly owner: string;
+}
+
+/** The cluster's protected timestamps as a node serves them to clients (metastorage.ts proposes the commands). */
+export interface ProtectedTimestamps {
+  protect(ts: HybridTimestamp, owner: string, lifetimeMs: number): Promise<ProtectedTimestamp>;
+  renew(id: string, owner: string, lifetimeMs: number): Promise<ProtectedTimestamp>;
+  release(id: string): Promise<void>;
 }
 
 /** A dropped table whose partitions still serve finishes, cleanups and resolutions until `retireAfter`. */
@@ -376,10 +389,10 @@ export class MetaState {
     const existing = this.protectedById.get(record.id);
     if (c.renew) {
       if (existing === undefined) return { status: 'UNKNOWN_PROTECTED_TS', id: record.id };
-      if (existing.ts !== record.ts || existing.owner !== record.owner) {
-        return { status: 'INVALID', message: `protected timestamp ${record.id} has another timestamp or owner` };
+      if (existing.owner !== record.owner) {
+        return { status: 'INVALID', message: `protected timestamp ${record.id} is held by another owner` };
       }
-      const renewed = record.expiresAt > existing.expiresAt ? record : existing;
+      const renewed = record.expiresAt > existing.expiresAt ? { ...existing, expiresAt: record.expiresAt } : existing;
       this.protectedById.set(record.id, renewed);
       return { status: 'PROTECTED', record: renewed };
     }

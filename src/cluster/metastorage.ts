@@ -28,7 +28,7 @@ import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
-import { addMs } from '../hlc/timestamp.js';
+import { addMs, NULL_TIMESTAMP } from '../hlc/timestamp.js';
 import type { Messenger } from '../net/messenger.js';
 import type { RaftDriver } from '../raft/driver.js';
 import type { Entry, Snapshot } from '../raft/types.js';
@@ -383,11 +383,11 @@ export class Metastorage implements GroupStateMachine {
     );
   }
 
-  /** Moves the expiry of `record` to `lifetimeMs` from now; NOT_FOUND once it has lapsed or was released. */
-  async renewTimestamp(record: ProtectedTimestamp, lifetimeMs: number): Promise<ProtectedTimestamp> {
+  /** Moves the expiry of `id` (held by `owner`) to `lifetimeMs` from now; NOT_FOUND once it lapsed or was released. */
+  async renewTimestamp(id: string, owner: string, lifetimeMs: number): Promise<ProtectedTimestamp> {
     const { hlc, random } = this.options;
     const now = hlc.now();
-    const renewed = { ...record, expiresAt: addMs(now, lifetimeMs) };
+    const renewed = { id, ts: NULL_TIMESTAMP, expiresAt: addMs(now, lifetimeMs), owner };
     return protectedOf(
       await this.execute({ kind: 'ProtectTimestamp', requestId: random.uuid(), ts: now, record: renewed, renew: true }),
     );
