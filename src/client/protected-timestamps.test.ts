@@ -1,14 +1,19 @@
 /**
  * Protected timestamps on an in-process cluster whose nodes keep one second of history: a protected timestamp keeps
  * reads at it working on every node (the low watermark stays at it) far past the retention, through the client
- * protocol as through the embedded client; once released, or lapsed without renewal, the watermark passes it.
+ * protocol as through the embedded client; once released, or lapsed without renewal, the watermark passes it. A
+ * backup whose reads take several times the retention (and its protection's lifetime) still reads its snapshot.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { HybridTimestamp } from '../core/ids.js';
 import { type Client, type Cluster, connect, isBasaltError, startClientServer, startCluster } from '../index.js';
 import { denial, permissionOf } from './authorization.js';
+import { type BackupSource, backup } from './backup.js';
 
 let cluster: Cluster<Client>;
 
@@ -87,3 +92,73 @@ describe('protected timestamps', () => {
     );
   });
 });
+
+describe('a backup under a protected timestamp', () => {
+  it('runs far past the retention and the RO reads of its start, and holds exactly the snapshot at T', async () => {
+    const client = cluster.client('n1');
+    await client.createTable('slow', { partitions: 3, replicas: 3 });
+    await client.transaction((tx) =>
+      tx.putAll(
+        'slow',
+        ['k0', 'k1', 'k2', 'k3'].map((key) => ({ key, value: 1 })),
+      ),
+    );
+    const at = await now();
+    await client.transaction((tx) =>
+      tx.putAll(
+        'slow',
+        ['k0', 'k1', 'k2', 'k3', 'k4'].map((key) => ({ key, value: 2 })),
+      ),
+    );
+    let scans = 0;
+    // Every scan waits 900 ms: three partitions read one after the other take three times the retention.
+    const slow: BackupSource = {
+      tables: () => client.tables(),
+      protectTimestamp: (ts, options) => client.protectTimestamp(ts, options),
+      renewProtectedTimestamp: (id, options) => client.renewProtectedTimestamp(id, options),
+      releaseProtectedTimestamp: (id) => client.releaseProtectedTimestamp(id),
+      begin: async (options) => {
+        const tx = await client.begin(options);
+        return {
+          readTimestamp: tx.readTimestamp,
+          scan: async (table, range, scanOptions) => {
+            scans += 1;
+            await sleep(900);
+            return tx.scan(table, range, scanOptions);
+          },
+          rollback: () => tx.rollback(),
+        };
+      },
+    };
+    const dir = mkdtempSync(join(tmpdir(), 'basalt-pts-'));
+    try {
+      const started = Date.now();
+      const summary = await backup(slow, {
+        to: join(dir, 'b'),
+        tables: ['slow'],
+        at,
+        concurrency: 1,
+        protectionLifetimeMs: 1_200,
+      });
+      assert.ok(Date.now() - started >= 2_700 && scans >= 3, 'the backup ran past the retention and the lifetime');
+      assert.equal(summary.timestamp, at);
+      assert.equal(summary.rows, 4, 'the rows at T, not the later k4');
+      await client.restore({ from: join(dir, 'b'), as: 'slow_at' });
+      const restored = await readAll('slow_at');
+      assert.deepEqual(restored, new Map(['k0', 'k1', 'k2', 'k3'].map((k) => [k, 1])), 'the values at T');
+      await sleep(1_500);
+      await assert.rejects(readAt('n1', at), tooOld, 'released: the watermark passes T');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+async function readAll(table: string): Promise<Map<string, unknown>> {
+  const tx = await cluster.client('n1').begin({ readOnly: true });
+  try {
+    return new Map((await tx.scan(table, {})).map((r) => [r.key, r.value]));
+  } finally {
+    await tx.rollback();
+  }
+}

@@ -122,6 +122,11 @@ export class LowWatermark {
     };
   }
 
+  /** The smallest unexpired protected timestamp this node knows, if any (the watermark stays at or below it). */
+  protectedFloor(): HybridTimestamp | undefined {
+    return this.floor?.();
+  }
+
   /** Open readers. */
   get openCount(): number {
     return this.readerCount;
