@@ -442,11 +442,8 @@ function composeReplicaLayer(c: ReplicaLayerComponents): ReplicaLayer {
   const partitions = new PartitionDirectory();
   const hints = nodePrimaryHints(c, partitions);
   const retentionMs = c.options.lowWatermarkRetentionMs;
-  const lowWatermark = new LowWatermark({
-    clock: hlc,
-    floor: () => protectedFloor(c.metaView().protectedTimestamps, hlc.current()),
-    ...(retentionMs !== undefined && { retentionMs }),
-  });
+  const floor = () => protectedFloor(c.metaView().protectedTimestamps, hlc.current());
+  const lowWatermark = new LowWatermark({ clock: hlc, floor, ...(retentionMs !== undefined && { retentionMs }) });
   const locator = hintsDirectory(hints);
   const peers = membershipPeers(c.membership, self);
   const cleanups = new CleanupDriver({
