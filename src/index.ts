@@ -91,7 +91,13 @@ export {
   type WatchStream,
   watchChanges,
 } from './client/watch.js';
-export type { TableDescriptor, TableOptions, TableRole, UserRole } from './cluster/metastorage-state.js';
+export type {
+  ProtectedTimestamp,
+  TableDescriptor,
+  TableOptions,
+  TableRole,
+  UserRole,
+} from './cluster/metastorage-state.js';
 export {
   BasaltError,
   ERROR_CODES,

@@ -8,7 +8,8 @@
  * user's access to a table is the larger of its cluster-wide role's and its role on that table. A read that locks
  * (`forUpdate`) takes exclusive locks that hold writers off, so it needs write access. Listing tables, members and
  * primaries and running a transaction's begin, commit and rollback need a login only: a transaction can only do what
- * its operations were allowed to do.
+ * its operations were allowed to do. Protecting a timestamp (and renewing or releasing one) holds back the storage GC
+ * of every node, so it needs a cluster-wide `admin` or `readwrite` role (`history`), not a per-table one.
  */
 import type { UserRecord } from '../cluster/metastorage-state.js';
 import type { ClientRequest, RequestKind, RequestOf } from './protocol.js';
@@ -17,6 +18,8 @@ export type Permission =
   | { readonly need: 'login' }
   | { readonly need: 'read' | 'write'; readonly table: string }
   | { readonly need: 'admin' }
+  /** A cluster-wide admin or readwrite role (protected timestamps). */
+  | { readonly need: 'history' }
   /** The user named, or an admin (a user changes its own password). */
   | { readonly need: 'self'; readonly user: string }
   /** Every one of these (a commit carrying writes to several tables). */
@@ -26,6 +29,7 @@ export type TableAccess = 'write' | 'read' | 'none';
 
 const LOGIN: Permission = { need: 'login' };
 const ADMIN: Permission = { need: 'admin' };
+const HISTORY: Permission = { need: 'history' };
 
 const read = (r: { readonly table: string; readonly options?: { readonly forUpdate?: boolean } }): Permission => ({
   need: r.options?.forUpdate === true ? 'write' : 'read',
@@ -58,6 +62,9 @@ export const REQUEST_PERMISSIONS: { readonly [K in RequestKind]: (request: Reque
   removeUser: () => ADMIN,
   grant: () => ADMIN,
   users: () => ADMIN,
+  protect: () => HISTORY,
+  renew: () => HISTORY,
+  release: () => HISTORY,
   setPassword: (r) => ({ need: 'self', user: r.name }),
 };
 
@@ -81,6 +88,10 @@ export function denial(user: UserRecord, permission: Permission): string | undef
       return undefined;
     case 'admin':
       return user.role === 'admin' ? undefined : `user ${user.name} is not an admin`;
+    case 'history':
+      return user.role === 'admin' || user.role === 'readwrite'
+        ? undefined
+        : `user ${user.name} may not protect timestamps (it needs a cluster-wide admin or readwrite role)`;
     case 'self':
       return user.role === 'admin' || user.name === permission.user
         ? undefined

@@ -1,15 +1,16 @@
 /**
- * Online backups (DESIGN §4b "Backups read a snapshot"): everything committed at or below one timestamp T, read by
- * one read-only transaction at T, lock-free, from every partition of the chosen tables in parallel (at most
- * `concurrency` partitions at once), each partition streamed page by page into its own file (backup-format.ts).
+ * Online backups (DESIGN §4b "Backups read a snapshot"): everything committed at or below one timestamp T, read
+ * lock-free from every partition of the chosen tables in parallel (at most `concurrency` partitions at once), each
+ * partition by its own read-only transaction at T, streamed page by page into its own file (backup-format.ts).
  * Memory holds a page per partition in flight, whatever the table size.
  *
- * What keeps T readable: the open RO transaction. It holds its coordinator node's low watermark at or below T until
- * it ends (rule 10), and every other node keeps at least `lowWatermarkRetentionMsDefault` of history, which exceeds
- * the RO timeout plus the largest staleness plus the clock skew bound; when the backup ends, fails, or its client's
- * connection dies, the transaction closes and the hold is released. A backup therefore has the RO timeout
- * (txReadOnlyTimeoutMsDefault, 10 minutes) to finish: past it its reads fail with a coded error and nothing is
- * published. `--at` accepts a timestamp no older than the largest staleness (10 minutes).
+ * What keeps T readable: a protected timestamp (cluster/metastorage-state.ts). A first RO transaction fixes T (and
+ * holds its node's watermark while the protection is created); the protection then holds the low watermark of every
+ * node at or below T for `protectionLifetimeMs` (default 2 minutes), renewed every third of that while the backup
+ * runs and released when it ends or fails. A client that dies stops renewing, and the protection lapses. So a backup
+ * may run as long as it needs; if its protection lapsed anyway (renewals failing for a whole lifetime), its reads
+ * fail TX_READ_ONLY_TOO_OLD (every read re-checks the watermark) and nothing is published. `--at` accepts a timestamp
+ * no older than the largest staleness (10 minutes). Protecting needs a cluster-wide admin or readwrite role.
  *
  * An incremental backup (`incrementalFrom`) holds only what changed after its parent's timestamp: each partition's
  * new snapshot is compared, in key order, with the state its parent chain leaves (the chain's sorted files merged),
@@ -28,10 +29,12 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
-import type { TableDescriptor } from '../cluster/metastorage-state.js';
+import type { ProtectedTimestamp, TableDescriptor } from '../cluster/metastorage-state.js';
 import { BasaltError, invalidArgument, isBasaltError } from '../core/errors.js';
 import type { HybridTimestamp } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
+import { RealTimers } from '../env/real-timers.js';
+import type { TimerHandle } from '../env/timers.js';
 import { formatTimestamp } from '../hlc/timestamp.js';
 import { compareKeys, type KeyValue, type ScanOptions, type ScanRange } from '../tx/core/user-input.js';
 import {
@@ -64,6 +67,9 @@ export interface SnapshotTransaction {
 export interface BackupSource {
   begin(options: { readonly readOnly: true; readonly readTimestamp?: HybridTimestamp }): Promise<SnapshotTransaction>;
   tables(): Promise<TableDescriptor[]>;
+  protectTimestamp(ts: HybridTimestamp, options?: { readonly lifetimeMs?: number }): Promise<ProtectedTimestamp>;
+  renewProtectedTimestamp(id: string, options?: { readonly lifetimeMs?: number }): Promise<ProtectedTimestamp>;
+  releaseProtectedTimestamp(id: string): Promise<void>;
 }
 
 /** What `client.backup` backs up, where, as of when, and how it reports its progress. */
@@ -80,6 +86,11 @@ export interface BackupOptions {
   readonly gzip?: boolean;
   /** Partitions read at once (default LIMITS.backupPartitionsInFlightDefault). */
   readonly concurrency?: number;
+  /**
+   * Lifetime of the backup's protected timestamp (default 2 minutes, at most 10): renewed every third of it while
+   * the backup runs; a backup whose client dies holds history back at most this long.
+   */
+  readonly protectionLifetimeMs?: number;
   /** Called after every page written; a throw aborts the backup (nothing is published). */
   readonly onProgress?: (progress: BackupProgress) => void;
 }
@@ -121,11 +132,10 @@ export async function backup(source: BackupSource, options: BackupOptions): Prom
   const to = resolve(options.to);
   await checkTarget(to);
   const parents = options.incrementalFrom === undefined ? undefined : await loadChain(options.incrementalFrom);
-  const tx = await source.begin({ readOnly: true, ...(options.at !== undefined && { readTimestamp: options.at }) });
+  const held = await holdSnapshot(source, options);
+  const { timestamp } = held;
   const stage = `${to}.partial`;
   try {
-    const timestamp = tx.readTimestamp;
-    if (timestamp === undefined) throw new BasaltError('INTERNAL', 'a read-only transaction without a read timestamp');
     const parent = parents?.at(-1);
     if (parent !== undefined && BigInt(parent.manifest.timestamp) >= timestamp) {
       throw invalidArgument(`the backup at ${formatTimestamp(timestamp)} is not after its parent's timestamp`);
@@ -136,7 +146,8 @@ export async function backup(source: BackupSource, options: BackupOptions): Prom
     const jobs = tables.flatMap((table, tableIndex) =>
       Array.from({ length: table.partitions }, (_, partition) => ({ tableIndex, table, partition })),
     );
-    const writer = new PartitionWriter(tx, stage, options.gzip === true, parents, jobs.length, options.onProgress);
+    const open = () => source.begin({ readOnly: true, readTimestamp: timestamp });
+    const writer = new PartitionWriter(open, stage, options.gzip === true, parents, jobs.length, options.onProgress);
     const files = await forEachBounded(jobs, concurrency, (job) => writer.write(job));
     const manifest = buildManifest(jobs, timestamp, options.gzip === true, tables, files, to, parent);
     await publish(stage, to, manifest);
@@ -153,8 +164,51 @@ export async function backup(source: BackupSource, options: BackupOptions): Prom
     await rm(stage, { recursive: true, force: true });
     throw snapshotLost(error);
   } finally {
-    await tx.rollback().catch(() => {});
+    await held.release();
   }
+}
+
+/** T, protected until `release` (renewed meanwhile on the source's timers). */
+interface HeldSnapshot {
+  readonly timestamp: HybridTimestamp;
+  release(): Promise<void>;
+}
+
+/** Fixes T by a first RO transaction (at `options.at`, else now) and protects it before that transaction ends. */
+async function holdSnapshot(source: BackupSource, options: BackupOptions): Promise<HeldSnapshot> {
+  const lifetimeMs = options.protectionLifetimeMs ?? LIMITS.protectedTimestampLifetimeMsDefault;
+  if (!Number.isSafeInteger(lifetimeMs) || lifetimeMs < 3) throw invalidArgument('protectionLifetimeMs is >= 3');
+  const first = await source.begin({ readOnly: true, ...(options.at !== undefined && { readTimestamp: options.at }) });
+  let record: ProtectedTimestamp;
+  try {
+    const timestamp = first.readTimestamp;
+    if (timestamp === undefined) throw new BasaltError('INTERNAL', 'a read-only transaction without a read timestamp');
+    record = await source.protectTimestamp(timestamp, { lifetimeMs });
+  } finally {
+    await first.rollback().catch(() => {});
+  }
+  // The event loop's timers, not keeping the process alive (a backup runs on a real client).
+  const timers = new RealTimers(true);
+  let stopped = false;
+  let handle: TimerHandle | undefined;
+  // A failed renewal is tried again at the next one: two more come before the protection could lapse.
+  const renew = (): void => {
+    void source
+      .renewProtectedTimestamp(record.id, { lifetimeMs })
+      .catch(() => {})
+      .then(() => {
+        if (!stopped) handle = timers.setTimer(renew, Math.floor(lifetimeMs / 3));
+      });
+  };
+  handle = timers.setTimer(renew, Math.floor(lifetimeMs / 3));
+  return {
+    timestamp: record.ts,
+    release: async () => {
+      stopped = true;
+      if (handle !== undefined) timers.clearTimer(handle);
+      await source.releaseProtectedTimestamp(record.id).catch(() => {});
+    },
+  };
 }
 
 /** A read that failed because the snapshot was no longer held says so (same code), so that it is not just retried. */
@@ -162,8 +216,8 @@ function snapshotLost(error: unknown): unknown {
   if (!isBasaltError(error) || (error.code !== 'TX_TIMEOUT' && error.code !== 'TX_READ_ONLY_TOO_OLD')) return error;
   return new BasaltError(
     error.code,
-    `the backup did not finish while its snapshot was held (the read-only transaction timeout, 10 minutes by ` +
-      `default): ${error.message}; back up fewer tables at a time`,
+    `the backup's snapshot was no longer held (its protected timestamp lapsed: renewals failed for a whole ` +
+      `lifetime): ${error.message}`,
     error.details,
   );
 }
@@ -213,7 +267,7 @@ class PartitionWriter {
   private done = 0;
 
   constructor(
-    private readonly tx: SnapshotTransaction,
+    private readonly open: () => Promise<SnapshotTransaction>,
     private readonly stage: string,
     private readonly gzip: boolean,
     private readonly parents: readonly LoadedBackup[] | undefined,
@@ -266,12 +320,17 @@ class PartitionWriter {
 
   /** The partition's rows at the snapshot, in key order. */
   private async *snapshot(job: PartitionJob): AsyncGenerator<KeyValue> {
-    const partitionScan = {
-      scan: (table: string, range: ScanRange, options?: { readonly limit?: number }) =>
-        this.tx.scan(table, range, { ...options, partition: job.partition }),
-    };
-    for await (const page of scanPages(partitionScan, job.table.name, {}, { pageSize: LIMITS.backupScanPageRows })) {
-      yield* page;
+    // A read-only transaction per partition, so no one transaction's timeout bounds the backup.
+    const tx = await this.open();
+    try {
+      const partitionScan = {
+        scan: (table: string, range: ScanRange, options?: { readonly limit?: number }) =>
+          tx.scan(table, range, { ...options, partition: job.partition }),
+      };
+      const pages = scanPages(partitionScan, job.table.name, {}, { pageSize: LIMITS.backupScanPageRows });
+      for await (const page of pages) yield* page;
+    } finally {
+      await tx.rollback().catch(() => {});
     }
   }
 }

@@ -20,9 +20,15 @@
  * is down or stopping fails NODE_UNAVAILABLE, and the stream retries it at the same position once the node is back.
  */
 
-import type { TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
+import type {
+  ProtectedTimestamp,
+  ProtectedTimestamps,
+  TableDescriptor,
+  TableOptions,
+} from '../cluster/metastorage-state.js';
 import { BasaltError } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
 import type { Cluster } from '../harness/cluster.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
@@ -141,6 +147,16 @@ export interface Client {
    */
   backup(options: BackupOptions): Promise<BackupSummary>;
   /**
+   * Protects `ts` from the storage GC of every node for `lifetimeMs` (default 2 minutes, at most 10): reads at `ts`
+   * keep finding their history until it lapses or is released. INVALID_ARGUMENT when the cluster holds its maximum
+   * (64). A backup protects its timestamp by itself.
+   */
+  protectTimestamp(ts: HybridTimestamp, options?: { readonly lifetimeMs?: number }): Promise<ProtectedTimestamp>;
+  /** Moves a protected timestamp's expiry to `lifetimeMs` from now; NOT_FOUND once it lapsed or was released. */
+  renewProtectedTimestamp(id: string, options?: { readonly lifetimeMs?: number }): Promise<ProtectedTimestamp>;
+  /** Releases a protected timestamp (one that lapsed already: nothing to do). */
+  releaseProtectedTimestamp(id: string): Promise<void>;
+  /**
    * Restores a backup (and the chain it ends) into empty or new tables, after checking every file; a restore that
    * stopped half way continues when run again (client/restore.ts).
    */
@@ -169,10 +185,34 @@ export function embeddedClient(cluster: Cluster<Client>, node: NodeName): Client
 }
 
 class EmbeddedClient implements Client {
+  /** The node's protected timestamps, held in this client's node's name (what a client server serves from it). */
+  readonly protectedTimestamps: ProtectedTimestamps;
+
   constructor(
     private readonly cluster: Cluster<Client>,
     readonly node: NodeName,
-  ) {}
+  ) {
+    const meta = () => this.current().node.metastorage;
+    this.protectedTimestamps = {
+      protect: (ts, owner, lifetimeMs) => this.run(() => meta().protectTimestamp(ts, owner, lifetimeMs)),
+      renew: (id, owner, lifetimeMs) => this.run(() => meta().renewTimestamp(id, owner, lifetimeMs)),
+      release: (id) => this.run(() => meta().releaseTimestamp(id)),
+    };
+  }
+
+  protectTimestamp(ts: HybridTimestamp, options: { readonly lifetimeMs?: number } = {}): Promise<ProtectedTimestamp> {
+    const lifetimeMs = options.lifetimeMs ?? LIMITS.protectedTimestampLifetimeMsDefault;
+    return this.protectedTimestamps.protect(ts, this.node, lifetimeMs);
+  }
+
+  renewProtectedTimestamp(id: string, options: { readonly lifetimeMs?: number } = {}): Promise<ProtectedTimestamp> {
+    const lifetimeMs = options.lifetimeMs ?? LIMITS.protectedTimestampLifetimeMsDefault;
+    return this.protectedTimestamps.renew(id, this.node, lifetimeMs);
+  }
+
+  releaseProtectedTimestamp(id: string): Promise<void> {
+    return this.protectedTimestamps.release(id);
+  }
 
   begin(options: BeginOptions = {}): Promise<Transaction> {
     return this.run(async () => {

@@ -8,7 +8,7 @@
  * PRIMARY_MISS / NODE_UNAVAILABLE errors while leases settle (`transaction` retries them).
  */
 
-import type { MemberRecord, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
+import type { MemberRecord, ProtectedTimestamps, TableDescriptor, TableOptions } from '../cluster/metastorage-state.js';
 import { BasaltError } from '../core/errors.js';
 import { LIMITS } from '../core/limits.js';
 import { sleep } from '../env/timers.js';
@@ -38,9 +38,16 @@ export function nodeClient(node: BasaltNode): ClientBackend {
 class NodeClient implements ClientBackend {
   /** The cluster's users, as this node's metastorage has them; changes go through the metastorage group. */
   readonly users: UserDirectory;
+  readonly protectedTimestamps: ProtectedTimestamps;
 
   constructor(private readonly basalt: BasaltNode) {
     this.users = this.userDirectory();
+    const meta = basalt.metastorage;
+    this.protectedTimestamps = {
+      protect: (ts, owner, lifetimeMs) => meta.protectTimestamp(ts, owner, lifetimeMs),
+      renew: (id, owner, lifetimeMs) => meta.renewTimestamp(id, owner, lifetimeMs),
+      release: (id) => meta.releaseTimestamp(id),
+    };
   }
 
   get node(): string {

@@ -132,6 +132,11 @@ interface RequestFields {
   /** A cluster-wide role, or with `table` a role on that table; `none` takes it away. */
   readonly grant: { readonly name: string; readonly role: string; readonly table?: string };
   readonly users: Readonly<Record<never, never>>;
+  /** Protected timestamps (metastorage-state.ts): history at `ts` kept cluster-wide for `lifetimeMs`, until renewed. */
+  readonly protect: { readonly ts: bigint; readonly lifetimeMs?: number };
+  /** `protection`: the protected timestamp's id (`id` is the request's). */
+  readonly renew: { readonly protection: string; readonly lifetimeMs?: number };
+  readonly release: { readonly protection: string };
 }
 
 export type RequestKind = keyof RequestFields;
@@ -314,6 +319,9 @@ const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
   setPassword: { required: { name: string }, optional: { password: string } },
   grant: { required: { name: string, role: string }, optional: { table: string } },
   users: { required: {}, optional: {} },
+  protect: { required: { ts: timestamp }, optional: { lifetimeMs: count } },
+  renew: { required: { protection: string }, optional: { lifetimeMs: count } },
+  release: { required: { protection: string }, optional: {} },
 };
 
 /** Every request kind the protocol has. */

@@ -19,7 +19,14 @@
  */
 import { connect as netConnect, type Socket } from 'node:net';
 import { checkServerIdentity, TLSSocket, connect as tlsConnect } from 'node:tls';
-import type { MemberRecord, TableDescriptor, TableOptions, UserRole } from '../cluster/metastorage-state.js';
+import {
+  isProtectedTimestamp,
+  type MemberRecord,
+  type ProtectedTimestamp,
+  type TableDescriptor,
+  type TableOptions,
+  type UserRole,
+} from '../cluster/metastorage-state.js';
 import { assert } from '../core/assert.js';
 import { BasaltError, isBasaltError } from '../core/errors.js';
 import { type HybridTimestamp, type NodeName, nodeName, type TxId, txId } from '../core/ids.js';
@@ -210,6 +217,16 @@ export interface RemoteClient {
   /** Sets a user's cluster-wide role, or with `table` its role on that table; `none` takes it away. */
   grant(name: string, role: UserRole | 'none', options?: { readonly table?: string }): Promise<UserInfo>;
   users(): Promise<UserInfo[]>;
+  /**
+   * Protects `ts` from the storage GC of every node for `lifetimeMs` (default 2 minutes, at most 10): reads at `ts`
+   * keep finding their history until it lapses or is released. Needs a cluster-wide admin or readwrite role;
+   * INVALID_ARGUMENT when the cluster holds its maximum (64).
+   */
+  protectTimestamp(ts: HybridTimestamp, options?: { readonly lifetimeMs?: number }): Promise<ProtectedTimestamp>;
+  /** Moves a protected timestamp's expiry to `lifetimeMs` from now; NOT_FOUND once it lapsed or was released. */
+  renewProtectedTimestamp(id: string, options?: { readonly lifetimeMs?: number }): Promise<ProtectedTimestamp>;
+  /** Releases a protected timestamp (one that lapsed already: nothing to do). */
+  releaseProtectedTimestamp(id: string): Promise<void>;
   /** Ends the connection; the server rolls back the transactions still open on it. */
   close(): Promise<void>;
 }
@@ -714,6 +731,30 @@ class TcpClient implements RemoteClient {
     return users;
   }
 
+  async protectTimestamp(
+    ts: HybridTimestamp,
+    options: { readonly lifetimeMs?: number } = {},
+  ): Promise<ProtectedTimestamp> {
+    const lifetimeMs = options.lifetimeMs;
+    return protectedOf(
+      await this.connection.call({ kind: 'protect', ts, ...(lifetimeMs !== undefined && { lifetimeMs }) }),
+    );
+  }
+
+  async renewProtectedTimestamp(
+    id: string,
+    options: { readonly lifetimeMs?: number } = {},
+  ): Promise<ProtectedTimestamp> {
+    const lifetimeMs = options.lifetimeMs;
+    return protectedOf(
+      await this.connection.call({ kind: 'renew', protection: id, ...(lifetimeMs !== undefined && { lifetimeMs }) }),
+    );
+  }
+
+  async releaseProtectedTimestamp(id: string): Promise<void> {
+    await this.connection.call({ kind: 'release', protection: id });
+  }
+
   close(): Promise<void> {
     return this.connection.close();
   }
@@ -801,6 +842,14 @@ function userOf(result: unknown): UserInfo {
   const user = isRecord(result) ? result['user'] : undefined;
   if (!isUserInfo(user)) throw new BasaltError('MALFORMED_FRAME', 'the server answered without a user');
   return user;
+}
+
+function protectedOf(result: unknown): ProtectedTimestamp {
+  const record = isRecord(result) ? result['protected'] : undefined;
+  if (!isProtectedTimestamp(record)) {
+    throw new BasaltError('MALFORMED_FRAME', 'the server answered without a protected timestamp');
+  }
+  return record;
 }
 
 function isUserInfo(value: unknown): value is UserInfo {

@@ -12,9 +12,15 @@
  * connection made is closed again).
  */
 
-import type { MemberRecord, TableDescriptor, TableOptions, UserRole } from '../cluster/metastorage-state.js';
+import type {
+  MemberRecord,
+  ProtectedTimestamp,
+  TableDescriptor,
+  TableOptions,
+  UserRole,
+} from '../cluster/metastorage-state.js';
 import { invalidArgument } from '../core/errors.js';
-import type { NodeName } from '../core/ids.js';
+import type { HybridTimestamp, NodeName } from '../core/ids.js';
 import { partitionIndexOf } from '../core/partitioning.js';
 import type { Clock } from '../env/clock.js';
 import { RealClock } from '../env/real-clock.js';
@@ -210,6 +216,18 @@ export class RoutingClient implements RemoteClient {
 
   users(): Promise<UserInfo[]> {
     return this.home.users();
+  }
+
+  protectTimestamp(ts: HybridTimestamp, options?: { readonly lifetimeMs?: number }): Promise<ProtectedTimestamp> {
+    return this.home.protectTimestamp(ts, options);
+  }
+
+  renewProtectedTimestamp(id: string, options?: { readonly lifetimeMs?: number }): Promise<ProtectedTimestamp> {
+    return this.home.renewProtectedTimestamp(id, options);
+  }
+
+  releaseProtectedTimestamp(id: string): Promise<void> {
+    return this.home.releaseProtectedTimestamp(id);
   }
 
   async close(): Promise<void> {

@@ -34,6 +34,7 @@ import {
   isUserRole,
   type MemberRecord,
   type PasswordHash,
+  type ProtectedTimestamps,
   type TableDescriptor,
   type TableOptions,
   type UserRecord,
@@ -107,6 +108,8 @@ export interface ClientBackend {
   readChanges?(request: ChangeReadRequest): Promise<ChangeReadPage>;
   /** Users, as the metastorage keeps them (absent: this backend has none; a server with `auth` needs them). */
   readonly users?: UserDirectory;
+  /** Protected timestamps (absent: this backend keeps no history worth protecting). */
+  readonly protectedTimestamps?: ProtectedTimestamps;
 }
 
 /** The users of the cluster: looked up at every login and request, changed by the admin requests. */
@@ -642,6 +645,10 @@ class ClientSession {
       case 'grant':
       case 'users':
         return this.userRequest(request);
+      case 'protect':
+      case 'renew':
+      case 'release':
+        return this.protectRequest(request);
       default:
         throw new BasaltError('INTERNAL', `request kind ${String((request as { kind: unknown }).kind)} has no handler`);
     }
@@ -685,6 +692,24 @@ class ClientSession {
       }
       case 'users':
         return { users: users.users().map(userInfo) };
+    }
+  }
+
+  /** Protected timestamp requests (authorized already); the owner is the connection's user, else the node. */
+  private async protectRequest(request: RequestOf<'protect' | 'renew' | 'release'>): Promise<unknown> {
+    const directory = this.backend.protectedTimestamps;
+    if (directory === undefined) throw new BasaltError('INVALID_ARGUMENT', 'this node keeps no protected timestamps');
+    const owner = this.user ?? this.backend.node;
+    const lifetimeMs =
+      request.kind === 'release' ? 0 : (request.lifetimeMs ?? LIMITS.protectedTimestampLifetimeMsDefault);
+    switch (request.kind) {
+      case 'protect':
+        return { protected: await directory.protect(request.ts as HybridTimestamp, owner, lifetimeMs) };
+      case 'renew':
+        return { protected: await directory.renew(request.protection, owner, lifetimeMs) };
+      case 'release':
+        await directory.release(request.protection);
+        return {};
     }
   }
 

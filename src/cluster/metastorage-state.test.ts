@@ -13,6 +13,7 @@ import {
   type MetaCommand,
   MetaState,
   parseMetaView,
+  protectedFloor,
 } from './metastorage-state.js';
 
 const NODES = ['n1', 'n2', 'n3', 'n4', 'n5'];
@@ -460,5 +461,87 @@ describe('users', () => {
     assert.equal(decodeMetaCommand(encode(bad)), undefined);
     const view = { ...applyAll(userCommands()).view(), users: [{ name: 'u', password: { algorithm: 'md5' } }] };
     assert.equal(parseMetaView(view), undefined);
+  });
+});
+
+describe('metastorage: protected timestamps', () => {
+  const record = (id: string, tsMs: number, expiresMs: number) => ({
+    id,
+    ts: hybridTimestamp(tsMs),
+    expiresAt: hybridTimestamp(expiresMs),
+    owner: 'backup',
+  });
+  const protect = (atMs: number, r: ReturnType<typeof record>, renew = false): MetaCommand => ({
+    kind: 'ProtectTimestamp',
+    requestId: `r${++seq}`,
+    ts: hybridTimestamp(atMs),
+    record: r,
+    renew,
+  });
+  const release = (atMs: number, id: string): MetaCommand => ({
+    kind: 'ReleaseTimestamp',
+    requestId: `r${++seq}`,
+    ts: hybridTimestamp(atMs),
+    id,
+  });
+  let index = 0;
+  const run = (state: MetaState, command: MetaCommand) => state.apply(++index, command);
+  const ids = (state: MetaState) => state.protectedTimestamps().map((p) => p.id);
+
+  it('creates, renews (a later expiry only), releases; a renewal of an unknown id is refused', () => {
+    const state = new MetaState();
+    assert.equal(run(state, protect(10_000, record('a', 9_000, 130_000)))?.status, 'PROTECTED');
+    assert.equal(run(state, protect(10_000, record('a', 9_000, 130_000)))?.status, 'INVALID', 'the id exists');
+    const renewed = run(state, protect(40_000, record('a', 9_000, 160_000), true));
+    assert.ok(renewed?.status === 'PROTECTED' && renewed.record.expiresAt === hybridTimestamp(160_000));
+    const moved = run(state, protect(40_000, record('a', 5_000, 170_000), true));
+    assert.ok(moved?.status === 'PROTECTED' && moved.record.ts === hybridTimestamp(9_000), 'a renewal keeps the ts');
+    const other = run(state, protect(40_000, { ...record('a', 9_000, 170_000), owner: 'eve' }, true));
+    assert.equal(other?.status, 'INVALID', 'only its owner renews it');
+    assert.equal(run(state, protect(40_000, record('b', 9_000, 100_000), true))?.status, 'UNKNOWN_PROTECTED_TS');
+    assert.deepEqual(ids(state), ['a']);
+    assert.equal(run(state, release(50_000, 'a'))?.status, 'PROTECTED');
+    assert.deepEqual(ids(state), []);
+    assert.equal(run(state, release(50_000, 'a'))?.status, 'UNKNOWN_PROTECTED_TS', 'a second release finds none');
+  });
+
+  it('a record lapses at the first command past its expiry; a lapsed one cannot be renewed', () => {
+    const state = new MetaState();
+    run(state, protect(10_000, record('a', 9_000, 20_000)));
+    run(state, protect(10_000, record('b', 9_500, 100_000)));
+    run(state, release(20_000, 'none'));
+    assert.deepEqual(ids(state), ['a', 'b'], 'not before its expiry');
+    run(state, release(20_001, 'none'));
+    assert.deepEqual(ids(state), ['b']);
+    assert.equal(run(state, protect(20_002, record('a', 9_000, 90_000), true))?.status, 'UNKNOWN_PROTECTED_TS');
+  });
+
+  it('lifetimes and the number of records are bounded', () => {
+    const state = new MetaState();
+    const tooLong = 10_000 + LIMITS.protectedTimestampLifetimeMaxMs + 1;
+    assert.equal(run(state, protect(10_000, record('x', 9_000, tooLong)))?.status, 'INVALID');
+    assert.equal(run(state, protect(10_000, record('x', 9_000, 10_000)))?.status, 'INVALID', 'expired at once');
+    for (let i = 0; i < LIMITS.protectedTimestampsMax; i++) {
+      assert.equal(run(state, protect(10_000, record(`p${i}`, 9_000, 60_000)))?.status, 'PROTECTED');
+    }
+    const over = run(state, protect(10_000, record('over', 9_000, 60_000)));
+    assert.ok(over?.status === 'INVALID' && /protected timestamps exist/.test(over.message));
+  });
+
+  it('records survive a snapshot; malformed ones are refused at decode', () => {
+    const state = new MetaState();
+    run(state, protect(10_000, record('a', 9_000, 130_000)));
+    run(state, protect(10_000, record('b', 8_000, 130_000)));
+    const roundTrip = decodeMetaView(encodeMetaView(state.view()));
+    assert.deepEqual(roundTrip.protectedTimestamps, state.view().protectedTimestamps);
+    assert.deepEqual(MetaState.fromView(roundTrip).view(), state.view());
+    assert.deepEqual(protectedFloor(roundTrip.protectedTimestamps, hybridTimestamp(100_000)), hybridTimestamp(8_000));
+    assert.equal(protectedFloor(roundTrip.protectedTimestamps, hybridTimestamp(130_001)), undefined, 'all expired');
+    const bad = { ...state.view(), protectedTimestamps: [{ id: 'a', ts: 5, expiresAt: 7n, owner: 'o' }] };
+    assert.equal(parseMetaView(bad), undefined);
+    const command = { ...protect(1, record('a', 1, 2)), renew: 'yes' };
+    assert.equal(decodeMetaCommand(encode(command)), undefined);
+    const round = protect(1, record('a', 1, 2));
+    assert.deepEqual(decodeMetaCommand(encodeMetaCommand(round)), round);
   });
 });

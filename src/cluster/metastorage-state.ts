@@ -38,6 +38,13 @@
  * by client certificate only). The proposer hashes; the state only stores. The last admin cannot be removed or lose
  * its role, so that a cluster is never left without anyone who may manage it.
  *
+ * Protected timestamps: records `{ id, ts, expiresAt, owner }`; while one is unexpired, every node's low watermark
+ * stays at or below its `ts` (tx/core/low-watermark.ts `floor`), so reads at `ts` find their history anywhere in the
+ * cluster. A holder renews its record before `expiresAt` (a later expiry, same id and owner) and releases it when
+ * done; a holder that dies lets it lapse. Lifetimes are bounded (LIMITS.protectedTimestampLifetimeMaxMs past the
+ * command's timestamp) and so is the number of records (LIMITS.protectedTimestampsMax). The state forgets a record at
+ * the first command whose timestamp is past its `expiresAt`; nodes ignore it from the moment their clock is past it.
+ *
  * Invariants: table ids are never reused (nextTableId only grows); every table has exactly `partitions` assignments of
  * `replicas` distinct nodes; a dropped table's assignments stay exactly while it is listed as retiring; a retiring
  * table holds no name in `tables`, so its name can be created again (under a new id).
@@ -136,6 +143,18 @@ export type MetaCommand =
       readonly table?: string;
     }
   | {
+      /**
+       * Creates a protected timestamp, or with `renew` moves the expiry of the existing one with this id and owner
+       * later (its `ts` stays; the command's record's `ts` is ignored).
+       */
+      readonly kind: 'ProtectTimestamp';
+      readonly requestId: string;
+      readonly ts: HybridTimestamp;
+      readonly record: ProtectedTimestamp;
+      readonly renew: boolean;
+    }
+  | { readonly kind: 'ReleaseTimestamp'; readonly requestId: string; readonly ts: HybridTimestamp; readonly id: string }
+  | {
       /** A partition's leader reached this configuration (its voters) on the way to the partition's target. */
       readonly kind: 'ReportReplicas';
       readonly requestId: string;
@@ -197,6 +216,25 @@ export interface MemberSpec {
   readonly address?: string;
 }
 
+/** History at and above `ts` is kept on every node until `expiresAt` passes (a hybrid timestamp, as the clocks read). */
+export interface ProtectedTimestamp {
+  /** Its id, drawn by the node that created it. */
+  readonly id: string;
+  /** The timestamp whose history is kept. */
+  readonly ts: HybridTimestamp;
+  /** When it lapses unless renewed (the creating or renewing node's clock plus the lifetime asked for). */
+  readonly expiresAt: HybridTimestamp;
+  /** Who holds it (a user name, or the node for internal holders): shown to operators. */
+  readonly owner: string;
+}
+
+/** The cluster's protected timestamps as a node serves them to clients (metastorage.ts proposes the commands). */
+export interface ProtectedTimestamps {
+  protect(ts: HybridTimestamp, owner: string, lifetimeMs: number): Promise<ProtectedTimestamp>;
+  renew(id: string, owner: string, lifetimeMs: number): Promise<ProtectedTimestamp>;
+  release(id: string): Promise<void>;
+}
+
 /** A dropped table whose partitions still serve finishes, cleanups and resolutions until `retireAfter`. */
 export interface RetiringTable {
   readonly table: TableDescriptor;
@@ -214,7 +252,9 @@ export type MetaResult =
   | { readonly status: 'ASSIGNED'; readonly partition: string; readonly replicas: readonly string[] }
   | { readonly status: 'USER'; readonly user: UserRecord }
   | { readonly status: 'USER_EXISTS'; readonly name: string }
-  | { readonly status: 'UNKNOWN_USER'; readonly name: string };
+  | { readonly status: 'UNKNOWN_USER'; readonly name: string }
+  | { readonly status: 'PROTECTED'; readonly record: ProtectedTimestamp }
+  | { readonly status: 'UNKNOWN_PROTECTED_TS'; readonly id: string };
 
 /** The whole state as plain data: the snapshot, and what watchers receive. */
 export interface MetaView {
@@ -246,6 +286,8 @@ export interface MetaView {
   readonly metaTarget?: readonly string[];
   /** The client protocol's users, sorted by name (absent in older snapshots). */
   readonly users?: readonly UserRecord[];
+  /** Protected timestamps, sorted by id (absent in older snapshots). */
+  readonly protectedTimestamps?: readonly ProtectedTimestamp[];
 }
 
 export const EMPTY_META_VIEW: MetaView = {
@@ -260,6 +302,7 @@ export const EMPTY_META_VIEW: MetaView = {
   targets: [],
   origins: [],
   users: [],
+  protectedTimestamps: [],
 };
 
 export class MetaState {
@@ -275,6 +318,7 @@ export class MetaState {
   private readonly originsById = new Map<PartitionId, readonly NodeName[]>();
   private metaTargetNodes: readonly NodeName[] | undefined;
   private readonly usersByName = new Map<string, UserRecord>();
+  private readonly protectedById = new Map<string, ProtectedTimestamp>();
 
   get revision(): number {
     return this.revisionValue;
@@ -302,6 +346,7 @@ export class MetaState {
 
   private execute(command: MetaCommand): MetaResult {
     this.forgetRetired(command.ts);
+    this.forgetExpired(command.ts);
     switch (command.kind) {
       case 'CreateTable':
         return this.createTable(command);
@@ -323,7 +368,53 @@ export class MetaState {
         return this.setPassword(command);
       case 'GrantRole':
         return this.grantRole(command);
+      case 'ProtectTimestamp':
+        return this.protectTimestamp(command);
+      case 'ReleaseTimestamp':
+        return this.releaseTimestamp(command.id);
     }
+  }
+
+  /** Protected timestamps, sorted by id (expired ones included until a later command forgets them). */
+  protectedTimestamps(): ProtectedTimestamp[] {
+    return [...this.protectedById.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  private protectTimestamp(c: Extract<MetaCommand, { kind: 'ProtectTimestamp' }>): MetaResult {
+    const { record } = c;
+    if (record.expiresAt <= c.ts || record.expiresAt > addMs(c.ts, LIMITS.protectedTimestampLifetimeMaxMs)) {
+      const max = LIMITS.protectedTimestampLifetimeMaxMs;
+      return { status: 'INVALID', message: `a protected timestamp expires within ${max} ms of its command` };
+    }
+    const existing = this.protectedById.get(record.id);
+    if (c.renew) {
+      if (existing === undefined) return { status: 'UNKNOWN_PROTECTED_TS', id: record.id };
+      if (existing.owner !== record.owner) {
+        return { status: 'INVALID', message: `protected timestamp ${record.id} is held by another owner` };
+      }
+      const renewed = record.expiresAt > existing.expiresAt ? { ...existing, expiresAt: record.expiresAt } : existing;
+      this.protectedById.set(record.id, renewed);
+      return { status: 'PROTECTED', record: renewed };
+    }
+    if (existing !== undefined) return { status: 'INVALID', message: `protected timestamp ${record.id} exists` };
+    if (this.protectedById.size >= LIMITS.protectedTimestampsMax) {
+      return { status: 'INVALID', message: `${LIMITS.protectedTimestampsMax} protected timestamps exist` };
+    }
+    this.protectedById.set(record.id, record);
+    return { status: 'PROTECTED', record };
+  }
+
+  private releaseTimestamp(id: string): MetaResult {
+    const existing = this.protectedById.get(id);
+    if (existing === undefined) return { status: 'UNKNOWN_PROTECTED_TS', id };
+    this.protectedById.delete(id);
+    return { status: 'PROTECTED', record: existing };
+  }
+
+  /** Forgets the protected timestamps expired before `ts` (0: a command from before commands carried one). */
+  private forgetExpired(ts: HybridTimestamp): void {
+    if (ts === NULL_TIMESTAMP) return;
+    for (const [id, record] of this.protectedById) if (record.expiresAt < ts) this.protectedById.delete(id);
   }
 
   user(name: string): UserRecord | undefined {
@@ -396,6 +487,7 @@ export class MetaState {
       origins: [...this.originsById].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
       ...(this.metaTargetNodes === undefined ? {} : { metaTarget: [...this.metaTargetNodes] }),
       users: this.users(),
+      protectedTimestamps: this.protectedTimestamps(),
     };
   }
 
@@ -416,6 +508,7 @@ export class MetaState {
     }
     if (view.metaTarget !== undefined) state.metaTargetNodes = view.metaTarget.map(nodeName);
     for (const u of view.users ?? []) state.usersByName.set(u.name, u);
+    for (const p of view.protectedTimestamps ?? []) state.protectedById.set(p.id, p);
     return state;
   }
 
@@ -824,6 +917,12 @@ export function parseMetaCommand(value: unknown): MetaCommand | undefined {
 
 function parseUserCommand(c: Record<string, unknown>, requestId: string, ts: HybridTimestamp): MetaCommand | undefined {
   switch (c['kind']) {
+    case 'ProtectTimestamp':
+      return isProtectedTimestamp(c['record']) && typeof c['renew'] === 'boolean'
+        ? { kind: 'ProtectTimestamp', requestId, ts, record: c['record'], renew: c['renew'] }
+        : undefined;
+    case 'ReleaseTimestamp':
+      return isName(c['id']) ? { kind: 'ReleaseTimestamp', requestId, ts, id: c['id'] } : undefined;
     case 'CreateUser':
       return isUserRecord(c['user']) ? { kind: 'CreateUser', requestId, ts, user: c['user'] } : undefined;
     case 'RemoveUser':
@@ -947,7 +1046,34 @@ export function parseMetaView(value: unknown): MetaView | undefined {
   }
   const users = value['users'] ?? [];
   if (!Array.isArray(users) || !users.every(isUserRecord)) return undefined;
-  return { ...(value as unknown as MetaView), retiring, members, removed, targets, origins, users };
+  const protectedTimestamps = value['protectedTimestamps'] ?? [];
+  if (!Array.isArray(protectedTimestamps) || !protectedTimestamps.every(isProtectedTimestamp)) return undefined;
+  const view = { ...(value as unknown as MetaView), retiring, members, removed, targets, origins, users };
+  return { ...view, protectedTimestamps };
+}
+
+/** A well-formed protected timestamp record (also the receive-edge check of results that carry one). */
+export function isProtectedTimestamp(value: unknown): value is ProtectedTimestamp {
+  return (
+    isRecord(value) &&
+    isName(value['id']) &&
+    isName(value['owner']) &&
+    isTimestamp(value['ts']) &&
+    isTimestamp(value['expiresAt'])
+  );
+}
+
+/**
+ * The smallest `ts` of the protected timestamps not expired at `now` (a node's clock), or undefined: the floor of the
+ * node's low watermark.
+ */
+export function protectedFloor(
+  records: readonly ProtectedTimestamp[] | undefined,
+  now: HybridTimestamp,
+): HybridTimestamp | undefined {
+  let floor: HybridTimestamp | undefined;
+  for (const r of records ?? []) if (r.expiresAt >= now && (floor === undefined || r.ts < floor)) floor = r.ts;
+  return floor;
 }
 
 function isRetiringTable(value: unknown): value is RetiringTable {

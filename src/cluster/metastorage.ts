@@ -21,13 +21,14 @@
  * same timestamps (a drop's retirement deadline derives from it).
  */
 import { BasaltError, isBasaltError } from '../core/errors.js';
-import { type NodeName, nodeName, type PartitionId } from '../core/ids.js';
+import { type HybridTimestamp, type NodeName, nodeName, type PartitionId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { META_GROUP } from '../core/partitioning.js';
 import type { Clock } from '../env/clock.js';
 import type { Random } from '../env/random.js';
 import { sleep, type TimerHandle, type Timers } from '../env/timers.js';
 import type { HybridClock } from '../hlc/hybrid-clock.js';
+import { addMs, NULL_TIMESTAMP } from '../hlc/timestamp.js';
 import type { Messenger } from '../net/messenger.js';
 import type { RaftDriver } from '../raft/driver.js';
 import type { Entry, Snapshot } from '../raft/types.js';
@@ -45,6 +46,7 @@ import {
   MetaState,
   type MetaView,
   type PasswordHash,
+  type ProtectedTimestamp,
   parseMetaView,
   type TableDescriptor,
   type TableOptions,
@@ -368,6 +370,36 @@ export class Metastorage implements GroupStateMachine {
     return userOf(await this.execute(table === undefined ? command : { ...command, table }));
   }
 
+  /**
+   * Protects `ts` from the low watermark of every node for `lifetimeMs` (at most LIMITS.protectedTimestampLifetimeMaxMs)
+   * under a new id; INVALID_ARGUMENT when LIMITS.protectedTimestampsMax exist.
+   */
+  async protectTimestamp(ts: HybridTimestamp, owner: string, lifetimeMs: number): Promise<ProtectedTimestamp> {
+    const { hlc, random } = this.options;
+    const now = hlc.now();
+    const record = { id: random.uuid(), ts, expiresAt: addMs(now, lifetimeMs), owner };
+    return protectedOf(
+      await this.execute({ kind: 'ProtectTimestamp', requestId: random.uuid(), ts: now, record, renew: false }),
+    );
+  }
+
+  /** Moves the expiry of `id` (held by `owner`) to `lifetimeMs` from now; NOT_FOUND once it lapsed or was released. */
+  async renewTimestamp(id: string, owner: string, lifetimeMs: number): Promise<ProtectedTimestamp> {
+    const { hlc, random } = this.options;
+    const now = hlc.now();
+    const renewed = { id, ts: NULL_TIMESTAMP, expiresAt: addMs(now, lifetimeMs), owner };
+    return protectedOf(
+      await this.execute({ kind: 'ProtectTimestamp', requestId: random.uuid(), ts: now, record: renewed, renew: true }),
+    );
+  }
+
+  /** Releases the protected timestamp `id` (a lapsed or released one: nothing to do). */
+  async releaseTimestamp(id: string): Promise<void> {
+    const { hlc, random } = this.options;
+    const result = await this.execute({ kind: 'ReleaseTimestamp', requestId: random.uuid(), ts: hlc.now(), id });
+    if (result.status !== 'PROTECTED' && result.status !== 'UNKNOWN_PROTECTED_TS') throw unexpected(result);
+  }
+
   /** A partition's leader reached the configuration `replicas` on the way to its target. */
   async reportReplicas(partition: PartitionId, replicas: readonly NodeName[]): Promise<readonly NodeName[]> {
     const { hlc, random } = this.options;
@@ -611,6 +643,19 @@ function userOf(result: MetaResult): UserRecord {
       throw new BasaltError('ALREADY_EXISTS', `user ${result.name} already exists`, { user: result.name });
     case 'UNKNOWN_USER':
       throw new BasaltError('NOT_FOUND', `no user named ${result.name}`, { user: result.name });
+    default:
+      throw unexpected(result);
+  }
+}
+
+function protectedOf(result: MetaResult): ProtectedTimestamp {
+  switch (result.status) {
+    case 'PROTECTED':
+      return result.record;
+    case 'UNKNOWN_PROTECTED_TS':
+      throw new BasaltError('NOT_FOUND', `protected timestamp ${result.id} has lapsed or was released`, {
+        id: result.id,
+      });
     default:
       throw unexpected(result);
   }

@@ -332,6 +332,12 @@ export const LIMITS = {
    * staleness + maxClockSkew, an RO tx coordinated on another node never finds its readTs below this node's watermark.
    */
   lowWatermarkRetentionMsDefault: 1_260_000,
+  /** Protected timestamps the cluster holds at once (metastorage); more are refused. */
+  protectedTimestampsMax: 64,
+  /** A protected timestamp expires at most this long after the command that created or renewed it. */
+  protectedTimestampLifetimeMaxMs: 600_000,
+  /** A protected timestamp's lifetime as the client asks for it; its holder renews it every third of this. */
+  protectedTimestampLifetimeMsDefault: 120_000,
   /** Storage GC driver: one round over every hosted partition this often (sooner while work remains). */
   storageGcIntervalMsDefault: 1_000,
   /** Storage GC driver: queued rows one partition's gc() call processes in one round. */

@@ -23,7 +23,7 @@ import { GroupStateMachines } from '../cluster/group-state-machines.js';
 import { Membership } from '../cluster/membership.js';
 import type { NodeMessage, RaftPart } from '../cluster/messages.js';
 import { Metastorage } from '../cluster/metastorage.js';
-import type { MetaView } from '../cluster/metastorage-state.js';
+import { type MetaView, protectedFloor } from '../cluster/metastorage-state.js';
 import { PartitionMover } from '../cluster/partition-mover.js';
 import { BasaltError } from '../core/errors.js';
 import type { NodeIdentity, NodeName } from '../core/ids.js';
@@ -442,7 +442,8 @@ function composeReplicaLayer(c: ReplicaLayerComponents): ReplicaLayer {
   const partitions = new PartitionDirectory();
   const hints = nodePrimaryHints(c, partitions);
   const retentionMs = c.options.lowWatermarkRetentionMs;
-  const lowWatermark = new LowWatermark({ clock: hlc, ...(retentionMs !== undefined && { retentionMs }) });
+  const floor = () => protectedFloor(c.metaView().protectedTimestamps, hlc.current());
+  const lowWatermark = new LowWatermark({ clock: hlc, floor, ...(retentionMs !== undefined && { retentionMs }) });
   const locator = hintsDirectory(hints);
   const peers = membershipPeers(c.membership, self);
   const cleanups = new CleanupDriver({

@@ -12,6 +12,7 @@
 import type { NodeMessageKind } from '../cluster/messages.js';
 import {
   isMemberRecord,
+  isProtectedTimestamp,
   isTableDescriptor,
   isUserRecord,
   parseMetaCommand,
@@ -55,6 +56,8 @@ const metaResult = tagged('status', {
   USER: fields({ user: (v) => (isUserRecord(v) ? undefined : 'must be a user record') }),
   USER_EXISTS: fields({ name: string }),
   UNKNOWN_USER: fields({ name: string }),
+  PROTECTED: fields({ record: (v) => (isProtectedTimestamp(v) ? undefined : 'must be a protected timestamp') }),
+  UNKNOWN_PROTECTED_TS: fields({ id: string }),
 });
 
 export const NODE_MESSAGE_CHECKS: { readonly [K in NodeMessageKind]: BodyCheck } = {

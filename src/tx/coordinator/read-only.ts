@@ -6,8 +6,9 @@
  * - default: the coordinator's `now()` (a fresh read: it sees every commit this node has seen);
  * - an explicit `readTimestamp`: a client-supplied timestamp, so the skew guard applies (rule 8: beyond physical
  *   time + maxClockSkew → INVALID_ARGUMENT); a future one is served by waiting until this clock passes it (the
- *   clock never absorbs it); one older than now − stalenessMsMax is TX_READ_ONLY_TOO_OLD (so that retention, not
- *   a cluster-wide watermark, keeps every node's watermark below it while the tx is open);
+ *   clock never absorbs it); one older than now − stalenessMsMax is TX_READ_ONLY_TOO_OLD (so that retention keeps
+ *   every node's watermark below it while the tx is open), unless it is at or above a protected timestamp, which
+ *   holds every node's watermark instead (cluster/metastorage-state.ts);
  * - a bounded staleness: `now − stalenessMs` (rule 10), served by any replica.
  * A readTs below the node's low watermark is refused (TX_READ_ONLY_TOO_OLD); an open tx holds the watermark at or
  * below its readTs until it closes (commit, rollback or its timeout), and every read re-checks it.
@@ -238,7 +239,11 @@ export class ReadOnlyCoordinator {
       // No older than the largest staleness: with retention ≥ timeout + that + maxClockSkew, no node's watermark
       // passes the readTs while the tx is open, wherever it reads.
       const oldest = addMs(beginTs, -this.settings.stalenessMsMax);
-      if (readTimestamp < oldest) throw readOnlyTooOld(readTimestamp, oldest);
+      // Or at or above a protected timestamp: every node's watermark stays at or below that while it is unexpired.
+      const floor = this.watermark.protectedFloor();
+      if (readTimestamp < oldest && (floor === undefined || readTimestamp < floor)) {
+        throw readOnlyTooOld(readTimestamp, oldest);
+      }
       return readTimestamp;
     }
     if (stalenessMs === undefined) return beginTs;

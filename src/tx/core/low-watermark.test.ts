@@ -114,3 +114,26 @@ describe('low watermark (rule 10)', () => {
     );
   });
 });
+
+describe('low watermark: protected timestamps', () => {
+  it('a floor holds the watermark below it while defined; without it the watermark catches up with time', () => {
+    const physical = new ManualClock(100_000);
+    const clock = new HybridClock(physical);
+    let floor: HybridTimestamp | undefined = at(99_500);
+    const watermark = new LowWatermark({ clock, retentionMs: 1_000, floor: () => floor });
+    assert.equal(watermark.current(), at(99_000), 'retention is below the floor');
+    physical.ms += 60_000;
+    assert.equal(watermark.current(), at(99_500), 'held at the protected timestamp');
+    watermark.check(at(99_500));
+    const hold = watermark.register(at(99_600));
+    hold.release();
+    floor = undefined;
+    assert.equal(watermark.current(), at(159_000), 'released: back to now − retention');
+    assert.throws(
+      () => watermark.check(at(99_500)),
+      (e: unknown) => isBasaltError(e) && e.code === 'TX_READ_ONLY_TOO_OLD',
+    );
+    floor = at(99_500);
+    assert.equal(watermark.current(), at(159_000), 'a floor below the watermark does not move it back');
+  });
+});

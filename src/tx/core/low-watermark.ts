@@ -2,7 +2,11 @@
  * The low watermark of one node (DESIGN §2b rule 10; ignite3-protocol.md §8): MVCC history below it may be removed
  * by this node's storage GC, and an RO read below it is refused with TX_READ_ONLY_TOO_OLD.
  *
- *     watermark = max(previous watermark, min(clock.current() − retention, oldest readTs of an open RO tx here))
+ *     watermark = max(previous watermark,
+ *                     min(clock.current() − retention, oldest readTs of an open RO tx here, floor))
+ *
+ * where `floor` is the smallest unexpired protected timestamp of the cluster (metastorage-state.ts), as this node
+ * knows it: a protected timestamp holds the watermark of every node that learned of it before passing it.
  *
  * Invariants:
  * - the watermark never goes back, so a read that passed the check at some moment is never outrun by a GC that
@@ -27,6 +31,8 @@ export interface LowWatermarkOptions {
   readonly clock: Pick<HybridClock, 'current'>;
   /** History newer than now − this is kept (default LIMITS.lowWatermarkRetentionMsDefault). */
   readonly retentionMs?: number;
+  /** The watermark stays at or below this, when defined (the cluster's protected timestamps). */
+  readonly floor?: () => HybridTimestamp | undefined;
   /** Open readers at once (default LIMITS.txReadOnlyOpenMax); more are refused OVERLOADED. */
   readonly readersMax?: number;
 }
@@ -44,6 +50,7 @@ export class LowWatermark {
   readonly retentionMs: number;
   readonly readersMax: number;
   private readonly clock: Pick<HybridClock, 'current'>;
+  private readonly floor: (() => HybridTimestamp | undefined) | undefined;
   private value = 0n as HybridTimestamp;
   /** Open readers per readTs. */
   private readonly counts = new Map<HybridTimestamp, number>();
@@ -53,6 +60,7 @@ export class LowWatermark {
 
   constructor(options: LowWatermarkOptions) {
     this.clock = options.clock;
+    this.floor = options.floor;
     this.retentionMs = options.retentionMs ?? LIMITS.lowWatermarkRetentionMsDefault;
     this.readersMax = options.readersMax ?? LIMITS.txReadOnlyOpenMax;
     if (!Number.isInteger(this.retentionMs) || this.retentionMs < 0) {
@@ -67,7 +75,9 @@ export class LowWatermark {
   current(): HybridTimestamp {
     const byTime = addMs(this.clock.current(), -this.retentionMs);
     const oldest = this.oldestOpen();
-    const next = oldest === undefined ? byTime : minTimestamp(byTime, oldest);
+    const floor = this.floor?.();
+    const held = oldest === undefined ? byTime : minTimestamp(byTime, oldest);
+    const next = floor === undefined ? held : minTimestamp(held, floor);
     this.value = maxTimestamp(this.value, next);
     assert(
       oldest === undefined || this.value <= oldest,
@@ -110,6 +120,11 @@ export class LowWatermark {
         this.unregister(readTs);
       },
     };
+  }
+
+  /** The smallest unexpired protected timestamp this node knows, if any (the watermark stays at or below it). */
+  protectedFloor(): HybridTimestamp | undefined {
+    return this.floor?.();
   }
 
   /** Open readers. */
