@@ -64,8 +64,8 @@ export class ProposalTracker {
   /** By counter, in take order (= timestamp order). */
   private readonly inFlight = new Map<number, InFlight>();
   private counter = 0;
-  /** Held proposals in flight (a subset of `inFlight`). */
-  private heldCount = 0;
+  /** Held proposals in flight (a subset of `inFlight`), by counter: each apply looks at these only. */
+  private readonly held = new Map<number, InFlight>();
   /** The applied position as the state machine last reported it (`appliedThrough`); the lease unknown before. */
   private appliedIndex = 0;
   private appliedLease: Lease | null | undefined = undefined;
@@ -84,7 +84,7 @@ export class ProposalTracker {
 
   /** Proposals answered already that may still apply (see the module header). */
   get heldInFlightCount(): number {
-    return this.heldCount;
+    return this.held.size;
   }
 
   /** Takes a proposal timestamp and registers it in flight, in one step. `onOutcome` runs exactly once, later. */
@@ -135,7 +135,7 @@ export class ProposalTracker {
     const answer = p.onOutcome;
     p.onOutcome = null;
     p.held = at;
-    this.heldCount++;
+    this.held.set(id.counter, p);
     if (this.decided(at)) this.remove(id.counter, p);
     answer({ kind: 'abandoned', error });
     return true;
@@ -149,8 +149,8 @@ export class ProposalTracker {
     assert(index >= this.appliedIndex, 'the applied index never goes back', this.appliedIndex, index);
     this.appliedIndex = index;
     this.appliedLease = lease;
-    if (this.heldCount === 0) return;
-    for (const [counter, p] of [...this.inFlight]) {
+    if (this.held.size === 0) return;
+    for (const [counter, p] of [...this.held]) {
       if (p.held !== null && this.decided(p.held)) this.remove(counter, p);
     }
   }
@@ -183,7 +183,7 @@ export class ProposalTracker {
 
   private remove(counter: number, p: InFlight): void {
     this.inFlight.delete(counter);
-    if (p.held !== null) this.heldCount--;
+    if (p.held !== null) this.held.delete(counter);
   }
 }
 
