@@ -3,40 +3,15 @@
  * and txn print JSON lines, exit with the documented codes, and refuse malformed input before writing anything.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { runBasalt, startSingleNode } from '../testing/cli-node.js';
 import { DATA_EXIT_CODES, parseScript } from './data.js';
-import { freePort } from './free-ports.js';
 
-const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
-
-async function startNode(dir: string): Promise<{ address: string; child: ChildProcess; output: () => string }> {
-  const config = join(dir, 'n1.json');
-  writeFileSync(config, JSON.stringify({ name: 'n1', port: await freePort(), memory: true, tables: ['kv:2:1'] }));
-  const child = spawn(process.execPath, [MAIN, 'start', '--config', config, '--client-port', '0'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const address = [...output.matchAll(/connect\('([^']+)'\)/g)].at(-1)?.[1];
-    if (address !== undefined && /^basalt: (node \S+ )?ready/m.test(output))
-      return { address, child, output: () => output };
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no ready node:\n${output}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-function basalt(args: readonly string[], input?: string): { code: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', input: input ?? '', timeout: 30_000 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const _MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
 
 test('txn scripts are checked whole before anything runs', () => {
   assert.deepEqual(
@@ -55,23 +30,27 @@ test('txn scripts are checked whole before anything runs', () => {
 
 test('basalt put/get/rm/scan/txn against a running node: JSON out, exit codes, malformed input writes nothing', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'basalt-data-'));
-  const node = await startNode(dir);
+  const node = await startSingleNode(dir);
   try {
     const c = ['--connect', `127.0.0.1:1,${node.address}`];
-    assert.equal(basalt(['put', 'kv', 'a', '{"n":1}', ...c]).code, DATA_EXIT_CODES.ok, 'the first address is skipped');
-    assert.equal(basalt(['put', 'kv', 'b', '-', ...c], '[2, 3]').code, DATA_EXIT_CODES.ok);
-    const got = basalt(['get', 'kv', 'a', ...c]);
+    assert.equal(
+      runBasalt(['put', 'kv', 'a', '{"n":1}', ...c]).code,
+      DATA_EXIT_CODES.ok,
+      'the first address is skipped',
+    );
+    assert.equal(runBasalt(['put', 'kv', 'b', '-', ...c], '[2, 3]').code, DATA_EXIT_CODES.ok);
+    const got = runBasalt(['get', 'kv', 'a', ...c]);
     assert.equal(got.code, DATA_EXIT_CODES.ok);
     assert.deepEqual(JSON.parse(got.stdout), { n: 1 });
-    assert.equal(basalt(['get', 'kv', 'missing', ...c]).code, DATA_EXIT_CODES.notFound);
+    assert.equal(runBasalt(['get', 'kv', 'missing', ...c]).code, DATA_EXIT_CODES.notFound);
 
-    const bad = basalt(['put', 'kv', 'c', '{not json', ...c]);
+    const bad = runBasalt(['put', 'kv', 'c', '{not json', ...c]);
     assert.equal(bad.code, DATA_EXIT_CODES.invalid);
     assert.match(bad.stderr, /INVALID_ARGUMENT: the value is not JSON/);
-    const badScript = basalt(['txn', '-', ...c], '[{"op":"put","table":"kv","key":"d","value":4},{"op":"nope"}]');
+    const badScript = runBasalt(['txn', '-', ...c], '[{"op":"put","table":"kv","key":"d","value":4},{"op":"nope"}]');
     assert.equal(badScript.code, DATA_EXIT_CODES.invalid);
-    assert.equal(basalt(['get', 'kv', 'd', ...c]).code, DATA_EXIT_CODES.notFound, 'a refused script wrote nothing');
-    assert.equal(basalt(['get', 'nosuchtable', 'a', ...c]).code, DATA_EXIT_CODES.refused);
+    assert.equal(runBasalt(['get', 'kv', 'd', ...c]).code, DATA_EXIT_CODES.notFound, 'a refused script wrote nothing');
+    assert.equal(runBasalt(['get', 'nosuchtable', 'a', ...c]).code, DATA_EXIT_CODES.refused);
 
     const script = JSON.stringify([
       { op: 'get', table: 'kv', key: 'a' },
@@ -79,7 +58,7 @@ test('basalt put/get/rm/scan/txn against a running node: JSON out, exit codes, m
       { op: 'rm', table: 'kv', key: 'b' },
       { op: 'scan', table: 'kv', prefix: '' },
     ]);
-    const txn = basalt(['txn', '-', ...c], script);
+    const txn = runBasalt(['txn', '-', ...c], script);
     assert.equal(txn.code, DATA_EXIT_CODES.ok, txn.stderr);
     const lines = txn.stdout
       .trim()
@@ -88,14 +67,14 @@ test('basalt put/get/rm/scan/txn against a running node: JSON out, exit codes, m
     assert.deepEqual(lines[0], { op: 'get', value: { n: 1 } });
     assert.deepEqual(lines[3], { op: 'scan', rows: [{ key: 'a', value: { n: 2 } }] }, 'the tx reads its own writes');
 
-    assert.equal(basalt(['put', 'kv', 'p/1', '1', ...c]).code, DATA_EXIT_CODES.ok);
-    assert.equal(basalt(['put', 'kv', 'p/2', '2', ...c]).code, DATA_EXIT_CODES.ok);
-    const scan = basalt(['scan', 'kv', '--prefix', 'p/', '--output', 'table', ...c]);
+    assert.equal(runBasalt(['put', 'kv', 'p/1', '1', ...c]).code, DATA_EXIT_CODES.ok);
+    assert.equal(runBasalt(['put', 'kv', 'p/2', '2', ...c]).code, DATA_EXIT_CODES.ok);
+    const scan = runBasalt(['scan', 'kv', '--prefix', 'p/', '--output', 'table', ...c]);
     assert.equal(scan.code, DATA_EXIT_CODES.ok);
     assert.equal(scan.stdout, 'p/1\t1\np/2\t2\n');
-    assert.equal(basalt(['rm', 'kv', 'a', ...c]).code, DATA_EXIT_CODES.ok);
-    assert.equal(basalt(['get', 'kv', 'a', ...c]).code, DATA_EXIT_CODES.notFound);
-    assert.equal(basalt(['get', 'kv', 'a', '--connect', '127.0.0.1:1']).code, DATA_EXIT_CODES.unavailable);
+    assert.equal(runBasalt(['rm', 'kv', 'a', ...c]).code, DATA_EXIT_CODES.ok);
+    assert.equal(runBasalt(['get', 'kv', 'a', ...c]).code, DATA_EXIT_CODES.notFound);
+    assert.equal(runBasalt(['get', 'kv', 'a', '--connect', '127.0.0.1:1']).code, DATA_EXIT_CODES.unavailable);
   } finally {
     node.child.kill('SIGINT');
     await new Promise((r) => node.child.once('exit', r));

@@ -4,7 +4,6 @@
  * standard input (not a terminal).
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,35 +11,12 @@ import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../client/remote.js';
+import { runBasalt, startSingleNode } from '../testing/cli-node.js';
 import { ChildNode } from './child-node.js';
 import { DATA_EXIT_CODES } from './data.js';
-import { freePort } from './free-ports.js';
 import { completeLine, parseLine, promptOf, runShell } from './shell.js';
 
-const MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
-
-async function startNode(dir: string): Promise<{ address: string; child: ChildProcess }> {
-  const config = join(dir, 'n1.json');
-  writeFileSync(config, JSON.stringify({ name: 'n1', port: await freePort(), memory: true, tables: ['kv:2:1'] }));
-  const child = spawn(process.execPath, [MAIN, 'start', '--config', config, '--client-port', '0'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const address = [...output.matchAll(/connect\('([^']+)'\)/g)].at(-1)?.[1];
-    if (address !== undefined && /^basalt: (node \S+ )?ready/m.test(output)) return { address, child };
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no ready node:\n${output}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-function basalt(args: readonly string[], input?: string): { code: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', input: input ?? '', timeout: 30_000 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const _MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
 
 const lines = (text: string): unknown[] =>
   text
@@ -85,39 +61,39 @@ describe('shell lines', () => {
 describe('basalt shell, lease and put --ttl against a running node', () => {
   it('scripts, leases and ttls end to end; bad ttls exit 2 with nothing written', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'basalt-shell-'));
-    const node = await startNode(dir);
+    const node = await startSingleNode(dir);
     try {
       const c = ['--connect', node.address];
       // put --ttl: visible, then gone.
-      assert.equal(basalt(['put', 'kv', 'long', '"l"', '--ttl', '600000', ...c]).code, DATA_EXIT_CODES.ok);
-      assert.equal(basalt(['get', 'kv', 'long', ...c]).stdout.trim(), '"l"');
-      assert.equal(basalt(['put', 'kv', 'short', '"s"', '--ttl', '1500', ...c]).code, DATA_EXIT_CODES.ok);
+      assert.equal(runBasalt(['put', 'kv', 'long', '"l"', '--ttl', '600000', ...c]).code, DATA_EXIT_CODES.ok);
+      assert.equal(runBasalt(['get', 'kv', 'long', ...c]).stdout.trim(), '"l"');
+      assert.equal(runBasalt(['put', 'kv', 'short', '"s"', '--ttl', '1500', ...c]).code, DATA_EXIT_CODES.ok);
       for (const ttl of ['0', '-3', '1.5', 'soon', String(366 * 24 * 3_600_000)]) {
-        const bad = basalt(['put', 'kv', 'bad', '1', '--ttl', ttl, ...c]);
+        const bad = runBasalt(['put', 'kv', 'bad', '1', '--ttl', ttl, ...c]);
         assert.equal(bad.code, DATA_EXIT_CODES.invalid, `--ttl ${ttl}: ${bad.stderr}`);
         assert.match(bad.stderr, /INVALID_ARGUMENT/);
       }
-      assert.equal(basalt(['get', 'kv', 'bad', ...c]).code, DATA_EXIT_CODES.notFound, 'a refused put wrote nothing');
+      assert.equal(runBasalt(['get', 'kv', 'bad', ...c]).code, DATA_EXIT_CODES.notFound, 'a refused put wrote nothing');
 
       const ttlScript = '[{"op":"put","table":"kv","key":"txn-ttl","value":5,"ttlMs":600000}]';
-      assert.equal(basalt(['txn', '-', ...c], ttlScript).code, DATA_EXIT_CODES.ok);
-      assert.equal(basalt(['get', 'kv', 'txn-ttl', ...c]).stdout.trim(), '5');
+      assert.equal(runBasalt(['txn', '-', ...c], ttlScript).code, DATA_EXIT_CODES.ok);
+      assert.equal(runBasalt(['get', 'kv', 'txn-ttl', ...c]).stdout.trim(), '5');
       const badScript = '[{"op":"put","table":"kv","key":"txn-bad","value":5,"ttlMs":0}]';
-      assert.equal(basalt(['txn', '-', ...c], badScript).code, DATA_EXIT_CODES.invalid);
-      assert.equal(basalt(['get', 'kv', 'txn-bad', ...c]).code, DATA_EXIT_CODES.notFound);
+      assert.equal(runBasalt(['txn', '-', ...c], badScript).code, DATA_EXIT_CODES.invalid);
+      assert.equal(runBasalt(['get', 'kv', 'txn-bad', ...c]).code, DATA_EXIT_CODES.notFound);
 
       // lease grant | put --lease | keep --once | revoke.
-      const granted = basalt(['lease', 'grant', '60000', ...c]);
+      const granted = runBasalt(['lease', 'grant', '60000', ...c]);
       assert.equal(granted.code, DATA_EXIT_CODES.ok, granted.stderr);
       const lease = JSON.parse(granted.stdout) as { id: string; ttlMs: number; expiresAt: string };
       assert.equal(lease.ttlMs, 60_000);
-      assert.equal(basalt(['put', 'kv', 'leased', '7', '--lease', lease.id, ...c]).code, DATA_EXIT_CODES.ok);
-      const kept = basalt(['lease', 'keep', lease.id, '--once', ...c]);
+      assert.equal(runBasalt(['put', 'kv', 'leased', '7', '--lease', lease.id, ...c]).code, DATA_EXIT_CODES.ok);
+      const kept = runBasalt(['lease', 'keep', lease.id, '--once', ...c]);
       assert.equal(kept.code, DATA_EXIT_CODES.ok, kept.stderr);
       assert.ok(BigInt((JSON.parse(kept.stdout) as { expiresAt: string }).expiresAt) >= BigInt(lease.expiresAt));
-      assert.equal(basalt(['get', 'kv', 'leased', ...c]).stdout.trim(), '7');
+      assert.equal(runBasalt(['get', 'kv', 'leased', ...c]).stdout.trim(), '7');
       // keep without --once: one line now, one per renewal (every ttl / 3), until interrupted (exit 0).
-      const keeping = JSON.parse(basalt(['lease', 'grant', '3000', ...c]).stdout) as { id: string };
+      const keeping = JSON.parse(runBasalt(['lease', 'grant', '3000', ...c]).stdout) as { id: string };
       const keeper = new ChildNode(['lease', 'keep', keeping.id, ...c]);
       try {
         await keeper.waitFor(/"expiresAt":"\d+"\}\n[\s\S]*"expiresAt":"\d+"\}/, 30_000);
@@ -128,12 +104,12 @@ describe('basalt shell, lease and put --ttl against a running node', () => {
       } finally {
         keeper.signal('SIGKILL');
       }
-      assert.deepEqual(JSON.parse(basalt(['lease', 'revoke', lease.id, ...c]).stdout), { revoked: lease.id });
-      assert.equal(basalt(['get', 'kv', 'leased', ...c]).code, DATA_EXIT_CODES.notFound, 'revoked with its lease');
-      const gone = basalt(['lease', 'keep', lease.id, '--once', ...c]);
+      assert.deepEqual(JSON.parse(runBasalt(['lease', 'revoke', lease.id, ...c]).stdout), { revoked: lease.id });
+      assert.equal(runBasalt(['get', 'kv', 'leased', ...c]).code, DATA_EXIT_CODES.notFound, 'revoked with its lease');
+      const gone = runBasalt(['lease', 'keep', lease.id, '--once', ...c]);
       assert.equal(gone.code, DATA_EXIT_CODES.refused);
       assert.match(gone.stderr, /LEASE_NOT_FOUND/);
-      assert.equal(basalt(['put', 'kv', 'x', '1', '--ttl', '5', '--lease', lease.id, ...c]).code, 2);
+      assert.equal(runBasalt(['put', 'kv', 'x', '1', '--ttl', '5', '--lease', lease.id, ...c]).code, 2);
 
       // The shell, scripted on standard input.
       const script = [
@@ -152,7 +128,7 @@ describe('basalt shell, lease and put --ttl against a running node', () => {
         'exit',
         'get kv never-run',
       ].join('\n');
-      const shell = basalt(['shell', ...c], script);
+      const shell = runBasalt(['shell', ...c], script);
       const out = lines(shell.stdout);
       assert.deepEqual(out[0], {});
       assert.equal((out[1] as { readOnly: boolean }).readOnly, false);
@@ -168,12 +144,12 @@ describe('basalt shell, lease and put --ttl against a running node', () => {
       assert.deepEqual(out[12], { n: 1 }, 'the session goes on after an error');
       assert.equal(out.length, 13, 'nothing runs after exit');
       assert.equal(shell.code, DATA_EXIT_CODES.invalid, 'the exit code is the first failure');
-      const clean = basalt(['shell', ...c], 'tables\nget kv s/1\n');
+      const clean = runBasalt(['shell', ...c], 'tables\nget kv s/1\n');
       assert.equal(clean.code, DATA_EXIT_CODES.ok);
       const cleanOut = lines(clean.stdout);
       assert.ok(cleanOut.includes('kv'), 'tables lists kv');
       assert.deepEqual(cleanOut.at(-1), { n: 1 });
-      assert.equal(basalt(['get', 'kv', 'short', ...c]).code, DATA_EXIT_CODES.notFound, 'the 1.5 s ttl ran out');
+      assert.equal(runBasalt(['get', 'kv', 'short', ...c]).code, DATA_EXIT_CODES.notFound, 'the 1.5 s ttl ran out');
 
       // On a terminal: the prompt shows the open transaction, and the history is saved across sessions.
       const historyFile = join(dir, 'history');

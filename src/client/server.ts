@@ -799,7 +799,11 @@ class ClientSession {
     this.txs.delete(handle);
     if (writes.length === 0) await tx.commit();
     else if (tx.commitWith !== undefined) await tx.commitWith(writes);
-    else await writeThenCommit(tx, writes);
+    else {
+      // Only a read-only transaction's commit cannot carry writes (a client never sends it any).
+      await tx.rollback();
+      throw new BasaltError('INVALID_ARGUMENT', 'this transaction cannot carry writes with its commit');
+    }
     return {};
   }
 
@@ -898,20 +902,6 @@ function checkImplicitRead(request: RequestOf<'get'> | RequestOf<'getAll'>): voi
   if (request.options?.forUpdate === true) {
     throw new BasaltError('INVALID_ARGUMENT', `${request.kind}: forUpdate needs a transaction (tx)`);
   }
-}
-
-/** For a backend whose transactions cannot carry writes with the commit: each write, then the commit. */
-async function writeThenCommit(tx: BackendTransaction, writes: readonly TxWrite[]): Promise<void> {
-  try {
-    for (const w of writes) {
-      if (w.value === undefined) await tx.remove(w.table, w.key);
-      else await tx.put(w.table, w.key, w.value);
-    }
-  } catch (error) {
-    await tx.rollback();
-    throw error;
-  }
-  await tx.commit();
 }
 
 /** A user name: also a client certificate's CN and part of its file name (`client.<user>.crt`). */

@@ -113,3 +113,35 @@ export async function gracefulStopLogged(cluster: TestCluster, victim: NodeName,
   log.push(`${victim} stopped after ${tookMs} ms${timedOut ? ' (drain timed out)' : ''}`);
   return tookMs;
 }
+
+/** Two partitions of a table and the nodes around them, for tests of a transaction that writes both. */
+export interface TwoPartitionRoles {
+  readonly keyA: string;
+  readonly keyB: string;
+  readonly a: PartitionId;
+  readonly b: PartitionId;
+  readonly primaryA: NodeName;
+  readonly primaryB: NodeName;
+  readonly coordinator: NodeName;
+}
+
+/**
+ * Partition A (the commit partition: touched first) and B of `table` with different primaries; the coordinator is
+ * neither. `bOutsideA`: B's primary is no replica of A either (so its map does not learn the outcome from A's log).
+ */
+export function twoPartitionRoles(cluster: TestCluster, table: string, bOutsideA = false): TwoPartitionRoles {
+  const partitions = [...new Set(Array.from({ length: 200 }, (_, i) => cluster.placement(table, `r${i}`).partition))];
+  for (const a of partitions) {
+    for (const b of partitions) {
+      if (a === b) continue;
+      const keyA = keyIn(cluster, table, (p) => p === a, 'r');
+      const keyB = keyIn(cluster, table, (p) => p === b, 'r');
+      const [pa, pb] = [cluster.placement(table, keyA).primary, cluster.placement(table, keyB).primary];
+      if (pa === undefined || pb === undefined || pa === pb) continue;
+      if (bOutsideA && cluster.placement(table, keyA).replicas.includes(pb)) continue;
+      const coordinator = cluster.nodes.find((n) => n !== pa && n !== pb);
+      if (coordinator !== undefined) return { keyA, keyB, a, b, primaryA: pa, primaryB: pb, coordinator };
+    }
+  }
+  throw new Error('no two partitions with different primaries');
+}

@@ -11,35 +11,9 @@ import { describe, it } from 'node:test';
 import type { HybridTimestamp, NodeName, PartitionId, Transaction, TxId } from '../../src/index.js';
 import { isBasaltError } from '../../src/index.js';
 import type { TxWrite } from '../../src/tx/core/user-input.js';
-import { keyIn, type TestCluster, withSimCluster } from '../client/support.js';
+import { keyIn, type TestCluster, twoPartitionRoles, withSimCluster } from '../client/support.js';
 
 const T = 'accounts';
-
-interface Roles {
-  readonly keyA: string;
-  readonly keyB: string;
-  readonly a: PartitionId;
-  readonly primaryA: NodeName;
-  readonly primaryB: NodeName;
-  readonly coordinator: NodeName;
-}
-
-/** Partition A (the commit partition: read first) and B with different primaries; the coordinator is neither. */
-function chooseRoles(cluster: TestCluster): Roles {
-  const partitions = [...new Set(Array.from({ length: 200 }, (_, i) => cluster.placement(T, `r${i}`).partition))];
-  for (const a of partitions) {
-    for (const b of partitions) {
-      if (a === b) continue;
-      const keyA = keyIn(cluster, T, (p) => p === a, 'r');
-      const keyB = keyIn(cluster, T, (p) => p === b, 'r');
-      const [pa, pb] = [cluster.placement(T, keyA).primary, cluster.placement(T, keyB).primary];
-      if (pa === undefined || pb === undefined || pa === pb) continue;
-      const coordinator = cluster.nodes.find((n) => n !== pa && n !== pb);
-      if (coordinator !== undefined) return { keyA, keyB, a, primaryA: pa, primaryB: pb, coordinator };
-    }
-  }
-  throw new Error('no two partitions with different primaries');
-}
 
 function commitWith(tx: Transaction, writes: readonly TxWrite[]): Promise<void> {
   const carrying = tx as Transaction & { commitWith(writes: readonly TxWrite[]): Promise<void> };
@@ -59,7 +33,7 @@ describe('a commit carrying its writes to its commit partition (simulated)', () 
 
   it('writes the commit partition rows in the finish entry at the commitTs it stores there: one commitTs everywhere, a snapshot below it sees none of the writes, one at it sees all', () =>
     withSimCluster('carried-two-partitions', options, async (cluster) => {
-      const roles = chooseRoles(cluster);
+      const roles = twoPartitionRoles(cluster, T);
       const client = cluster.client(roles.coordinator);
       await client.transaction(async (tx) => {
         await tx.put(T, roles.keyA, 100);
@@ -94,7 +68,7 @@ describe('a commit carrying its writes to its commit partition (simulated)', () 
 
   it('a tx whose writes all land on its commit partition commits without a write request', () =>
     withSimCluster('carried-one-partition', options, async (cluster) => {
-      const roles = chooseRoles(cluster);
+      const roles = twoPartitionRoles(cluster, T);
       const other = keyIn(cluster, T, (p) => p === roles.a, 's');
       const client = cluster.client(roles.coordinator);
       const tx = await client.begin();
@@ -117,7 +91,7 @@ describe('a commit carrying its writes to its commit partition (simulated)', () 
 
   it('the commit partition primary changed after the rows were locked: the commit partition aborts the tx, retryably, and nothing is written', () =>
     withSimCluster('carried-locks-lost', options, async (cluster) => {
-      const roles = chooseRoles(cluster);
+      const roles = twoPartitionRoles(cluster, T);
       const client = cluster.client(roles.coordinator);
       await client.transaction(async (tx) => {
         await tx.put(T, roles.keyA, 1);

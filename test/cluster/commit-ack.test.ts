@@ -9,40 +9,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { NodeName, PartitionId, TxId } from '../../src/index.js';
 import { isBasaltError } from '../../src/index.js';
-import { keyIn, type TestCluster, withSimCluster } from '../client/support.js';
+import { keyIn, type TestCluster, twoPartitionRoles, withSimCluster } from '../client/support.js';
 
 const T = 'accounts';
-
-interface Roles {
-  readonly keyA: string;
-  readonly keyB: string;
-  readonly a: PartitionId;
-  readonly b: PartitionId;
-  readonly primaryA: NodeName;
-  readonly primaryB: NodeName;
-  readonly coordinator: NodeName;
-}
-
-/**
- * Partition A (the commit partition: written first) and B with different primaries; the coordinator is neither.
- * `bOutsideA`: B's primary is no replica of A either (so its map does not learn the outcome from A's log).
- */
-function chooseRoles(cluster: TestCluster, bOutsideA = false): Roles {
-  const partitions = [...new Set(Array.from({ length: 200 }, (_, i) => cluster.placement(T, `r${i}`).partition))];
-  for (const a of partitions) {
-    for (const b of partitions) {
-      if (a === b) continue;
-      const keyA = keyIn(cluster, T, (p) => p === a, 'r');
-      const keyB = keyIn(cluster, T, (p) => p === b, 'r');
-      const [pa, pb] = [cluster.placement(T, keyA).primary, cluster.placement(T, keyB).primary];
-      if (pa === undefined || pb === undefined || pa === pb) continue;
-      if (bOutsideA && cluster.placement(T, keyA).replicas.includes(pb)) continue;
-      const coordinator = cluster.nodes.find((n) => n !== pa && n !== pb);
-      if (coordinator !== undefined) return { keyA, keyB, a, b, primaryA: pa, primaryB: pb, coordinator };
-    }
-  }
-  throw new Error('no two partitions with different primaries');
-}
 
 function recordOf(cluster: TestCluster, node: NodeName, partition: PartitionId, txId: TxId) {
   return cluster.basaltNode(node)?.storage.txStatePartition(partition).get(txId);
@@ -79,7 +48,7 @@ describe('commit acknowledged once durable; finished holders cleaned up in line 
 
   it('sequential transactions from one client writing the same keys back to back never fail TX_LOCK_CONFLICT while every cleanup request is held: each cleans its predecessor in line', () =>
     withSimCluster('ack-sequential', options, async (cluster) => {
-      const roles = chooseRoles(cluster);
+      const roles = twoPartitionRoles(cluster, T);
       const client = cluster.client(roles.coordinator);
       const held = cluster.network.hold({ kind: 'TxCleanupRequest' });
       const failures: string[] = [];
@@ -102,7 +71,7 @@ describe('commit acknowledged once durable; finished holders cleaned up in line 
 
   it('with TxCleanupRequest from the commit partition primary to the other enlisted primary cut for 3 minutes, commit returns COMMITTED at once and an RO read sees the value; after the link heals the cleanup is re-driven: the intent is switched and the record reaches cleanupCompleted', () =>
     withSimCluster('ack-cut-cleanup', options, async (cluster) => {
-      const roles = chooseRoles(cluster);
+      const roles = twoPartitionRoles(cluster, T);
       const client = cluster.client(roles.coordinator);
       const cut = cluster.network.drop({ kind: 'TxCleanupRequest', from: roles.primaryA, to: roles.primaryB });
       const tx = await client.begin();
@@ -132,7 +101,7 @@ describe('commit acknowledged once durable; finished holders cleaned up in line 
 
   it('a cleanup cut for 5 minutes while both primaries keep their leases never gives up: once the link heals, the rescan re-drives it within the bound, the intent is switched and the record reaches cleanupCompleted', () =>
     withSimCluster('cleanup-redriven', options, async (cluster) => {
-      const roles = chooseRoles(cluster);
+      const roles = twoPartitionRoles(cluster, T);
       const client = cluster.client(roles.coordinator);
       const cut = cluster.network.drop({ kind: 'TxCleanupRequest', from: roles.primaryA, to: roles.primaryB });
       const tx = await client.begin();
@@ -158,7 +127,7 @@ describe('commit acknowledged once durable; finished holders cleaned up in line 
 
   it('a finish delayed past the vacuum horizon: the coordinator drops its FINISHING entry after TX_OUTCOME_UNKNOWN, and the primaries still holding its intents abort them when a reader resolves one or a new tx needs the keys (no record at or below the horizon proves it never committed)', () =>
     withSimCluster('finish-below-horizon', options, async (cluster) => {
-      const roles = chooseRoles(cluster);
+      const roles = twoPartitionRoles(cluster, T);
       const other = cluster.nodes.find((n) => n !== roles.coordinator);
       assert.ok(other !== undefined);
       const keyA2 = keyIn(cluster, T, (p) => p === roles.a, 'other');
@@ -213,7 +182,7 @@ describe('commit acknowledged once durable; finished holders cleaned up in line 
 
   it('concurrent requests meeting one finished holder on one primary share a single commit partition state request and all proceed', () =>
     withSimCluster('ack-shared-settle', { ...options, nodes: 5 }, async (cluster) => {
-      const roles = chooseRoles(cluster, true);
+      const roles = twoPartitionRoles(cluster, T, true);
       const keysB = [0, 1, 2].map((i) => keyIn(cluster, T, (p) => p === roles.b, `b${i}-`));
       const client = cluster.client(roles.coordinator);
       const held = cluster.network.hold({ kind: 'TxCleanupRequest' });
@@ -233,7 +202,7 @@ describe('commit acknowledged once durable; finished holders cleaned up in line 
 
   it("an older tx waiting for a younger holder is granted soon after the holder commits, although the holder's cleanup requests are held", () =>
     withSimCluster('ack-waiter', options, async (cluster) => {
-      const roles = chooseRoles(cluster);
+      const roles = twoPartitionRoles(cluster, T);
       const client = cluster.client(roles.coordinator);
       const held = cluster.network.hold({ kind: 'TxCleanupRequest' });
       const older = await client.begin();

@@ -143,7 +143,7 @@ function carriedWrites(
   for (const w of carried.writes) {
     if (p.locks.heldMode(request.txId, rowLockKey(p.partitionId, w.key)) !== 'X') return null;
   }
-  return { token: carried.token, bound: carried.bound, writes: carried.writes };
+  return carried;
 }
 
 // ------------------------------------------------------------------------------------------ helpers
