@@ -314,11 +314,14 @@ async function main(connection: DriverConnection): Promise<void> {
   if (connection.system === 'basalt') {
     // Each thread loads only its own system's client (grpc-js alone takes a noticeable part of a short cell).
     const { connectCluster } = await import('../src/client/routing.js');
-    // BASALT_BUFFERED_WRITES=0 sends each write of a transaction at once (for before/after runs).
+    // For before/after runs: BASALT_BUFFERED_WRITES=0 sends each write of a transaction at once;
+    // BASALT_LAZY_BEGIN=0 begins each transaction with a request of its own, on the thread's home node.
     const bufferWrites = process.env['BASALT_BUFFERED_WRITES'] !== '0';
+    const lazyBegin = process.env['BASALT_LAZY_BEGIN'] !== '0';
     const client = await connectCluster([connection.address, ...connection.others], {
       ...(connection.tls ?? {}),
       bufferWrites,
+      lazyBegin,
     });
     opsOf = (job) => Array.from({ length: job.callers }, (_, c) => basaltOps(client, job, c));
   } else {

@@ -66,6 +66,17 @@ interface ReadOpts {
   readonly forUpdate?: boolean;
 }
 
+/**
+ * A read-write begin riding on a transaction's first request (`get`, `getAll`, or a `commit` carrying all its writes)
+ * instead of a round trip of its own: the server begins the transaction, runs the request in it and answers
+ * `begun: { tx, txId }` with the result, or in the error's details when the request failed (the transaction then stays
+ * open, as after any failed operation). A request names `tx` or `begin`, not both.
+ */
+export interface PiggybackedBegin {
+  readonly timeoutMs?: number;
+  readonly retryOf?: string;
+}
+
 interface RequestFields {
   readonly begin: {
     readonly readOnly?: boolean;
@@ -75,9 +86,16 @@ interface RequestFields {
     /** Read-write: the id of the attempt this transaction retries (it keeps that attempt's wait-die age). */
     readonly retryOf?: string;
   };
-  readonly get: { readonly tx?: TxHandle; readonly table: string; readonly key: string; readonly options?: ReadOpts };
+  readonly get: {
+    readonly tx?: TxHandle;
+    readonly begin?: PiggybackedBegin;
+    readonly table: string;
+    readonly key: string;
+    readonly options?: ReadOpts;
+  };
   readonly getAll: {
     readonly tx?: TxHandle;
+    readonly begin?: PiggybackedBegin;
     readonly table: string;
     readonly keys: readonly string[];
     readonly options?: ReadOpts;
@@ -104,7 +122,8 @@ interface RequestFields {
   };
   /** `writes`: the writes the client buffered, carried with the commit (a removal has no value). */
   readonly commit: {
-    readonly tx: TxHandle;
+    readonly tx?: TxHandle;
+    readonly begin?: PiggybackedBegin;
     readonly writes?: readonly { readonly table: string; readonly key: string; readonly value?: unknown }[];
   };
   readonly rollback: { readonly tx: TxHandle };
@@ -288,6 +307,7 @@ const record =
 const tableOptions = record({ required: { partitions: count, replicas: count }, optional: {} });
 const scanOptions = record({ required: {}, optional: { limit: count, partition: count } });
 const readOptions = record({ required: {}, optional: { forUpdate: boolean } });
+const piggybackedBegin = record({ required: {}, optional: { timeoutMs: count, retryOf: txIdText } });
 const putOptions = record({ required: {}, optional: { ttlMs: anything, expiresAt: timestamp } });
 
 const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
@@ -296,13 +316,19 @@ const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
     // timeoutMs: its range (up to the cluster's maximum) is the coordinator's to check.
     optional: { readOnly: boolean, readTimestamp: timestamp, stalenessMs: count, timeoutMs: count, retryOf: txIdText },
   },
-  get: { required: { table: string, key: string }, optional: { tx: handle, options: readOptions } },
-  getAll: { required: { table: string, keys: strings }, optional: { tx: handle, options: readOptions } },
+  get: {
+    required: { table: string, key: string },
+    optional: { tx: handle, begin: piggybackedBegin, options: readOptions },
+  },
+  getAll: {
+    required: { table: string, keys: strings },
+    optional: { tx: handle, begin: piggybackedBegin, options: readOptions },
+  },
   put: { required: { table: string, key: string, value: anything }, optional: { tx: handle, options: putOptions } },
   putAll: { required: { table: string, entries }, optional: { tx: handle } },
   remove: { required: { table: string, key: string }, optional: { tx: handle } },
   scan: { required: { table: string, range }, optional: { tx: handle, options: scanOptions } },
-  commit: { required: { tx: handle }, optional: { writes } },
+  commit: { required: {}, optional: { tx: handle, begin: piggybackedBegin, writes } },
   rollback: { required: { tx: handle }, optional: {} },
   createTable: { required: { name: string, options: tableOptions }, optional: {} },
   dropTable: { required: { name: string }, optional: {} },
@@ -338,9 +364,19 @@ export function parseRequest(value: unknown): ParsedRequest {
   }
   const { id: _id, kind: _kind, ...fields } = value;
   const problem = fieldsProblem(fields, SCHEMAS[kind as RequestKind]);
-  if (problem !== undefined)
-    return { ok: false, id, error: { code: 'INVALID_ARGUMENT', message: `${kind}: ${problem}` } };
+  const problemOrPairing = problem ?? beginPairingProblem(kind, fields);
+  if (problemOrPairing !== undefined)
+    return { ok: false, id, error: { code: 'INVALID_ARGUMENT', message: `${kind}: ${problemOrPairing}` } };
   return { ok: true, request: value as unknown as ClientRequest };
+}
+
+/** A request names its transaction by `tx` or begins one with `begin`, never both; a commit needs one of them. */
+function beginPairingProblem(kind: string, fields: Readonly<Record<string, unknown>>): string | undefined {
+  const named = Object.hasOwn(fields, 'tx');
+  const begins = Object.hasOwn(fields, 'begin');
+  if (named && begins) return 'names a transaction (tx) and begins one (begin): at most one of them';
+  if (kind === 'commit' && !named && !begins) return 'field tx is missing';
+  return undefined;
 }
 
 function fieldsProblem(fields: Readonly<Record<string, unknown>>, schema: Schema): string | undefined {

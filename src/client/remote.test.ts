@@ -164,6 +164,7 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
     const ids: TxId[] = [];
     await client.transaction(
       async (tx) => {
+        await tx.get(T, 'retry');
         ids.push(tx.id);
         if (ids.length === 1) throw new BasaltError('TX_LOCK_CONFLICT', 'injected');
       },
@@ -360,8 +361,22 @@ describe('remote client over TCP (3 nodes, client port on n1)', () => {
     assert.equal(timeoutOf(tx.id), 120_000);
     await tx.put(T, key, 1);
     await tx.commit();
-    const id = await c.transaction(async (t) => t.id, { timeoutMs: 45_000 });
+    // A lazy attempt (the default) has its id once its first operation began it, with the timeout riding along.
+    const id = await c.transaction(
+      async (t) => {
+        await rejectsWith(
+          Promise.resolve().then(() => t.id),
+          'TX_NOT_BEGUN',
+          false,
+        );
+        await t.get(T, key);
+        return t.id;
+      },
+      { timeoutMs: 45_000 },
+    );
     assert.equal(timeoutOf(id), 45_000);
+    const eager = await c.transaction(async (t) => t.id, { timeoutMs: 50_000, lazy: false });
+    assert.equal(timeoutOf(eager), 50_000);
     const plain = await c.begin();
     assert.equal(timeoutOf(plain.id), undefined, 'without the option: the cluster-wide default');
     await plain.rollback();

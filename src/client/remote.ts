@@ -39,6 +39,7 @@ import { parseHostPort } from '../net/tcp-transport.js';
 import { commitOrRollBack, retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import type { RunTransactionOptions } from '../tx/coordinator/transaction.js';
 import type { ChangeEntry } from '../tx/core/messages.js';
+import { isTxId } from '../tx/core/tx-id.js';
 import { checkReadOptions } from '../tx/core/user-input.js';
 import { type BackupOptions, type BackupSummary, backup } from './backup.js';
 import type { KeyValue, PutOptions, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
@@ -57,6 +58,7 @@ import {
   clientHello,
   type HelloCredentials,
   isRecord,
+  type PiggybackedBegin,
   parseResponse,
   parseServerHello,
   type RequestKind,
@@ -93,6 +95,12 @@ export interface ConnectOptions {
    * the same transaction sends the writes kept so far first, so it reads them. False sends each write at once.
    */
   readonly bufferWrites?: boolean;
+  /**
+   * `transaction` begins its read-write attempts lazily (RemoteBeginOptions.lazy; default true): one round trip less
+   * per transaction, and with `connectCluster` coordinated on the node of its first key's primary. False: each attempt
+   * begins with a request of its own, on the home node.
+   */
+  readonly lazyBegin?: boolean;
   /** The cluster CA's certificate (PEM): connect over TLS and trust only servers it signed. */
   readonly ca?: string | Buffer;
   /** A client certificate (PEM) signed by the cluster CA, with `key`: its CN is the user it logs in as. */
@@ -143,6 +151,15 @@ export interface RemoteBeginOptions {
    * age for wait-die (`transaction` passes it on each retry).
    */
   readonly retryOf?: TxId;
+  /**
+   * Read-write: begin with the first operation instead of a round trip of its own (default false for `begin`; the
+   * default of `transaction` is ConnectOptions.lazyBegin). The begin rides on the first get, getAll, or on a commit
+   * carrying all the writes, and with `connectCluster` the transaction begins on the node of the first key's primary,
+   * which then coordinates it: its reads and writes there need no hop between nodes, and the commit partition is
+   * local. `id` is known once the first operation reached the node (TX_NOT_BEGUN before); a transaction that made no
+   * request and kept no writes never begins at all.
+   */
+  readonly lazy?: boolean;
 }
 
 /** Options of a remote `transaction` (as {@link TransactionOptions}). */
@@ -314,7 +331,7 @@ type WithoutId<R> = R extends ClientRequest ? Omit<R, 'id'> : never;
  * positive and never reused on the connection; `pending.size <= pendingCallsMax`; at most `window` (the server's
  * requestsInFlightMax) of them are written and unanswered, the others wait in `unsent`, in call order.
  */
-class RemoteConnection {
+export class RemoteConnection {
   readonly opened: Promise<{ readonly node: string; readonly user: string | undefined }>;
   private window: number = LIMITS.clientRequestsInFlightMax;
   private written = 0;
@@ -587,37 +604,67 @@ class TcpClient implements RemoteClient {
     return changePageOf(result);
   }
 
-  async begin(options: RemoteBeginOptions = {}): Promise<RemoteTransaction> {
+  begin(options: RemoteBeginOptions = {}): Promise<RemoteTransaction> {
+    return this.beginRouted(options, () => this.connection);
+  }
+
+  /** As `begin`; a lazy transaction begins on the connection `route` chooses for its first key. */
+  async beginRouted(options: RemoteBeginOptions, route: BeginRoute): Promise<RemoteTransaction> {
+    const bufferWrites = this.options.bufferWrites ?? true;
+    if (isLazy(options)) {
+      const begin = {
+        ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
+        ...(options.retryOf !== undefined && { retryOf: options.retryOf }),
+      };
+      return new TcpTransaction({ route, begin }, false, undefined, bufferWrites);
+    }
     const result = await this.connection.call({ kind: 'begin', ...beginOptionsOf(options) });
     if (!isRecord(result) || typeof result['tx'] !== 'number' || typeof result['txId'] !== 'string') {
       throw new BasaltError('MALFORMED_FRAME', 'the server answered begin without a transaction');
     }
     const readTimestamp = typeof result['readTimestamp'] === 'bigint' ? result['readTimestamp'] : undefined;
     return new TcpTransaction(
-      this.connection,
-      result['tx'],
-      txId(result['txId']),
+      { connection: this.connection, handle: result['tx'], id: txId(result['txId']) },
       result['readOnly'] === true,
       readTimestamp as HybridTimestamp | undefined,
-      (this.options.bufferWrites ?? true) && result['readOnly'] !== true,
+      bufferWrites && result['readOnly'] !== true,
     );
   }
 
   transaction<T>(fn: (tx: RemoteTransaction) => Promise<T>, options: RemoteTransactionOptions = {}): Promise<T> {
+    return this.transactionRouted(fn, options, () => this.connection);
+  }
+
+  /** As `transaction`; each lazy attempt begins on the connection `route` chooses for its first key. */
+  transactionRouted<T>(
+    fn: (tx: RemoteTransaction) => Promise<T>,
+    options: RemoteTransactionOptions,
+    route: BeginRoute,
+  ): Promise<T> {
     // A read-write retry keeps the age of the attempt before it (RemoteBeginOptions.retryOf).
     let previous = options.retryOf;
+    const lazy = options.readOnly !== true && (options.lazy ?? this.options.lazyBegin ?? true);
     return withRetries(
       retryPolicy(options),
       (delayMs) => sleep(this.timers, delayMs),
       async () => {
         const retryOf = options.readOnly === true || previous === undefined ? {} : { retryOf: previous };
-        const tx = await this.begin({ ...beginOptionsOf(options), ...retryOf });
-        if (!tx.readOnly) previous = tx.id;
-        return commitOrRollBack(tx, fn);
+        const tx = (await this.beginRouted({ ...beginOptionsOf(options), ...retryOf, lazy }, route)) as TcpTransaction;
+        try {
+          return await commitOrRollBack(tx, fn);
+        } finally {
+          // An attempt that never began leaves the age of the one before it.
+          if (!tx.readOnly) previous = tx.begunId ?? previous;
+        }
       },
       // A lost connection does not come back: retrying on it could only fail the same way.
       () => !this.connection.isClosed,
     );
+  }
+
+  /** The connection of this client (the one a lazy transaction routed here begins on). */
+  get wire(): RemoteConnection {
+    return this.connection;
   }
 
   async get(table: string, key: string): Promise<Value | undefined> {
@@ -866,33 +913,88 @@ function membersOf(result: unknown): MemberRecord[] {
   return members;
 }
 
+/** A begun transaction: its connection, its handle there and its id. */
+interface Begun {
+  readonly connection: RemoteConnection;
+  readonly handle: TxHandle;
+  readonly id: TxId;
+}
+
+/**
+ * The connection a transaction that has not begun yet begins on, chosen by its first operation's key (none: a scan's
+ * or a begin's own; the chooser then takes the client's home).
+ */
+export type BeginRoute = (table: string | undefined, key: string | undefined) => RemoteConnection;
+
+/** A read-write transaction that begins with its first operation (`RemoteBeginOptions.lazy`). */
+interface LazyStart {
+  readonly route: BeginRoute;
+  readonly begin: PiggybackedBegin;
+}
+
+/**
+ * A transaction of a TCP client: begun already (`begin` answered its handle), or lazy, begun by its first request on
+ * the connection its key chooses, the begin riding on a `get`, `getAll` or a `commit` carrying all its writes
+ * (protocol.ts PiggybackedBegin), or sent ahead of any other first request. Requests wait for a begin under way, so
+ * that a transaction begins once.
+ */
 class TcpTransaction implements RemoteTransaction {
   /** Set once commit or rollback was sent: a later rollback is a local no-op. */
   private finishing = false;
   /** Writes kept for the commit (ConnectOptions.bufferWrites); undefined: each write is sent at once. */
   private readonly buffer: WriteBuffer | undefined;
+  private begun: Begun | undefined;
+  private readonly lazy: LazyStart | undefined;
+  /** The first request of a lazy transaction, while it is under way; it never rejects. */
+  private beginning: Promise<void> | undefined;
 
   constructor(
-    private readonly connection: RemoteConnection,
-    private readonly handle: TxHandle,
-    readonly id: TxId,
+    start: Begun | LazyStart,
     readonly readOnly: boolean,
     readonly readTimestamp: HybridTimestamp | undefined,
     bufferWrites: boolean,
   ) {
-    this.buffer = bufferWrites ? new WriteBuffer(id, this.sink()) : undefined;
+    if ('handle' in start) this.begun = start;
+    else this.lazy = start;
+    this.buffer = bufferWrites ? new WriteBuffer(() => this.begun?.id ?? 'not begun yet', this.sink()) : undefined;
+  }
+
+  get id(): TxId {
+    if (this.begun === undefined) {
+      throw new BasaltError(
+        'TX_NOT_BEGUN',
+        'this transaction begins with its first operation on its node; its id is known from then on',
+      );
+    }
+    return this.begun.id;
+  }
+
+  /** The id once the transaction began; undefined for a lazy one that has not. */
+  get begunId(): TxId | undefined {
+    return this.begun?.id;
   }
 
   async get(table: string, key: string, options?: ReadOptions): Promise<Value | undefined> {
     const read = readOptionsOf(options);
     await this.buffer?.flush();
-    return readValue(await this.connection.call({ kind: 'get', tx: this.handle, table, key, ...read }));
+    const result = await this.first(
+      table,
+      key,
+      (b) => b.connection.call({ kind: 'get', tx: b.handle, table, key, ...read }),
+      (connection, begin) => connection.call({ kind: 'get', begin, table, key, ...read }),
+    );
+    return readValue(result);
   }
 
   async getAll(table: string, keys: readonly string[], options?: ReadOptions): Promise<(Value | undefined)[]> {
     const read = readOptionsOf(options);
     await this.buffer?.flush();
-    const result = await this.connection.call({ kind: 'getAll', tx: this.handle, table, keys, ...read });
+    const result = await this.first(
+      table,
+      keys[0],
+      (b) => b.connection.call({ kind: 'getAll', tx: b.handle, table, keys, ...read }),
+      (connection, begin) => connection.call({ kind: 'getAll', begin, table, keys, ...read }),
+    );
     const values = isRecord(result) ? result['values'] : undefined;
     if (!Array.isArray(values)) throw new BasaltError('MALFORMED_FRAME', 'the server answered getAll without values');
     return values as (Value | undefined)[];
@@ -907,7 +1009,8 @@ class TcpTransaction implements RemoteTransaction {
     // A write that expires is sent at once: the commit carries plain writes only.
     if (this.buffer !== undefined && options === undefined) return this.buffer.put(table, key, value);
     await this.buffer?.flush();
-    await this.connection.call({ kind: 'put', tx: this.handle, table, key, value, ...putOptionsOf(options) });
+    const b = await this.ensureBegun(table, key);
+    await b.connection.call({ kind: 'put', tx: b.handle, table, key, value, ...putOptionsOf(options) });
   }
 
   putAll(table: string, entries: readonly KeyValue[]): Promise<void> {
@@ -920,9 +1023,10 @@ class TcpTransaction implements RemoteTransaction {
 
   async scan(table: string, range: ScanRange, options?: ScanOptions): Promise<KeyValue[]> {
     await this.buffer?.flush();
-    const result = await this.connection.call({
+    const b = await this.ensureBegun(undefined, undefined);
+    const result = await b.connection.call({
       kind: 'scan',
-      tx: this.handle,
+      tx: b.handle,
       table,
       range: range as Readonly<Record<string, string>>,
       ...(options !== undefined && { options }),
@@ -934,19 +1038,32 @@ class TcpTransaction implements RemoteTransaction {
 
   async commit(): Promise<void> {
     if (this.finishing) {
-      // The server knows how the first finish went (a repeated commit reports it, as on the embedded client).
-      await this.connection.call({ kind: 'commit', tx: this.handle }, 'unknown');
+      await this.settledBegin();
+      // A transaction that never began committed nothing. Otherwise the server knows how the first finish went (a
+      // repeated commit reports it, as on the embedded client).
+      if (this.begun !== undefined)
+        await this.begun.connection.call({ kind: 'commit', tx: this.begun.handle }, 'unknown');
       return;
     }
     this.finishing = true;
     const writes = this.buffer?.close() ?? [];
+    await this.settledBegin();
+    // A lazy transaction that made no request and keeps no writes has nothing to commit, and never begins.
+    if (this.begun === undefined && writes.length === 0) return;
+    const carried = writes.length > 0 ? { writes } : {};
     try {
-      await this.connection.call({ kind: 'commit', tx: this.handle, ...(writes.length > 0 && { writes }) }, 'unknown');
+      await this.first(
+        writes[0]?.table,
+        writes[0]?.key,
+        (b) => b.connection.call({ kind: 'commit', tx: b.handle, ...carried }, 'unknown'),
+        (connection, begin) => connection.call({ kind: 'commit', begin, ...carried }, 'unknown'),
+      );
     } catch (error) {
       // Refused before the server acted on it (e.g. PERMISSION_DENIED for the writes it carried): the transaction is
       // still open there, so it is rolled back rather than left holding its locks until its timeout.
-      if (isBasaltError(error) && error.executed === 'no' && !this.connection.isClosed) {
-        await this.connection.call({ kind: 'rollback', tx: this.handle }).catch(() => {});
+      const b = this.begun;
+      if (b !== undefined && isBasaltError(error) && error.executed === 'no' && !b.connection.isClosed) {
+        await b.connection.call({ kind: 'rollback', tx: b.handle }).catch(() => {});
       }
       throw error;
     }
@@ -956,22 +1073,135 @@ class TcpTransaction implements RemoteTransaction {
     this.buffer?.close();
     if (this.finishing) return;
     this.finishing = true;
-    // On a lost connection the server rolls the transaction back itself.
-    if (this.connection.isClosed) return;
-    await this.connection.call({ kind: 'rollback', tx: this.handle });
+    await this.settledBegin();
+    const b = this.begun;
+    // Never begun: nothing to release. On a lost connection the server rolls the transaction back itself.
+    if (b === undefined || b.connection.isClosed) return;
+    await b.connection.call({ kind: 'rollback', tx: b.handle });
   }
 
   /** Writes sent to the server as they are (unbuffered, or a buffer's flush). */
   private sink(): WriteSink {
     return {
       putAll: async (table, entries) => {
-        await this.connection.call({ kind: 'putAll', tx: this.handle, table, entries });
+        const b = await this.ensureBegun(table, entries[0]?.key);
+        await b.connection.call({ kind: 'putAll', tx: b.handle, table, entries });
       },
       remove: async (table, key) => {
-        await this.connection.call({ kind: 'remove', tx: this.handle, table, key });
+        const b = await this.ensureBegun(table, key);
+        await b.connection.call({ kind: 'remove', tx: b.handle, table, key });
       },
     };
   }
+
+  /** Waits out a lazy begin under way (whatever came of it). */
+  private async settledBegin(): Promise<void> {
+    while (this.beginning !== undefined) await this.beginning;
+  }
+
+  /**
+   * Sends a request under the transaction's handle, or, for a lazy transaction that has not begun, with the begin
+   * riding on it to the connection `table`/`key` chooses; the answer (or the error's details) names the transaction.
+   */
+  private async first(
+    table: string | undefined,
+    key: string | undefined,
+    named: (begun: Begun) => Promise<unknown>,
+    piggybacked: (connection: RemoteConnection, begin: PiggybackedBegin) => Promise<unknown>,
+  ): Promise<unknown> {
+    // Checked again after every wait, in the same turn as the begin is started: two first requests begin once.
+    while (this.beginning !== undefined) await this.beginning;
+    if (this.begun !== undefined) return named(this.begun);
+    const lazy = this.lazy;
+    assert(lazy !== undefined, 'a transaction is begun or lazy');
+    const connection = lazy.route(table, key);
+    const answer = piggybacked(connection, lazy.begin);
+    const beginning = answer.then(
+      (result) => this.noteBegun(connection, isRecord(result) ? result['begun'] : undefined),
+      (error: unknown) => this.noteBegun(connection, isBasaltError(error) ? error.details?.['begun'] : undefined),
+    );
+    this.beginning = beginning;
+    try {
+      return await answer;
+    } finally {
+      await beginning;
+      if (this.beginning === beginning) this.beginning = undefined;
+    }
+  }
+
+  /** The begun transaction; a lazy one that has not begun begins now, with a request of its own. */
+  private async ensureBegun(table: string | undefined, key: string | undefined): Promise<Begun> {
+    while (this.beginning !== undefined) await this.beginning;
+    if (this.begun !== undefined) return this.begun;
+    const lazy = this.lazy;
+    assert(lazy !== undefined, 'a transaction is begun or lazy');
+    const connection = lazy.route(table, key);
+    const answer = connection.call({ kind: 'begin', ...lazy.begin });
+    const beginning = answer.then(
+      (result) => this.noteBegun(connection, result),
+      () => {},
+    );
+    this.beginning = beginning;
+    try {
+      await answer;
+    } finally {
+      await beginning;
+      if (this.beginning === beginning) this.beginning = undefined;
+    }
+    if (this.begun === undefined)
+      throw new BasaltError('MALFORMED_FRAME', 'the server answered begin without a transaction');
+    return this.begun;
+  }
+
+  private noteBegun(connection: RemoteConnection, named: unknown): void {
+    if (this.begun !== undefined || !isRecord(named)) return;
+    const handle = named['tx'];
+    const id = named['txId'];
+    if (typeof handle !== 'number' || typeof id !== 'string' || !isTxId(id)) return;
+    this.begun = { connection, handle, id };
+  }
+}
+
+/** A read-write begin asked to be lazy, with no read-only option (those need the server's answer at once). */
+function isLazy(options: RemoteBeginOptions): boolean {
+  return (
+    options.lazy === true &&
+    options.readOnly !== true &&
+    options.readTimestamp === undefined &&
+    options.stalenessMs === undefined
+  );
+}
+
+/**
+ * `begin` of `home`, a lazy transaction beginning on the node `route` picks for its first key (connectCluster: the
+ * key's primary's); a client that is not a TCP one, or a closed connection, falls back to home.
+ */
+export function beginRouted(
+  home: RemoteClient,
+  options: RemoteBeginOptions,
+  route: (table: string, key: string) => RemoteClient,
+): Promise<RemoteTransaction> {
+  if (!(home instanceof TcpClient)) return home.begin(options);
+  return home.beginRouted(options, wireRoute(home, route));
+}
+
+/** `transaction` of `home`, each lazy attempt beginning where `route` picks (as `beginRouted`). */
+export function transactionRouted<T>(
+  home: RemoteClient,
+  fn: (tx: RemoteTransaction) => Promise<T>,
+  options: RemoteTransactionOptions,
+  route: (table: string, key: string) => RemoteClient,
+): Promise<T> {
+  if (!(home instanceof TcpClient)) return home.transaction(fn, options);
+  return home.transactionRouted(fn, options, wireRoute(home, route));
+}
+
+function wireRoute(home: TcpClient, route: (table: string, key: string) => RemoteClient): BeginRoute {
+  return (table, key) => {
+    if (table === undefined || key === undefined) return home.wire;
+    const chosen = route(table, key);
+    return chosen instanceof TcpClient && !chosen.closed ? chosen.wire : home.wire;
+  };
 }
 
 function beginOptionsOf(options: RemoteBeginOptions): RemoteBeginOptions {

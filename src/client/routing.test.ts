@@ -6,10 +6,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { isBasaltError } from '../core/errors.js';
+import type { TxId } from '../core/ids.js';
+import { LIMITS } from '../core/limits.js';
 import type { Clock } from '../env/clock.js';
 import { RealTimers } from '../env/real-timers.js';
 import type { Cluster } from '../harness/cluster.js';
 import { type Client, startCluster } from '../index.js';
+import { parseTxId } from '../tx/core/tx-id.js';
 import { nodeClient } from './node-client.js';
 import { connectCluster, ROUTES_MAX_AGE_MS, type RoutingClient } from './routing.js';
 import { ClientServer } from './server.js';
@@ -77,6 +80,85 @@ describe('routing client over TCP (3 nodes, a client port on each)', () => {
     assert.equal(await client.get(T, KEYS[0]!), undefined);
     const read = await client.transaction(async (tx) => tx.get(T, KEYS[1]!));
     assert.deepEqual(read, { v: KEYS[1] });
+  });
+
+  /** Requests of `kind` all three servers received so far. */
+  const served = (kind: string): number =>
+    servers.reduce((sum, s) => sum + ((s.requestsByKind() as ReadonlyMap<string, number>).get(kind) ?? 0), 0);
+
+  it("begins a lazy transaction with its first read, on the node of its first key's primary, which coordinates it", async () => {
+    await until('routes name every primary', () =>
+      KEYS.every((key) => client.routeOf(T, key) === cluster.placement(T, key).primary),
+    );
+    const away = KEYS.find((key) => client.routeOf(T, key) !== 'n1');
+    assert.ok(away !== undefined, 'some key routes away from home');
+    const owner = client.routeOf(T, away);
+    const other = KEYS.find((key) => key !== away);
+    assert.ok(other !== undefined);
+    const begins = served('begin');
+    const piggybacked = served('beginPiggybacked');
+    let id: TxId | undefined;
+    const read = await client.transaction(async (tx) => {
+      const values = await tx.getAll(T, [away, other], { forUpdate: true });
+      id = tx.id;
+      await tx.putAll(T, [
+        { key: away, value: { v: 'lazy' } },
+        { key: other, value: { v: 'lazy' } },
+      ]);
+      return values;
+    });
+    assert.equal(read.length, 2);
+    assert.equal(served('begin'), begins, 'no begin request of its own');
+    assert.equal(served('beginPiggybacked'), piggybacked + 1, 'the begin rode on the getAll');
+    assert.ok(id !== undefined);
+    assert.equal(parseTxId(id).nodeId, cluster.node(owner).ephemeralId, `coordinated on ${owner}`);
+    assert.equal(cluster.node(owner).txState(id)?.state, 'COMMITTED');
+    assert.deepEqual(await client.get(T, away), { v: 'lazy' });
+    assert.deepEqual(await client.get(T, other), { v: 'lazy' });
+  });
+
+  it('commits a lazy write-only transaction in one request, and begins none for one that did nothing', async () => {
+    const commits = served('commit');
+    const begins = served('begin');
+    const piggybacked = served('beginPiggybacked');
+    await client.transaction(async (tx) => {
+      await tx.put(T, KEYS[2]!, { v: 'one request' });
+      await tx.remove(T, KEYS[3]!);
+    });
+    assert.equal(served('commit'), commits + 1);
+    assert.equal(served('beginPiggybacked'), piggybacked + 1);
+    assert.deepEqual(await client.get(T, KEYS[2]!), { v: 'one request' });
+    assert.equal(await client.get(T, KEYS[3]!), undefined);
+    // Nothing read, nothing written: the transaction never begins, and its commit sends nothing.
+    const requests = served('commit') + served('beginPiggybacked') + served('rollback');
+    assert.equal(await client.transaction(async () => 'nothing'), 'nothing');
+    const tx = await client.begin({ lazy: true });
+    await tx.rollback();
+    assert.equal(served('commit') + served('beginPiggybacked') + served('rollback'), requests);
+    assert.equal(served('begin'), begins);
+  });
+
+  it('a lazy first read that fails leaves its transaction begun and usable; concurrent first reads begin it once', async () => {
+    const tx = await client.begin({ lazy: true });
+    // A key above the size limit: refused by the coordinator once the begin riding on the read has begun the tx.
+    const tooLong = 'k'.repeat(LIMITS.keyBytesMax + 1);
+    await assert.rejects(tx.get(T, tooLong), (e: unknown) => isBasaltError(e, 'INVALID_ARGUMENT'));
+    const id = tx.id;
+    assert.equal(tx.id, id, 'begun by the failed read');
+    assert.deepEqual(await tx.get(T, KEYS[2]!), { v: 'one request' });
+    await tx.put(T, KEYS[4]!, { v: 'after a failed read' });
+    await tx.commit();
+    assert.deepEqual(await client.get(T, KEYS[4]!), { v: 'after a failed read' });
+
+    const piggybacked = served('beginPiggybacked');
+    const both = await client.begin({ lazy: true });
+    const [a, b] = await Promise.all([both.get(T, KEYS[2]!), both.get(T, KEYS[4]!, { forUpdate: true })]);
+    assert.deepEqual([a, b], [{ v: 'one request' }, { v: 'after a failed read' }]);
+    assert.equal(served('beginPiggybacked'), piggybacked + 1, 'one begin for the two first reads');
+    await both.rollback();
+    // The lock of the rolled back transaction is gone: another transaction writes the row at once.
+    await client.transaction((t) => t.put(T, KEYS[4]!, { v: 'free' }), { timeoutMs: 2_000 });
+    assert.deepEqual(await client.get(T, KEYS[4]!), { v: 'free' });
   });
 
   it('sends home what it cannot route: an unknown table (its coded error), a key whose node is closed', async () => {

@@ -1,8 +1,10 @@
 /**
  * `connectCluster(['host:port', ...])`: a client of several nodes' client ports that sends each implicit single-key
  * operation (get, put, remove) to the node of the key's primary, so that the node coordinating the operation is the
- * one that executes it, one round trip between nodes fewer than through another node. Transactions and everything
- * else go to the first address's node, the client's home, as `connect` sends them to its one node.
+ * one that executes it, one round trip between nodes fewer than through another node. A lazy read-write transaction
+ * (the default of `transaction`) begins with its first operation on the node of its first key's primary, which
+ * coordinates it (its commit partition is then local there). Everything else goes to the first address's node, the
+ * client's home, as `connect` sends it to its one node.
  *
  * Routes (each partition's primary by index) come from the home node's `primaries`, per table, and are refreshed in
  * the background once older than ROUTES_MAX_AGE_MS (the call that finds them old still uses them). A route is only a
@@ -28,6 +30,7 @@ import { type BackupOptions, type BackupSummary, backup } from './backup.js';
 import type { PutOptions, Value } from './client.js';
 import type { Lease, LeaseKeepAlive } from './leases.js';
 import {
+  beginRouted,
   type ConnectOptions,
   type CreateUserOptions,
   connect,
@@ -36,6 +39,7 @@ import {
   type RemoteTransaction,
   type RemoteTransactionOptions,
   type RemoteWatchOptions,
+  transactionRouted,
   type UserInfo,
 } from './remote.js';
 import { type RestoreOptions, type RestoreSummary, restore } from './restore.js';
@@ -112,13 +116,17 @@ export class RoutingClient implements RemoteClient {
     return this.target(table, key).node;
   }
 
-  begin(options?: RemoteBeginOptions): Promise<RemoteTransaction> {
-    return this.home.begin(options);
+  /** Begins through home; a lazy transaction (`{ lazy: true }`) begins on the node of its first key's primary. */
+  begin(options: RemoteBeginOptions = {}): Promise<RemoteTransaction> {
+    return beginRouted(this.home, options, this.route);
   }
 
-  transaction<T>(fn: (tx: RemoteTransaction) => Promise<T>, options?: RemoteTransactionOptions): Promise<T> {
-    return this.home.transaction(fn, options);
+  /** Each lazy attempt (the default: ConnectOptions.lazyBegin) begins on the node of its first key's primary. */
+  transaction<T>(fn: (tx: RemoteTransaction) => Promise<T>, options: RemoteTransactionOptions = {}): Promise<T> {
+    return transactionRouted(this.home, fn, options, this.route);
   }
+
+  private readonly route = (table: string, key: string): RemoteClient => this.target(table, key);
 
   get(table: string, key: string): Promise<Value | undefined> {
     return this.target(table, key).get(table, key);

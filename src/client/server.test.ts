@@ -297,6 +297,20 @@ describe('client protocol request validation', () => {
     ['missing field', { id: 1, kind: 'get', table: 't' }, 'INVALID_ARGUMENT'],
     ['key of the wrong type', { id: 1, kind: 'get', table: 't', key: 7 }, 'INVALID_ARGUMENT'],
     ['handle 0', { id: 1, kind: 'commit', tx: 0 }, 'INVALID_ARGUMENT'],
+    ['a commit naming no transaction', { id: 1, kind: 'commit' }, 'INVALID_ARGUMENT'],
+    ['a commit beginning its transaction', { id: 1, kind: 'commit', begin: {}, writes: [] }, undefined],
+    [
+      'a read beginning its transaction',
+      { id: 1, kind: 'get', table: 't', key: 'k', begin: { timeoutMs: 5 } },
+      undefined,
+    ],
+    ['a read naming and beginning', { id: 1, kind: 'get', table: 't', key: 'k', tx: 1, begin: {} }, 'INVALID_ARGUMENT'],
+    [
+      'a read-only piggybacked begin',
+      { id: 1, kind: 'getAll', table: 't', keys: [], begin: { readOnly: true } },
+      'INVALID_ARGUMENT',
+    ],
+    ['a malformed retryOf', { id: 1, kind: 'get', table: 't', key: 'k', begin: { retryOf: 'x' } }, 'INVALID_ARGUMENT'],
     ['a number timestamp', { id: 1, kind: 'begin', readTimestamp: 5 }, 'INVALID_ARGUMENT'],
     ['keys with a number', { id: 1, kind: 'getAll', table: 't', keys: ['a', 1] }, 'INVALID_ARGUMENT'],
     [

@@ -61,7 +61,9 @@ import {
   type ClientResponse,
   clientHelloProblem,
   helloCredentials,
+  type PiggybackedBegin,
   parseRequest,
+  type RequestKind,
   type RequestOf,
   type ServerHello,
   type TxHandle,
@@ -177,6 +179,7 @@ export class ClientServer {
   private readonly sessions = new Set<ClientSession>();
   /** Rollbacks of closed connections' transactions still running; `close()` waits for them. */
   private readonly rollbacks = new Set<Promise<void>>();
+  private readonly requestCounts = new Map<RequestKind | 'beginPiggybacked', number>();
   private readonly limits: SessionLimits;
   private readonly authenticator: Authenticator | undefined;
   private closed = false;
@@ -208,6 +211,11 @@ export class ClientServer {
   }
 
   /** Logins and refusals so far (all zero on a server that does not check users), for /metrics. */
+  /** Well-formed requests received, by kind, over every connection so far (`beginPiggybacked`: begins riding on another). */
+  requestsByKind(): ReadonlyMap<RequestKind | 'beginPiggybacked', number> {
+    return new Map(this.requestCounts);
+  }
+
   authCounters(): AuthCounters {
     return this.authenticator?.counters() ?? { auth_logins_total: 0, auth_failures_total: 0, auth_throttled_total: 0 };
   }
@@ -299,6 +307,7 @@ export class ClientServer {
       this.authenticator,
       {
         diagnose: (kind, message) => this.diagnose(kind, message, remoteOf(socket)),
+        onRequest: (kind) => this.requestCounts.set(kind, (this.requestCounts.get(kind) ?? 0) + 1),
         onRollback: (rollback) => {
           this.rollbacks.add(rollback);
           void rollback.finally(() => this.rollbacks.delete(rollback));
@@ -320,6 +329,8 @@ export class ClientServer {
 
 interface SessionEvents {
   readonly diagnose: (kind: NetDiagnosticKind, message: string) => void;
+  /** A well-formed request arrived (a begin riding on another request counts as `beginPiggybacked`). */
+  readonly onRequest: (kind: RequestKind | 'beginPiggybacked') => void;
   readonly onRollback: (rollback: Promise<void>) => void;
   readonly onClose: () => void;
 }
@@ -549,6 +560,8 @@ class ClientSession {
       else this.respond({ id: parsed.id, error: parsed.error });
       return;
     }
+    this.events.onRequest(parsed.request.kind);
+    if (Object.hasOwn(parsed.request, 'begin')) this.events.onRequest('beginPiggybacked');
     if (this.inFlight < this.limits.requestsInFlightMax) {
       this.start(parsed.request);
     } else if (this.queued.length < this.limits.requestsInFlightMax) {
@@ -597,9 +610,9 @@ class ClientSession {
       case 'begin':
         return this.begin(request);
       case 'get':
-        return this.get(request);
+        return this.beginning(request.begin, request.tx, (tx) => this.get({ ...request, tx }));
       case 'getAll':
-        return this.getAll(request);
+        return this.beginning(request.begin, request.tx, (tx) => this.getAll({ ...request, tx }));
       case 'put':
         return this.put(request);
       case 'putAll':
@@ -613,7 +626,9 @@ class ClientSession {
           tx.scan(request.table, request.range as ScanRange, request.options as ScanOptions | undefined),
         ).then((entries) => ({ entries }));
       case 'commit':
-        return this.commit(request.tx, (request.writes ?? []) as readonly TxWrite[]);
+        return this.beginning(request.begin, request.tx, (tx) =>
+          this.commit(tx!, (request.writes ?? []) as readonly TxWrite[]),
+        );
       case 'rollback':
         return this.rollback(request.tx);
       case 'createTable':
@@ -713,7 +728,41 @@ class ClientSession {
     }
   }
 
-  private async begin(request: RequestOf<'begin'>): Promise<unknown> {
+  /**
+   * Runs a request in the transaction `tx` names, or first begins one when the request carries a begin
+   * (protocol.ts PiggybackedBegin): its handle and id are answered with the result, or in the error's details, since the
+   * transaction stays open when the request failed (the client rolls it back, as after any failed operation).
+   */
+  private async beginning(
+    begin: PiggybackedBegin | undefined,
+    tx: TxHandle | undefined,
+    run: (tx: TxHandle | undefined) => Promise<unknown>,
+  ): Promise<unknown> {
+    if (begin === undefined) return run(tx);
+    const begun = await this.begin({ id: UNATTRIBUTED_REQUEST_ID, kind: 'begin', ...begin });
+    const named = { tx: begun.tx, txId: begun.txId };
+    let result: unknown;
+    try {
+      result = await run(begun.tx);
+    } catch (error) {
+      const e = error instanceof BasaltError ? error : new BasaltError('INTERNAL', String(error), undefined);
+      throw new BasaltError(
+        e.code,
+        e.toData().message,
+        { ...e.details, begun: named },
+        {
+          cause: error,
+          executed: e.executed,
+          ...(e.hint !== undefined && { hint: e.hint }),
+        },
+      );
+    }
+    return { ...(result as Record<string, unknown>), begun: named };
+  }
+
+  private async begin(
+    request: RequestOf<'begin'>,
+  ): Promise<{ tx: TxHandle; txId: TxId; readOnly: boolean; readTimestamp: HybridTimestamp | undefined }> {
     if (this.txs.size + this.beginsInFlight >= this.limits.txHandlesMax) {
       throw new BasaltError('OVERLOADED', `at most ${this.limits.txHandlesMax} open transactions per connection`, {
         txHandlesMax: this.limits.txHandlesMax,

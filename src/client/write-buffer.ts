@@ -10,7 +10,6 @@
  * past LIMITS.txBatchKeysMax writes or half a frame of bytes, which keeps memory and the commit's frame bounded.
  */
 import { BasaltError } from '../core/errors.js';
-import type { TxId } from '../core/ids.js';
 import { LIMITS } from '../core/limits.js';
 import { decode } from '../net/codec.js';
 import type { Value } from '../storage/mv-partition-storage.js';
@@ -31,7 +30,8 @@ export class WriteBuffer {
   private closed = false;
 
   constructor(
-    private readonly txId: TxId,
+    /** The transaction's id, for errors (a lazy one has none before it began). */
+    private readonly txName: () => string,
     private readonly sink: WriteSink,
   ) {}
 
@@ -96,7 +96,8 @@ export class WriteBuffer {
 
   private async keep(writes: readonly TxWrite[], bytes: number): Promise<void> {
     if (this.closed) {
-      throw new BasaltError('TX_ALREADY_FINISHED', `tx ${this.txId} is finished or finishing`, { txId: this.txId });
+      const txId = this.txName();
+      throw new BasaltError('TX_ALREADY_FINISHED', `tx ${txId} is finished or finishing`, { txId });
     }
     for (const w of writes) this.writes.push(w);
     this.bytes += bytes;

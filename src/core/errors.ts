@@ -77,6 +77,11 @@ export const ERROR_CODES = {
    * kept: its outcome is unknown to the sender (rule 7), so the tx must abort; a new tx may retry.
    */
   TX_OP_STALE: { retryable: true },
+  /**
+   * The id of a transaction begun lazily (`{ lazy: true }`, `transaction()` over TCP) was read before its first
+   * operation reached its node.
+   */
+  TX_NOT_BEGUN: { retryable: false },
   /** The transaction outlived its timeout (`timeoutMs`, 30 s by default); no commit is sent at or past its deadline. */
   TX_TIMEOUT: { retryable: true },
   /**
