@@ -1,5 +1,5 @@
 /**
- * `basalt demo`: a bank workload against a running cluster over `connect()`. Writers move money between accounts in
+ * `basalt demo`: a bank workload against a running cluster over `connect()` (several addresses: `connectCluster`). Writers move money between accounts in
  * read-write transactions; an auditor repeatedly reads every account in one read-only transaction and checks that the
  * snapshot sums to the total (a snapshot that does not is a failed check). A progress line each second shows
  * throughput, p99 commit latency, RO checks passed and, when the nodes' metrics endpoints answer, the write intent
@@ -7,11 +7,13 @@
  * code is 1 if any check failed.
  */
 import { connect, type RemoteClient } from '../client/remote.js';
+import { connectCluster } from '../client/routing.js';
 import { isBasaltError } from '../core/errors.js';
 import { parseMetrics } from './admin.js';
 import { log } from './common.js';
 
 export interface DemoOptions {
+  /** One client port, or several comma separated (`connectCluster`: a transfer begins on its first key's node). */
   readonly connect: string;
   readonly metrics: readonly string[];
   readonly table: string;
@@ -33,7 +35,8 @@ interface Tally {
 }
 
 export async function demo(options: DemoOptions): Promise<boolean> {
-  const client = await connect(options.connect);
+  const addresses = options.connect.split(',').filter((a) => a.length > 0);
+  const client = addresses.length > 1 ? await connectCluster(addresses) : await connect(options.connect);
   try {
     await prepare(client, options);
     const tally: Tally = { transfers: 0, failures: 0, roPassed: 0, roFailed: 0, latenciesMs: [] };

@@ -610,7 +610,11 @@ withCredentials(program.command('console'))
 program
   .command('demo')
   .description('run a bank workload against a running cluster with a live progress line and a final report')
-  .option('--connect <host:port>', 'a node client port', DEFAULT_CONNECT)
+  .option(
+    '--connect <list>',
+    'node client ports, comma separated (with several, each transfer begins on the node of its first key)',
+    DEFAULT_CONNECT,
+  )
   .option('--metrics <list>', 'metrics endpoints for the resolution counters (comma separated)', DEFAULT_METRICS)
   .option('--table <name>', 'the bank table (created if missing)', 'bank')
   .option('--accounts <n>', 'number of accounts', positiveInt, 20)

@@ -4,9 +4,10 @@
  * 1. absorb commitTs (rule 8), check primacy (PRIMARY_MISS if this node does not act for the partition);
  * 2. close the tx's operation record (no new operation of the tx runs here), map → final ('cleanup-request') when an
  *    outcome is given, fail the tx's lock waiters, wait for its operations in flight;
- * 3. unless unlock-only: if the tx has intents here, propose its write-intent switch (coalesced, below) and await
- *    its apply (on the commit partition the FinishTx entry already switched them, so there is usually none left);
- * 4. release every lock of the tx.
+ * 3. unless unlock-only: if the tx has intents here, propose its write-intent switch (coalesced, below), release
+ *    every lock of a committed tx once that switch is proposed, and await its apply (on the commit partition the
+ *    FinishTx entry already switched them, so there is usually none left);
+ * 4. release every lock of the tx (all of them, when there was no switch).
  * Idempotent: a repeated cleanup finds no intents and no locks and succeeds again. Unlock-only (a tx that
  * wrote nothing anywhere) skips the switch; it still waits for operations in flight, so that none acquires a lock
  * after the release, and its map entry goes final too, with the tx's true outcome (seed 002, rule 11), so that it is
@@ -19,8 +20,10 @@
  * Switches are coalesced per partition (coalesced-proposals.ts): while one switch command of the partition is being
  * replicated, the switches of the cleanups that arrive meanwhile wait and then go into one WriteIntentSwitchAll (at
  * most intentSwitchBatchMax txs; a lone one stays a WriteIntentSwitch), so that under load a tx costs a fraction of a
- * Raft entry per enlisted partition. Each cleanup still awaits the apply of the command that holds its switch
- * before it releases the tx's locks; a failed proposal fails every cleanup it carried, as a single one would.
+ * Raft entry per enlisted partition. Each cleanup of a committed tx releases its locks once the command that holds its
+ * switch is proposed, so a hot key's next writer waits for one Raft round less (an abort's once it applied); the cleanup answers once that command applied,
+ * and a failed proposal fails every cleanup it carried, as a single one would (the intents stay; whoever meets one
+ * resolves it, as after lost locks).
  *
  * The commit partition's cleanup driver sends these requests after the finish was answered, so a request on this
  * primary may meet a finished tx's locks first: the cleanup then runs in line, as the request would (inline-cleanup.ts;
@@ -50,7 +53,13 @@ export async function cleanupPartition(p: PartitionReplica, request: TxCleanupRe
   p.locks.failWaiters(txId);
   await p.operations.whenIdle(txId);
   if (!request.unlockOnly && p.mv.rowsWrittenBy(txId).length > 0) {
-    await switchCoalescer(p).submit({ txId, commit: outcome.state === 'COMMITTED', commitTs: commitTs ?? null });
+    // A commit's locks go as soon as its switch is in the log: every later write here is proposed after it, so it
+    // applies after the switch, and a read under a later holder's lock reads through the intent of a tx COMMITTED
+    // here (handlers/read-write.ts "Finished writers"). An abort keeps them until its switch applied (a read would
+    // have to read below the intent). The cleanup answers once the switch applied.
+    const commit = outcome.state === 'COMMITTED';
+    const item = { txId, commit, commitTs: commitTs ?? null };
+    await switchCoalescer(p).submit(item, commit ? () => p.locks.releaseAll(txId) : undefined);
   }
   p.locks.releaseAll(txId);
 }

@@ -751,7 +751,7 @@ describe('TxFinishRequest and cleanup', () => {
     assert.equal(typeof fits, 'function');
   });
 
-  it('cleanups that arrive while a switch is replicated go into one WriteIntentSwitchAll; each tx keeps its locks until that entry applied', async () => {
+  it("cleanups that arrive while a switch is replicated go into one WriteIntentSwitchAll; a commit's locks go once its switch is proposed", async () => {
     const h = await Cluster.start(SEED);
     const primary = h.primary(P1);
     const txs = [h.newTx(), h.newTx(), h.newTx()];
@@ -761,13 +761,13 @@ describe('TxFinishRequest and cleanup', () => {
     await h.converge();
     const commitTs = h.coord.now();
     const hosted = h.hosted(primary, P1);
-    const switched: { kind: string; txIds: readonly TxId[]; lockedAtApply: readonly boolean[] }[] = [];
+    const switched: { kind: string; txIds: readonly TxId[]; locked: readonly boolean[] }[] = [];
     primary.replicas.get(P1)!.stateMachine.onApplied((entries) => {
       for (const { command } of entries) {
         if (command?.kind === 'WriteIntentSwitch' || command?.kind === 'WriteIntentSwitchAll') {
           const txIds = command.kind === 'WriteIntentSwitch' ? [command.txId] : command.switches.map((s) => s.txId);
-          const lockedAtApply = txIds.map((tx) => hosted.locks.locksOf(tx).length > 0);
-          switched.push({ kind: command.kind, txIds, lockedAtApply });
+          const locked = txs.map((tx) => hosted.locks.locksOf(tx).length > 0);
+          switched.push({ kind: command.kind, txIds, locked });
         }
       }
     });
@@ -781,11 +781,12 @@ describe('TxFinishRequest and cleanup', () => {
       }),
     );
     for (const cleanup of cleanups) assert.deepEqual((await h.settle(cleanup)).cleaned, [P1]);
+    // The first tx's locks went when its switch was proposed, before it applied; the two queued behind that switch
+    // kept theirs until their own command was proposed, and it holds both.
     assert.deepEqual(switched, [
-      { kind: 'WriteIntentSwitch', txIds: [txs[0]], lockedAtApply: [true] },
-      { kind: 'WriteIntentSwitchAll', txIds: [txs[1], txs[2]], lockedAtApply: [true, true] },
+      { kind: 'WriteIntentSwitch', txIds: [txs[0]], locked: [false, true, true] },
+      { kind: 'WriteIntentSwitchAll', txIds: [txs[1], txs[2]], locked: [false, false, false] },
     ]);
-    for (const tx of txs) assert.deepEqual(hosted.locks.locksOf(tx), [], 'released after the apply');
     await h.converge();
     for (const m of h.members.values()) {
       const mv = h.hosted(m, P1).mv;
@@ -795,6 +796,57 @@ describe('TxFinishRequest and cleanup', () => {
         assert.equal(m.map.entry(tx)?.state, 'COMMITTED', `${m.name}: ${tx}`);
       }
     }
+  });
+
+  it("the next holder of a committed writer's lock reads through its intent before the switch applied; an aborted writer's lock waits for its switch", async () => {
+    const h = await Cluster.start(SEED);
+    const primary = h.primary(P1);
+    const hosted = h.hosted(primary, P1);
+    const writer = h.newTx();
+    await h.rw(primary, rwRequest(P1, writer, 1, { op: 'put', key: 'r', value: 'new' }));
+    await h.converge();
+    const commitTs = h.coord.now();
+    const reader = h.newTx();
+    const readerLockedAtSwitch: boolean[] = [];
+    primary.replicas.get(P1)!.stateMachine.onApplied((entries) => {
+      for (const { command } of entries) {
+        if (command?.kind !== 'WriteIntentSwitch' || command.txId !== writer) continue;
+        readerLockedAtSwitch.push(hosted.locks.holders(rowLockKey(P1, 'r')).some((l) => l.txId === reader));
+      }
+    });
+    const read = h.call<ReadWriteResponse>(
+      primary.name,
+      rwRequest(P1, reader, 1, { op: 'get', key: 'r', forUpdate: true }),
+    );
+    read.catch(() => {});
+    await h.scheduler.run({ forMs: 20 });
+    const cleanup = h.call<TxCleanupResponse>(primary.name, {
+      kind: 'TxCleanupRequest',
+      txId: writer,
+      partitions: [P1],
+      unlockOnly: false,
+      outcome: { state: 'COMMITTED', commitTs },
+    });
+    assert.deepEqual((await h.settle(read)).result, { op: 'get', value: { found: true, value: 'new' } });
+    assert.deepEqual((await h.settle(cleanup)).cleaned, [P1]);
+    assert.deepEqual(readerLockedAtSwitch, [true], "the reader held the row's lock before the switch applied");
+
+    // An abort keeps its locks until its switch applied: the reader then finds the row as it was before the intent.
+    const aborted = h.newTx();
+    await h.rw(primary, rwRequest(P1, aborted, 1, { op: 'put', key: 'a', value: 'gone' }));
+    const second = h.newTx();
+    const waiting = h.call<ReadWriteResponse>(primary.name, rwRequest(P1, second, 1, { op: 'get', key: 'a' }));
+    waiting.catch(() => {});
+    await h.scheduler.run({ forMs: 20 });
+    const abortCleanup = h.call<TxCleanupResponse>(primary.name, {
+      kind: 'TxCleanupRequest',
+      txId: aborted,
+      partitions: [P1],
+      unlockOnly: false,
+      outcome: { state: 'ABORTED' },
+    });
+    assert.deepEqual((await h.settle(waiting)).result, { op: 'get', value: { found: false } });
+    assert.deepEqual((await h.settle(abortCleanup)).cleaned, [P1]);
   });
 
   it('a cleanup for a partition this node is not primary of answers PRIMARY_MISS', async () => {

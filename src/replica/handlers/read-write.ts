@@ -29,7 +29,11 @@
  * `inlineSettleWaitMsMax`: an unreachable commit partition must not hold its locks long). A waiter settles the key's
  * holders again while it waits, since a holder open when the wait began may finish meanwhile.
  *
- * Lost locks (ignite3-protocol.md §8): a foreign intent met under our lock is resolved to its tx's final outcome
+ * Finished writers: a cleanup releases its tx's locks once the intent switch is proposed, so a foreign intent met under
+ * our lock may be that of a tx COMMITTED here whose switch has not applied yet: a read reads through it (see
+ * `committedHere`), and a write lands after the switch in the log.
+ *
+ * Lost locks (ignite3-protocol.md §8): any other foreign intent met under our lock is resolved to its tx's final outcome
  * (resolution/lost-locks.ts: the local map, else its coordinator, which aborts the tx if still pending, else its
  * commit partition's recovery), switched through Raft like a cleanup of that tx on this partition, and the read or
  * write runs again, still under our locks and our lease (at most `lostLockResolutionsMax` intents per operation). No
@@ -422,12 +426,39 @@ function readKey(p: PartitionReplica, txId: TxId, key: string, expiry: EarliestE
   return rowId === undefined ? { found: false } : latest(p, txId, key, expiry.note(p.mv.readLatest(rowId, expiry.now)));
 }
 
-/** The latest value: own intent or committed version; a foreign intent under our lock is a lost lock (see header). */
+/**
+ * The latest value: own intent or committed version. A foreign intent under our lock is that of a finished writer
+ * whose switch is in the log (read through it when it committed), or else a lost lock (see header).
+ */
 function latest(p: PartitionReplica, txId: TxId, key: string, read: ReadResult): FoundValue {
   if (read.kind === 'empty') return { found: false };
-  if (read.kind === 'intent' && read.txId !== txId) throw foreignIntent(p, key, read.txId);
+  if (read.kind === 'intent' && read.txId !== txId) {
+    if (!committedHere(p, read)) throw foreignIntent(p, key, read.txId);
+  }
   return read.value === TOMBSTONE ? { found: false } : { found: true, value: read.value };
 }
+
+/**
+ * Finished writers: a cleanup releases a tx's locks once its intent switch is proposed (partition-cleanup.ts), so
+ * the next holder of a lock may meet that tx's intent before the switch applied. When this node's map holds the tx
+ * COMMITTED (a true outcome: rule 11), the intent is the latest committed version, and a read under our lock reads it
+ * (its commitTs absorbed first, rule 8): every write of ours here is proposed after that switch and applies after it.
+ * An intent with an expiry, or of an aborted or unfinished tx, goes the lost-lock way (resolved, switched, read again).
+ */
+function committedHere(p: PartitionReplica, read: ReadResult & { readonly kind: 'intent' }): boolean {
+  if (read.expiry !== undefined) return false;
+  const entry = p.txStateMap.entry(read.txId);
+  if (entry?.state !== 'COMMITTED' || entry.commitTimestamp === undefined) return false;
+  p.clock.update(entry.commitTimestamp);
+  p.counters.add(READ_WRITE_COUNTERS.committedReadThroughs);
+  return true;
+}
+
+/** Names of the node counters bumped here. */
+export const READ_WRITE_COUNTERS = {
+  /** Reads under a lock that read through the intent of a tx COMMITTED here whose switch had not applied yet. */
+  committedReadThroughs: 'locks.committedReadThroughs',
+} as const;
 
 function scan(p: PartitionReplica, txId: TxId, range: KeyRange, limit: number, expiry: EarliestExpiry): RwResult {
   const rows: { key: string; value: Value }[] = [];

@@ -23,7 +23,10 @@ export interface CoalescerOptions<I> {
   readonly key: (item: I) => string;
   /** One command holds no two items with the same distinct key (a tx switched twice, say). */
   readonly distinct: (item: I) => string;
-  /** Proposes one command holding `items`; resolves once it applied here, rejects as the proposal failed. */
+  /**
+   * Proposes one command holding `items`, handing it to Raft before its first await; resolves once it applied here,
+   * rejects as the proposal failed.
+   */
   readonly propose: (items: readonly I[]) => Promise<void>;
   /**
    * For bookkeeping nobody waits on: a command is proposed only `delayMs` after the first item reached an idle
@@ -32,10 +35,17 @@ export interface CoalescerOptions<I> {
   readonly gather?: { readonly timers: Timers; readonly delayMs: number };
 }
 
+interface Waiter {
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+  /** Told once the command holding the item was proposed (its place in the log is then before any later proposal). */
+  readonly onProposed: (() => void) | undefined;
+}
+
 interface Queued<I> {
   readonly item: I;
   readonly key: string;
-  readonly waiters: { readonly resolve: () => void; readonly reject: (error: unknown) => void }[];
+  readonly waiters: Waiter[];
 }
 
 export class ProposalCoalescer<I> {
@@ -52,13 +62,17 @@ export class ProposalCoalescer<I> {
     return this.queue.length;
   }
 
-  submit(item: I): Promise<void> {
+  /**
+   * `onProposed` runs once the command holding the item has been handed to Raft (before it applies): a proposal made
+   * after that lands later in the partition's log.
+   */
+  submit(item: I, onProposed?: () => void): Promise<void> {
     return new Promise((resolve, reject) => {
       const key = this.options.key(item);
       const queued = this.byKey.get(key);
-      if (queued !== undefined) queued.waiters.push({ resolve, reject });
+      if (queued !== undefined) queued.waiters.push({ resolve, reject, onProposed });
       else {
-        const entry: Queued<I> = { item, key, waiters: [{ resolve, reject }] };
+        const entry: Queued<I> = { item, key, waiters: [{ resolve, reject, onProposed }] };
         this.queue.push(entry);
         this.byKey.set(key, entry);
       }
@@ -74,7 +88,11 @@ export class ProposalCoalescer<I> {
       const batch = this.take();
       let failure: { readonly error: unknown } | undefined;
       try {
-        await this.options.propose(batch.map((q) => q.item));
+        // `propose` hands the command to Raft before its first await (PartitionReplica.propose is synchronous up to
+        // the Raft queue), so the command is in place once it returned its promise.
+        const proposed = this.options.propose(batch.map((q) => q.item));
+        for (const q of batch) for (const w of q.waiters) w.onProposed?.();
+        await proposed;
       } catch (error) {
         failure = { error };
       }

@@ -146,6 +146,8 @@ export class PartitionReplica {
   readonly proposals: ProposalTracker;
   readonly timing: LeaseTiming;
   readonly locks: LockManager;
+  /** The node's counters (handlers bump theirs here). */
+  readonly counters: CounterSink;
   readonly operations = new TxOperations<ReadWriteResponse>();
   /** Writes answered before they applied, until the coordinator confirms them (pipelined-writes.ts). */
   readonly pipeline: PipelinedWrites;
@@ -220,11 +222,12 @@ export class PartitionReplica {
     this.txTimeoutMs = options.txTimeoutMs ?? LIMITS.txTimeoutMsDefault;
     this.readWaitMs = options.readWaitMs ?? LIMITS.replicaReadWaitMsDefault;
     this.leaseStartWaitMs = options.leaseStartWaitMs ?? LIMITS.replicaLeaseStartWaitMsMax;
+    this.counters = options.counters ?? NO_COUNTERS;
     this.lockTable = new LeaseLockTable({
       ...(options.locks === undefined ? {} : { locks: options.locks }),
       timers: this.timers,
       lockWaitTimeoutMs: options.lockWaitTimeoutMs ?? LIMITS.replicaLockWaitTimeoutMsDefault,
-      counters: options.counters ?? NO_COUNTERS,
+      counters: this.counters,
       lease: this.currentToken(),
     });
     this.locks = this.lockTable.locks;

@@ -48,6 +48,11 @@ export const COVERAGE_MARKS: readonly CoverageMark[] = [
   },
   { name: 'wait-die-death', description: 'a lock request died under wait-die', counters: ['locks.waitDieDeaths'] },
   {
+    name: 'committed-read-through',
+    description: "a read under a lock read through a committed writer's intent before its switch applied",
+    counters: ['locks.committedReadThroughs'],
+  },
+  {
     name: 'cleanup-rescan',
     description: 'the cleanup driver re-drove an unfinished cleanup from its rescan',
     counters: ['cleanup.rescanRuns'],
