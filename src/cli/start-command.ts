@@ -183,10 +183,11 @@ export async function runStart(options: StartSettings): Promise<void> {
       await ensureTable(node, spec);
       await until(() => aborted.signal.aborted || node.metastorage.table(spec.name) !== undefined, READY_WAIT_MS);
     }
-    // Ready means a first request can be served: every partition of these tables this node hosts has a primary (the
-    // supervisor's ready line waits for every node, so every partition of the tables is covered).
+    // Ready means a first request can be served: every partition of these tables this node hosts has a primary, or
+    // rests under a known Raft leader (the request wakes it, and its leader takes a lease). The supervisor's ready
+    // line waits for every node, so every partition of the tables is covered.
     const tables = options.tables.map((t) => t.name);
-    if (!(await until(() => aborted.signal.aborted || hostedPartitionsHavePrimaries(node, tables), READY_WAIT_MS))) {
+    if (!(await until(() => aborted.signal.aborted || hostedPartitionsServable(node, tables), READY_WAIT_MS))) {
       logger.warn({ waitedMs: READY_WAIT_MS }, 'some partitions have no primary yet');
     }
     // A node stopped before it was ready prints no ready line: a supervisor would read it as readiness.
@@ -432,7 +433,12 @@ async function probeCluster(
 
 /** Polls `condition` on real time; false if it did not hold within `timeoutMs`. */
 /** True once every partition of `tables` that `node` hosts has a current primary as the node knows it. */
-function hostedPartitionsHavePrimaries(node: BasaltNode, tables: readonly string[]): boolean {
+/**
+ * Every partition of `tables` assigned to this node is hosted here and has a primary, or rests: its Raft group is
+ * quiet under a known leader (an idle partition's lease lapses by design, so a node restarted while partitions rest
+ * would otherwise never be ready).
+ */
+function hostedPartitionsServable(node: BasaltNode, tables: readonly string[]): boolean {
   const hosted = node.hostedPartitions();
   const assigned = new Map(node.metastorage.view().assignments);
   for (const name of tables) {
@@ -441,7 +447,9 @@ function hostedPartitionsHavePrimaries(node: BasaltNode, tables: readonly string
     for (let i = 0; i < table.partitions; i++) {
       const partition = tablePartitionId(table.id, i);
       if (!assigned.get(partition)?.includes(node.self.name)) continue;
-      if (!hosted.has(partition) || node.partitions.primaryOf?.(partition) === undefined) return false;
+      if (!hosted.has(partition)) return false;
+      const resting = node.raft.isQuiet(partition) && (node.raft.status(partition)?.leader ?? null) !== null;
+      if (node.partitions.primaryOf?.(partition) === undefined && !resting) return false;
     }
   }
   return true;
