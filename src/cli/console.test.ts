@@ -2,7 +2,7 @@
  * The web console (console/console-http.ts) on a real 3-node `basalt cluster`: its JSON endpoints read over HTTP, and
  * the page in headless Chromium (driven by puppeteer-core): it loads without console errors, shows the three nodes
  * and every partition's leader, finds an open transaction of the test and a key the test wrote, and turns a killed
- * node red. Screenshots go to .basalt/artifacts/console/. Without Chromium the browser part skips, saying why.
+ * node red. Screenshots go to .basalt/artifacts/console/. Without Chromium the browser part fails, saying how to get it.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type TestContext, test } from 'node:test';
+import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import puppeteer, { type Page } from 'puppeteer-core';
@@ -186,7 +186,7 @@ test('console on a real 3-node cluster: JSON endpoints, then the page in headles
       assert.match(stdout, /n1 self, n2 live, n3 live; 4 partitions/);
       await assert.rejects(run(process.execPath, [MAIN, 'console', '--connect', '127.0.0.1:1']), { code: 1 });
     });
-    await t.test('the page in headless Chromium', (tt) => browser(tt, cluster, shared.txId));
+    await t.test('the page in headless Chromium', () => browser(cluster, shared.txId));
     await open.rollback().catch(() => {});
   } finally {
     await client?.close().catch(() => {});
@@ -392,11 +392,11 @@ async function eventsJson(metrics: string, client: RemoteClient): Promise<void> 
   }
 }
 
-async function browser(t: TestContext, cluster: Cluster, txId: string): Promise<void> {
-  if (!existsSync(CHROMIUM)) {
-    t.skip(`chromium not found at ${CHROMIUM} (apt-get install -y chromium, or set BASALT_CHROMIUM)`);
-    return;
-  }
+async function browser(cluster: Cluster, txId: string): Promise<void> {
+  assert.ok(
+    existsSync(CHROMIUM),
+    `chromium not found at ${CHROMIUM}: the console's browser check needs it (apt-get install -y chromium, or set BASALT_CHROMIUM)`,
+  );
   mkdirSync(ARTIFACTS, { recursive: true });
   const chrome = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
   try {
