@@ -1108,6 +1108,7 @@ class TcpTransaction implements RemoteTransaction {
     key: string | undefined,
     named: (begun: Begun) => Promise<unknown>,
     piggybacked: (connection: RemoteConnection, begin: PiggybackedBegin) => Promise<unknown>,
+    namesIn: (result: unknown) => unknown = (result) => (isRecord(result) ? result['begun'] : undefined),
   ): Promise<unknown> {
     // Checked again after every wait, in the same turn as the begin is started: two first requests begin once.
     while (this.beginning !== undefined) await this.beginning;
@@ -1117,7 +1118,7 @@ class TcpTransaction implements RemoteTransaction {
     const connection = lazy.route(table, key);
     const answer = piggybacked(connection, lazy.begin);
     const beginning = answer.then(
-      (result) => this.noteBegun(connection, isRecord(result) ? result['begun'] : undefined),
+      (result) => this.noteBegun(connection, namesIn(result)),
       (error: unknown) => this.noteBegun(connection, isBasaltError(error) ? error.details?.['begun'] : undefined),
     );
     this.beginning = beginning;
@@ -1129,27 +1130,18 @@ class TcpTransaction implements RemoteTransaction {
     }
   }
 
-  /** The begun transaction; a lazy one that has not begun begins now, with a request of its own. */
+  /** The begun transaction; a lazy one that has not begun begins now, with a begin request of its own. */
   private async ensureBegun(table: string | undefined, key: string | undefined): Promise<Begun> {
-    while (this.beginning !== undefined) await this.beginning;
-    if (this.begun !== undefined) return this.begun;
-    const lazy = this.lazy;
-    assert(lazy !== undefined, 'a transaction is begun or lazy');
-    const connection = lazy.route(table, key);
-    const answer = connection.call({ kind: 'begin', ...lazy.begin });
-    const beginning = answer.then(
-      (result) => this.noteBegun(connection, result),
-      () => {},
+    await this.first(
+      table,
+      key,
+      async () => undefined,
+      (connection, begin) => connection.call({ kind: 'begin', ...begin }),
+      (result) => result,
     );
-    this.beginning = beginning;
-    try {
-      await answer;
-    } finally {
-      await beginning;
-      if (this.beginning === beginning) this.beginning = undefined;
-    }
-    if (this.begun === undefined)
+    if (this.begun === undefined) {
       throw new BasaltError('MALFORMED_FRAME', 'the server answered begin without a transaction');
+    }
     return this.begun;
   }
 
