@@ -610,9 +610,11 @@ class ClientSession {
       case 'begin':
         return this.begin(request);
       case 'get':
-        return this.beginning(request.begin, request.tx, (tx) => this.get({ ...request, tx }));
+        if (request.begin === undefined) return this.get(request);
+        return this.beginning(request.begin, (tx) => this.get({ ...request, tx }));
       case 'getAll':
-        return this.beginning(request.begin, request.tx, (tx) => this.getAll({ ...request, tx }));
+        if (request.begin === undefined) return this.getAll(request);
+        return this.beginning(request.begin, (tx) => this.getAll({ ...request, tx }));
       case 'put':
         return this.put(request);
       case 'putAll':
@@ -625,10 +627,11 @@ class ClientSession {
         return this.onTx(request.tx, (tx) =>
           tx.scan(request.table, request.range as ScanRange, request.options as ScanOptions | undefined),
         ).then((entries) => ({ entries }));
-      case 'commit':
-        return this.beginning(request.begin, request.tx, (tx) =>
-          this.commit(tx!, (request.writes ?? []) as readonly TxWrite[]),
-        );
+      case 'commit': {
+        const writes = (request.writes ?? []) as readonly TxWrite[];
+        if (request.begin === undefined) return this.commit(request.tx!, writes);
+        return this.beginning(request.begin, (tx) => this.commit(tx, writes));
+      }
       case 'rollback':
         return this.rollback(request.tx);
       case 'createTable':
@@ -729,16 +732,11 @@ class ClientSession {
   }
 
   /**
-   * Runs a request in the transaction `tx` names, or first begins one when the request carries a begin
-   * (protocol.ts PiggybackedBegin): its handle and id are answered with the result, or in the error's details, since the
-   * transaction stays open when the request failed (the client rolls it back, as after any failed operation).
+   * Begins a transaction for a request that carries a begin (protocol.ts PiggybackedBegin), then runs the request in
+   * it: its handle and id are answered with the result, or in the error's details, since the transaction stays open
+   * when the request failed (the client rolls it back, as after any failed operation).
    */
-  private async beginning(
-    begin: PiggybackedBegin | undefined,
-    tx: TxHandle | undefined,
-    run: (tx: TxHandle | undefined) => Promise<unknown>,
-  ): Promise<unknown> {
-    if (begin === undefined) return run(tx);
+  private async beginning(begin: PiggybackedBegin, run: (tx: TxHandle) => Promise<unknown>): Promise<unknown> {
     const begun = await this.begin({ id: UNATTRIBUTED_REQUEST_ID, kind: 'begin', ...begin });
     const named = { tx: begun.tx, txId: begun.txId };
     let result: unknown;
