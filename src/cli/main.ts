@@ -662,6 +662,7 @@ program
   .option('--workers <n>', 'concurrent clients, spread over the nodes', positiveInt, 5)
   .option('--partitions <n>', "partitions of the workload's table", positiveInt, 4)
   .option('--rest', 'idle partitions rest and their Raft groups go quiet, as `basalt start` runs them')
+  .option('--parallel-commit', 'coordinators commit in parallel with their last writes (a committing record)')
   .option('--history <file>', 'write the history as JSON Lines (several runs: <file>.<workload>.<seed>.jsonl)')
   .option('--trace-lines <n>', 'scheduler events shown for a failing run', positiveInt, 40)
   .addHelpText(
@@ -695,6 +696,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
       workers: number;
       partitions: number;
       rest?: boolean;
+      parallelCommit?: boolean;
       history?: string;
       traceLines: number;
     }) => {
@@ -710,6 +712,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
         workers: options.workers,
         partitions: options.partitions,
         rest: options.rest === true,
+        parallelCommit: options.parallelCommit === true,
         traceLines: options.traceLines,
         ...(options.history !== undefined && { history: options.history }),
       });

@@ -23,6 +23,8 @@ export interface SimCommandOptions {
   readonly partitions: number;
   /** Idle partitions rest (sim-workload `rest`). */
   readonly rest?: boolean;
+  /** Coordinators commit in parallel (sim-workload `parallelCommit`). */
+  readonly parallelCommit?: boolean;
   readonly history?: string;
   readonly traceLines: number;
 }
@@ -64,7 +66,8 @@ function replayCommand(options: SimCommandOptions, seed: string | number, worklo
   return (
     `basalt sim --seed ${seed} --workload ${workload} --faults ${options.faultsSpec} --nodes ${options.nodes} ` +
     `--duration ${options.durationS} --liveness ${options.livenessS} --workers ${options.workers} ` +
-    `--partitions ${options.partitions}${options.rest === true ? ' --rest' : ''}`
+    `--partitions ${options.partitions}${options.rest === true ? ' --rest' : ''}` +
+    `${options.parallelCommit === true ? ' --parallel-commit' : ''}`
   );
 }
 
@@ -142,6 +145,7 @@ export async function runSim(options: SimCommandOptions): Promise<number> {
         workers: options.workers,
         partitions: options.partitions,
         rest: options.rest === true,
+        parallelCommit: options.parallelCommit === true,
       });
       done++;
       marks.add(result.marks);

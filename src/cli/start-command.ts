@@ -468,13 +468,15 @@ async function until(condition: () => boolean, timeoutMs: number): Promise<boole
  * Switches read from the environment, for comparisons: idle partitions rest and their Raft groups go quiet
  * (replica-host.ts "Rest") unless BASALT_IDLE_REST=0; BASALT_PIPELINED_WRITES=0 answers writes after their apply (no
  * confirmation round at commit); BASALT_CARRIED_COMMIT=0 sends a commit's writes to its commit partition as writes
- * of their own instead of carrying them in the finish; BASALT_RAFT_BATCHING=0 sends every Raft message on its own
+ * of their own instead of carrying them in the finish; BASALT_PARALLEL_COMMIT=1 sends a commit's record in parallel
+ * with its last writes (coordinator setting `parallelCommit`); BASALT_RAFT_BATCHING=0 sends every Raft message on its own
  * (compose.ts).
  */
 export function environmentSwitches(env: NodeJS.ProcessEnv): Pick<NodeOptions, 'replicas' | 'coordinator' | 'tuning'> {
   const coordinator = {
     ...(env['BASALT_PIPELINED_WRITES'] === '0' && { pipelinedWrites: false }),
     ...(env['BASALT_CARRIED_COMMIT'] === '0' && { carriedCommit: false }),
+    ...(env['BASALT_PARALLEL_COMMIT'] === '1' && { parallelCommit: true }),
   };
   return {
     ...(env['BASALT_IDLE_REST'] !== '0' && { replicas: { rest: true } }),

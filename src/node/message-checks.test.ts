@@ -77,6 +77,7 @@ const VALID: { readonly [K in PeerMessageKind]: Readonly<Record<string, unknown>
   },
   LeaseConfirmRequest: { partitionId: p, token, commitTs: ts },
   WriteConfirmRequest: { partitionId: p, txId },
+  WriteCheckRequest: { partitionId: p, txId, keys: ['k'] },
   TxStateCoordinatorRequest: { txId, readTs: ts, readWrite: { partitionId: p } },
   TxStateCommitPartitionRequest: {
     txId,
@@ -94,6 +95,7 @@ const VALID: { readonly [K in PeerMessageKind]: Readonly<Record<string, unknown>
   TxCleanupResponse: { txId, cleaned: [p] },
   LeaseConfirmResponse: { confirmed: true },
   WriteConfirmResponse: { writeTs: ts },
+  WriteCheckResponse: { applied: true },
   TxStateResponse: { answer: { state: 'COMMITTED', commitTs: ts } },
 };
 

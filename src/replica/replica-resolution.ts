@@ -20,6 +20,7 @@ import type { TxStateMap } from '../tx/core/tx-state-map.js';
 import type { CleanupDriver } from './cleanup/cleanup-driver.js';
 import { cleanupPartition } from './cleanup/partition-cleanup.js';
 import { CommitPartitionStates } from './handlers/commit-partition-state.js';
+import type { Settle } from './handlers/outcome-decision.js';
 import type { PartitionRegistry, PartitionReplica } from './partition/partition-replica.js';
 import type { PeerDirectory } from './ports.js';
 import { IntentSwitcher } from './resolution/intent-switch.js';
@@ -49,6 +50,8 @@ export interface ReplicaResolutionOptions {
    * final outcome is cached in the map either way, so later reads of the intent resolve locally without a message.
    */
   readonly localIntentSwitch?: boolean;
+  /** Settles parallel commits' committing records (committing-settle.ts). */
+  readonly settle?: Settle;
 }
 
 export class ReplicaResolution {
@@ -104,6 +107,7 @@ export class ReplicaResolution {
       ...common,
       ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
       ...(options.stateWaitMs === undefined ? {} : { stateWaitMs: options.stateWaitMs }),
+      ...(options.settle === undefined ? {} : { settle: options.settle }),
     });
   }
 

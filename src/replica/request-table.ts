@@ -25,6 +25,7 @@ import { handleReadOnly } from './handlers/read-only.js';
 import { handleReadWrite } from './handlers/read-write.js';
 import { handleTxCleanup } from './handlers/tx-cleanup.js';
 import type { TxFinishHandler } from './handlers/tx-finish.js';
+import { handleWriteCheck } from './handlers/write-check.js';
 import { handleWriteConfirm } from './handlers/write-confirm.js';
 import { assertHosted, type PartitionRegistry } from './partition/partition-replica.js';
 import type { IntentResolver } from './resolution/intent-resolver.js';
@@ -75,6 +76,7 @@ export function txRequestTable(parts: TxRequestTableParts): TxRequestTable {
     TxCleanupRequest: async (body) => handleTxCleanup(partitions, body),
     LeaseConfirmRequest: async (body) => handleLeaseConfirm(hosted(body), body),
     WriteConfirmRequest: async (body) => handleWriteConfirm(hosted(body), body),
+    WriteCheckRequest: async (body) => handleWriteCheck(hosted(body), body),
     TxStateCoordinatorRequest: async (body) => coordinator.handleStateRequest(body),
     TxStateCommitPartitionRequest: async (body) => commitPartition.handleStateRequest(body),
     TxStatePrimaryReplicaRequest: async (body) => handlePrimaryReplicaState(hosted(body), body, stateWaitMs),

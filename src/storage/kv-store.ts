@@ -20,6 +20,7 @@ export const TABLES = [
   'txstate:pending',
   'txstate:meta',
   'txstate:attrs',
+  'txstate:committing',
 ] as const;
 
 export type TableName = (typeof TABLES)[number];

@@ -5,7 +5,8 @@
  *   txstate:pending  txId → ∅    finished txs whose cleanup has not completed (recovery iterates these)
  *   txstate:meta     (prefix) → [appliedIndex, appliedTerm, appliedTs, vacuumHorizon]
  *   txstate:attrs    utf8(name) → bytes   named metadata records of layers above (see partition-meta.ts)
- * Invariants: a record is final and never overwritten; a pending entry exists iff its record exists with
+ *   txstate:committing txId → [commitTs, enlistedPartitions, [[partitionId, keys], ...]]   parallel commits not yet final
+ * Invariants: a tx has a committing entry or a record, never both (storing the record deletes the entry); a record is final and never overwritten; a pending entry exists iff its record exists with
  * `cleanupCompleted` false; a record is removed only with `cleanupCompleted` true.
  */
 import { assert } from '../core/assert.js';
@@ -17,14 +18,22 @@ import { prefixEnd, txIdBytes, withSuffix } from './keys.js';
 import { type KvPartitionLayout, KvReplicatedPartition } from './kv-replicated.js';
 import type { KvStore, TableName } from './kv-store.js';
 import type {
+  CommittingRecord,
   CompareAndSetResult,
+  InflightWrites,
   MarkCleanupCompletedResult,
   StoredTxMeta,
   TxMeta,
   TxStateStorage,
 } from './tx-state-storage.js';
 
-const TX_TABLES: readonly TableName[] = ['txstate:records', 'txstate:pending', 'txstate:meta', 'txstate:attrs'];
+const TX_TABLES: readonly TableName[] = [
+  'txstate:records',
+  'txstate:pending',
+  'txstate:meta',
+  'txstate:attrs',
+  'txstate:committing',
+];
 
 interface TxStateMeta {
   readonly index: LogIndex;
@@ -79,6 +88,30 @@ function decodeRecord(txId: TxId, bytes: Uint8Array): StoredTxMeta {
   };
 }
 
+function encodeCommitting(record: CommittingRecord): Uint8Array {
+  const inflight = record.inflight.map((w) => [w.partitionId, [...w.keys]]);
+  return encode([record.commitTs, [...record.enlistedPartitions], inflight]);
+}
+
+function decodeCommitting(bytes: Uint8Array): CommittingRecord {
+  const fields = decode(bytes);
+  if (!Array.isArray(fields) || fields.length !== 3) throw corrupted('committing record');
+  const [commitTs, enlisted, inflight] = fields as [unknown, unknown, unknown];
+  if (typeof commitTs !== 'bigint' || commitTs <= 0n) throw corrupted('committing record commit timestamp');
+  if (!Array.isArray(enlisted) || !enlisted.every((p) => typeof p === 'string'))
+    throw corrupted('committing partitions');
+  if (!Array.isArray(inflight)) throw corrupted('committing writes');
+  const writes: InflightWrites[] = inflight.map((w: unknown) => {
+    if (!Array.isArray(w) || w.length !== 2) throw corrupted('committing writes');
+    const [partitionId, keys] = w as [unknown, unknown];
+    if (typeof partitionId !== 'string' || !Array.isArray(keys) || !keys.every((k) => typeof k === 'string')) {
+      throw corrupted('committing writes');
+    }
+    return { partitionId: partitionId as PartitionId, keys: keys as string[] };
+  });
+  return { commitTs: commitTs as HybridTimestamp, enlistedPartitions: enlisted as PartitionId[], inflight: writes };
+}
+
 const TX_LAYOUT: KvPartitionLayout<TxStateMeta> = {
   namespace: 'txstate',
   tables: TX_TABLES,
@@ -113,7 +146,26 @@ export class KvTxState extends KvReplicatedPartition<TxStateMeta> implements TxS
       if (existing !== undefined) return { status: 'MISMATCH', stored: existing };
       this.store.put('txstate:records', this.key(txId), encodeRecord(meta, false));
       this.store.put('txstate:pending', this.key(txId), EMPTY);
+      this.store.delete('txstate:committing', this.key(txId));
       return { status: 'SUCCESS', stored: { ...meta, txId, cleanupCompleted: false } };
+    });
+  }
+
+  committing(txId: TxId): CommittingRecord | undefined {
+    this.checkLive();
+    const bytes = this.store.get('txstate:committing', this.key(txId));
+    return bytes === undefined ? undefined : decodeCommitting(bytes);
+  }
+
+  putCommitting(txId: TxId, record: CommittingRecord): void {
+    this.checkLive();
+    if (typeof record.commitTs !== 'bigint' || record.commitTs <= 0n) {
+      throw invalidArgument('a committing record carries its commit timestamp');
+    }
+    this.store.atomically(() => {
+      assert(this.get(txId) === undefined, 'a finished tx gets no committing record', txId);
+      assert(this.committing(txId) === undefined, 'a tx gets one committing record', txId);
+      this.store.put('txstate:committing', this.key(txId), encodeCommitting(record));
     });
   }
 

@@ -50,7 +50,7 @@ import { type PeerDirectory, RESOLUTION_COUNTERS } from '../ports.js';
 import { answerOf, outcomeOfRecord, stateResponse } from '../resolution/answers.js';
 import { markCoordinatorGone } from '../resolution/coordinator-gone.js';
 import { requestPrimary } from '../resolution/primary-requests.js';
-import { type Decided, decideOutcome } from './outcome-decision.js';
+import { type Decided, decideOutcome, type Settle } from './outcome-decision.js';
 
 export interface CommitPartitionStatesOptions {
   readonly partitions: PartitionRegistry;
@@ -65,6 +65,8 @@ export interface CommitPartitionStatesOptions {
   readonly requestTimeoutMs?: number;
   readonly stateWaitMs?: number;
   readonly recoveriesInFlightMax?: number;
+  /** Settles a parallel commit's committing record (committing-settle.ts). */
+  readonly settle?: Settle;
 }
 
 /** What this commit partition knows of a tx without asking anyone. */
@@ -88,9 +90,11 @@ export class CommitPartitionStates {
   private readonly stateWaitMs: number;
   private readonly recoveriesMax: number;
   private readonly recoveries = new Map<TxId, Promise<Decided>>();
+  private readonly settle: Settle | undefined;
 
   constructor(options: CommitPartitionStatesOptions) {
     this.o = options;
+    this.settle = options.settle;
     this.counters = options.counters ?? NO_COUNTERS;
     this.onError = options.onError ?? (() => {});
     this.requestTimeoutMs = options.requestTimeoutMs ?? LIMITS.resolutionRequestTimeoutMs;
@@ -151,7 +155,10 @@ export class CommitPartitionStates {
     }
     const record = p.txState.get(txId);
     if (record !== undefined) return { kind: 'final', outcome: outcomeOfRecord(record) };
-    if (p.deadlineOf(txId) <= p.txState.vacuumHorizon()) return { kind: 'vacuumed' };
+    // A committing record is no outcome yet, whatever the horizon: its coordinator, or a recovery, settles it.
+    if (p.txState.committing(txId) === undefined && p.deadlineOf(txId) <= p.txState.vacuumHorizon()) {
+      return { kind: 'vacuumed' };
+    }
     return { kind: 'none' };
   }
 
@@ -222,7 +229,10 @@ export class CommitPartitionStates {
       this.cleanupInBackground(p, request.txId, outcome, unique([...enlisted, request.reporterPartitionId]));
       return stateResponse(outcome);
     }
-    if (p.deadlineOf(request.txId) <= p.txState.vacuumHorizon()) return stateResponse({ state: 'UNKNOWN' });
+    const committing = p.txState.committing(request.txId) !== undefined;
+    if (!committing && p.deadlineOf(request.txId) <= p.txState.vacuumHorizon()) {
+      return stateResponse({ state: 'UNKNOWN' });
+    }
     const recovered = await this.recover(p, request.txId, [request.commitPartitionId, request.reporterPartitionId]);
     return stateResponse(recovered === 'vacuumed' ? { state: 'UNKNOWN' } : recovered);
   }
@@ -255,7 +265,12 @@ export class CommitPartitionStates {
   private async runRecovery(p: PartitionReplica, txId: TxId, partitions: readonly PartitionId[]): Promise<Decided> {
     markCoordinatorGone(p.txStateMap, this.o.peers, txId, p.txStateMap.entry(txId)?.coordinatorId ?? nodeIdOf(txId));
     const enlisted = unique(partitions);
-    const outcome = await decideOutcome(p, { txId, commit: false, commitTs: undefined, enlistedPartitions: enlisted });
+    // A committing tx is settled from its in-flight writes instead (committing-settle.ts): it may have committed.
+    const outcome = await decideOutcome(
+      p,
+      { txId, commit: false, commitTs: undefined, enlistedPartitions: enlisted },
+      this.settle,
+    );
     if (outcome === 'vacuumed') return 'vacuumed';
     this.counters.add(
       outcome.state === 'COMMITTED' ? RESOLUTION_COUNTERS.recoveryCommitWon : RESOLUTION_COUNTERS.recoveries,

@@ -21,7 +21,7 @@ import { type CounterSink, NO_COUNTERS } from '../../core/counters.js';
 import { BasaltError, invalidArgument } from '../../core/errors.js';
 import type { PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
-import { formatTimestamp } from '../../hlc/timestamp.js';
+import { formatTimestamp, type HybridTimestamp } from '../../hlc/timestamp.js';
 import { rowLockKey } from '../../tx/core/lock-modes.js';
 import type {
   CarriedCommit,
@@ -35,7 +35,7 @@ import type { CarriedWrites } from '../partition/commands.js';
 import { type Lease, sameToken, tokenOf } from '../partition/lease.js';
 import { assertHosted, type PartitionRegistry, type PartitionReplica } from '../partition/partition-replica.js';
 import { outcomeOfRecord } from '../resolution/answers.js';
-import { type Decided, decideOutcome } from './outcome-decision.js';
+import { type Decided, decideOutcome, type Settle, stageCommit } from './outcome-decision.js';
 
 export interface TxFinishOptions {
   readonly partitions: PartitionRegistry;
@@ -43,6 +43,8 @@ export interface TxFinishOptions {
   /** Cleanups that could not be started (OVERLOADED: the rescan starts them later). */
   readonly onError?: (error: unknown) => void;
   readonly counters?: CounterSink;
+  /** Settles a parallel commit's committing record (committing-settle.ts); without it such a record is an error. */
+  readonly settle?: Settle;
 }
 
 /** Names of the node counters bumped here. */
@@ -51,6 +53,8 @@ export const TX_FINISH_COUNTERS = {
   carriedCommits: 'finish.carriedCommits',
   /** Commits that carried writes and were aborted instead (locks or lease lost, bound reached, an intent). */
   carriedRefusals: 'finish.carriedRefusals',
+  /** Parallel commits whose committing record this commit partition stored. */
+  committingRecords: 'finish.committingRecords',
 } as const;
 
 export class TxFinishHandler {
@@ -58,8 +62,12 @@ export class TxFinishHandler {
   private readonly cleanups: Pick<CleanupDriver, 'ensureCleanup'>;
   private readonly onError: (error: unknown) => void;
   private readonly counters: CounterSink;
+  private readonly settle: Settle;
 
   constructor(options: TxFinishOptions) {
+    this.settle =
+      options.settle ??
+      ((_p, txId) => Promise.reject(new BasaltError('INTERNAL', `tx ${txId} is committing and nothing can settle it`)));
     this.partitions = options.partitions;
     this.cleanups = options.cleanups;
     this.onError = options.onError ?? (() => {});
@@ -74,7 +82,9 @@ export class TxFinishHandler {
     const absorbed = request.commitTs === undefined ? p.clock.now() : p.clock.update(request.commitTs);
     const lease = p.actingLease(await p.untilLeaseStart(absorbed));
     const stored = p.txState.get(request.txId);
-    const decided = stored !== undefined ? outcomeOfRecord(stored) : await this.finishDurably(p, request, lease);
+    const staged = stored !== undefined ? outcomeOfRecord(stored) : await this.decideOrStage(p, request, lease);
+    if ('committing' in staged) return { kind: 'TxFinishResponse', committing: staged.committing };
+    const decided = staged;
     const { refused, ...outcome } = decided as TxOutcome & { readonly refused?: string };
     if (stored === undefined && request.carried !== undefined) {
       this.counters.add(refused === undefined ? TX_FINISH_COUNTERS.carriedCommits : TX_FINISH_COUNTERS.carriedRefusals);
@@ -101,32 +111,72 @@ export class TxFinishHandler {
     this.cleanups.ensureCleanup(p, request.txId, outcome, targets).catch(this.onError);
   }
 
+  /**
+   * A tx with a committing record (a parallel commit): its own repeated first request is answered with the record,
+   * its coordinator's confirmation stores COMMITTED, and anything else settles it from its in-flight writes
+   * (committing-settle.ts). Without one: the durable compare-and-set, or a parallel commit's record.
+   */
+  private async decideOrStage(
+    p: PartitionReplica,
+    request: TxFinishRequest,
+    lease: Lease,
+  ): Promise<Exclude<Decided, 'vacuumed'> | { readonly committing: HybridTimestamp }> {
+    const staged = p.txState.committing(request.txId);
+    if (staged === undefined) return this.finishDurably(p, request, lease);
+    if (request.committing !== undefined) return { committing: staged.commitTs };
+    const decided =
+      request.settle === 'confirmed' && request.commit
+        ? await decideOutcome(p, {
+            txId: request.txId,
+            commit: true,
+            commitTs: staged.commitTs,
+            enlistedPartitions: staged.enlistedPartitions,
+            settled: true,
+          })
+        : await this.settle(p, request.txId);
+    return known(request, decided);
+  }
+
   /** The durable compare-and-set (outcome-decision.ts); the answer is what it stored. */
   private async finishDurably(
     p: PartitionReplica,
     request: TxFinishRequest,
     lease: Lease,
-  ): Promise<Exclude<Decided, 'vacuumed'>> {
+  ): Promise<Exclude<Decided, 'vacuumed'> | { readonly committing: HybridTimestamp }> {
     const carried = request.carried === undefined ? undefined : carriedWrites(p, request, request.carried, lease);
     // Carried writes whose locks this primary no longer holds for the tx cannot commit: the tx is aborted instead.
     const lost = carried === null;
-    const decided = await decideOutcome(p, {
+    const proposal = {
       txId: request.txId,
       commit: request.commit && !lost,
       commitTs: lost ? undefined : request.commitTs,
       enlistedPartitions: request.enlisted.map((e) => e.partitionId),
       ...(carried !== undefined && carried !== null && { carried }),
-    });
-    if (decided === 'vacuumed') {
-      throw new BasaltError(
-        'TX_OUTCOME_UNKNOWN',
-        `tx ${request.txId} is below the vacuum horizon: its outcome is unknown`,
-        { txId: request.txId },
-      );
+    };
+    const decided =
+      request.committing !== undefined && !lost
+        ? await stageCommit(p, { ...proposal, committing: request.committing.inflight })
+        : await decideOutcome(p, proposal, this.settle);
+    if (decided !== 'vacuumed' && 'committing' in decided) {
+      this.counters.add(TX_FINISH_COUNTERS.committingRecords);
+      return decided;
     }
-    if (lost && decided.state === 'ABORTED') return { ...decided, refused: 'locks-lost' };
-    return decided;
+    const outcome = known(request, decided);
+    if (lost && outcome.state === 'ABORTED') return { ...outcome, refused: 'locks-lost' };
+    return outcome;
   }
+}
+
+/** A decision that is an outcome; below the vacuum horizon none will ever be (TX_OUTCOME_UNKNOWN). */
+function known(request: TxFinishRequest, decided: Decided): Exclude<Decided, 'vacuumed'> {
+  if (decided === 'vacuumed') {
+    throw new BasaltError(
+      'TX_OUTCOME_UNKNOWN',
+      `tx ${request.txId} is below the vacuum horizon: its outcome is unknown`,
+      { txId: request.txId },
+    );
+  }
+  return decided;
 }
 
 /**

@@ -14,7 +14,9 @@ export type PrimaryMissReason =
   /** The effective timestamp reached the lease's expiration: the write would fall outside the lease. */
   | 'lease-expired'
   /** The per-lease sequence number is not above the last one applied under this lease. */
-  | 'stale-sequence';
+  | 'stale-sequence'
+  /** A tx write whose effective timestamp would be above its proposal timestamp (an earlier entry's was higher). */
+  | 'timestamp-moved';
 
 export interface TxOutcome {
   readonly state: TxFinalState;
@@ -65,6 +67,16 @@ export type ApplyResult =
       readonly mismatch: boolean;
       /** A commit carrying writes that stored ABORTED instead (commands.ts CarriedWrites): why. */
       readonly refused?: CarriedRefusal;
+    }
+  /**
+   * FinishTx met (or stored) a committing record (commands.ts FinishTxCommand `committing`): the tx commits at
+   * `commitTs` iff every in-flight write applied; `stored` says whether this command stored the record.
+   */
+  | {
+      readonly kind: 'COMMITTING';
+      readonly appliedTs: HybridTimestamp;
+      readonly commitTs: HybridTimestamp;
+      readonly stored: boolean;
     }
   /** FinishTx for a tx at or below the vacuum horizon with no record left (rule 15): not applied. */
   | { readonly kind: 'TX_OUTCOME_UNKNOWN'; readonly appliedTs: HybridTimestamp }

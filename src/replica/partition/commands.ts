@@ -16,6 +16,7 @@ import { LIMITS } from '../../core/limits.js';
 import { MAX_TIMESTAMP } from '../../hlc/timestamp.js';
 import { decode, encode } from '../../net/codec.js';
 import type { Expiry, Value } from '../../storage/mv-partition-storage.js';
+import type { InflightWrites } from '../../storage/tx-state-storage.js';
 import { isTxId } from '../../tx/core/tx-id.js';
 import { isWellFormedLease, type Lease, type LeaseToken } from './lease.js';
 
@@ -82,6 +83,17 @@ export interface FinishTxCommand extends CommandBase {
   readonly switchIntents?: boolean;
   /** A commit that carries its writes to this partition (see CarriedWrites). Absent: nothing carried. */
   readonly carried?: CarriedWrites;
+  /**
+   * A parallel commit (DESIGN §4b "Fewer rounds per commit"): stores a committing record naming the writes whose apply
+   * is not yet confirmed, instead of the outcome; carried writes are written as intents. Only on a commit.
+   */
+  readonly committing?: { readonly inflight: readonly InflightWrites[] };
+  /**
+   * The outcome of a committing tx, decided by whoever checked its in-flight writes: it replaces the committing
+   * record (a COMMITTED one keeps the record's commitTs). Without it a FinishTx on a committing tx changes nothing
+   * and answers COMMITTING: nobody aborts a committing tx without checking its writes.
+   */
+  readonly settled?: boolean;
 }
 
 /**
@@ -382,6 +394,27 @@ function carriedProblem(value: unknown, commit: unknown): Problem {
   );
 }
 
+function committingProblem(value: unknown, commit: unknown): Problem {
+  if (commit !== true) return 'only a commit is committing';
+  if (!isRecord(value)) return 'committing is not a record';
+  const inflight = value['inflight'];
+  const p = fieldsProblem(value, ['inflight']);
+  if (p !== undefined) return p;
+  if (!Array.isArray(inflight) || inflight.length === 0) return 'inflight must be a non-empty array';
+  if (inflight.length > LIMITS.finishEnlistedPartitionsMax) return 'too many inflight partitions';
+  let keys = 0;
+  for (const w of inflight as unknown[]) {
+    if (!isRecord(w)) return 'inflight entry is not a record';
+    const q = fieldsProblem(w, ['partitionId', 'keys']);
+    if (q !== undefined) return q;
+    if (!isPartitionId(w['partitionId'])) return 'inflight partitionId';
+    const ks = w['keys'];
+    if (!Array.isArray(ks) || ks.length === 0 || !ks.every((k) => typeof k === 'string')) return 'inflight keys';
+    keys += ks.length;
+  }
+  return keys > LIMITS.updateAllWritesMax ? `more than ${LIMITS.updateAllWritesMax} inflight keys` : undefined;
+}
+
 function outcomeProblem(value: Rec): Problem {
   if (typeof value['commit'] !== 'boolean') return 'commit is not a boolean';
   if (value['commit']) return isTimestamp(value['commitTs']) ? undefined : 'a commit needs its commitTs';
@@ -427,8 +460,15 @@ function kindProblem(value: Rec): Problem {
           'enlistedPartitions',
           ...('switchIntents' in value ? ['switchIntents'] : []),
           ...('carried' in value ? ['carried'] : []),
+          ...('committing' in value ? ['committing'] : []),
+          ...('settled' in value ? ['settled'] : []),
         ]) ??
         (value['carried'] === undefined ? undefined : carriedProblem(value['carried'], value['commit'])) ??
+        (value['committing'] === undefined ? undefined : committingProblem(value['committing'], value['commit'])) ??
+        (value['settled'] === undefined || typeof value['settled'] === 'boolean' ? undefined : 'settled') ??
+        (value['settled'] === true && value['committing'] !== undefined
+          ? 'a settled finish is not committing'
+          : undefined) ??
         (isTxId(value['txId']) ? undefined : 'txId') ??
         (value['switchIntents'] === undefined || typeof value['switchIntents'] === 'boolean'
           ? undefined

@@ -370,6 +370,83 @@ describe('write-intent switch (cleanup)', () => {
   });
 });
 
+describe('parallel commit: FinishTx with a committing record', () => {
+  const inflight = [{ partitionId: PARTITION, keys: ['a'] }];
+
+  it('stores the record instead of an outcome; a finish without `settled` then changes nothing; a settled one stores the outcome at the record commitTs and switches the intents', () => {
+    const r = testReplica();
+    const t = txIdAt(10);
+    const log = new LogBuilder();
+    const staging = { ...finish(t, { commitTs: at(40) }, 41), committing: { inflight } };
+    const [staged, abort, commitOther] = applyAll(r, log, [
+      leaseCommand(L1, null, 5),
+      update(L1, 1, put('a', 1), 20, { txId: t }),
+      staging,
+      finish(t, 'abort', 42),
+      { ...finish(t, { commitTs: at(60) }, 61) },
+    ]).slice(2);
+    assert.deepEqual(staged, { kind: 'COMMITTING', appliedTs: at(41), commitTs: at(40), stored: true });
+    assert.deepEqual(abort, { kind: 'COMMITTING', appliedTs: at(42), commitTs: at(40), stored: false });
+    assert.equal(commitOther?.kind, 'COMMITTING', 'an unsettled commit changes nothing either');
+    const storage = r.engine.txStatePartition(PARTITION);
+    assert.equal(storage.get(t), undefined);
+    assert.equal(storage.committing(t)?.commitTs, at(40));
+    assert.equal(latest(r, 'a')?.kind, 'intent');
+    const settled = { ...finish(t, { commitTs: at(40) }, 70), settled: true, switchIntents: true };
+    const [result] = applyAll(r, log, [settled]);
+    assert.deepEqual(result, {
+      kind: 'FINISHED',
+      appliedTs: at(70),
+      outcome: { state: 'COMMITTED', commitTs: at(40) },
+      stored: true,
+      mismatch: false,
+    });
+    assert.equal(storage.committing(t), undefined);
+    assert.deepEqual(latest(r, 'a'), { kind: 'committed', value: 1, commitTs: at(40) });
+  });
+
+  it('a settled abort stores ABORTED and removes the intents', () => {
+    const r = testReplica();
+    const t = txIdAt(10);
+    const results = applyAll(r, new LogBuilder(), [
+      leaseCommand(L1, null, 5),
+      update(L1, 1, put('a', 1), 20, { txId: t }),
+      { ...finish(t, { commitTs: at(40) }, 41), committing: { inflight } },
+      { ...finish(t, 'abort', 50), settled: true, switchIntents: true },
+    ]);
+    assert.ok(results[3]?.kind === 'FINISHED' && results[3].outcome.state === 'ABORTED');
+    assert.equal(r.engine.txStatePartition(PARTITION).get(t)?.state, 'ABORTED');
+    assert.notEqual(latest(r, 'a')?.kind, 'intent');
+  });
+
+  it('a committing record survives the vacuum horizon: a finish of a tx below it still meets the record, not TX_OUTCOME_UNKNOWN', () => {
+    const r = testReplica();
+    const t = txIdAt(10);
+    const log = new LogBuilder();
+    applyAll(r, log, [{ ...finish(t, { commitTs: at(40) }, 41), committing: { inflight } }]);
+    r.engine.txStatePartition(PARTITION).setVacuumHorizon(at(1_000_000_000));
+    const [result] = applyAll(r, log, [finish(t, 'abort', 50)]);
+    assert.equal(result?.kind, 'COMMITTING');
+  });
+});
+
+describe('a tx write applies at its proposal timestamp or not at all', () => {
+  it('a tx write behind an entry with a higher timestamp is a no-op (timestamp-moved); a one-phase write takes the next timestamp', () => {
+    const r = testReplica();
+    const t = txIdAt(10);
+    const results = applyAll(r, new LogBuilder(), [
+      leaseCommand(L1, null, 5),
+      safeTimeSync(40),
+      update(L1, 1, put('k', 1), 30, { txId: t }),
+      update(L1, 2, put('j', 1), 31, { full: true }),
+    ]);
+    assert.ok(results[2]?.kind === 'PRIMARY_MISS' && results[2].reason === 'timestamp-moved');
+    assert.equal(latest(r, 'k'), undefined, 'nothing written');
+    assert.equal(r.map.get(t), undefined, 'no map entry for a no-op');
+    assert.ok(results[3]?.kind === 'UPDATED' && results[3].appliedTs > at(40));
+  });
+});
+
 describe('rule 14: FinishTx', () => {
   it('the first finish is stored; the map on every replica is set final from the stored outcome (finish-applied)', () => {
     const r = testReplica();

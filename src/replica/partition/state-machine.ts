@@ -39,7 +39,7 @@ import type { Entry, Snapshot } from '../../raft/types.js';
 import type { MvPartitionStorage } from '../../storage/mv-partition-storage.js';
 import { TOMBSTONE } from '../../storage/mv-partition-storage.js';
 import type { StorageEngine } from '../../storage/storage-engine.js';
-import type { TxMeta, TxStateStorage } from '../../storage/tx-state-storage.js';
+import type { InflightWrites, TxMeta, TxStateStorage } from '../../storage/tx-state-storage.js';
 import { txDeadline } from '../../tx/core/tx-id.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { ApplyResult, CarriedRefusal, PrimaryMissReason } from './apply-result.js';
@@ -365,10 +365,26 @@ export class PartitionStateMachine {
     return command.full || read.txId !== command.txId ? read.txId : undefined;
   }
 
-  /** The durable finish (rule 14): compare-and-set, map set from the stored outcome; rule 15's horizon. */
+  /**
+   * The durable finish (rule 14): compare-and-set, map set from the stored outcome; rule 15's horizon. A parallel
+   * commit stores a committing record instead (`committing`), and only a settled finish replaces it with an outcome.
+   */
   private applyFinish(command: FinishTxCommand, e: HybridTimestamp, work: Working): ApplyResult {
     const { txId } = command;
     const existing = this.txState.get(txId);
+    const staged = existing === undefined ? this.txState.committing(txId) : undefined;
+    if (staged !== undefined) {
+      // Nobody takes a committing tx for aborted (or committed) without having checked its in-flight writes.
+      if (command.settled !== true) {
+        return { kind: 'COMMITTING', appliedTs: e, commitTs: staged.commitTs, stored: false };
+      }
+      const meta: TxMeta = {
+        state: command.commit ? 'COMMITTED' : 'ABORTED',
+        commitTs: command.commit ? staged.commitTs : undefined,
+        enlistedPartitions: staged.enlistedPartitions,
+      };
+      return this.storeOutcome(command, meta, e, work, undefined);
+    }
     if (existing === undefined && txDeadline(txId, this.txTimeoutMs) <= this.txState.vacuumHorizon()) {
       return { kind: 'TX_OUTCOME_UNKNOWN', appliedTs: e };
     }
@@ -376,6 +392,9 @@ export class PartitionStateMachine {
     const carried = existing === undefined ? command.carried : undefined;
     const refused = carried === undefined ? undefined : this.carriedRefusal(command, carried, e, work);
     const commit = command.commit && refused === undefined;
+    if (existing === undefined && commit && command.committing !== undefined) {
+      return this.applyCommitting(command, command.committing.inflight, carried, e, work);
+    }
     const meta: TxMeta = {
       state: commit ? 'COMMITTED' : 'ABORTED',
       commitTs: !commit ? undefined : carried !== undefined ? e : (command.commitTs ?? undefined),
@@ -394,6 +413,49 @@ export class PartitionStateMachine {
         );
       }
     }
+    return this.storeOutcome(command, meta, e, work, refused);
+  }
+
+  /**
+   * A parallel commit's record: commitTs is e when writes are carried (they become intents here, switched with the
+   * outcome), else the command's. The coordinator's map keeps FINISHING; nothing here goes final.
+   */
+  private applyCommitting(
+    command: FinishTxCommand,
+    inflight: readonly InflightWrites[],
+    carried: CarriedWrites | undefined,
+    e: HybridTimestamp,
+    work: Working,
+  ): ApplyResult {
+    const { txId } = command;
+    const commitTs = carried !== undefined ? e : command.commitTs;
+    assert(commitTs !== null, 'a committing finish carries its commitTs');
+    if (carried !== undefined) {
+      for (const w of carried.writes) {
+        const value = w.kind === 'put' ? w.value : TOMBSTONE;
+        const written = this.mv.addWrite(this.mv.ensureRowId(w.key), value, txId, this.partitionId);
+        assert(
+          written.status === 'SUCCESS',
+          `carried write of ${txId} refused after the intent check: ${written.status}`,
+        );
+      }
+      work.effects.push(() => {
+        if (this.intentTxs.size < LIMITS.txStateMapEntriesMax) this.intentTxs.add(txId);
+      });
+    }
+    this.txState.putCommitting(txId, { commitTs, enlistedPartitions: command.enlistedPartitions, inflight });
+    return { kind: 'COMMITTING', appliedTs: e, commitTs, stored: true };
+  }
+
+  /** Stores `meta` (the first outcome wins), the map goes final, the intents here switch when asked. */
+  private storeOutcome(
+    command: FinishTxCommand,
+    meta: TxMeta,
+    e: HybridTimestamp,
+    work: Working,
+    refused: CarriedRefusal | undefined,
+  ): ApplyResult {
+    const { txId } = command;
     const cas = this.txState.compareAndSet(txId, null, meta);
     const { state, commitTs } = cas.stored;
     const partitionId = this.partitionId;
@@ -566,6 +628,9 @@ function dataMiss(
   if (lease === null || !tokenNames(command.token, lease)) return 'token-not-current';
   if (e >= lease.expiration) return 'lease-expired';
   if (command.seq <= lastSeq) return 'stale-sequence';
+  // A tx write applies at its proposal timestamp or not at all: its coordinator took commitTs above that timestamp,
+  // and a parallel commit's check of the write (committing-settle.ts) sees only that the intent is there.
+  if (!command.full && e !== command.ts) return 'timestamp-moved';
   return undefined;
 }
 

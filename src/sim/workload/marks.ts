@@ -46,6 +46,16 @@ export const COVERAGE_MARKS: readonly CoverageMark[] = [
     description: 'a commit carrying writes was aborted by its commit partition (locks or lease lost, bound reached)',
     counters: ['finish.carriedRefusals'],
   },
+  {
+    name: 'parallel-commit',
+    description: 'a commit sent its committing record in parallel with its writes',
+    counters: ['coordinator.parallelCommits'],
+  },
+  {
+    name: 'committing-settled',
+    description: 'a committing record settled by checking its writes (a failed confirmation, or a dead coordinator)',
+    counters: ['committing.settledCommitted', 'committing.settledAborted'],
+  },
   { name: 'wait-die-death', description: 'a lock request died under wait-die', counters: ['locks.waitDieDeaths'] },
   {
     name: 'committed-read-through',

@@ -56,6 +56,8 @@ export interface SimRunOptions {
    * lapse in the workers' pauses and faults, and requests wake them. Off by default, so seeds keep their trajectories.
    */
   readonly rest?: boolean;
+  /** Coordinators commit in parallel with their last writes (coordinator setting `parallelCommit`). Off by default. */
+  readonly parallelCommit?: boolean;
 }
 
 export interface SimRunResult {
@@ -128,6 +130,7 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
     network: { sentLogMax: 0 },
     tuning: { raftCompactEntriesMin: options.compactEntriesMin ?? COMPACT_ENTRIES_MIN_DEFAULT },
     ...(options.rest === true && { replicas: { rest: true, restAfterMs: SIM_REST_AFTER_MS } }),
+    ...(options.parallelCommit === true && { coordinator: { parallelCommit: true } }),
   });
   const world = env.world;
   const startMs = world.nowMs();

@@ -60,6 +60,26 @@ export function txStateStorageContract(name: string, open: OpenEngine): void {
         assert.equal(s.get(tx('A')), undefined);
       }));
 
+    it('a committing record is kept apart from final records until an outcome replaces it', () =>
+      withTxState((s) => {
+        const record = {
+          commitTs: ts(20),
+          enlistedPartitions: [P1, P2],
+          inflight: [{ partitionId: P2, keys: ['a', 'b'] }],
+        };
+        s.putCommitting(tx('C'), record);
+        assert.deepEqual(s.committing(tx('C')), record);
+        assert.equal(s.get(tx('C')), undefined, 'no final record');
+        assert.deepEqual(s.finishedNotCleanedUp(undefined), [], 'nothing to clean up');
+        assert.deepEqual(s.records(undefined), [], 'nothing to vacuum');
+        assert.throws(() => s.putCommitting(tx('C'), record), AssertionError, 'one record per tx');
+        assert.deepEqual(s.compareAndSet(tx('C'), null, committedMeta(20)).status, 'SUCCESS');
+        assert.equal(s.committing(tx('C')), undefined, 'the outcome replaced it');
+        assert.equal(s.get(tx('C'))?.state, 'COMMITTED');
+        assert.throws(() => s.putCommitting(tx('C'), record), AssertionError, 'a finished tx gets none');
+        assert.equal(s.committing(tx('nope')), undefined);
+      }));
+
     it('markCleanupCompleted sets the flag once, is idempotent, and reports NOT_FOUND for an unknown tx', () =>
       withTxState((s) => {
         s.compareAndSet(tx('A'), null, committedMeta(10));
@@ -179,7 +199,7 @@ export function txStateStorageContract(name: string, open: OpenEngine): void {
         assert.equal(p2.get(tx('A'))?.state, 'COMMITTED');
       }));
 
-    it('snapshot and restore reproduce records, cleanup marks, the recovery listing, horizon and applied position', () =>
+    it('snapshot and restore reproduce records, committing records, cleanup marks, the recovery listing, horizon and applied position', () =>
       withEngine(open, (engine) => {
         const source = engine.txStatePartition(P1);
         source.compareAndSet(tx('A'), null, committedMeta(10));
@@ -187,10 +207,15 @@ export function txStateStorageContract(name: string, open: OpenEngine): void {
         source.markCleanupCompleted(tx('B'));
         source.setVacuumHorizon(ts(3));
         source.setLastApplied(idx(12), term(2), ts(120));
+        const committing = { commitTs: ts(30), enlistedPartitions: [P2], inflight: [{ partitionId: P2, keys: ['k'] }] };
+        source.putCommitting(tx('C'), committing);
         const target = engine.txStatePartition(P2);
+        target.putCommitting(tx('stale-committing'), committing);
         target.compareAndSet(tx('stale'), null, abortedMeta);
         target.restore(source.snapshot());
         assert.equal(target.get(tx('stale')), undefined);
+        assert.equal(target.committing(tx('stale-committing')), undefined);
+        assert.deepEqual(target.committing(tx('C')), committing);
         assert.deepEqual(target.get(tx('A')), source.get(tx('A')));
         assert.deepEqual(target.get(tx('B')), source.get(tx('B')));
         assert.deepEqual(

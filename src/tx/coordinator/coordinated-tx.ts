@@ -28,6 +28,11 @@ export interface Enlistment {
   /** A write here was answered before it applied: commit confirms its apply result first. */
   unconfirmed: boolean;
   /**
+   * Keys of the writes here answered before they applied, which a parallel commit names as in flight; undefined once
+   * more than LIMITS.updateAllWritesMax were noted (the commit then confirms them before its record).
+   */
+  pipelinedKeys: Set<string> | undefined;
+  /**
    * Rows the tx holds X-locked here (its `forUpdate` reads), whose writes may ride with the commit when this is the
    * commit partition; undefined once more than LIMITS.txBatchKeysMax were noted (no longer tracked).
    */
@@ -172,6 +177,7 @@ export class CoordinatedTx {
       expiration: lease.expiration,
       wrote,
       unconfirmed: false,
+      pipelinedKeys: new Set(),
       xLocked: new Set(),
     };
     this.enlistments.set(partitionId, e);

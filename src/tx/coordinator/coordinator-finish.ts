@@ -33,9 +33,11 @@
 import { assert } from '../../core/assert.js';
 import { asBasaltError, BasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, PartitionId } from '../../core/ids.js';
+import { LIMITS } from '../../core/limits.js';
 import { formatTimestamp } from '../../hlc/timestamp.js';
 import { backoffMs } from '../../route/backoff.js';
 import { sendToPrimary } from '../../route/send-to-primary.js';
+import type { InflightWrites } from '../../storage/tx-state-storage.js';
 import type { CarriedCommit, TxFinishRequest, TxOutcome } from '../core/messages.js';
 import { expectKind } from '../core/messages.js';
 import { mismatchOutcome, outcomeOfEntry, parseOutcome, waitForFinal } from '../core/outcome.js';
@@ -45,8 +47,18 @@ import { type CoordinatorContext, pause } from './context.js';
 import type { CoordinatedTx, Enlistment } from './coordinated-tx.js';
 import { type CleanupTarget, cleanUp } from './coordinator-cleanup.js';
 
+/** Names of the node counters bumped here. */
+export const COORDINATOR_FINISH_COUNTERS = {
+  /** Commits that sent a committing record in parallel with their writes' confirmation. */
+  parallelCommits: 'coordinator.parallelCommits',
+  /** Of those, commits whose writes the commit partition had to check (a confirmation failed). */
+  parallelCommitChecks: 'coordinator.parallelCommitChecks',
+} as const;
+
 type DriveResult =
   | { readonly kind: 'outcome'; readonly outcome: TxOutcome }
+  /** A parallel commit's record is stored, with this commitTs (no outcome yet). */
+  | { readonly kind: 'committing'; readonly commitTs: HybridTimestamp }
   | { readonly kind: 'mismatch'; readonly outcome: TxOutcome }
   /** The commit partition answered TX_OUTCOME_UNKNOWN (the tx is past its vacuum horizon): it will never know. */
   | { readonly kind: 'unknown'; readonly error: BasaltError }
@@ -65,6 +77,8 @@ export class FinishDriver {
     await tx.idle();
     if (tx.abortCause !== undefined) return this.rollBackAndThrow(tx);
     assert(tx.uncertain.length === 0, 'a partition with an unknown outcome makes the tx abort-only');
+    const inflight = this.ctx.settings.parallelCommit ? inflightWrites(tx) : undefined;
+    if (inflight !== undefined) return this.commitInParallel(tx, inflight);
     const unconfirmed = await this.confirmWrites(tx);
     if (unconfirmed !== undefined) {
       tx.makeAbortOnly(unconfirmed);
@@ -98,6 +112,104 @@ export class FinishDriver {
     }
     if (!tx.mayHaveWritten) return this.finishLocally(tx, { state: 'COMMITTED', commitTs });
     return this.finishDurably(tx, commitTs);
+  }
+
+  /**
+   * Parallel commit (DESIGN §4b "Fewer rounds per commit"; committing-settle.ts for the rule): commitTs and FINISHING
+   * as above, before the writes answered early are confirmed (each write's proposal timestamp was absorbed with its
+   * answer, and a tx write applies at that timestamp or not at all, so commitTs exceeds them); the leases checked;
+   * then the committing record naming those writes goes to the commit partition while they are confirmed. Once the
+   * record is stored and every write confirmed below commitTs, the tx is committed: that is reported, and the
+   * confirmation replaces the record with COMMITTED in the background (the commit partition cleans up after it). If
+   * a confirmation failed the commit partition checks the writes itself and decides; the outcome is reported.
+   */
+  private async commitInParallel(tx: CoordinatedTx, inflight: readonly InflightWrites[]): Promise<void> {
+    const commitTs = this.ctx.clock.now();
+    if (commitTs >= tx.deadline) {
+      tx.makeAbortOnly(deadlineError(tx, commitTs));
+      return this.rollBackAndThrow(tx);
+    }
+    if (tx.readExpiresAt !== undefined && commitTs >= tx.readExpiresAt) {
+      tx.makeAbortOnly(readExpiredError(tx, commitTs, tx.readExpiresAt));
+      return this.rollBackAndThrow(tx);
+    }
+    const began = this.ctx.txStates.beginFinish(tx.id, {
+      commitTimestamp: commitTs,
+      ...(tx.carried !== undefined && { commitTsLowerBound: true }),
+    });
+    if (began.kind !== 'began') return this.followStoredDecision(tx, began, true);
+    tx.finishingInstalled = true;
+    const leaseFailure = await this.checkLeases(tx, commitTs);
+    if (leaseFailure !== undefined) {
+      tx.makeAbortOnly(leaseFailure);
+      return this.rollBackAndThrow(tx);
+    }
+    const commitPartitionId = tx.commitPartitionId;
+    assert(commitPartitionId !== undefined, 'a tx that wrote has a commit partition');
+    const body: TxFinishRequest = {
+      kind: 'TxFinishRequest',
+      txId: tx.id,
+      commitPartitionId,
+      commit: true,
+      commitTs,
+      enlisted: tx.finishEnlisted(),
+      ...carriedOf(tx),
+      committing: { inflight },
+    };
+    const { finishAttemptsMax, retryBackoffMsMax } = this.ctx.settings;
+    const [confirmed, staged] = await Promise.all([
+      this.confirmWritesBelow(tx, commitTs),
+      this.drive(tx, body, 1, finishAttemptsMax, retryBackoffMsMax),
+    ]);
+    this.ctx.counters?.add(COORDINATOR_FINISH_COUNTERS.parallelCommits);
+    if (staged.kind !== 'committing') return this.conclude(tx, body, staged, true);
+    const settled: TxFinishRequest = {
+      kind: 'TxFinishRequest',
+      txId: tx.id,
+      commitPartitionId,
+      commit: true,
+      commitTs: staged.commitTs,
+      enlisted: tx.finishEnlisted(),
+      settle: confirmed ? 'confirmed' : 'check',
+    };
+    if (confirmed) {
+      // Committed: the record and every write it names are durable. COMMITTED replaces the record in the background.
+      this.confirmInBackground(tx, settled);
+      return this.settle(tx, { state: 'COMMITTED', commitTs: staged.commitTs });
+    }
+    this.ctx.counters?.add(COORDINATOR_FINISH_COUNTERS.parallelCommitChecks);
+    const result = await this.drive(tx, settled, 1, finishAttemptsMax, retryBackoffMsMax);
+    if (result.kind === 'mismatch' && result.outcome.state === 'ABORTED') {
+      await this.settle(tx, result.outcome);
+      throw new BasaltError('TX_ABORTED', `a write of tx ${tx.id} did not apply: its commit record was aborted`, {
+        txId: tx.id,
+        reason: 'write-unconfirmed',
+      });
+    }
+    return this.conclude(tx, settled, result, true);
+  }
+
+  /** Every write answered early confirmed applied below commitTs (a parallel commit's condition). */
+  private async confirmWritesBelow(tx: CoordinatedTx, commitTs: HybridTimestamp): Promise<boolean> {
+    const pending = tx.enlistedPartitions.filter((e) => e.unconfirmed);
+    const writeTs = await Promise.all(pending.map((e) => this.confirmWrite(tx, e)));
+    return writeTs.every((ts) => typeof ts === 'bigint' && ts < commitTs);
+  }
+
+  /** Sends a parallel commit's confirmation until the commit partition stored the outcome (its cleanup follows). */
+  private confirmInBackground(tx: CoordinatedTx, body: TxFinishRequest): void {
+    const { finishAttemptsTotalMax, backgroundBackoffMsMax } = this.ctx.settings;
+    this.drive(tx, body, 1, finishAttemptsTotalMax, backgroundBackoffMsMax)
+      .then((result) => {
+        if (result.kind === 'outcome' || result.kind === 'stopped') return;
+        const why = result.kind === 'mismatch' ? `it is ${result.outcome.state}` : 'no answer';
+        this.ctx.onError(
+          new BasaltError('INTERNAL', `the commit record of committed tx ${tx.id} was not confirmed: ${why}`, {
+            txId: tx.id,
+          }),
+        );
+      })
+      .catch(this.ctx.onError);
   }
 
   /** The rollback flow (user rollback, tx timeout); the tx is already marked finishing. */
@@ -137,9 +249,9 @@ export class FinishDriver {
   private async confirmWrites(tx: CoordinatedTx): Promise<BasaltError | undefined> {
     const pending = tx.enlistedPartitions.filter((e) => e.unconfirmed);
     if (pending.length === 0) return undefined;
-    const failures = await Promise.all(pending.map((e) => this.confirmWrite(tx, e)));
-    const failure = failures.find((f) => f !== undefined);
-    if (failure === undefined) return undefined;
+    const results = await Promise.all(pending.map((e) => this.confirmWrite(tx, e)));
+    const failure = results.find((f) => typeof f !== 'bigint');
+    if (failure === undefined || typeof failure === 'bigint') return undefined;
     return new BasaltError('TX_ABORTED', `a write of tx ${tx.id} did not apply: ${failure.error.toData().message}`, {
       txId: tx.id,
       reason: 'write-unconfirmed',
@@ -151,16 +263,17 @@ export class FinishDriver {
   private async confirmWrite(
     tx: CoordinatedTx,
     e: Enlistment,
-  ): Promise<{ readonly partitionId: PartitionId; readonly error: BasaltError } | undefined> {
+  ): Promise<HybridTimestamp | { readonly partitionId: PartitionId; readonly error: BasaltError }> {
     try {
       const response = await this.ctx.request(
         e.primaryName,
         { kind: 'WriteConfirmRequest', partitionId: e.partitionId, txId: tx.id },
         { timeoutMs: this.ctx.settings.opRequestTimeoutMs, signal: this.ctx.signal },
       );
-      this.ctx.clock.update(expectKind(response, 'WriteConfirmResponse').writeTs);
+      const { writeTs } = expectKind(response, 'WriteConfirmResponse');
+      this.ctx.clock.update(writeTs);
       e.unconfirmed = false;
-      return undefined;
+      return writeTs;
     } catch (error) {
       return { partitionId: e.partitionId, error: asBasaltError(error) };
     }
@@ -240,6 +353,21 @@ export class FinishDriver {
     switch (result.kind) {
       case 'outcome':
         return this.settle(tx, result.outcome);
+      case 'committing': {
+        // A parallel commit's record answered a retry: the commit partition checks its writes and decides.
+        const settled: TxFinishRequest = { ...withoutStaging(body), commitTs: result.commitTs, settle: 'check' };
+        if (foreground) {
+          const { finishAttemptsMax, retryBackoffMsMax } = this.ctx.settings;
+          return this.conclude(
+            tx,
+            settled,
+            await this.drive(tx, settled, 1, finishAttemptsMax, retryBackoffMsMax),
+            true,
+          );
+        }
+        this.continueInBackground(tx, settled);
+        return;
+      }
       case 'mismatch':
         await this.settle(tx, result.outcome);
         // Rule 14: whoever decided may have known only part of the enlisted set.
@@ -303,8 +431,9 @@ export class FinishDriver {
       ...(first !== undefined && { first }),
       send: async (target) => {
         const options = { timeoutMs: finishRequestTimeoutMs, signal: ctx.signal };
-        const response = await ctx.request(target, body, options);
-        const outcome = parseOutcome(expectKind(response, 'TxFinishResponse').outcome);
+        const response = expectKind(await ctx.request(target, body, options), 'TxFinishResponse');
+        if (response.committing !== undefined) return { committing: response.committing };
+        const outcome = parseOutcome(response.outcome);
         if (outcome === undefined) throw new BasaltError('INTERNAL', `malformed finish outcome from ${target}`);
         return outcome;
       },
@@ -316,6 +445,7 @@ export class FinishDriver {
     });
     if (routed.kind === 'ok') {
       const outcome = routed.response;
+      if ('committing' in outcome) return { kind: 'committing', commitTs: outcome.committing };
       const matches = outcome.state === (body.commit ? 'COMMITTED' : 'ABORTED');
       return matches ? { kind: 'outcome', outcome } : { kind: 'mismatch', outcome };
     }
@@ -406,6 +536,30 @@ function carriedOf(tx: CoordinatedTx): { readonly carried?: CarriedCommit } {
   const e = tx.enlistment(plan.partitionId);
   assert(e !== undefined && plan.partitionId === tx.commitPartitionId, 'writes are carried to the commit partition');
   return { carried: { token: e.token, bound: carriedBound(tx, plan.partitionId), writes: plan.writes } };
+}
+
+/**
+ * The writes a parallel commit names as in flight: per partition, the keys of its writes answered before they
+ * applied; undefined when there are none, or one partition's keys were not all noted, or too many (the commit then
+ * confirms them before it sends its record).
+ */
+export function inflightWrites(tx: CoordinatedTx): InflightWrites[] | undefined {
+  if (tx.commitPartitionId === undefined) return undefined;
+  const out: InflightWrites[] = [];
+  let keys = 0;
+  for (const e of tx.enlistedPartitions) {
+    if (!e.unconfirmed) continue;
+    if (e.pipelinedKeys === undefined || e.pipelinedKeys.size === 0) return undefined;
+    keys += e.pipelinedKeys.size;
+    out.push({ partitionId: e.partitionId, keys: [...e.pipelinedKeys] });
+  }
+  return out.length > 0 && keys <= LIMITS.updateAllWritesMax ? out : undefined;
+}
+
+/** A finish request without the parts only its first, staging, attempt carries. */
+function withoutStaging(body: TxFinishRequest): TxFinishRequest {
+  const { carried: _carried, committing: _committing, ...rest } = body;
+  return rest;
 }
 
 function carriedRefusedError(tx: CoordinatedTx): BasaltError {

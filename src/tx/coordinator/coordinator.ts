@@ -433,7 +433,7 @@ export class TxCoordinator {
     switch (routed.kind) {
       case 'ok': {
         const e = tx.enlist(partitionId, routed.response.lease, write);
-        this.absorb(e, routed.response);
+        this.absorb(e, routed.response, operation);
         return routed.response.result;
       }
       case 'miss':
@@ -479,7 +479,7 @@ export class TxCoordinator {
       throw this.abortOnly(tx, primaryChangedError(tx, e.partitionId, 'a response named another lease'));
     }
     e.expiration = maxTimestamp(e.expiration, response.lease.expiration);
-    this.absorb(e, response);
+    this.absorb(e, response, operation);
     return response.result;
   }
 
@@ -549,9 +549,12 @@ export class TxCoordinator {
   }
 
   /** A write's effective timestamp goes into the clock now, or, answered before it applied, at its confirmation. */
-  private absorb(e: Enlistment, response: ReadWriteResponse): void {
+  private absorb(e: Enlistment, response: ReadWriteResponse, operation: RwOperation): void {
     if (response.writeTs !== undefined) this.clock.update(response.writeTs);
-    else if (response.pipelined === true) e.unconfirmed = true;
+    else if (response.pipelined === true) {
+      e.unconfirmed = true;
+      notePipelined(e, operation);
+    }
   }
 
   // ------------------------------------------------------------------------------------------ commit / rollback
@@ -607,11 +610,13 @@ export class TxCoordinator {
           if (w.value === undefined) removals.push(w.key);
           else entries.push({ key: w.key, value: w.value });
         }
+        // A parallel commit confirms these while its record is written: they may be answered before they apply.
+        const pipelined = this.ctx.settings.parallelCommit && this.ctx.settings.pipelinedWrites;
         if (entries.length > 0) {
-          expectResult(await this.execute(tx, partitionId, { op: 'putAll', entries }, false), 'written');
+          expectResult(await this.execute(tx, partitionId, { op: 'putAll', entries }, pipelined), 'written');
         }
         for (const key of removals) {
-          expectResult(await this.execute(tx, partitionId, { op: 'remove', key }, false), 'written');
+          expectResult(await this.execute(tx, partitionId, { op: 'remove', key }, pipelined), 'written');
         }
       }),
     );
@@ -861,6 +866,15 @@ function onePhaseRequest(
 /** The field a read carries when it locks for update (omitted otherwise: the common case stays as it was). */
 function lockingRead(forUpdate: boolean): { readonly forUpdate?: true } {
   return forUpdate ? { forUpdate: true } : {};
+}
+
+/** The keys of a write answered before it applied, for a parallel commit's record (Enlistment.pipelinedKeys). */
+function notePipelined(e: Enlistment, operation: RwOperation): void {
+  const keys = e.pipelinedKeys;
+  if (keys === undefined) return;
+  if (operation.op === 'put' || operation.op === 'remove') keys.add(operation.key);
+  else if (operation.op === 'putAll') for (const entry of operation.entries) keys.add(entry.key);
+  if (keys.size > LIMITS.updateAllWritesMax) e.pipelinedKeys = undefined;
 }
 
 function isWrite(operation: RwOperation): boolean {

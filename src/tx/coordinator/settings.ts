@@ -48,6 +48,13 @@ export interface TxCoordinatorOptions {
    * partition takes then (DESIGN §4b "Fewer rounds per commit"), instead of a write round and an intent switch.
    */
   readonly carriedCommit?: boolean;
+  /**
+   * Parallel commit (default false; DESIGN §4b "Fewer rounds per commit"): a commit whose writes are still being
+   * confirmed sends its commit record as a committing record naming them, in parallel with their confirmation,
+   * instead of after it; commitWith then sends the writes pipelined. The tx is committed once the record and every
+   * named write are; COMMITTED replaces the record in the background.
+   */
+  readonly parallelCommit?: boolean;
 }
 
 export type CoordinatorSettings = Required<TxCoordinatorOptions>;
@@ -71,9 +78,10 @@ export function resolveSettings(options: TxCoordinatorOptions = {}): Coordinator
     stateWaitMs: options.stateWaitMs ?? LIMITS.txStateWaitMsDefault,
     pipelinedWrites: options.pipelinedWrites ?? true,
     carriedCommit: options.carriedCommit ?? true,
+    parallelCommit: options.parallelCommit ?? false,
   };
-  const { pipelinedWrites, carriedCommit, ...counts } = settings;
-  for (const [name, flag] of Object.entries({ pipelinedWrites, carriedCommit })) {
+  const { pipelinedWrites, carriedCommit, parallelCommit, ...counts } = settings;
+  for (const [name, flag] of Object.entries({ pipelinedWrites, carriedCommit, parallelCommit })) {
     if (typeof flag !== 'boolean') {
       throw new BasaltError('INVALID_ARGUMENT', `coordinator option ${name} must be a boolean`);
     }

@@ -136,6 +136,13 @@ const carried = fields({
   writes: arrayOf(tagged('kind', { put: fields({ key, value }), remove: fields({ key }) }), LIMITS.updateAllWritesMax),
 });
 
+const committing = fields({
+  inflight: arrayOf(
+    fields({ partitionId: id, keys: arrayOf(key, LIMITS.updateAllWritesMax) }),
+    LIMITS.finishEnlistedPartitionsMax,
+  ),
+});
+
 /** Fields first, then a rule that ties two of them together. */
 function withRule(spec: Readonly<Record<string, Check>>, rule: BodyCheck): BodyCheck {
   const check = fieldsCheck(spec);
@@ -170,11 +177,15 @@ export const TX_MESSAGE_CHECKS: { readonly [K in TxRequestKind | TxResponseKind]
       commitTs: optional(timestamp),
       enlisted,
       carried: optional(carried),
+      committing: optional(committing),
+      settle: optional(literal('confirmed', 'check')),
     },
     (body) =>
       body['commit'] === (body['commitTs'] !== undefined)
         ? body['carried'] === undefined || body['commit'] === true
-          ? undefined
+          ? body['committing'] === undefined || (body['commit'] === true && body['settle'] === undefined)
+            ? undefined
+            : 'only a commit is committing, and it settles nothing'
           : 'only a commit carries writes'
         : 'a commit carries its commitTs, an abort none',
   ),
@@ -185,6 +196,7 @@ export const TX_MESSAGE_CHECKS: { readonly [K in TxRequestKind | TxResponseKind]
   ),
   LeaseConfirmRequest: fieldsCheck({ partitionId: id, token, commitTs: timestamp }),
   WriteConfirmRequest: fieldsCheck({ partitionId: id, txId }),
+  WriteCheckRequest: fieldsCheck({ partitionId: id, txId, keys: arrayOf(key, LIMITS.updateAllWritesMax) }),
   TxStateCoordinatorRequest: fieldsCheck({
     txId,
     readTs: timestamp,
@@ -216,9 +228,16 @@ export const TX_MESSAGE_CHECKS: { readonly [K in TxRequestKind | TxResponseKind]
     pipelined: optional(literal(true)),
   }),
   ReadOnlyResponse: fieldsCheck({ readTs: timestamp, result: roResult }),
-  TxFinishResponse: fieldsCheck({ outcome, refused: optional(string) }),
+  TxFinishResponse: withRule(
+    { outcome: optional(outcome), committing: optional(timestamp), refused: optional(string) },
+    (body) =>
+      (body['outcome'] === undefined) !== (body['committing'] === undefined)
+        ? undefined
+        : 'a finish answers an outcome or a committing record',
+  ),
   TxCleanupResponse: fieldsCheck({ txId, cleaned: partitionIds }),
   LeaseConfirmResponse: fieldsCheck({ confirmed: boolean }),
   WriteConfirmResponse: fieldsCheck({ writeTs: timestamp }),
+  WriteCheckResponse: fieldsCheck({ applied: boolean }),
   TxStateResponse: fieldsCheck({ answer: nullable(stateAnswer), vacuumed: optional(boolean) }),
 };

@@ -13,6 +13,7 @@
 import { BasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, NodeId, NodeName, PartitionId, TxId } from '../../core/ids.js';
 import type { Expiry, KeyRange, Value } from '../../storage/mv-partition-storage.js';
+import type { InflightWrites } from '../../storage/tx-state-storage.js';
 
 /** The lease a primary acts under, as the coordinator enlisted it: `(holder, start)`. Equal to a replica LeaseToken. */
 export interface EnlistmentToken {
@@ -162,6 +163,16 @@ export interface TxFinishRequest {
    * the real one when it writes them, below `bound`, or stores ABORTED (and says why).
    */
   readonly carried?: CarriedCommit;
+  /**
+   * A parallel commit (DESIGN §4b "Fewer rounds per commit"): the commit partition stores a committing record naming
+   * the writes whose apply the coordinator is still confirming, and answers `committing` instead of an outcome.
+   */
+  readonly committing?: { readonly inflight: readonly InflightWrites[] };
+  /**
+   * Replaces a committing record with the outcome: `confirmed`, the coordinator confirmed every in-flight write (the
+   * tx committed at the record's commitTs); `check`, the commit partition checks them itself and decides.
+   */
+  readonly settle?: 'confirmed' | 'check';
 }
 
 export interface CarriedCommit {
@@ -183,7 +194,10 @@ export type TxOutcome =
 
 export interface TxFinishResponse {
   readonly kind: 'TxFinishResponse';
-  readonly outcome: TxOutcome;
+  /** Absent exactly when `committing` is set. */
+  readonly outcome?: TxOutcome;
+  /** A committing record is stored, with this commitTs (a parallel commit's first answer). */
+  readonly committing?: HybridTimestamp;
   /** A carried commit that stored ABORTED instead (the outcome then says ABORTED): why it could not commit. */
   readonly refused?: string;
 }
@@ -236,6 +250,22 @@ export interface WriteConfirmResponse {
   readonly kind: 'WriteConfirmResponse';
   /** The largest effective timestamp among the confirmed writes: the coordinator's clock absorbs it. */
   readonly writeTs: HybridTimestamp;
+}
+
+/**
+ * A parallel commit's check of its in-flight writes on one partition (replica/handlers/write-check.ts): once every
+ * proposal made before the check is decided there, did every one of `keys` get an intent of the tx?
+ */
+export interface WriteCheckRequest {
+  readonly kind: 'WriteCheckRequest';
+  readonly partitionId: PartitionId;
+  readonly txId: TxId;
+  readonly keys: readonly string[];
+}
+
+export interface WriteCheckResponse {
+  readonly kind: 'WriteCheckResponse';
+  readonly applied: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -317,6 +347,7 @@ export type TxRequest =
   | TxCleanupRequest
   | LeaseConfirmRequest
   | WriteConfirmRequest
+  | WriteCheckRequest
   | TxStateCoordinatorRequest
   | TxStateCommitPartitionRequest
   | TxStatePrimaryReplicaRequest
@@ -329,6 +360,7 @@ export type TxResponse =
   | TxCleanupResponse
   | LeaseConfirmResponse
   | WriteConfirmResponse
+  | WriteCheckResponse
   | TxStateResponse;
 
 export type TxRequestKind = TxRequest['kind'];
@@ -341,6 +373,7 @@ export interface TxResponseOf {
   TxCleanupRequest: TxCleanupResponse;
   LeaseConfirmRequest: LeaseConfirmResponse;
   WriteConfirmRequest: WriteConfirmResponse;
+  WriteCheckRequest: WriteCheckResponse;
   TxStateCoordinatorRequest: TxStateResponse;
   TxStateCommitPartitionRequest: TxStateResponse;
   TxStatePrimaryReplicaRequest: TxStateResponse;
@@ -354,6 +387,7 @@ export const TX_REQUEST_KINDS: readonly TxRequestKind[] = [
   'TxCleanupRequest',
   'LeaseConfirmRequest',
   'WriteConfirmRequest',
+  'WriteCheckRequest',
   'TxStateCoordinatorRequest',
   'TxStateCommitPartitionRequest',
   'TxStatePrimaryReplicaRequest',
