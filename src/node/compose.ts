@@ -40,7 +40,6 @@ import { RaftDriver, type RaftTransport } from '../raft/driver.js';
 import { CleanupDriver, type CleanupSender, messengerCleanupSender } from '../replica/cleanup/cleanup-driver.js';
 import { InlineCleanup } from '../replica/cleanup/inline-cleanup.js';
 import { CommittingSettler } from '../replica/handlers/committing-settle.js';
-import type { Settle } from '../replica/handlers/outcome-decision.js';
 import { TxFinishHandler } from '../replica/handlers/tx-finish.js';
 import { StorageGcDriver } from '../replica/partition/gc.js';
 import { localReplicaView } from '../replica/partition/local-view.js';
@@ -456,8 +455,7 @@ function composeReplicaLayer(c: ReplicaLayerComponents): ReplicaLayer {
     timers,
     onError: background,
   });
-  const settler = new CommittingSettler({ request, locator, timers, counters });
-  const settle: Settle = (p, txId) => settler.settle(p, txId);
+  const { settle } = new CommittingSettler({ request, locator, timers, counters });
   const finish = new TxFinishHandler({ partitions, cleanups, counters, onError: background, settle });
   const resolution = new ReplicaResolution({
     settle,

@@ -25,7 +25,7 @@ import type { TxRequestFn } from '../../tx/core/messages.js';
 import type { PartitionReplica } from '../partition/partition-replica.js';
 import { outcomeOfRecord } from '../resolution/answers.js';
 import { requestPrimary } from '../resolution/primary-requests.js';
-import { type Decided, decideOutcome } from './outcome-decision.js';
+import { type Decided, decideOutcome, type Settle } from './outcome-decision.js';
 
 export interface CommittingSettlerOptions {
   readonly request: TxRequestFn;
@@ -54,13 +54,13 @@ export class CommittingSettler {
   }
 
   /** The tx's outcome, deciding it from its in-flight writes when the record is still committing. */
-  settle(p: PartitionReplica, txId: TxId): Promise<Decided> {
+  readonly settle: Settle = (p, txId) => {
     const running = this.running.get(txId);
     if (running !== undefined) return running;
     const run = this.run(p, txId).finally(() => this.running.delete(txId));
     this.running.set(txId, run);
     return run;
-  }
+  };
 
   private async run(p: PartitionReplica, txId: TxId): Promise<Decided> {
     const staged = p.txState.committing(txId);

@@ -76,7 +76,7 @@ class Cluster extends ReplicaTestCluster<Parts> {
     const table = txRequestTable({
       partitions,
       resolver: new LocalIntentResolver(map),
-      finish: new TxFinishHandler({ partitions, cleanups, settle: (p, txId) => settler.settle(p, txId) }),
+      finish: new TxFinishHandler({ partitions, cleanups, settle: settler.settle }),
       commitPartition: NO_COMMIT_PARTITION_STATES,
       coordinator: NO_COORDINATOR,
     });

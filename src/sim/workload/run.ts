@@ -18,6 +18,7 @@ import { type Client, embeddedClient } from '../../client/client.js';
 import { BasaltError } from '../../core/errors.js';
 import { Cluster, defaultNodeNames } from '../../harness/cluster.js';
 import type { BasaltNode } from '../../node/basalt-node.js';
+import type { NodeRoles } from '../../node/compose.js';
 import { formatHistory, HistoryRecorder, type Operation } from '../check/history.js';
 import { SimClusterEnvironment } from '../cluster.js';
 import { SimulationError } from '../errors.js';
@@ -120,6 +121,14 @@ export function workloadNamed(name: WorkloadName): Workload {
   }
 }
 
+/** The node roles a run's options ask for: resting partitions, parallel commit. */
+function simRoles(options: SimRunOptions): NodeRoles {
+  return {
+    ...(options.rest === true && { replicas: { rest: true, restAfterMs: SIM_REST_AFTER_MS } }),
+    ...(options.parallelCommit === true && { coordinator: { parallelCommit: true } }),
+  };
+}
+
 export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
   const names = defaultNodeNames(options.nodes ?? 3);
   const env = new SimClusterEnvironment({
@@ -129,8 +138,7 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
     // Nothing here counts messages, so the network keeps no log of every payload sent (memory and GC a run pays for).
     network: { sentLogMax: 0 },
     tuning: { raftCompactEntriesMin: options.compactEntriesMin ?? COMPACT_ENTRIES_MIN_DEFAULT },
-    ...(options.rest === true && { replicas: { rest: true, restAfterMs: SIM_REST_AFTER_MS } }),
-    ...(options.parallelCommit === true && { coordinator: { parallelCommit: true } }),
+    ...simRoles(options),
   });
   const world = env.world;
   const startMs = world.nowMs();
