@@ -134,6 +134,46 @@ export function restSweep(workloads: readonly WorkloadName[]): void {
   });
 }
 
+/** Seeds of the parallel commit sweep: each workload runs them with coordinators committing in parallel. */
+export const PARALLEL_COMMIT_SWEEP_SEEDS = [600, 601, 602, 603, 604, 605] as const;
+
+/**
+ * The parallel commit sweep (simRun `parallelCommit`): commit records go out while the last writes are confirmed, and
+ * coordinators crash between the two under the node faults; each seed must pass and commit in parallel.
+ */
+export function parallelCommitSweep(workloads: readonly WorkloadName[]): void {
+  describe('parallel commit (simulated), under faults', () => {
+    let runner: SeedRunner | undefined;
+    before(() => {
+      runner = new SeedRunner();
+    });
+    after(() => runner?.close());
+    for (const workload of workloads) {
+      PARALLEL_COMMIT_SWEEP_SEEDS.forEach((seed, i) => {
+        const faults = SWEEP_FAULTS[i % SWEEP_FAULTS.length]!;
+        it(`${workload}: history checks out with parallel commits under ${faults} faults (seed ${seed})`, async () => {
+          const request = {
+            workload,
+            seed,
+            faults,
+            ...SHORT,
+            workers: SWEEP_WORKERS,
+            partitions: 4,
+            parallelCommit: true,
+          };
+          const outcome = await runner!.run(request);
+          assertPassed(
+            outcome,
+            `basalt sim --seed ${seed} --workload ${workload} --faults ${faults} --duration 3 ` +
+              `--workers ${SWEEP_WORKERS} --partitions 4 --parallel-commit`,
+          );
+          assert.ok((outcome.marks['parallel-commit'] ?? 0) > 0, 'some commit went in parallel');
+        });
+      });
+    }
+  });
+}
+
 /** One worker thread running seeds in the order asked; tests run one at a time, so one request is in flight. */
 class SeedRunner {
   private readonly worker = new Worker(new URL('./sweep-worker.js', import.meta.url));

@@ -19,6 +19,8 @@ export interface SeedRequest {
   readonly partitions: number;
   /** Idle partitions rest (SimRunOptions.rest). */
   readonly rest?: boolean;
+  /** Coordinators commit in parallel (SimRunOptions.parallelCommit). */
+  readonly parallelCommit?: boolean;
 }
 
 export interface SeedOutcome {
