@@ -122,6 +122,12 @@ export class TxFinishHandler {
     lease: Lease,
   ): Promise<Exclude<Decided, 'vacuumed'> | { readonly committing: HybridTimestamp }> {
     const staged = p.txState.committing(request.txId);
+    if (staged === undefined && request.settle !== undefined) {
+      // A settle follows a stored committing record: with no record at all nothing may be stored unchecked.
+      throw new BasaltError('INTERNAL', `tx ${request.txId} has no committing record to settle`, {
+        txId: request.txId,
+      });
+    }
     if (staged === undefined) return this.finishDurably(p, request, lease);
     if (request.committing !== undefined) return { committing: staged.commitTs };
     const decided =
