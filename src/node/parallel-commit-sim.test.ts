@@ -56,7 +56,8 @@ test('simulated parallel commit: a two-partition write commits with a committing
     assert.equal(counter(cluster, 'coordinator.parallelCommits'), 1, 'the commit went in parallel');
     assert.equal(counter(cluster, 'finish.committingRecords'), 1, 'one committing record was stored');
     assert.equal(counter(cluster, 'coordinator.parallelCommitChecks'), 0, 'every write was confirmed');
-    assert.equal(cluster.basaltNode('n1')!.txState(txId!)?.state, 'COMMITTED');
+    // The caller was told at once; the coordinator's map goes final only once COMMITTED replaced the record.
+    assert.equal(cluster.basaltNode('n1')!.txState(txId!)?.state, 'FINISHING');
     assert.deepEqual([await client.get(T, a), await client.get(T, b)], [7, 3]);
     // The confirmation replaced the record with COMMITTED: every node's map learns it from the applied finish.
     await cluster.waitFor(
@@ -111,6 +112,57 @@ test('simulated parallel commit: the coordinator crashes after its committing re
     assert.deepEqual(values, [7, 3]);
     assert.equal(counter(cluster, 'committing.settledCommitted'), 1, 'settled COMMITTED by a check of the writes');
     assert.equal(counter(cluster, 'committing.settledAborted'), 0);
+  } finally {
+    await cluster.stop();
+  }
+});
+
+test("simulated parallel commit: while the confirmation is held, no request switches an intent of the committed tx on its coordinator's word; the coordinator dies, the record is settled COMMITTED and both writes stay", async () => {
+  const cluster = await startCluster({
+    simulation: { seed: 'parallel-commit-held-confirmation' },
+    nodes: 3,
+    coordinator: { parallelCommit: true },
+  });
+  try {
+    await cluster.createTable(T, { partitions: 4, replicas: 3 });
+    const client = cluster.client('n1');
+    const [a, b] = keysElsewhere(cluster, 'n1');
+    await client.put(T, a, 10);
+    await client.put(T, b, 0);
+    const tx = await client.begin();
+    await tx.put(T, a, 7);
+    await tx.put(T, b, 3);
+    // The committing record goes through; nothing n1 sends as a finish after it does: its confirmation never
+    // replaces the record.
+    const first = cluster.network.hold({ kind: 'TxFinishRequest', from: 'n1' });
+    const commit = tx.commit();
+    await cluster.waitFor(() => first.heldCount === 1, { what: 'the committing record sent' });
+    first.release();
+    const held = cluster.network.hold({ kind: 'TxFinishRequest', from: 'n1' });
+    await commit;
+    assert.equal(counter(cluster, 'finish.committingRecords'), 1);
+    // Another node's transaction writes one of the keys: it meets the committed tx's lock and intent while the record
+    // is still committing and the coordinator alive, long enough for its lock waits to look the holder up.
+    const writer = cluster
+      .client('n2')
+      .transaction((w) => w.put(T, b, 100))
+      .then(
+        () => 'written',
+        (e: unknown) => `failed: ${String(e)}`,
+      );
+    await cluster.runFor(10_000);
+    assert.ok(held.heldCount >= 1, 'the confirmation is held');
+    await cluster.stopNode('n1');
+    // The coordinator is gone: the record is settled by a check of the writes (the tx sweep, or whoever meets it).
+    for (let waited = 0; waited < 120 && counter(cluster, 'committing.settledCommitted') === 0; waited++) {
+      if (counter(cluster, 'committing.settledAborted') > 0) break;
+      await cluster.runFor(1_000);
+    }
+    assert.equal(counter(cluster, 'committing.settledAborted'), 0, 'a committed tx is never settled ABORTED');
+    assert.equal(counter(cluster, 'committing.settledCommitted'), 1);
+    assert.equal(await writer, 'written');
+    assert.equal(await cluster.client('n3').get(T, a), 7, 'the write the caller was told is committed is there');
+    assert.equal(await cluster.client('n3').get(T, b), 100);
   } finally {
     await cluster.stop();
   }

@@ -173,9 +173,14 @@ export class FinishDriver {
       settle: confirmed ? 'confirmed' : 'check',
     };
     if (confirmed) {
-      // Committed: the record and every write it names are durable. COMMITTED replaces the record in the background.
+      // Committed: the record and every write it names are durable, and the caller is told so now. This map goes
+      // final only once COMMITTED replaced the record (confirmInBackground): until then a state request here waits or
+      // answers "not visible", so nobody switches an intent of the tx on this map's word while the record is still
+      // committing (a check of the writes would then miss that intent and decide ABORTED).
+      this.ctx.clock.update(staged.commitTs);
+      tx.outcome = { state: 'COMMITTED', commitTs: staged.commitTs };
       this.confirmInBackground(tx, settled);
-      return this.settle(tx, { state: 'COMMITTED', commitTs: staged.commitTs });
+      return;
     }
     this.ctx.counters?.add(COORDINATOR_FINISH_COUNTERS.parallelCommitChecks);
     const result = await this.drive(tx, settled, 1, finishAttemptsMax, retryBackoffMsMax);
@@ -197,14 +202,17 @@ export class FinishDriver {
   }
 
   /**
-   * Sends a parallel commit's confirmation until the commit partition stored the outcome (its cleanup follows). If
-   * no attempt gets an answer the record stays committing, and whoever meets the tx next has it settled by a check
-   * of its writes, which finds them applied. Only a stored ABORTED would be a broken rule, and is reported.
+   * Sends a parallel commit's confirmation until the commit partition stored the outcome (its cleanup follows), then
+   * settles the map with it. If no attempt gets an answer the record stays committing and this map FINISHING: whoever
+   * meets the tx has the record settled by a check of its writes, which finds them applied. Only a stored ABORTED
+   * would be a broken rule, and is reported.
    */
   private confirmInBackground(tx: CoordinatedTx, body: TxFinishRequest): void {
     const { finishAttemptsTotalMax, backgroundBackoffMsMax } = this.ctx.settings;
     this.drive(tx, body, 1, finishAttemptsTotalMax, backgroundBackoffMsMax)
-      .then((result) => {
+      .then(async (result) => {
+        if (result.kind !== 'outcome' && result.kind !== 'mismatch') return;
+        await this.settle(tx, result.outcome);
         if (result.kind !== 'mismatch') return;
         const message = `committed tx ${tx.id} was stored ${result.outcome.state} by its commit partition`;
         this.ctx.onError(new BasaltError('INTERNAL', message, { txId: tx.id }));
