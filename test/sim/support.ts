@@ -171,6 +171,22 @@ export function parallelCommitSweep(workloads: readonly WorkloadName[]): void {
         });
       });
     }
+    // Found by `basalt sim --seeds 1000..1150 --parallel-commit`: a committed tx settled ABORTED after an enlisted
+    // primary had switched its intent on the coordinator's word (fixed in coordinator-finish.ts).
+    it('bank: the run that lost a committed transfer (seed 1091, every fault, the CLI defaults)', async () => {
+      const request = {
+        workload: 'bank',
+        seed: 1091,
+        faults: 'all',
+        durationMs: 6_000,
+        livenessMs: 20_000,
+        workers: 5,
+        partitions: 4,
+        parallelCommit: true,
+      } as const;
+      const outcome = await runner!.run(request);
+      assertPassed(outcome, 'basalt sim --seed 1091 --workload bank --faults all --parallel-commit');
+    });
   });
 }
 
