@@ -87,7 +87,17 @@ export class FinishDriver {
     // A lost-lock abort may have come in while the confirmations were awaited, with its decision (FINISHING without
     // commitTs) already installed: nothing else need carry it to the commit partition, so this commit does.
     if (tx.abortCause !== undefined) return this.rollBackAndThrow(tx);
-    // One synchronous step: commitTs, the deadline check and FINISHING (rules 13, 15).
+    const commitTs = await this.startCommit(tx);
+    if (commitTs === undefined) return;
+    if (!tx.mayHaveWritten) return this.finishLocally(tx, { state: 'COMMITTED', commitTs });
+    return this.finishDurably(tx, commitTs);
+  }
+
+  /**
+   * One synchronous step: commitTs, the deadline check and FINISHING (rules 13, 15); then the lease check (rule 6).
+   * The commitTs, or undefined when a stored decision was followed instead; throws when the tx was rolled back.
+   */
+  private async startCommit(tx: CoordinatedTx): Promise<HybridTimestamp | undefined> {
     const commitTs = this.ctx.clock.now();
     if (commitTs >= tx.deadline) {
       tx.makeAbortOnly(deadlineError(tx, commitTs));
@@ -103,15 +113,17 @@ export class FinishDriver {
       commitTimestamp: commitTs,
       ...(tx.carried !== undefined && { commitTsLowerBound: true }),
     });
-    if (began.kind !== 'began') return this.followStoredDecision(tx, began, true);
+    if (began.kind !== 'began') {
+      await this.followStoredDecision(tx, began, true);
+      return undefined;
+    }
     tx.finishingInstalled = true;
     const leaseFailure = await this.checkLeases(tx, commitTs);
     if (leaseFailure !== undefined) {
       tx.makeAbortOnly(leaseFailure);
       return this.rollBackAndThrow(tx);
     }
-    if (!tx.mayHaveWritten) return this.finishLocally(tx, { state: 'COMMITTED', commitTs });
-    return this.finishDurably(tx, commitTs);
+    return commitTs;
   }
 
   /**
@@ -124,26 +136,8 @@ export class FinishDriver {
    * a confirmation failed the commit partition checks the writes itself and decides; the outcome is reported.
    */
   private async commitInParallel(tx: CoordinatedTx, inflight: readonly InflightWrites[]): Promise<void> {
-    const commitTs = this.ctx.clock.now();
-    if (commitTs >= tx.deadline) {
-      tx.makeAbortOnly(deadlineError(tx, commitTs));
-      return this.rollBackAndThrow(tx);
-    }
-    if (tx.readExpiresAt !== undefined && commitTs >= tx.readExpiresAt) {
-      tx.makeAbortOnly(readExpiredError(tx, commitTs, tx.readExpiresAt));
-      return this.rollBackAndThrow(tx);
-    }
-    const began = this.ctx.txStates.beginFinish(tx.id, {
-      commitTimestamp: commitTs,
-      ...(tx.carried !== undefined && { commitTsLowerBound: true }),
-    });
-    if (began.kind !== 'began') return this.followStoredDecision(tx, began, true);
-    tx.finishingInstalled = true;
-    const leaseFailure = await this.checkLeases(tx, commitTs);
-    if (leaseFailure !== undefined) {
-      tx.makeAbortOnly(leaseFailure);
-      return this.rollBackAndThrow(tx);
-    }
+    const commitTs = await this.startCommit(tx);
+    if (commitTs === undefined) return;
     const commitPartitionId = tx.commitPartitionId;
     assert(commitPartitionId !== undefined, 'a tx that wrote has a commit partition');
     const body: TxFinishRequest = {

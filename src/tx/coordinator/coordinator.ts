@@ -553,7 +553,8 @@ export class TxCoordinator {
     if (response.writeTs !== undefined) this.clock.update(response.writeTs);
     else if (response.pipelined === true) {
       e.unconfirmed = true;
-      notePipelined(e, operation);
+      // Only a parallel commit names them (Enlistment.pipelinedKeys).
+      if (this.ctx.settings.parallelCommit) notePipelined(e, operation);
     }
   }
 
