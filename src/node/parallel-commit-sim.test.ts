@@ -26,6 +26,31 @@ function keysElsewhere(cluster: Cluster<Client>, coordinator: string): [string, 
   return [keys[0]!, keys[1]!];
 }
 
+/** What each case starts from. */
+interface Accounts {
+  readonly cluster: Cluster<Client>;
+  /** A client coordinated by n1. */
+  readonly client: Client;
+  /** Keys of two partitions whose primaries are not n1, holding 10 and 0. */
+  readonly a: string;
+  readonly b: string;
+}
+
+/** A simulated 3-node cluster whose coordinators commit in parallel, two accounts written, then `body`; stopped after. */
+async function withAccounts(seed: string, body: (s: Accounts) => Promise<void>): Promise<void> {
+  const cluster = await startCluster({ simulation: { seed }, nodes: 3, coordinator: { parallelCommit: true } });
+  try {
+    await cluster.createTable(T, { partitions: 4, replicas: 3 });
+    const client = cluster.client('n1');
+    const [a, b] = keysElsewhere(cluster, 'n1');
+    await client.put(T, a, 10);
+    await client.put(T, b, 0);
+    await body({ cluster, client, a, b });
+  } finally {
+    await cluster.stop();
+  }
+}
+
 /** A counter summed over the running nodes. */
 function counter(cluster: Cluster<Client>, name: string): number {
   let sum = 0;
@@ -33,18 +58,8 @@ function counter(cluster: Cluster<Client>, name: string): number {
   return sum;
 }
 
-test('simulated parallel commit: a two-partition write commits with a committing record, which ends COMMITTED on every replica of its commit partition', async () => {
-  const cluster = await startCluster({
-    simulation: { seed: 'parallel-commit-basic' },
-    nodes: 3,
-    coordinator: { parallelCommit: true },
-  });
-  try {
-    await cluster.createTable(T, { partitions: 4, replicas: 3 });
-    const client = cluster.client('n1');
-    const [a, b] = keysElsewhere(cluster, 'n1');
-    await client.put(T, a, 10);
-    await client.put(T, b, 0);
+test('simulated parallel commit: a two-partition write commits with a committing record, which ends COMMITTED on every replica of its commit partition', () =>
+  withAccounts('parallel-commit-basic', async ({ cluster, client, a, b }) => {
     let txId: TxId | undefined;
     await client.transaction(async (tx) => {
       txId = tx.id;
@@ -66,23 +81,10 @@ test('simulated parallel commit: a two-partition write commits with a committing
         what: 'COMMITTED on every node',
       },
     );
-  } finally {
-    await cluster.stop();
-  }
-});
+  }));
 
-test('simulated parallel commit: the coordinator crashes after its committing record is stored, before its writes are confirmed; a reader finds the tx COMMITTED, decided by a check of its writes', async () => {
-  const cluster = await startCluster({
-    simulation: { seed: 'parallel-commit-crash' },
-    nodes: 3,
-    coordinator: { parallelCommit: true },
-  });
-  try {
-    await cluster.createTable(T, { partitions: 4, replicas: 3 });
-    const client = cluster.client('n1');
-    const [a, b] = keysElsewhere(cluster, 'n1');
-    await client.put(T, a, 10);
-    await client.put(T, b, 0);
+test('simulated parallel commit: the coordinator crashes after its committing record is stored, before its writes are confirmed; a reader finds the tx COMMITTED, decided by a check of its writes', () =>
+  withAccounts('parallel-commit-crash', async ({ cluster, client, a, b }) => {
     const tx = await client.begin();
     await tx.put(T, a, 7);
     await tx.put(T, b, 3);
@@ -112,23 +114,10 @@ test('simulated parallel commit: the coordinator crashes after its committing re
     assert.deepEqual(values, [7, 3]);
     assert.equal(counter(cluster, 'committing.settledCommitted'), 1, 'settled COMMITTED by a check of the writes');
     assert.equal(counter(cluster, 'committing.settledAborted'), 0);
-  } finally {
-    await cluster.stop();
-  }
-});
+  }));
 
-test("simulated parallel commit: while the confirmation is held, no request switches an intent of the committed tx on its coordinator's word; the coordinator dies, the record is settled COMMITTED and both writes stay", async () => {
-  const cluster = await startCluster({
-    simulation: { seed: 'parallel-commit-held-confirmation' },
-    nodes: 3,
-    coordinator: { parallelCommit: true },
-  });
-  try {
-    await cluster.createTable(T, { partitions: 4, replicas: 3 });
-    const client = cluster.client('n1');
-    const [a, b] = keysElsewhere(cluster, 'n1');
-    await client.put(T, a, 10);
-    await client.put(T, b, 0);
+test("simulated parallel commit: while the confirmation is held, no request switches an intent of the committed tx on its coordinator's word; the coordinator dies, the record is settled COMMITTED and both writes stay", () =>
+  withAccounts('parallel-commit-held-confirmation', async ({ cluster, client, a, b }) => {
     const tx = await client.begin();
     await tx.put(T, a, 7);
     await tx.put(T, b, 3);
@@ -163,7 +152,4 @@ test("simulated parallel commit: while the confirmation is held, no request swit
     assert.equal(await writer, 'written');
     assert.equal(await cluster.client('n3').get(T, a), 7, 'the write the caller was told is committed is there');
     assert.equal(await cluster.client('n3').get(T, b), 100);
-  } finally {
-    await cluster.stop();
-  }
-});
+  }));

@@ -103,6 +103,16 @@ class Cluster extends ReplicaTestCluster<Parts> {
     return this.settle(this.call<ReadWriteResponse>(to.name, request));
   }
 
+  /** A pipelined put of `txId` at `to`, then its commit record naming `keys` (the put's key) as in flight on P1. */
+  async stage(to: Member, txId: TxId, key: string, value: string, keys: readonly string[] = [key]) {
+    const put = await this.pipelinedPut(to, txId, key, value);
+    const commitTs = this.coord.now();
+    const enlisted = enlistedP1(to.name, put.lease.token);
+    const inflight = [{ partitionId: P1, keys }];
+    const staged = await this.finish({ txId, commit: true, commitTs, enlisted, committing: { inflight } });
+    return { put, commitTs, enlisted, inflight, staged };
+  }
+
   finish(body: Omit<TxFinishRequest, 'kind' | 'commitPartitionId'>): Promise<TxFinishResponse> {
     const request: TxFinishRequest = { kind: 'TxFinishRequest', commitPartitionId: P0, ...body };
     return this.settle(this.call<TxFinishResponse>(this.primary(P0).name, request));
@@ -144,12 +154,8 @@ describe('parallel commit: the committing record on the commit partition', () =>
     const h = await Cluster.start(SEED);
     const p1 = h.primary(P1);
     const tx = h.newTx();
-    const put = await h.pipelinedPut(p1, tx, 'a', 'A');
+    const { put, commitTs, enlisted, inflight, staged } = await h.stage(p1, tx, 'a', 'A');
     assert.equal(put.pipelined, true, 'answered before its apply');
-    const commitTs = h.coord.now();
-    const enlisted = enlistedP1(p1.name, put.lease.token);
-    const inflight = [{ partitionId: P1, keys: ['a'] }];
-    const staged = await h.finish({ txId: tx, commit: true, commitTs, enlisted, committing: { inflight } });
     assert.equal(staged.committing, commitTs);
     assert.equal(staged.outcome, undefined);
     const p0 = h.hosted(h.primary(P0), P0);
@@ -173,16 +179,7 @@ describe('parallel commit: the committing record on the commit partition', () =>
     const h = await Cluster.start(SEED);
     const p1 = h.primary(P1);
     const tx = h.newTx();
-    const put = await h.pipelinedPut(p1, tx, 'b', 'B');
-    const commitTs = h.coord.now();
-    const enlisted = enlistedP1(p1.name, put.lease.token);
-    await h.finish({
-      txId: tx,
-      commit: true,
-      commitTs,
-      enlisted,
-      committing: { inflight: [{ partitionId: P1, keys: ['b'] }] },
-    });
+    const { commitTs, enlisted } = await h.stage(p1, tx, 'b', 'B');
     // A recovery's abort (its coordinator gone, say) is a finish without commit.
     await assert.rejects(
       h.finish({ txId: tx, commit: false, enlisted }),
@@ -200,11 +197,7 @@ describe('parallel commit: the committing record on the commit partition', () =>
     const h = await Cluster.start(SEED);
     const p1 = h.primary(P1);
     const tx = h.newTx();
-    const put = await h.pipelinedPut(p1, tx, 'c', 'C');
-    const commitTs = h.coord.now();
-    const enlisted = enlistedP1(p1.name, put.lease.token);
-    const inflight = [{ partitionId: P1, keys: ['c', 'never-written'] }];
-    await h.finish({ txId: tx, commit: true, commitTs, enlisted, committing: { inflight } });
+    const { commitTs, enlisted } = await h.stage(p1, tx, 'c', 'C', ['c', 'never-written']);
     await assert.rejects(
       h.finish({ txId: tx, commit: true, commitTs, enlisted, settle: 'check' }),
       hasCode('TX_MISMATCHING_OUTCOME', (e) => outcomeState(e) === 'ABORTED'),
@@ -253,16 +246,7 @@ describe('parallel commit: the committing record on the commit partition', () =>
     const h = await Cluster.start(SEED);
     const p1 = h.primary(P1);
     const tx = h.newTx();
-    const put = await h.pipelinedPut(p1, tx, 'e', 'E');
-    const commitTs = h.coord.now();
-    const enlisted = enlistedP1(p1.name, put.lease.token);
-    await h.finish({
-      txId: tx,
-      commit: true,
-      commitTs,
-      enlisted,
-      committing: { inflight: [{ partitionId: P1, keys: ['e'] }] },
-    });
+    const { commitTs, enlisted } = await h.stage(p1, tx, 'e', 'E');
     await h.converge();
     for (const m of h.members.values()) {
       assert.equal(h.hosted(m, P0).txState.committing(tx)?.commitTs, commitTs, `${m.name}: the record replicated`);
