@@ -140,16 +140,7 @@ export class FinishDriver {
     if (commitTs === undefined) return;
     const commitPartitionId = tx.commitPartitionId;
     assert(commitPartitionId !== undefined, 'a tx that wrote has a commit partition');
-    const body: TxFinishRequest = {
-      kind: 'TxFinishRequest',
-      txId: tx.id,
-      commitPartitionId,
-      commit: true,
-      commitTs,
-      enlisted: tx.finishEnlisted(),
-      ...carriedOf(tx),
-      committing: { inflight },
-    };
+    const body: TxFinishRequest = { ...commitRequest(tx, commitPartitionId, commitTs), committing: { inflight } };
     const { finishAttemptsMax, retryBackoffMsMax } = this.ctx.settings;
     const [confirmed, staged] = await Promise.all([
       this.confirmWritesBelow(tx, commitTs),
@@ -331,15 +322,7 @@ export class FinishDriver {
     const body: TxFinishRequest =
       commitTs === undefined
         ? { kind: 'TxFinishRequest', txId: tx.id, commitPartitionId, commit: false, enlisted: tx.finishEnlisted() }
-        : {
-            kind: 'TxFinishRequest',
-            txId: tx.id,
-            commitPartitionId,
-            commit: true,
-            commitTs,
-            enlisted: tx.finishEnlisted(),
-            ...carriedOf(tx),
-          };
+        : commitRequest(tx, commitPartitionId, commitTs);
     const { finishAttemptsMax, retryBackoffMsMax } = this.ctx.settings;
     const result = await this.drive(tx, body, 1, finishAttemptsMax, retryBackoffMsMax);
     return this.conclude(tx, body, result, true);
@@ -529,6 +512,19 @@ export function carriedBound(tx: CoordinatedTx, commitPartitionId: PartitionId):
     if (e.partitionId !== commitPartitionId && e.expiration < bound) bound = e.expiration;
   }
   return bound;
+}
+
+/** The finish request of a commit at `commitTs`, with the writes it carries. */
+function commitRequest(tx: CoordinatedTx, commitPartitionId: PartitionId, commitTs: HybridTimestamp): TxFinishRequest {
+  return {
+    kind: 'TxFinishRequest',
+    txId: tx.id,
+    commitPartitionId,
+    commit: true,
+    commitTs,
+    enlisted: tx.finishEnlisted(),
+    ...carriedOf(tx),
+  };
 }
 
 /** The finish request's `carried`, for a commit that carries writes (none otherwise). */
