@@ -283,7 +283,7 @@ export function loadEntries(workloads: readonly WorkloadName[]): { key: string; 
   const value = 'v'.repeat(VALUE_BYTES);
   const needs = (...names: WorkloadName[]): boolean => names.some((n) => workloads.includes(n));
   return [
-    ...(needs('transfer', 'get', 'ro-tx')
+    ...(needs('transfer', 'transfer-seq', 'get', 'ro-tx')
       ? Array.from({ length: ACCOUNTS }, (_, i) => ({ key: accountKey(i), value: INITIAL_BALANCE }))
       : []),
     ...(needs('transfer-hot')

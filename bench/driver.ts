@@ -10,7 +10,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Etcd3 } from 'etcd3';
 import { transferIn } from '../src/cli/demo.js';
-import type { RemoteClient } from '../src/client/remote.js';
+import type { RemoteClient, RemoteTransaction } from '../src/client/remote.js';
 import { isBasaltError } from '../src/core/errors.js';
 import { SeededRandom } from './stats.js';
 import type { BenchTls } from './tls.js';
@@ -123,8 +123,10 @@ function basaltOp(client: RemoteClient, job: DriverJob, caller: number): Op {
         return 1;
       };
     case 'transfer':
-    case 'transfer-hot': {
-      const [count, key] = job.workload === 'transfer' ? [ACCOUNTS, accountKey] : [HOT_ACCOUNTS, hotKey];
+    case 'transfer-hot':
+    case 'transfer-seq': {
+      const [count, key] = job.workload === 'transfer-hot' ? [HOT_ACCOUNTS, hotKey] : [ACCOUNTS, accountKey];
+      const move = job.workload === 'transfer-seq' ? transferOneByOne : transferIn;
       return async () => {
         const [a, b] = random.pair(count);
         const amount = 1 + random.int(10);
@@ -133,7 +135,7 @@ function basaltOp(client: RemoteClient, job: DriverJob, caller: number): Op {
           await client.transaction(
             (tx) => {
               attempts++;
-              return transferIn(tx, table, key(a), key(b), amount);
+              return move(tx, table, key(a), key(b), amount);
             },
             { retries: TRANSFER_RETRIES },
           );
@@ -196,13 +198,17 @@ export function etcdOps(client: Etcd3, job: DriverJob, caller: number, tally: Ta
         return 1;
       };
     case 'transfer':
-    case 'transfer-hot': {
-      const [count, key] = job.workload === 'transfer' ? [ACCOUNTS, accountKey] : [HOT_ACCOUNTS, hotKey];
+    case 'transfer-hot':
+    case 'transfer-seq': {
+      const [count, key] = job.workload === 'transfer-hot' ? [HOT_ACCOUNTS, hotKey] : [ACCOUNTS, accountKey];
+      const oneByOne = job.workload === 'transfer-seq';
       return async () => {
         const [a, b] = random.pair(count);
         const amount = 1 + random.int(10);
         for (let attempt = 1; attempt <= 1 + TRANSFER_RETRIES; attempt++) {
-          const [ra, rb] = await Promise.all([client.get(key(a)).exec(), client.get(key(b)).exec()]);
+          const [ra, rb] = oneByOne
+            ? [await client.get(key(a)).exec(), await client.get(key(b)).exec()]
+            : await Promise.all([client.get(key(a)).exec(), client.get(key(b)).exec()]);
           const [kvA, kvB] = [ra.kvs[0], rb.kvs[0]];
           if (kvA === undefined || kvB === undefined) throw new Error(`account ${key(a)} or ${key(b)} is missing`);
           const result = await client
@@ -232,6 +238,14 @@ export function etcdOps(client: Etcd3, job: DriverJob, caller: number, tally: Ta
     case 'ro-intent-commit-partition':
       throw new Error(`${job.workload}: etcd has no write intents`);
   }
+}
+
+/** A transfer one key at a time, as an interactive transaction makes it: each step waits for the one before. */
+async function transferOneByOne(tx: RemoteTransaction, table: string, from: string, to: string, amount: number) {
+  const a = (await tx.get(table, from, { forUpdate: true })) as number;
+  const b = (await tx.get(table, to, { forUpdate: true })) as number;
+  await tx.put(table, from, a - amount);
+  await tx.put(table, to, b + amount);
 }
 
 /** Runs the loops of `ops` until `endMs`, recording what completes inside the window. */
@@ -315,13 +329,16 @@ async function main(connection: DriverConnection): Promise<void> {
     // Each thread loads only its own system's client (grpc-js alone takes a noticeable part of a short cell).
     const { connectCluster } = await import('../src/client/routing.js');
     // For before/after runs: BASALT_BUFFERED_WRITES=0 sends each write of a transaction at once;
-    // BASALT_LAZY_BEGIN=0 begins each transaction with a request of its own, on the thread's home node.
+    // BASALT_LAZY_BEGIN=0 begins each transaction with a request of its own, on the thread's home node;
+    // BASALT_DIRECT_MAPPING=1 sends a transaction's single-key operations straight to their primaries.
     const bufferWrites = process.env['BASALT_BUFFERED_WRITES'] !== '0';
     const lazyBegin = process.env['BASALT_LAZY_BEGIN'] !== '0';
+    const directMapping = process.env['BASALT_DIRECT_MAPPING'] === '1';
     const client = await connectCluster([connection.address, ...connection.others], {
       ...(connection.tls ?? {}),
       bufferWrites,
       lazyBegin,
+      directMapping,
     });
     opsOf = (job) => Array.from({ length: job.callers }, (_, c) => basaltOps(client, job, c));
   } else {

@@ -10,6 +10,8 @@
  *   transfer  begin (1); getAll forUpdate (2); putAll of both, the two partitions in parallel: client (1) +
  *             primary (1) + Raft (1) + F;
  *             commit: client (1) + commit partition (1) + Raft write of the tx state (1) + F
+ *   transfer-seq  as transfer, one key at a time: get a, get b (forUpdate), put a, put b, commit; the read of b
+ *             is one more round (2), direct to b's primary with direct mapping (1)
  *   ycsb-a    half get, half put
  *   ro-intent-local              as get: the primary finds the intent's tx state in its own map
  *   ro-intent-coordinator        get + the primary's state request to the coordinator (1)
@@ -23,6 +25,7 @@ export const WORKLOAD_NAMES = [
   'put',
   'transfer',
   'transfer-hot',
+  'transfer-seq',
   'get',
   'ro-tx',
   'ycsb-a',
@@ -98,6 +101,23 @@ export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadSpec>> = {
     basalt: 'as transfer, on 20 accounts',
     etcd: 'as transfer, on 20 accounts',
     parts: [{ share: 1, path: transferPath() }],
+    transactional: true,
+  },
+  'transfer-seq': {
+    name: 'transfer-seq',
+    title: `2-key transfer one key at a time, ${ACCOUNTS.toLocaleString('en-US')} accounts`,
+    basalt: 'RW tx: get a forUpdate, get b forUpdate, put a, put b',
+    etcd: 'get a, then get b; Txn comparing both ModRevisions, put both; retried on a failed compare',
+    parts: [
+      {
+        share: 1,
+        path: {
+          roundTrips: 1 + 2 + 2 + 3 + 3,
+          fsyncs: 2,
+          why: 'begin; get a; get b (client, primary); put both (client, primary, Raft); commit (client, commit partition, Raft)',
+        },
+      },
+    ],
     transactional: true,
   },
   get: {

@@ -20,6 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { type ConnectOptions, connect, type RemoteClient } from '../client/remote.js';
+import { connectCluster } from '../client/routing.js';
 import { BasaltError, invalidArgument } from '../core/errors.js';
 import { formatHistory, HistoryRecorder } from '../sim/check/history.js';
 import { SeededRandom } from '../sim/random.js';
@@ -79,6 +80,8 @@ const FAULT_MS_MAX = 4_000;
 /** A renewed certificate must be served this soon (the nodes poll their certificate directory every 5 s). */
 const ROTATION_SERVED_MS = 20_000;
 const CONNECT_ATTEMPTS = 20;
+/** BASALT_DIRECT_MAPPING=1: workers send single-key operations straight to primaries (`connectCluster`). */
+const DIRECT_MAPPING = process.env['BASALT_DIRECT_MAPPING'] === '1';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -118,6 +121,25 @@ class Processes {
 
   address(name: string): string {
     return `127.0.0.1:${this.clientPorts[this.names.indexOf(name)]}`;
+  }
+
+  /**
+   * A client of every node, `name` first, that sends transactions' single-key operations straight to their primaries
+   * (`connectCluster` with direct mapping), for runs with BASALT_DIRECT_MAPPING=1; a plain client of `name` when some
+   * node does not answer.
+   */
+  async connectRouted(name: string): Promise<RemoteClient> {
+    const others = this.names.filter((n) => n !== name).map((n) => this.address(n));
+    try {
+      return await connectCluster([this.address(name), ...others], {
+        timeoutMs: CALL_TIMEOUT_MS,
+        connectTimeoutMs: 2_000,
+        directMapping: true,
+        ...this.tls?.client,
+      });
+    } catch {
+      return this.connect(name, { connectTimeoutMs: 2_000 });
+    }
   }
 
   /**
@@ -265,7 +287,7 @@ function minorityWith(names: readonly string[], name: string, random: SeededRand
 /** A connected client to `name`, or undefined if the node does not answer now. */
 async function connectTo(procs: Processes, name: string): Promise<RemoteClient | undefined> {
   try {
-    return await procs.connect(name, { connectTimeoutMs: 2_000 });
+    return DIRECT_MAPPING ? await procs.connectRouted(name) : await procs.connect(name, { connectTimeoutMs: 2_000 });
   } catch {
     return undefined;
   }
@@ -338,7 +360,7 @@ export async function jepsen(options: JepsenOptions, out: (line: string) => void
     const homes: string[] = [];
     for (let i = 0; i < options.workers; i++) {
       const home = procs.names[i % procs.names.length]!;
-      const client = await procs.connect(home);
+      const client = DIRECT_MAPPING ? await procs.connectRouted(home) : await procs.connect(home);
       clients.push(client);
       workers.push({ client, random: random.fork(`worker/${i}`), process: recorder.process() });
       homes.push(home);

@@ -390,7 +390,7 @@ class EmbeddedClient implements Client {
 }
 
 /** What a coordinator's transaction object offers: the read-write one, or the read-only one. */
-type InnerTransaction = Omit<CoordinatedTransaction, 'readOnly' | 'commitWith'> & {
+type InnerTransaction = Omit<CoordinatedTransaction, 'readOnly' | 'commitWith' | 'directInfo' | 'adoptDirect'> & {
   readonly commitWith?: CoordinatedTransaction['commitWith'];
   readonly readOnly: boolean;
   readonly readTimestamp?: HybridTimestamp;

@@ -15,11 +15,12 @@ import { sleep } from '../env/timers.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import { locateOr } from '../route/primary-directory.js';
+import type { DirectServed } from '../tx/coordinator/coordinator-direct.js';
 import { beginReadOnly } from '../tx/coordinator/read-only.js';
 import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import { beginTransaction, readWriteBeginOptions, runTransaction } from '../tx/coordinator/transaction.js';
 import type { PutOptions, Value } from './client.js';
-import type { BackendTransaction, ClientBackend, RemoteBeginOptions, UserDirectory } from './server.js';
+import type { BackendTransaction, ClientBackend, DirectRequest, RemoteBeginOptions, UserDirectory } from './server.js';
 import type { ChangeReadPage, ChangeReadRequest } from './watch.js';
 
 /** Polling period while waiting for this node's metastorage view to show a table change. */
@@ -131,6 +132,11 @@ class NodeClient implements ClientBackend {
   primaries(table: string): readonly (string | null)[] {
     const placement = this.service().placement;
     return placement.partitionsOf(table).map((partitionId) => locateOr(placement.primaries, partitionId, null));
+  }
+
+  /** A direct operation on this node's replica of the key's partition (tx/core/direct.ts). */
+  direct(request: DirectRequest): Promise<DirectServed> {
+    return this.service().coordinator.serveDirect(request.table, request.operation, request.tx);
   }
 
   readChanges(request: ChangeReadRequest): Promise<ChangeReadPage> {

@@ -20,6 +20,8 @@
  */
 import { BasaltError, type ErrorData, type ErrorHint, errorHintProblem, isErrorCode } from '../core/errors.js';
 import type { HybridTimestamp } from '../core/ids.js';
+import { NO_CEILING } from '../net/body-checks.js';
+import { type DirectHandoff, type DirectTx, directHandoffCheck, directTxCheck } from '../tx/core/direct.js';
 import { isTxId } from '../tx/core/tx-id.js';
 
 export const CLIENT_MAGIC = 'basalt-client';
@@ -89,6 +91,8 @@ interface RequestFields {
   readonly get: {
     readonly tx?: TxHandle;
     readonly begin?: PiggybackedBegin;
+    /** Sent straight to the key's primary's node (tx/core/direct.ts): names the transaction instead of `tx`. */
+    readonly direct?: DirectTx;
     readonly table: string;
     readonly key: string;
     readonly options?: ReadOpts;
@@ -96,12 +100,14 @@ interface RequestFields {
   readonly getAll: {
     readonly tx?: TxHandle;
     readonly begin?: PiggybackedBegin;
+    readonly handoff?: DirectHandoff;
     readonly table: string;
     readonly keys: readonly string[];
     readonly options?: ReadOpts;
   };
   readonly put: {
     readonly tx?: TxHandle;
+    readonly direct?: DirectTx;
     readonly table: string;
     readonly key: string;
     readonly value: unknown;
@@ -110,12 +116,14 @@ interface RequestFields {
   };
   readonly putAll: {
     readonly tx?: TxHandle;
+    readonly handoff?: DirectHandoff;
     readonly table: string;
     readonly entries: readonly { readonly key: string; readonly value: unknown }[];
   };
-  readonly remove: { readonly tx?: TxHandle; readonly table: string; readonly key: string };
+  readonly remove: { readonly tx?: TxHandle; readonly direct?: DirectTx; readonly table: string; readonly key: string };
   readonly scan: {
     readonly tx?: TxHandle;
+    readonly handoff?: DirectHandoff;
     readonly table: string;
     readonly range: Readonly<Record<string, string>>;
     readonly options?: { readonly limit?: number; readonly partition?: number };
@@ -124,9 +132,11 @@ interface RequestFields {
   readonly commit: {
     readonly tx?: TxHandle;
     readonly begin?: PiggybackedBegin;
+    /** What the client learned from its direct operations, taken over before the commit. */
+    readonly handoff?: DirectHandoff;
     readonly writes?: readonly { readonly table: string; readonly key: string; readonly value?: unknown }[];
   };
-  readonly rollback: { readonly tx: TxHandle };
+  readonly rollback: { readonly tx: TxHandle; readonly handoff?: DirectHandoff };
   readonly createTable: { readonly name: string; readonly options: { partitions: number; replicas: number } };
   readonly dropTable: { readonly name: string };
   readonly tables: Readonly<Record<never, never>>;
@@ -309,6 +319,8 @@ const scanOptions = record({ required: {}, optional: { limit: count, partition: 
 const readOptions = record({ required: {}, optional: { forUpdate: boolean } });
 const piggybackedBegin = record({ required: {}, optional: { timeoutMs: count, retryOf: txIdText } });
 const putOptions = record({ required: {}, optional: { ttlMs: anything, expiresAt: timestamp } });
+const direct: FieldCheck = (v) => directTxCheck(v, NO_CEILING);
+const handoff: FieldCheck = (v) => directHandoffCheck(v, NO_CEILING);
 
 const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
   begin: {
@@ -318,18 +330,21 @@ const SCHEMAS: Readonly<Record<RequestKind, Schema>> = {
   },
   get: {
     required: { table: string, key: string },
-    optional: { tx: handle, begin: piggybackedBegin, options: readOptions },
+    optional: { tx: handle, begin: piggybackedBegin, direct, options: readOptions },
   },
   getAll: {
     required: { table: string, keys: strings },
-    optional: { tx: handle, begin: piggybackedBegin, options: readOptions },
+    optional: { tx: handle, begin: piggybackedBegin, handoff, options: readOptions },
   },
-  put: { required: { table: string, key: string, value: anything }, optional: { tx: handle, options: putOptions } },
-  putAll: { required: { table: string, entries }, optional: { tx: handle } },
-  remove: { required: { table: string, key: string }, optional: { tx: handle } },
-  scan: { required: { table: string, range }, optional: { tx: handle, options: scanOptions } },
-  commit: { required: {}, optional: { tx: handle, begin: piggybackedBegin, writes } },
-  rollback: { required: { tx: handle }, optional: {} },
+  put: {
+    required: { table: string, key: string, value: anything },
+    optional: { tx: handle, direct, options: putOptions },
+  },
+  putAll: { required: { table: string, entries }, optional: { tx: handle, handoff } },
+  remove: { required: { table: string, key: string }, optional: { tx: handle, direct } },
+  scan: { required: { table: string, range }, optional: { tx: handle, handoff, options: scanOptions } },
+  commit: { required: {}, optional: { tx: handle, begin: piggybackedBegin, writes, handoff } },
+  rollback: { required: { tx: handle }, optional: { handoff } },
   createTable: { required: { name: string, options: tableOptions }, optional: {} },
   dropTable: { required: { name: string }, optional: {} },
   tables: { required: {}, optional: {} },
@@ -370,11 +385,17 @@ export function parseRequest(value: unknown): ParsedRequest {
   return { ok: true, request: value as unknown as ClientRequest };
 }
 
-/** A request names its transaction by `tx` or begins one with `begin`, never both; a commit needs one of them. */
+/**
+ * A request names its transaction by `tx` or begins one with `begin`, never both; a commit needs one of them. A direct
+ * operation names its transaction in `direct` instead; a handoff rides on a request naming its `tx`.
+ */
 function beginPairingProblem(kind: string, fields: Readonly<Record<string, unknown>>): string | undefined {
   const named = Object.hasOwn(fields, 'tx');
   const begins = Object.hasOwn(fields, 'begin');
   if (named && begins) return 'names a transaction (tx) and begins one (begin): at most one of them';
+  if (Object.hasOwn(fields, 'direct') && (named || begins))
+    return 'a direct operation (direct) names no tx and no begin';
+  if (Object.hasOwn(fields, 'handoff') && !named) return 'a handoff needs the transaction (tx) it belongs to';
   if (kind === 'commit' && !named && !begins) return 'field tx is missing';
   return undefined;
 }

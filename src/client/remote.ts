@@ -38,11 +38,13 @@ import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import { parseHostPort } from '../net/tcp-transport.js';
 import { commitOrRollBack, retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import type { RunTransactionOptions } from '../tx/coordinator/transaction.js';
+import type { DirectHandoff } from '../tx/core/direct.js';
 import type { ChangeEntry } from '../tx/core/messages.js';
 import { isTxId } from '../tx/core/tx-id.js';
 import { checkReadOptions } from '../tx/core/user-input.js';
 import { type BackupOptions, type BackupSummary, backup } from './backup.js';
 import type { KeyValue, PutOptions, ReadOptions, ScanOptions, ScanRange, Transaction, Value } from './client.js';
+import { DirectPlan, type DirectRoute } from './direct-plan.js';
 import {
   grantLease,
   keepLeaseAlive,
@@ -609,14 +611,14 @@ class TcpClient implements RemoteClient {
   }
 
   /** As `begin`; a lazy transaction begins on the connection `route` chooses for its first key. */
-  async beginRouted(options: RemoteBeginOptions, route: BeginRoute): Promise<RemoteTransaction> {
+  async beginRouted(options: RemoteBeginOptions, route: BeginRoute, direct?: DirectRoute): Promise<RemoteTransaction> {
     const bufferWrites = this.options.bufferWrites ?? true;
     if (isLazy(options)) {
       const begin = {
         ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
         ...(options.retryOf !== undefined && { retryOf: options.retryOf }),
       };
-      return new TcpTransaction({ route, begin }, false, undefined, bufferWrites);
+      return new TcpTransaction({ route, begin, direct }, false, undefined, bufferWrites);
     }
     const result = await this.connection.call({ kind: 'begin', ...beginOptionsOf(options) });
     if (!isRecord(result) || typeof result['tx'] !== 'number' || typeof result['txId'] !== 'string') {
@@ -640,6 +642,7 @@ class TcpClient implements RemoteClient {
     fn: (tx: RemoteTransaction) => Promise<T>,
     options: RemoteTransactionOptions,
     route: BeginRoute,
+    direct?: DirectRoute,
   ): Promise<T> {
     // A read-write retry keeps the age of the attempt before it (RemoteBeginOptions.retryOf).
     let previous = options.retryOf;
@@ -649,7 +652,8 @@ class TcpClient implements RemoteClient {
       (delayMs) => sleep(this.timers, delayMs),
       async () => {
         const retryOf = options.readOnly === true || previous === undefined ? {} : { retryOf: previous };
-        const tx = (await this.beginRouted({ ...beginOptionsOf(options), ...retryOf, lazy }, route)) as TcpTransaction;
+        const begin = { ...beginOptionsOf(options), ...retryOf, lazy };
+        const tx = (await this.beginRouted(begin, route, direct)) as TcpTransaction;
         try {
           return await commitOrRollBack(tx, fn);
         } finally {
@@ -930,6 +934,8 @@ export type BeginRoute = (table: string | undefined, key: string | undefined) =>
 interface LazyStart {
   readonly route: BeginRoute;
   readonly begin: PiggybackedBegin;
+  /** Where its single-key operations may go straight to their primaries (direct-plan.ts); absent: never. */
+  readonly direct: DirectRoute | undefined;
 }
 
 /**
@@ -947,6 +953,8 @@ class TcpTransaction implements RemoteTransaction {
   private readonly lazy: LazyStart | undefined;
   /** The first request of a lazy transaction, while it is under way; it never rejects. */
   private beginning: Promise<void> | undefined;
+  /** Direct mapping (direct-plan.ts), for a lazy transaction of a client routing by key that asked for it. */
+  private readonly plan: DirectPlan | undefined;
 
   constructor(
     start: Begun | LazyStart,
@@ -956,6 +964,7 @@ class TcpTransaction implements RemoteTransaction {
   ) {
     if ('handle' in start) this.begun = start;
     else this.lazy = start;
+    this.plan = 'handle' in start || start.direct === undefined ? undefined : new DirectPlan(start.direct);
     this.buffer = bufferWrites ? new WriteBuffer(() => this.begun?.id ?? 'not begun yet', this.sink()) : undefined;
   }
 
@@ -977,6 +986,8 @@ class TcpTransaction implements RemoteTransaction {
   async get(table: string, key: string, options?: ReadOptions): Promise<Value | undefined> {
     const read = readOptionsOf(options);
     await this.buffer?.flush();
+    const direct = await this.plan?.send({ kind: 'get', table, key, ...read });
+    if (direct !== undefined) return readValue(direct);
     const result = await this.first(
       table,
       key,
@@ -989,10 +1000,11 @@ class TcpTransaction implements RemoteTransaction {
   async getAll(table: string, keys: readonly string[], options?: ReadOptions): Promise<(Value | undefined)[]> {
     const read = readOptionsOf(options);
     await this.buffer?.flush();
+    const handoff = await this.handoffBefore(table, keys);
     const result = await this.first(
       table,
       keys[0],
-      (b) => b.connection.call({ kind: 'getAll', tx: b.handle, table, keys, ...read }),
+      (b) => b.connection.call({ kind: 'getAll', tx: b.handle, table, keys, ...read, ...handoff }),
       (connection, begin) => connection.call({ kind: 'getAll', begin, table, keys, ...read }),
     );
     const values = isRecord(result) ? result['values'] : undefined;
@@ -1009,8 +1021,10 @@ class TcpTransaction implements RemoteTransaction {
     // A write that expires is sent at once: the commit carries plain writes only.
     if (this.buffer !== undefined && options === undefined) return this.buffer.put(table, key, value);
     await this.buffer?.flush();
+    const wire = putOptionsOf(options);
+    if ((await this.plan?.send({ kind: 'put', table, key, value, ...wire })) !== undefined) return;
     const b = await this.ensureBegun(table, key);
-    await b.connection.call({ kind: 'put', tx: b.handle, table, key, value, ...putOptionsOf(options) });
+    await b.connection.call({ kind: 'put', tx: b.handle, table, key, value, ...wire });
   }
 
   putAll(table: string, entries: readonly KeyValue[]): Promise<void> {
@@ -1023,10 +1037,12 @@ class TcpTransaction implements RemoteTransaction {
 
   async scan(table: string, range: ScanRange, options?: ScanOptions): Promise<KeyValue[]> {
     await this.buffer?.flush();
+    const handoff = await this.handoffBefore(table, undefined);
     const b = await this.ensureBegun(undefined, undefined);
     const result = await b.connection.call({
       kind: 'scan',
       tx: b.handle,
+      ...handoff,
       table,
       range: range as Readonly<Record<string, string>>,
       ...(options !== undefined && { options }),
@@ -1050,12 +1066,19 @@ class TcpTransaction implements RemoteTransaction {
     await this.settledBegin();
     // A lazy transaction that made no request and keeps no writes has nothing to commit, and never begins.
     if (this.begun === undefined && writes.length === 0) return;
+    const handoff = await this.finishingHandoff();
+    const cause = this.plan?.abortCause;
+    if (cause !== undefined && this.begun !== undefined) {
+      // A direct operation made the transaction abort-only: it is rolled back, with what the coordinator must clean.
+      await this.begun.connection.call({ kind: 'rollback', tx: this.begun.handle, ...handoff }).catch(() => {});
+      throw new BasaltError(cause.code, `the transaction was rolled back: ${cause.message}`, cause.details, { cause });
+    }
     const carried = writes.length > 0 ? { writes } : {};
     try {
       await this.first(
         writes[0]?.table,
         writes[0]?.key,
-        (b) => b.connection.call({ kind: 'commit', tx: b.handle, ...carried }, 'unknown'),
+        (b) => b.connection.call({ kind: 'commit', tx: b.handle, ...carried, ...handoff }, 'unknown'),
         (connection, begin) => connection.call({ kind: 'commit', begin, ...carried }, 'unknown'),
       );
     } catch (error) {
@@ -1074,20 +1097,41 @@ class TcpTransaction implements RemoteTransaction {
     if (this.finishing) return;
     this.finishing = true;
     await this.settledBegin();
+    const handoff = await this.finishingHandoff();
     const b = this.begun;
-    // Never begun: nothing to release. On a lost connection the server rolls the transaction back itself.
+    // Never begun: nothing to release. On a lost connection the server rolls the transaction back itself (the
+    // partitions served directly and never handed over are then the primaries' tx sweep's to recover).
     if (b === undefined || b.connection.isClosed) return;
-    await b.connection.call({ kind: 'rollback', tx: b.handle });
+    await b.connection.call({ kind: 'rollback', tx: b.handle, ...handoff });
+  }
+
+  /** The handoff an operation through the coordinator carries (direct-plan.ts), as request fields. */
+  private async handoffBefore(
+    table: string,
+    keys: readonly string[] | undefined,
+  ): Promise<{ readonly handoff?: DirectHandoff }> {
+    const handoff = await this.plan?.beforeCoordinator(table, keys);
+    return handoff === undefined ? {} : { handoff };
+  }
+
+  private async finishingHandoff(): Promise<{ readonly handoff?: DirectHandoff }> {
+    const handoff = await this.plan?.finishing();
+    return handoff === undefined ? {} : { handoff };
   }
 
   /** Writes sent to the server as they are (unbuffered, or a buffer's flush). */
   private sink(): WriteSink {
     return {
       putAll: async (table, entries) => {
+        const handoff = await this.handoffBefore(
+          table,
+          entries.map((e) => e.key),
+        );
         const b = await this.ensureBegun(table, entries[0]?.key);
-        await b.connection.call({ kind: 'putAll', tx: b.handle, table, entries });
+        await b.connection.call({ kind: 'putAll', tx: b.handle, table, entries, ...handoff });
       },
       remove: async (table, key) => {
+        if ((await this.plan?.send({ kind: 'remove', table, key })) !== undefined) return;
         const b = await this.ensureBegun(table, key);
         await b.connection.call({ kind: 'remove', tx: b.handle, table, key });
       },
@@ -1151,6 +1195,7 @@ class TcpTransaction implements RemoteTransaction {
     const id = named['txId'];
     if (typeof handle !== 'number' || typeof id !== 'string' || !isTxId(id)) return;
     this.begun = { connection, handle, id };
+    this.plan?.noteBegun(named, connection);
   }
 }
 
@@ -1172,9 +1217,28 @@ export function beginRouted(
   home: RemoteClient,
   options: RemoteBeginOptions,
   route: (table: string, key: string) => RemoteClient,
+  direct?: DirectTargets,
 ): Promise<RemoteTransaction> {
   if (!(home instanceof TcpClient)) return home.begin(options);
-  return home.beginRouted(options, wireRoute(home, route));
+  return home.beginRouted(options, wireRoute(home, route), wireDirect(direct));
+}
+
+/**
+ * A key's primary's client and its partition's name (`table#index`), or undefined when the routes are unknown: where
+ * a client routing by key sends a transaction's single-key operations directly (direct-plan.ts).
+ */
+export type DirectTargets = (
+  table: string,
+  key: string,
+) => { readonly client: RemoteClient; readonly partition: string } | undefined;
+
+function wireDirect(direct: DirectTargets | undefined): DirectRoute | undefined {
+  if (direct === undefined) return undefined;
+  return (table, key) => {
+    const target = direct(table, key);
+    if (target === undefined || !(target.client instanceof TcpClient) || target.client.closed) return undefined;
+    return { connection: target.client.wire, node: target.client.node, partition: target.partition };
+  };
 }
 
 /** `transaction` of `home`, each lazy attempt beginning where `route` picks (as `beginRouted`). */
@@ -1183,9 +1247,10 @@ export function transactionRouted<T>(
   fn: (tx: RemoteTransaction) => Promise<T>,
   options: RemoteTransactionOptions,
   route: (table: string, key: string) => RemoteClient,
+  direct?: DirectTargets,
 ): Promise<T> {
   if (!(home instanceof TcpClient)) return home.transaction(fn, options);
-  return home.transactionRouted(fn, options, wireRoute(home, route));
+  return home.transactionRouted(fn, options, wireRoute(home, route), wireDirect(direct));
 }
 
 function wireRoute(home: TcpClient, route: (table: string, key: string) => RemoteClient): BeginRoute {

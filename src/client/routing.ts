@@ -34,6 +34,7 @@ import {
   type ConnectOptions,
   type CreateUserOptions,
   connect,
+  type DirectTargets,
   type RemoteBeginOptions,
   type RemoteClient,
   type RemoteTransaction,
@@ -54,6 +55,13 @@ const ROUTED_TABLES_MAX = 1024;
 export interface ConnectClusterOptions extends ConnectOptions {
   /** For the age of routes (its `monotonicMs`; default the real clock). */
   readonly clock?: Clock;
+  /**
+   * Direct mapping (default false): a lazy read-write transaction sends its single-key operations (get, put without
+   * buffering, remove) straight to the node of their key's primary, naming its coordinator, instead of through the
+   * coordinator, which relays them (tx/core/direct.ts). Saves a hop between nodes per such operation on a partition
+   * the coordinator's node is not primary of; the commit still goes through the coordinator.
+   */
+  readonly directMapping?: boolean;
 }
 
 /** Connects to every address; the first is home. */
@@ -70,7 +78,7 @@ export async function connectCluster(
   }
   const clients = attempts.map((a) => (a as PromiseFulfilledResult<RemoteClient>).value);
   const clock = options.clock ?? new RealClock();
-  return new RoutingClient(clients, () => clock.monotonicMs());
+  return new RoutingClient(clients, () => clock.monotonicMs(), options.directMapping === true);
 }
 
 interface Routes {
@@ -87,6 +95,7 @@ export class RoutingClient implements RemoteClient {
   constructor(
     private readonly clients: readonly RemoteClient[],
     private readonly now: () => number,
+    private readonly directMapping = false,
   ) {
     if (clients.length === 0) throw invalidArgument('a routing client needs at least one connection');
     this.home = clients[0]!;
@@ -118,15 +127,33 @@ export class RoutingClient implements RemoteClient {
 
   /** Begins through home; a lazy transaction (`{ lazy: true }`) begins on the node of its first key's primary. */
   begin(options: RemoteBeginOptions = {}): Promise<RemoteTransaction> {
-    return beginRouted(this.home, options, this.route);
+    return beginRouted(this.home, options, this.route, this.directTargets);
   }
 
   /** Each lazy attempt (the default: ConnectOptions.lazyBegin) begins on the node of its first key's primary. */
   transaction<T>(fn: (tx: RemoteTransaction) => Promise<T>, options: RemoteTransactionOptions = {}): Promise<T> {
-    return transactionRouted(this.home, fn, options, this.route);
+    return transactionRouted(this.home, fn, options, this.route, this.directTargets);
   }
 
   private readonly route = (table: string, key: string): RemoteClient => this.target(table, key);
+
+  /** With direct mapping: a key's primary's client and partition, when its routes are known. */
+  private get directTargets(): DirectTargets | undefined {
+    return this.directMapping ? this.directTarget : undefined;
+  }
+
+  private readonly directTarget: DirectTargets = (table, key) => {
+    const routes = this.routes.get(table);
+    if (routes === undefined || routes.primaries.length === 0) {
+      this.target(table, key); // fetches them
+      return undefined;
+    }
+    const index = partitionIndexOf(key, routes.primaries.length);
+    const primary = routes.primaries[index];
+    const client = primary === null || primary === undefined ? undefined : this.byNode.get(primary);
+    if (client === undefined) return undefined;
+    return { client, partition: `${table}#${index}` };
+  };
 
   get(table: string, key: string): Promise<Value | undefined> {
     return this.target(table, key).get(table, key);

@@ -49,6 +49,8 @@ import { decode } from '../net/codec.js';
 import { type DiagnosticListener, ignoreDiagnostics, type NetDiagnosticKind } from '../net/diagnostics.js';
 import { encodeFrame, FrameDecoder } from '../net/frame.js';
 import { clientServerTlsOptions, type PeerTlsMaterial } from '../net/peer-tls.js';
+import type { DirectOperation, DirectServed } from '../tx/coordinator/coordinator-direct.js';
+import type { DirectHandoff, DirectTx } from '../tx/core/direct.js';
 import type { TxWrite } from '../tx/core/user-input.js';
 import { type AuthCounters, Authenticator, type ClientAuthOptions } from './auth.js';
 import { denial, permissionOf } from './authorization.js';
@@ -87,7 +89,18 @@ export type BackendTransaction = Transaction & {
   readonly readTimestamp?: HybridTimestamp;
   /** Commits with the writes the client carried (the embedded client's transactions have it). */
   commitWith?(writes: readonly TxWrite[]): Promise<void>;
+  /** Where the client may send this transaction's operations straight to primaries (tx/core/direct.ts). */
+  directInfo?(): { readonly coordinatorId: string; readonly commitPartitionId: string } | undefined;
+  /** Takes over what the client learned from its direct operations. */
+  adoptDirect?(handoff: DirectHandoff): void;
 };
+
+/** A single-key operation of a transaction, sent straight to this node (tx/core/direct.ts). */
+export interface DirectRequest {
+  readonly table: string;
+  readonly operation: DirectOperation;
+  readonly tx: DirectTx;
+}
 
 /** What the server needs of a client bound to its node: the embedded `Client` fits. */
 export interface ClientBackend {
@@ -112,6 +125,8 @@ export interface ClientBackend {
   readonly users?: UserDirectory;
   /** Protected timestamps (absent: this backend keeps no history worth protecting). */
   readonly protectedTimestamps?: ProtectedTimestamps;
+  /** Serves a direct operation (absent: this backend serves none; the client then goes through the coordinator). */
+  direct?(request: DirectRequest): Promise<DirectServed>;
 }
 
 /** The users of the cluster: looked up at every login and request, changed by the admin requests. */
@@ -606,6 +621,8 @@ class ClientSession {
 
   private execute(request: ClientRequest): Promise<unknown> {
     this.authorize(request);
+    if ('direct' in request && request.direct !== undefined) return this.direct(request);
+    if ('handoff' in request) this.adopt(request);
     switch (request.kind) {
       case 'begin':
         return this.begin(request);
@@ -738,7 +755,10 @@ class ClientSession {
    */
   private async beginning(begin: PiggybackedBegin, run: (tx: TxHandle) => Promise<unknown>): Promise<unknown> {
     const begun = await this.begin({ id: UNATTRIBUTED_REQUEST_ID, kind: 'begin', ...begin });
-    const named = { tx: begun.tx, txId: begun.txId };
+    const backendTx = this.txs.get(begun.tx);
+    // The coordinator and commit partition are known once the first request ran: a client routing by key may then
+    // send the transaction's single-key operations straight to their primaries.
+    const named = () => ({ tx: begun.tx, txId: begun.txId, ...backendTx?.directInfo?.() });
     let result: unknown;
     try {
       result = await run(begun.tx);
@@ -747,7 +767,7 @@ class ClientSession {
       throw new BasaltError(
         e.code,
         e.toData().message,
-        { ...e.details, begun: named },
+        { ...e.details, begun: named() },
         {
           cause: error,
           executed: e.executed,
@@ -755,7 +775,40 @@ class ClientSession {
         },
       );
     }
-    return { ...(result as Record<string, unknown>), begun: named };
+    return { ...(result as Record<string, unknown>), begun: named() };
+  }
+
+  /** A direct operation (tx/core/direct.ts): its result and what the coordinator would have learned of it. */
+  private async direct(request: RequestOf<'get'> | RequestOf<'put'> | RequestOf<'remove'>): Promise<unknown> {
+    if (this.backend.direct === undefined) {
+      throw new BasaltError('NOT_IMPLEMENTED', 'this server serves no direct operations', undefined, {
+        executed: 'no',
+      });
+    }
+    const { table, key, direct } = request;
+    const operation: DirectOperation =
+      request.kind === 'get'
+        ? { op: 'get', key, forUpdate: request.options?.forUpdate === true }
+        : request.kind === 'put'
+          ? {
+              op: 'put',
+              key,
+              value: request.value as Value,
+              ...(request.options !== undefined && { options: request.options }),
+            }
+          : { op: 'remove', key };
+    const served = await this.backend.direct({ table, operation, tx: direct! });
+    const result = served.result;
+    if (result.op === 'get') return { direct: served.answer, ...(result.value.found && { value: result.value.value }) };
+    return { direct: served.answer };
+  }
+
+  /** The handoff a request of a named transaction carries, taken over before the request runs. */
+  private adopt(request: { readonly tx?: TxHandle; readonly handoff?: DirectHandoff }): void {
+    if (request.handoff === undefined || request.tx === undefined) return;
+    const tx = this.txs.get(request.tx);
+    if (tx?.adoptDirect === undefined) return;
+    tx.adoptDirect(request.handoff);
   }
 
   private async begin(

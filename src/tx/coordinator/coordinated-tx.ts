@@ -131,6 +131,11 @@ export class CoordinatedTx {
     return this.opSeqLast;
   }
 
+  /** Operations sent with opSeqs up to `opSeq` by another sender (direct mapping): the next one goes above them. */
+  raiseOpSeq(opSeq: number): void {
+    if (opSeq > this.opSeqLast) this.opSeqLast = opSeq;
+  }
+
   /** Marks the tx abort-only; the first cause wins (it is what commit reports). */
   makeAbortOnly(cause: BasaltError): void {
     this.abortCause ??= cause;

@@ -32,7 +32,7 @@ import { setMaxListeners } from 'node:events';
 import { assert } from '../../core/assert.js';
 import type { CounterSink } from '../../core/counters.js';
 import { asBasaltError, BasaltError, type Execution } from '../../core/errors.js';
-import type { HybridTimestamp, NodeIdentity, NodeName, PartitionId, TxId } from '../../core/ids.js';
+import type { HybridTimestamp, NodeId, NodeIdentity, NodeName, PartitionId, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { Random } from '../../env/random.js';
 import type { Timers } from '../../env/timers.js';
@@ -42,6 +42,7 @@ import { backoffMs } from '../../route/backoff.js';
 import { locateOr } from '../../route/primary-directory.js';
 import { isUnexecuted, mayResendAsNew, sendToPrimary } from '../../route/send-to-primary.js';
 import type { Expiry, KeyRange, Value } from '../../storage/mv-partition-storage.js';
+import type { DirectHandoff, DirectTx } from '../core/direct.js';
 import type {
   ReadWriteRequest,
   ReadWriteResponse,
@@ -76,6 +77,7 @@ import {
 } from '../core/user-input.js';
 import { type CoordinatorContext, groupByPartition, settleAll } from './context.js';
 import { type CarriedPlan, CoordinatedTx, type Enlistment, sameEnlistmentToken } from './coordinated-tx.js';
+import { adoptDirect, type DirectOperation, type DirectServed, serveDirect } from './coordinator-direct.js';
 import { CARRIED_COMMIT_MARGIN_MS, carriedBound, FinishDriver } from './coordinator-finish.js';
 import type { TxPlacement } from './coordinator-ports.js';
 import { answerCoordinatorStateRequest } from './coordinator-state-request.js';
@@ -556,6 +558,28 @@ export class TxCoordinator {
       // Only a parallel commit names them (Enlistment.pipelinedKeys).
       if (this.ctx.settings.parallelCommit) notePipelined(e, operation);
     }
+  }
+
+  // ------------------------------------------------------------------------------------------ direct mapping
+
+  /** A single-key operation of a tx coordinated elsewhere, sent straight to this node (coordinator-direct.ts). */
+  serveDirect(table: string, operation: DirectOperation, tx: DirectTx): Promise<DirectServed> {
+    this.checkRunning();
+    return serveDirect(this.ctx, this.self, table, operation, tx);
+  }
+
+  /** What a client learned from its direct operations of `tx`, taken over while the tx is active. */
+  adoptDirect(tx: CoordinatedTx, handoff: DirectHandoff): void {
+    if (!tx.isActive) return;
+    adoptDirect(this.ctx, tx, handoff);
+  }
+
+  /** Where a client sends `tx`'s direct operations: once its commit partition is fixed. */
+  directInfo(
+    tx: CoordinatedTx,
+  ): { readonly coordinatorId: NodeId; readonly commitPartitionId: PartitionId } | undefined {
+    const commitPartitionId = tx.commitPartitionId;
+    return commitPartitionId === undefined ? undefined : { coordinatorId: this.self.id, commitPartitionId };
   }
 
   // ------------------------------------------------------------------------------------------ commit / rollback

@@ -8,9 +8,10 @@
  * Arguments are checked before anything is sent: misuse throws INVALID_ARGUMENT (keys, values, limits in
  * src/core/limits.ts).
  */
-import type { TxId } from '../../core/ids.js';
+import type { NodeId, PartitionId, TxId } from '../../core/ids.js';
 import { sleep } from '../../env/timers.js';
 import type { Value } from '../../storage/mv-partition-storage.js';
+import type { DirectHandoff } from '../core/direct.js';
 import type { KeyValue, PutOptions, ReadOptions, ScanRange, TxWrite } from '../core/user-input.js';
 import type { CoordinatedTx } from './coordinated-tx.js';
 import type { BeginTxOptions, CoordinatorScanOptions, TxCoordinator } from './coordinator.js';
@@ -51,6 +52,16 @@ export class Transaction {
 
   scan(table: string, range: ScanRange, options?: CoordinatorScanOptions): Promise<KeyValue[]> {
     return this.coordinator.scan(this.record, table, range, options);
+  }
+
+  /** Where a client may send this tx's operations straight to primaries (tx/core/direct.ts), once known. */
+  directInfo(): { readonly coordinatorId: NodeId; readonly commitPartitionId: PartitionId } | undefined {
+    return this.coordinator.directInfo(this.record);
+  }
+
+  /** Takes over what a client learned from its direct operations (before the commit, rollback or an operation). */
+  adoptDirect(handoff: DirectHandoff): void {
+    this.coordinator.adoptDirect(this.record, handoff);
   }
 
   commit(): Promise<void> {
