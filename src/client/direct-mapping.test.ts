@@ -125,6 +125,18 @@ describe('direct mapping over TCP (3 nodes, a client port on each)', () => {
     await client.transaction((t) => t.put(T, away, 100), { timeoutMs: 2_000 });
   });
 
+  it('sends no direct operation once the commit started (the coordinator would not know of it)', async () => {
+    const [home, away] = apart(unbuffered, 4);
+    const tx = await unbuffered.begin({ lazy: true });
+    await tx.get(T, home);
+    await tx.put(T, away, 'before the commit');
+    const committing = tx.commit();
+    await assert.rejects(tx.put(T, away, 'after the commit'), (e: unknown) => isBasaltError(e, 'TX_ALREADY_FINISHED'));
+    await committing;
+    assert.equal(await client.get(T, away), 'before the commit');
+    await client.put(T, away, 100);
+  });
+
   it("hands its direct partitions over before an operation through the coordinator, which reads the tx's own writes", async () => {
     const [home, away] = apart(unbuffered, 2);
     const before = handoffs();

@@ -88,6 +88,8 @@ export class DirectPlan {
   private readExpiresAt: HybridTimestamp | undefined;
   /** Why the transaction can only roll back (a direct operation failed with an unknown outcome, ...). */
   abortCause: BasaltError | undefined;
+  /** The commit or rollback started: no direct operation is sent any more (rule 6, as the coordinator refuses). */
+  private closed = false;
 
   constructor(private readonly route: DirectRoute) {}
 
@@ -124,6 +126,9 @@ export class DirectPlan {
   }
 
   private target(table: string, key: string): DirectTarget | undefined {
+    if (this.closed) {
+      throw new BasaltError('TX_ALREADY_FINISHED', `tx ${this.tx?.txId} is finishing`, undefined, { executed: 'no' });
+    }
     if (this.abortCause !== undefined) throw rolledBack(this.abortCause);
     if (this.tx === undefined || this.allViaCoordinator) return this.toCoordinator(table, [key]);
     const target = this.route(table, key);
@@ -255,6 +260,7 @@ export class DirectPlan {
 
   /** At the commit or rollback: every direct operation settled, and the handoff (undefined: nothing to hand). */
   async finishing(): Promise<DirectHandoff | undefined> {
+    this.closed = true;
     await this.idle();
     return this.handoff();
   }
