@@ -156,7 +156,13 @@ export class DirectPlan {
       const failure = isBasaltError(error) ? error : new BasaltError('INTERNAL', String(error));
       return this.failed(call, target, known, failure);
     }
-    const answer = answerOf(result);
+    let answer: DirectAnswer;
+    try {
+      answer = answerOf(result);
+    } catch (error) {
+      // Executed there, but not understood here: as an unknown outcome.
+      return this.failed(call, target, known, error as BasaltError);
+    }
     if (known === undefined) {
       this.enlisted.set(target.partition, {
         node: target.node,
