@@ -520,15 +520,17 @@ async function write(
   if (writes.length > LIMITS.updateAllWritesMax) {
     throw invalidArgument(`at most ${LIMITS.updateAllWritesMax} writes per request`, { writes: writes.length });
   }
-  const applied = p.proposeData({
-    token: tokenOf(lease),
-    txId: request.txId,
-    coordinatorId: request.coordinatorId,
-    commitPartitionId: request.commitPartitionId,
-    full: request.full,
-    writes,
-  });
-  onProposed?.();
+  const applied = p.proposeData(
+    {
+      token: tokenOf(lease),
+      txId: request.txId,
+      coordinatorId: request.coordinatorId,
+      commitPartitionId: request.commitPartitionId,
+      full: request.full,
+      writes,
+    },
+    onProposed,
+  );
   return { result: { op: 'written' }, writeTs: writeTimestamp(p, await applied) };
 }
 
