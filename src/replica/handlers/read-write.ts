@@ -38,6 +38,9 @@
  * commit partition's recovery), switched through Raft like a cleanup of that tx on this partition, and the read or
  * write runs again, still under our locks and our lease (at most `lostLockResolutionsMax` intents per operation). No
  * final outcome yet: a retryable TX_LOCK_CONFLICT (reason `write-intent`) and orphan detection hears of the intent.
+ * A pipelined write already answered "written" does not run again: its coordinator may have taken commitTs meanwhile,
+ * below the timestamp a new proposal would get, and a parallel commit's check counts the intent it would leave as
+ * written below commitTs. It fails with that TX_LOCK_CONFLICT, and its tx's confirmation with it.
  */
 import { assert } from '../../core/assert.js';
 import { asBasaltError, BasaltError, hintOf, invalidArgument } from '../../core/errors.js';
@@ -333,14 +336,25 @@ async function perform(
   onProposed: (() => void) | undefined,
 ): Promise<Done> {
   const { txId, operation } = request;
+  let answered = false;
+  const proposed =
+    onProposed === undefined
+      ? undefined
+      : () => {
+          answered = true;
+          onProposed();
+        };
   for (let resolved = 0; ; resolved++) {
     try {
-      return isWrite(operation) ? await write(p, request, lease, onProposed) : read(p, txId, operation);
+      return isWrite(operation) ? await write(p, request, lease, proposed) : read(p, txId, operation);
     } catch (error) {
       // The key of a foreign-intent error (see `foreignIntent`).
       const key = hintOf(error, 'foreign-intent')?.key;
       if (key === undefined) throw error;
-      if (resolved >= LIMITS.lostLockResolutionsMax || !(await switchLostLock(p, txId, key, resolver))) {
+      // A write answered "written" before it applied is never proposed again: its coordinator may have taken commitTs
+      // since, below the new proposal's timestamp, and a parallel commit's check would take the intent it leaves for
+      // one written below commitTs (write-check.ts). It fails instead, and its tx's confirmation with it.
+      if (answered || resolved >= LIMITS.lostLockResolutionsMax || !(await switchLostLock(p, txId, key, resolver))) {
         // No outcome yet: orphan detection hears of the intent (it recovers it once its coordinator is gone).
         reportIntentOf(p, key);
         throw error;
