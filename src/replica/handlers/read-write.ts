@@ -38,9 +38,10 @@
  * commit partition's recovery), switched through Raft like a cleanup of that tx on this partition, and the read or
  * write runs again, still under our locks and our lease (at most `lostLockResolutionsMax` intents per operation). No
  * final outcome yet: a retryable TX_LOCK_CONFLICT (reason `write-intent`) and orphan detection hears of the intent.
- * A pipelined write already answered "written" does not run again: its coordinator may have taken commitTs meanwhile,
- * below the timestamp a new proposal would get, and a parallel commit's check counts the intent it would leave as
- * written below commitTs. It fails with that TX_LOCK_CONFLICT, and its tx's confirmation with it.
+ * A pipelined write of a parallel commit (`parallelCommit`) already answered "written" does not run again: its
+ * coordinator may have taken commitTs meanwhile, below the timestamp a new proposal would get, and the commit's check
+ * counts the intent it would leave as written below commitTs. It fails with that TX_LOCK_CONFLICT, and its tx's
+ * confirmation with it. (A sequential commit absorbs the confirmed write's timestamp before it takes commitTs.)
  */
 import { assert } from '../../core/assert.js';
 import { asBasaltError, BasaltError, hintOf, invalidArgument } from '../../core/errors.js';
@@ -351,10 +352,14 @@ async function perform(
       // The key of a foreign-intent error (see `foreignIntent`).
       const key = hintOf(error, 'foreign-intent')?.key;
       if (key === undefined) throw error;
-      // A write answered "written" before it applied is never proposed again: its coordinator may have taken commitTs
-      // since, below the new proposal's timestamp, and a parallel commit's check would take the intent it leaves for
-      // one written below commitTs (write-check.ts). It fails instead, and its tx's confirmation with it.
-      if (answered || resolved >= LIMITS.lostLockResolutionsMax || !(await switchLostLock(p, txId, key, resolver))) {
+      // A write of a parallel commit answered "written" before it applied is never proposed again: its coordinator
+      // may have taken commitTs since, below the new proposal's timestamp, and the commit's check would take the
+      // intent it leaves for one written below commitTs (write-check.ts). It fails instead, and its confirmation too.
+      if (
+        (answered && request.parallelCommit === true) ||
+        resolved >= LIMITS.lostLockResolutionsMax ||
+        !(await switchLostLock(p, txId, key, resolver))
+      ) {
         // No outcome yet: orphan detection hears of the intent (it recovers it once its coordinator is gone).
         reportIntentOf(p, key);
         throw error;
