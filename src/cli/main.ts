@@ -663,6 +663,7 @@ program
   .option('--partitions <n>', "partitions of the workload's table", positiveInt, 4)
   .option('--rest', 'idle partitions rest and their Raft groups go quiet, as `basalt start` runs them')
   .option('--parallel-commit', 'coordinators commit in parallel with their last writes (a committing record)')
+  .option('--batch-writes', 'data writes of many txs proposed in one turn on a partition share one Raft entry')
   .option('--history <file>', 'write the history as JSON Lines (several runs: <file>.<workload>.<seed>.jsonl)')
   .option('--trace-lines <n>', 'scheduler events shown for a failing run', positiveInt, 40)
   .addHelpText(
@@ -697,6 +698,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
       partitions: number;
       rest?: boolean;
       parallelCommit?: boolean;
+      batchWrites?: boolean;
       history?: string;
       traceLines: number;
     }) => {
@@ -713,6 +715,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
         partitions: options.partitions,
         rest: options.rest === true,
         parallelCommit: options.parallelCommit === true,
+        batchWrites: options.batchWrites === true,
         traceLines: options.traceLines,
         ...(options.history !== undefined && { history: options.history }),
       });

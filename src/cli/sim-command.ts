@@ -25,6 +25,8 @@ export interface SimCommandOptions {
   readonly rest?: boolean;
   /** Coordinators commit in parallel (sim-workload `parallelCommit`). */
   readonly parallelCommit?: boolean;
+  /** Data writes share Raft entries (sim-workload `batchWrites`). */
+  readonly batchWrites?: boolean;
   readonly history?: string;
   readonly traceLines: number;
 }
@@ -67,7 +69,8 @@ function replayCommand(options: SimCommandOptions, seed: string | number, worklo
     `basalt sim --seed ${seed} --workload ${workload} --faults ${options.faultsSpec} --nodes ${options.nodes} ` +
     `--duration ${options.durationS} --liveness ${options.livenessS} --workers ${options.workers} ` +
     `--partitions ${options.partitions}${options.rest === true ? ' --rest' : ''}` +
-    `${options.parallelCommit === true ? ' --parallel-commit' : ''}`
+    `${options.parallelCommit === true ? ' --parallel-commit' : ''}` +
+    `${options.batchWrites === true ? ' --batch-writes' : ''}`
   );
 }
 
@@ -146,6 +149,7 @@ export async function runSim(options: SimCommandOptions): Promise<number> {
         partitions: options.partitions,
         rest: options.rest === true,
         parallelCommit: options.parallelCommit === true,
+        batchWrites: options.batchWrites === true,
       });
       done++;
       marks.add(result.marks);

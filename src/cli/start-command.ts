@@ -469,8 +469,9 @@ async function until(condition: () => boolean, timeoutMs: number): Promise<boole
  * (replica-host.ts "Rest") unless BASALT_IDLE_REST=0; BASALT_PIPELINED_WRITES=0 answers writes after their apply (no
  * confirmation round at commit); BASALT_CARRIED_COMMIT=0 sends a commit's writes to its commit partition as writes
  * of their own instead of carrying them in the finish; BASALT_PARALLEL_COMMIT=1 sends a commit's record in parallel
- * with its last writes (coordinator setting `parallelCommit`); BASALT_RAFT_BATCHING=0 sends every Raft message on its own
- * (compose.ts).
+ * with its last writes (coordinator setting `parallelCommit`); BASALT_BATCH_WRITES=1 puts the data writes of many txs
+ * proposed in one turn on a partition into one Raft entry (replica setting `batchWrites`); BASALT_RAFT_BATCHING=0 sends
+ * every Raft message on its own (compose.ts).
  */
 export function environmentSwitches(env: NodeJS.ProcessEnv): Pick<NodeOptions, 'replicas' | 'coordinator' | 'tuning'> {
   const coordinator = {
@@ -478,8 +479,12 @@ export function environmentSwitches(env: NodeJS.ProcessEnv): Pick<NodeOptions, '
     ...(env['BASALT_CARRIED_COMMIT'] === '0' && { carriedCommit: false }),
     ...(env['BASALT_PARALLEL_COMMIT'] === '1' && { parallelCommit: true }),
   };
+  const replicas = {
+    ...(env['BASALT_IDLE_REST'] !== '0' && { rest: true }),
+    ...(env['BASALT_BATCH_WRITES'] === '1' && { batchWrites: true }),
+  };
   return {
-    ...(env['BASALT_IDLE_REST'] !== '0' && { replicas: { rest: true } }),
+    ...(Object.keys(replicas).length > 0 && { replicas }),
     ...(Object.keys(coordinator).length > 0 && { coordinator }),
     ...(env['BASALT_RAFT_BATCHING'] === '0' && { tuning: { raftBatching: false } }),
   };

@@ -227,6 +227,12 @@ export const LIMITS = {
    */
   intentSwitchBatchMax: 256,
   /**
+   * Partition primary with `batchWrites`: data writes of distinct txs one UpdateBatch command carries (the writes
+   * proposed within one turn of the event loop; any more go into further commands). Their writes together stay
+   * within updateAllWritesMax, as one UpdateAll's.
+   */
+  updateBatchItemsMax: 64,
+  /**
    * Commit partition primary: a TxCleanupCompleted command is proposed this long after the first cleanup that completed
    * while none was pending, so that the txs finishing cleanup in that window share one Raft entry.
    */

@@ -89,6 +89,13 @@ export interface ReplicaHostOptions {
    * lapses, and harnesses that wait for "every partition has a primary" would wait for a request first.
    */
   readonly rest?: boolean;
+  /**
+   * Data writes of many txs proposed within one turn of the event loop share one Raft entry (an UpdateBatch,
+   * write-batcher.ts) instead of one entry each. Off by default.
+   */
+  readonly batchWrites?: boolean;
+  /** With `batchWrites`: how long a batch gathers writes (default 0: the rest of the turn). */
+  readonly batchWritesGatherMs?: number;
   /** Unused this long, a partition rests (partition-replica.ts "Rest"; default LIMITS.replicaRestAfterMsDefault). */
   readonly restAfterMs?: number;
   /** Period of the upkeep timer while no partition is awake (default LIMITS.replicaRestingUpkeepIntervalMs). */
@@ -202,6 +209,8 @@ export class ReplicaPartitionHost implements PartitionHost {
       timers: context.timers,
       ...(options.lockWaitTimeoutMs !== undefined && { lockWaitTimeoutMs: options.lockWaitTimeoutMs }),
       counters: context.counters,
+      ...(options.batchWrites === true && { batchWrites: true }),
+      ...(options.batchWritesGatherMs !== undefined && { batchWritesGatherMs: options.batchWritesGatherMs }),
     });
     const entry: Hosted = { replica, replicas, undo: [] };
     entry.undo.push(

@@ -9,6 +9,8 @@ import { hybridTimestamp } from '../hlc/timestamp.js';
 import type { Entry } from '../raft/types.js';
 import type { ApplyResult } from '../replica/partition/apply-result.js';
 import {
+  type DataCommand,
+  type DataItem,
   encodeCommand,
   type FinishTxCommand,
   type LeaseCommand,
@@ -16,8 +18,10 @@ import {
   type ProposalId,
   type RowWrite,
   type UpdateAllCommand,
+  type UpdateBatchCommand,
   type UpdateCommand,
   type WriteIntentSwitchCommand,
+  writesOf,
 } from '../replica/partition/commands.js';
 import { type Lease, type LeaseToken, type ReplicaIncarnation, tokenOf } from '../replica/partition/lease.js';
 import { ProposalTracker } from '../replica/partition/proposals.js';
@@ -115,6 +119,22 @@ export function updateAll(
 ): UpdateAllCommand {
   const { write: _unused, ...base } = update(under, seq, writes[0]!, tsMs, options);
   return { ...base, kind: 'UpdateAll', writes };
+}
+
+/** An UpdateBatch at `tsMs` holding the data items of `commands` (their own ts and proposal ids are dropped). */
+export function updateBatch(tsMs: number, commands: readonly DataCommand[]): UpdateBatchCommand {
+  const items = commands.map(
+    (c): DataItem => ({
+      token: c.token,
+      seq: c.seq,
+      txId: c.txId,
+      coordinatorId: c.coordinatorId,
+      commitPartitionId: c.commitPartitionId,
+      full: c.full,
+      writes: writesOf(c),
+    }),
+  );
+  return { kind: 'UpdateBatch', ts: at(tsMs), proposalId: foreignProposal(), items };
 }
 
 export function finish(

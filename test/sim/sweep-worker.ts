@@ -21,6 +21,8 @@ export interface SeedRequest {
   readonly rest?: boolean;
   /** Coordinators commit in parallel (SimRunOptions.parallelCommit). */
   readonly parallelCommit?: boolean;
+  /** Data writes share Raft entries (SimRunOptions.batchWrites). */
+  readonly batchWrites?: boolean;
 }
 
 export interface SeedOutcome {

@@ -38,6 +38,10 @@
  * commit partition's recovery), switched through Raft like a cleanup of that tx on this partition, and the read or
  * write runs again, still under our locks and our lease (at most `lostLockResolutionsMax` intents per operation). No
  * final outcome yet: a retryable TX_LOCK_CONFLICT (reason `write-intent`) and orphan detection hears of the intent.
+ * A pipelined write of a parallel commit (`parallelCommit`) already answered "written" does not run again: its
+ * coordinator may have taken commitTs meanwhile, below the timestamp a new proposal would get, and the commit's check
+ * counts the intent it would leave as written below commitTs. It fails with that TX_LOCK_CONFLICT, and its tx's
+ * confirmation with it. (A sequential commit absorbs the confirmed write's timestamp before it takes commitTs.)
  */
 import { assert } from '../../core/assert.js';
 import { asBasaltError, BasaltError, hintOf, invalidArgument } from '../../core/errors.js';
@@ -333,14 +337,29 @@ async function perform(
   onProposed: (() => void) | undefined,
 ): Promise<Done> {
   const { txId, operation } = request;
+  let answered = false;
+  const proposed =
+    onProposed === undefined
+      ? undefined
+      : () => {
+          answered = true;
+          onProposed();
+        };
   for (let resolved = 0; ; resolved++) {
     try {
-      return isWrite(operation) ? await write(p, request, lease, onProposed) : read(p, txId, operation);
+      return isWrite(operation) ? await write(p, request, lease, proposed) : read(p, txId, operation);
     } catch (error) {
       // The key of a foreign-intent error (see `foreignIntent`).
       const key = hintOf(error, 'foreign-intent')?.key;
       if (key === undefined) throw error;
-      if (resolved >= LIMITS.lostLockResolutionsMax || !(await switchLostLock(p, txId, key, resolver))) {
+      // A write of a parallel commit answered "written" before it applied is never proposed again: its coordinator
+      // may have taken commitTs since, below the new proposal's timestamp, and the commit's check would take the
+      // intent it leaves for one written below commitTs (write-check.ts). It fails instead, and its confirmation too.
+      if (
+        (answered && request.parallelCommit === true) ||
+        resolved >= LIMITS.lostLockResolutionsMax ||
+        !(await switchLostLock(p, txId, key, resolver))
+      ) {
         // No outcome yet: orphan detection hears of the intent (it recovers it once its coordinator is gone).
         reportIntentOf(p, key);
         throw error;
@@ -520,15 +539,17 @@ async function write(
   if (writes.length > LIMITS.updateAllWritesMax) {
     throw invalidArgument(`at most ${LIMITS.updateAllWritesMax} writes per request`, { writes: writes.length });
   }
-  const applied = p.proposeData({
-    token: tokenOf(lease),
-    txId: request.txId,
-    coordinatorId: request.coordinatorId,
-    commitPartitionId: request.commitPartitionId,
-    full: request.full,
-    writes,
-  });
-  onProposed?.();
+  const applied = p.proposeData(
+    {
+      token: tokenOf(lease),
+      txId: request.txId,
+      coordinatorId: request.coordinatorId,
+      commitPartitionId: request.commitPartitionId,
+      full: request.full,
+      writes,
+    },
+    onProposed,
+  );
   return { result: { op: 'written' }, writeTs: writeTimestamp(p, await applied) };
 }
 

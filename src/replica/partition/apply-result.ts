@@ -56,6 +56,11 @@ export type ApplyResult =
       readonly intentTxId: TxId;
     }
   /**
+   * UpdateBatch: each item's own result (UPDATED, PRIMARY_MISS or WRITE_INTENT_CONFLICT), in item order, as its own
+   * Update or UpdateAll command would have answered; each carries this entry's `appliedTs`.
+   */
+  | { readonly kind: 'UPDATED_BATCH'; readonly appliedTs: HybridTimestamp; readonly items: readonly DataResult[] }
+  /**
    * FinishTx: `outcome` is what tx state storage holds after the compare-and-set (rule 14): `stored` says whether
    * this command stored it, `mismatch` whether it differs from what the command asked for.
    */
@@ -91,6 +96,9 @@ export type ApplyResult =
     };
 
 export type ApplyResultKind = ApplyResult['kind'];
+
+/** What a data command (or one item of an UpdateBatch) applies as. */
+export type DataResult = Extract<ApplyResult, { kind: 'UPDATED' | 'PRIMARY_MISS' | 'WRITE_INTENT_CONFLICT' }>;
 
 /** Why a commit carrying writes stored ABORTED (commands.ts CarriedWrites; 'locks-lost' is the finish handler's). */
 export type CarriedRefusal = 'lease-changed' | 'commit-bound' | 'write-intent' | 'locks-lost';

@@ -4,7 +4,8 @@
  * effective timestamp, rule 9) and the id of its proposal (so the proposer gets the apply result, rule 4).
  *
  * Commands name keys, never row ids: row ids are replica-local. Data commands (Update, UpdateAll, one-phase `full`)
- * carry the lease token they were proposed under and a per-lease sequence number (rule 4).
+ * carry the lease token they were proposed under and a per-lease sequence number (rule 4); an UpdateBatch carries
+ * several txs' data items, each with its own token and sequence number, in one entry.
  *
  * Validation is strict and happens on both sides: `encodeCommand` refuses a malformed command (INVALID_ARGUMENT: the
  * proposer's bug, caught before it reaches the log), and `decodeCommand` refuses anything malformed found in the log
@@ -27,7 +28,7 @@ export interface ProposalId {
   readonly counter: number;
 }
 
-interface CommandBase {
+export interface CommandBase {
   /** The proposal timestamp, taken from the proposer's clock (and registered in flight in the same step). */
   readonly ts: HybridTimestamp;
   readonly proposalId: ProposalId;
@@ -65,6 +66,31 @@ export interface UpdateAllCommand extends DataCommandBase {
   readonly kind: 'UpdateAll';
   /** Distinct keys, at most LIMITS.updateAllWritesMax of them. */
   readonly writes: readonly RowWrite[];
+}
+
+/** One tx's data write inside an UpdateBatch: what its own Update or UpdateAll would carry besides ts and proposalId. */
+export interface DataItem {
+  readonly token: LeaseToken;
+  readonly seq: number;
+  readonly txId: TxId;
+  readonly coordinatorId: NodeId;
+  readonly commitPartitionId: PartitionId;
+  readonly full: boolean;
+  /** Distinct keys; every item's writes together at most LIMITS.updateAllWritesMax, no key in two items. */
+  readonly writes: readonly RowWrite[];
+}
+
+/**
+ * Data writes of several txs in one entry (replica setting `batchWrites`): applies exactly as the items' own Update
+ * or UpdateAll commands would, one after the other in item order, at this one entry's effective timestamp; each item
+ * is checked by itself (rule 4: token, sequence number; a tx write's timestamp against this entry's `ts`), so one
+ * item applying as a no-op leaves the others alone. Every item names the same lease token; their txs are distinct
+ * and their sequence numbers strictly increase in item order.
+ */
+export interface UpdateBatchCommand extends CommandBase {
+  readonly kind: 'UpdateBatch';
+  /** At least two, at most LIMITS.updateBatchItemsMax. */
+  readonly items: readonly DataItem[];
 }
 
 /** The durable finish on the commit partition: compare-and-set of the outcome (first one wins). */
@@ -158,6 +184,7 @@ export type PartitionCommand =
   | LeaseCommand
   | UpdateCommand
   | UpdateAllCommand
+  | UpdateBatchCommand
   | FinishTxCommand
   | WriteIntentSwitchCommand
   | WriteIntentSwitchAllCommand
@@ -171,9 +198,29 @@ export function isDataCommand(command: PartitionCommand): command is DataCommand
   return command.kind === 'Update' || command.kind === 'UpdateAll';
 }
 
+/** The lease token a data-carrying command (Update, UpdateAll, UpdateBatch) was proposed under; else undefined. */
+export function dataTokenOf(command: PartitionCommand): LeaseToken | undefined {
+  if (isDataCommand(command)) return command.token;
+  return command.kind === 'UpdateBatch' ? command.items[0]?.token : undefined;
+}
+
 /** The writes of a data command, in order. */
 export function writesOf(command: DataCommand): readonly RowWrite[] {
   return command.kind === 'Update' ? [command.write] : command.writes;
+}
+
+/** An UpdateBatch item as the Update (one write) or UpdateAll command it stands for, at the batch's ts. */
+export function itemCommand(batch: UpdateBatchCommand, item: DataItem): DataCommand {
+  return dataCommand({ ts: batch.ts, proposalId: batch.proposalId }, item);
+}
+
+/** The Update (one write) or UpdateAll command carrying `item` under `base`. */
+export function dataCommand(base: CommandBase, item: DataItem): DataCommand {
+  const { writes, ...rest } = item;
+  const [only] = writes;
+  return writes.length === 1 && only !== undefined
+    ? { ...base, ...rest, kind: 'Update', write: only }
+    : { ...base, ...rest, kind: 'UpdateAll', writes };
 }
 
 // ------------------------------------------------------------------------------------------ encoding
@@ -425,8 +472,11 @@ const BASE_FIELDS = ['kind', 'ts', 'proposalId'] as const;
 const DATA_FIELDS = [...BASE_FIELDS, 'token', 'seq', 'txId', 'coordinatorId', 'commitPartitionId', 'full'] as const;
 
 function dataProblem(value: Rec, extra: string): Problem {
+  return fieldsProblem(value, [...DATA_FIELDS, extra]) ?? dataFieldsProblem(value);
+}
+
+function dataFieldsProblem(value: Rec): Problem {
   return (
-    fieldsProblem(value, [...DATA_FIELDS, extra]) ??
     tokenProblem(value['token']) ??
     (isCounter(value['seq']) ? undefined : 'seq') ??
     (isTxId(value['txId']) ? undefined : 'txId') ??
@@ -434,6 +484,41 @@ function dataProblem(value: Rec, extra: string): Problem {
     (isPartitionId(value['commitPartitionId']) ? undefined : 'commitPartitionId') ??
     (typeof value['full'] === 'boolean' ? undefined : 'full')
   );
+}
+
+const ITEM_FIELDS = ['token', 'seq', 'txId', 'coordinatorId', 'commitPartitionId', 'full', 'writes'] as const;
+
+function itemsProblem(value: unknown): Problem {
+  if (!Array.isArray(value) || value.length < 2) return 'items must be an array of at least two';
+  if (value.length > LIMITS.updateBatchItemsMax) return `more than ${LIMITS.updateBatchItemsMax} items`;
+  const txIds = new Set<string>();
+  const keys = new Set<string>();
+  let previous: Rec | undefined;
+  for (const item of value as unknown[]) {
+    if (!isRecord(item)) return 'item is not a record';
+    const p = fieldsProblem(item, ITEM_FIELDS) ?? dataFieldsProblem(item) ?? writesProblem(item['writes']);
+    if (p !== undefined) return `item: ${p}`;
+    if (previous !== undefined) {
+      if (!sameTokenFields(previous['token'] as Rec, item['token'] as Rec)) return 'items under different tokens';
+      if ((item['seq'] as number) <= (previous['seq'] as number)) return 'item seqs must strictly increase';
+    }
+    if (txIds.has(item['txId'] as string)) return 'the same tx has two items';
+    txIds.add(item['txId'] as string);
+    for (const w of item['writes'] as readonly { key: string }[]) {
+      if (keys.has(w.key)) return 'the same key is written by two items';
+      keys.add(w.key);
+    }
+    if (keys.size > LIMITS.updateAllWritesMax) return `more than ${LIMITS.updateAllWritesMax} writes`;
+    previous = item;
+  }
+  return undefined;
+}
+
+/** Equal well-formed tokens (checked by tokenProblem first). */
+function sameTokenFields(a: Rec, b: Rec): boolean {
+  const ha = a['holder'] as Rec;
+  const hb = b['holder'] as Rec;
+  return a['start'] === b['start'] && ha['nodeId'] === hb['nodeId'] && ha['incarnation'] === hb['incarnation'];
 }
 
 function kindProblem(value: Rec): Problem {
@@ -449,6 +534,8 @@ function kindProblem(value: Rec): Problem {
       return dataProblem(value, 'write') ?? writeProblem(value['write']);
     case 'UpdateAll':
       return dataProblem(value, 'writes') ?? writesProblem(value['writes']);
+    case 'UpdateBatch':
+      return fieldsProblem(value, [...BASE_FIELDS, 'items']) ?? itemsProblem(value['items']);
     case 'FinishTx': {
       const enlisted = value['enlistedPartitions'];
       return (

@@ -49,7 +49,7 @@ import type { LeaseInfo, ReadWriteResponse } from '../../tx/core/messages.js';
 import { txDeadline } from '../../tx/core/tx-id.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
-import type { PartitionCommand, RowWrite } from './commands.js';
+import { dataCommand, type PartitionCommand, type RowWrite } from './commands.js';
 import {
   type Lease,
   type LeaseToken,
@@ -83,6 +83,7 @@ import { ReadableWaiters } from './readable-waiters.js';
 import { primarySafeTime } from './safe-time.js';
 import { PartitionStateMachine } from './state-machine.js';
 import { TxOperations } from './tx-operations.js';
+import { WriteBatcher } from './write-batcher.js';
 
 export interface PartitionReplicaOptions {
   readonly partitionId: PartitionId;
@@ -114,7 +115,19 @@ export interface PartitionReplicaOptions {
   readonly leaseStartWaitMs?: number;
   readonly locks?: LockManager;
   readonly counters?: CounterSink;
+  /** Data writes proposed within one turn of the event loop share one Raft entry (write-batcher.ts). Default off. */
+  readonly batchWrites?: boolean;
+  /** With `batchWrites`: how long a batch gathers writes (default 0, the rest of the turn; write-batcher.ts). */
+  readonly batchWritesGatherMs?: number;
 }
+
+/** Counters of batched data writes (replica setting `batchWrites`). */
+export const WRITE_BATCH_COUNTERS = {
+  /** UpdateBatch commands proposed (two or more writes in one entry). */
+  writeBatches: 'replica.writeBatches',
+  /** Writes proposed inside an UpdateBatch. */
+  batchedWrites: 'replica.batchedWrites',
+} as const;
 
 export type UnprotectedIntentListener = (txId: TxId, commitPartitionId: PartitionId) => void;
 
@@ -164,6 +177,8 @@ export class PartitionReplica {
   private readonly physicalClock: Clock;
   private readonly submit: SubmitProposal;
   private readonly sequence = new DataSequence();
+  /** Set with `batchWrites`: every data write goes through it. */
+  private readonly batcher: WriteBatcher | undefined;
   private readonly safeTimeSyncIdleMs: number | undefined;
   private readonly clockWithinBound: () => boolean;
   private leaseProposalInFlight = false;
@@ -238,6 +253,7 @@ export class PartitionReplica {
       readable: (readTs) => this.readableAt(readTs),
       appliedSafeTime: () => this.stateMachine.safeTime.current(),
     });
+    this.batcher = options.batchWrites === true ? this.newBatcher(options.batchWritesGatherMs ?? 0) : undefined;
     this.unsubscribe = this.stateMachine.onApplied(() => {
       // Locks and pipelined-write records live for one lease: a tx cleaned up at another primary meanwhile would
       // keep them here for good (and the partition could never rest on this node).
@@ -367,6 +383,7 @@ export class PartitionReplica {
     if (this.physicalClock.monotonicMs() - this.lastUsedMs < this.restAfterMs) return false;
     return (
       this.proposals.inFlightCount === 0 &&
+      (this.batcher?.pendingCount ?? 0) === 0 &&
       !this.leaseProposalInFlight &&
       this.readWaiters.size === 0 &&
       this.pipeline.size === 0 &&
@@ -511,24 +528,49 @@ export class PartitionReplica {
     return proposeCommand(this.proposals, build, this.submit);
   }
 
-  /** Proposes an Update (one write) or UpdateAll under `token`, with the next sequence number of that lease. */
-  proposeData(data: DataProposal): Promise<ApplyResult> {
+  /**
+   * Proposes an Update (one write) or UpdateAll under `token`, with the next sequence number of that lease; with
+   * `batchWrites`, in an UpdateBatch with the other writes of this turn (write-batcher.ts). Resolves with this write's
+   * own apply result. `onProposed` runs once its command was handed to Raft.
+   */
+  proposeData(data: DataProposal, onProposed?: () => void): Promise<ApplyResult> {
     this.touch();
-    return this.propose((p) => {
-      const base = {
-        ts: p.ts,
-        proposalId: p.id,
-        token: data.token,
-        seq: this.sequence.next(data.token),
-        txId: data.txId,
-        coordinatorId: data.coordinatorId,
-        commitPartitionId: data.commitPartitionId,
-        full: data.full,
-      };
-      const [only] = data.writes;
-      return data.writes.length === 1 && only !== undefined
-        ? { ...base, kind: 'Update', write: only }
-        : { ...base, kind: 'UpdateAll', writes: data.writes };
+    if (this.batcher !== undefined) return this.batcher.submit(data, onProposed);
+    const applied = this.propose((p) =>
+      dataCommand(
+        { ts: p.ts, proposalId: p.id },
+        {
+          token: data.token,
+          seq: this.sequence.next(data.token),
+          txId: data.txId,
+          coordinatorId: data.coordinatorId,
+          commitPartitionId: data.commitPartitionId,
+          full: data.full,
+          writes: data.writes,
+        },
+      ),
+    );
+    onProposed?.();
+    return applied;
+  }
+
+  private newBatcher(gatherMs: number): WriteBatcher {
+    return new WriteBatcher({
+      timers: this.timers,
+      gatherMs,
+      propose: (build) => this.propose(build),
+      nextSeq: (token) => this.sequence.next(token),
+      // Rules 1, 19 again at the end of the turn: the write's check passed one turn ago.
+      refusal: (token) => {
+        if (this.stopped) return stoppedError(this.partitionId);
+        const check = this.checkPrimary(this.clock.now(), token);
+        return check.kind === 'ok' ? undefined : this.primaryMiss(check);
+      },
+      onCommand: (items) => {
+        if (items < 2) return;
+        this.counters.add(WRITE_BATCH_COUNTERS.writeBatches);
+        this.counters.add(WRITE_BATCH_COUNTERS.batchedWrites, items);
+      },
     });
   }
 

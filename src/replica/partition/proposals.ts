@@ -15,9 +15,9 @@
  *   local log while other logs may still hold it (`hold`, EntryLeftLogError) is answered at once with that failure
  *   (its outcome is unknown, rule 7: a tx whose write it was becomes abort-only), but stays in flight until it is
  *   decided: until the state machine applied an entry at its log index or above (then the entry there is decided, and
- *   if it was this one it was applied here and settled), or, for a data command, until the applied lease no longer
- *   names the lease it was proposed under (rule 4: it would apply as a no-op; a replaced lease never becomes current
- *   again, rule 3). Until then a later leader may still commit it with an effective timestamp at or above its
+ *   if it was this one it was applied here and settled), or, for a data command (an UpdateBatch too: its items share
+ *   one token), until the applied lease no longer names the lease it was proposed under (rule 4: it would apply as a
+ *   no-op; a replaced lease never becomes current again, rule 3). Until then a later leader may still commit it with an effective timestamp at or above its
  *   proposal timestamp, so the primary's readable safe time must stay below it.
  * Each proposal's callback runs exactly once.
  */
@@ -28,7 +28,7 @@ import { LIMITS } from '../../core/limits.js';
 import type { HybridClock } from '../../hlc/hybrid-clock.js';
 import { EntryLeftLogError } from '../../raft/driver.js';
 import type { ApplyResult } from './apply-result.js';
-import { encodeCommand, isDataCommand, type PartitionCommand, type ProposalId } from './commands.js';
+import { dataTokenOf, encodeCommand, type PartitionCommand, type ProposalId } from './commands.js';
 import { type Lease, type LeaseToken, type ReplicaIncarnation, tokenNames } from './lease.js';
 
 export type ProposalOutcome =
@@ -216,7 +216,7 @@ export function proposeCommand(
     let token: LeaseToken | undefined;
     try {
       const command = build(taken.proposal);
-      token = isDataCommand(command) ? command.token : undefined;
+      token = dataTokenOf(command);
       bytes = encodeCommand(command);
     } catch (error) {
       tracker.abandon(id, asBasaltError(error, 'INVALID_ARGUMENT'));

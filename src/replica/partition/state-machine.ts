@@ -42,13 +42,14 @@ import type { StorageEngine } from '../../storage/storage-engine.js';
 import type { InflightWrites, TxMeta, TxStateStorage } from '../../storage/tx-state-storage.js';
 import { txDeadline } from '../../tx/core/tx-id.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
-import type { ApplyResult, CarriedRefusal, PrimaryMissReason } from './apply-result.js';
+import type { ApplyResult, CarriedRefusal, DataResult, PrimaryMissReason } from './apply-result.js';
 import {
   type CarriedWrites,
   type DataCommand,
   decodeCommand,
   type FinishTxCommand,
   type IntentSwitch,
+  itemCommand,
   type LeaseCommand,
   leaseProblem,
   type PartitionCommand,
@@ -136,7 +137,7 @@ export class PartitionStateMachine {
   private readonly leaseListeners = new Set<LeaseListener>();
   private readonly snapshotListeners = new Set<SnapshotResolvedListener>();
   /**
-   * Txs whose Update/UpdateAll this machine applied and whose switch it has not applied: what a restore checks.
+   * Txs whose Update/UpdateAll (or UpdateBatch item) this machine applied and whose switch it has not applied: what a restore checks.
    * At most txStateMapEntriesMax (past it a tx is not remembered, and the node's sweep ends its entry after D).
    */
   private readonly intentTxs = new Set<TxId>();
@@ -282,6 +283,13 @@ export class PartitionStateMachine {
       case 'Update':
       case 'UpdateAll':
         return this.applyData(command, e, work);
+      case 'UpdateBatch':
+        // Each item as its own command would apply right after the previous one, all at this entry's e.
+        return {
+          kind: 'UPDATED_BATCH',
+          appliedTs: e,
+          items: command.items.map((item) => this.applyData(itemCommand(command, item), e, work)),
+        };
       case 'FinishTx':
         return this.applyFinish(command, e, work);
       case 'WriteIntentSwitch':
@@ -316,7 +324,7 @@ export class PartitionStateMachine {
   }
 
   /** Rule 4: applies only under the lease current here, within it, in sequence; else a deterministic no-op. */
-  private applyData(command: DataCommand, e: HybridTimestamp, work: Working): ApplyResult {
+  private applyData(command: DataCommand, e: HybridTimestamp, work: Working): DataResult {
     const { lease, lastSeq } = work.leaseRecord;
     const miss = dataMiss(command, e, lease, lastSeq);
     if (miss !== undefined) return { kind: 'PRIMARY_MISS', appliedTs: e, reason: miss, current: lease };

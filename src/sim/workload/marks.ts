@@ -56,6 +56,11 @@ export const COVERAGE_MARKS: readonly CoverageMark[] = [
     description: 'a committing record settled by checking its writes (a failed confirmation, or a dead coordinator)',
     counters: ['committing.settledCommitted', 'committing.settledAborted'],
   },
+  {
+    name: 'write-batch',
+    description: 'data writes of several txs shared one Raft entry (an UpdateBatch)',
+    counters: ['replica.writeBatches'],
+  },
   { name: 'wait-die-death', description: 'a lock request died under wait-die', counters: ['locks.waitDieDeaths'] },
   {
     name: 'committed-read-through',

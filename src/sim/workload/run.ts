@@ -59,6 +59,8 @@ export interface SimRunOptions {
   readonly rest?: boolean;
   /** Coordinators commit in parallel with their last writes (coordinator setting `parallelCommit`). Off by default. */
   readonly parallelCommit?: boolean;
+  /** Data writes proposed in one turn on a partition share a Raft entry (replica setting `batchWrites`). Off by default. */
+  readonly batchWrites?: boolean;
 }
 
 export interface SimRunResult {
@@ -107,6 +109,11 @@ const COMPACT_ENTRIES_MIN_DEFAULT = 40;
  * partitions resting often, so that requests meet lapsed leases and quiet groups under every fault.
  */
 const SIM_REST_AFTER_MS = 200;
+/**
+ * With `batchWrites`, a partition's writes gather this long into one entry (production: the rest of the turn, 0 ms):
+ * message delays are continuous in virtual time, so two deliveries never share a turn and nothing would batch.
+ */
+const SIM_BATCH_GATHER_MS = 5;
 /** Steps of `runFor`: one drive may take at most the drive timeout of virtual time. */
 const RUN_STEP_MS = 10_000;
 
@@ -121,10 +128,14 @@ export function workloadNamed(name: WorkloadName): Workload {
   }
 }
 
-/** The node roles a run's options ask for: resting partitions, parallel commit. */
+/** The node roles a run's options ask for: resting partitions, batched writes, parallel commit. */
 function simRoles(options: SimRunOptions): NodeRoles {
+  const replicas = {
+    ...(options.rest === true && { rest: true, restAfterMs: SIM_REST_AFTER_MS }),
+    ...(options.batchWrites === true && { batchWrites: true, batchWritesGatherMs: SIM_BATCH_GATHER_MS }),
+  };
   return {
-    ...(options.rest === true && { replicas: { rest: true, restAfterMs: SIM_REST_AFTER_MS } }),
+    ...(Object.keys(replicas).length > 0 && { replicas }),
     ...(options.parallelCommit === true && { coordinator: { parallelCommit: true } }),
   };
 }

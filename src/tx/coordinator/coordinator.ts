@@ -504,6 +504,7 @@ export class TxCoordinator {
       opSeq: tx.nextOpSeq(),
       full: false,
       ...(pipelined && isWrite(operation) && { pipelined: true }),
+      ...(pipelined && isWrite(operation) && this.ctx.settings.parallelCommit && { parallelCommit: true }),
       operation,
     } as const;
     const body: ReadWriteRequest = token === undefined ? base : { ...base, token };

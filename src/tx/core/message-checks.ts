@@ -159,6 +159,7 @@ export const TX_MESSAGE_CHECKS: { readonly [K in TxRequestKind | TxResponseKind]
     opSeq: index,
     full: boolean,
     pipelined: optional(boolean),
+    parallelCommit: optional(boolean),
     operation: rwOperation,
   }),
   ReadOnlyRequest: fieldsCheck({

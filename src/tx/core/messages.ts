@@ -81,6 +81,11 @@ export interface ReadWriteRequest {
    * applies; the coordinator then asks for the apply result with a WriteConfirmRequest before it takes commitTs.
    */
   readonly pipelined?: boolean;
+  /**
+   * A pipelined write of a coordinator that commits in parallel: once answered it is never proposed again, since its
+   * commit's record may name it (read-write.ts "Lost locks", write-check.ts). Absent: false.
+   */
+  readonly parallelCommit?: boolean;
   readonly operation: RwOperation;
 }
 
