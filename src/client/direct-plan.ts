@@ -16,6 +16,7 @@ import { BasaltError, type Execution, isBasaltError } from '../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId } from '../core/ids.js';
 import { maxTimestamp } from '../hlc/timestamp.js';
 import { NO_CEILING } from '../net/body-checks.js';
+import { sameEnlistmentToken } from '../tx/coordinator/coordinated-tx.js';
 import {
   type DirectAnswer,
   type DirectEnlistment,
@@ -174,7 +175,7 @@ export class DirectPlan {
         opSeq,
         handed: false,
       });
-    } else if (!sameToken(known.lease, answer.lease)) {
+    } else if (!sameEnlistmentToken(known.lease.token, answer.lease.token)) {
       throw this.abortOnly(
         new BasaltError('TX_ABORTED', `the primary of ${known.partitionId} changed under tx ${tx.txId}`, {
           txId: tx.txId,
@@ -299,14 +300,6 @@ function answerOf(result: unknown): DirectAnswer {
   const problem = directAnswerCheck(answer, NO_CEILING);
   if (problem !== undefined) throw new BasaltError('MALFORMED_FRAME', `a direct answer: ${problem}`);
   return answer as DirectAnswer;
-}
-
-function sameToken(a: LeaseInfo, b: LeaseInfo): boolean {
-  return (
-    a.token.start === b.token.start &&
-    a.token.holder.nodeId === b.token.holder.nodeId &&
-    a.token.holder.incarnation === b.token.holder.incarnation
-  );
 }
 
 /** An operation of an abort-only transaction: the cause's code, so a retryable cause stays retryable. */

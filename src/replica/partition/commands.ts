@@ -45,7 +45,8 @@ export interface LeaseCommand extends CommandBase {
   readonly replaces: LeaseToken | null;
 }
 
-interface DataCommandBase extends CommandBase {
+/** What a data write carries besides its writes, its timestamp and its proposal id. */
+interface DataFields {
   /** The lease the primary proposed under; the command applies only if it is current at its log position. */
   readonly token: LeaseToken;
   /** Per-lease sequence number, strictly increasing in proposal order; a stale one applies as a no-op. */
@@ -56,6 +57,8 @@ interface DataCommandBase extends CommandBase {
   /** One-phase commit: write committed versions at the effective timestamp, no intents, no map entries. */
   readonly full: boolean;
 }
+
+interface DataCommandBase extends CommandBase, DataFields {}
 
 export interface UpdateCommand extends DataCommandBase {
   readonly kind: 'Update';
@@ -69,16 +72,13 @@ export interface UpdateAllCommand extends DataCommandBase {
 }
 
 /** One tx's data write inside an UpdateBatch: what its own Update or UpdateAll would carry besides ts and proposalId. */
-export interface DataItem {
-  readonly token: LeaseToken;
-  readonly seq: number;
-  readonly txId: TxId;
-  readonly coordinatorId: NodeId;
-  readonly commitPartitionId: PartitionId;
-  readonly full: boolean;
+export interface DataItem extends DataFields {
   /** Distinct keys; every item's writes together at most LIMITS.updateAllWritesMax, no key in two items. */
   readonly writes: readonly RowWrite[];
 }
+
+/** A data write before its sequence number is drawn (PartitionReplica.proposeData, write-batcher.ts). */
+export type DataProposal = Omit<DataItem, 'seq'>;
 
 /**
  * Data writes of several txs in one entry (replica setting `batchWrites`): applies exactly as the items' own Update

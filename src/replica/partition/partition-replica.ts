@@ -49,7 +49,7 @@ import type { LeaseInfo, ReadWriteResponse } from '../../tx/core/messages.js';
 import { txDeadline } from '../../tx/core/tx-id.js';
 import type { TxStateMap } from '../../tx/core/tx-state-map.js';
 import type { ApplyResult } from './apply-result.js';
-import { dataCommand, type PartitionCommand, type RowWrite } from './commands.js';
+import { type DataProposal, dataCommand, type PartitionCommand } from './commands.js';
 import {
   type Lease,
   type LeaseToken,
@@ -142,14 +142,7 @@ export interface UpkeepFacts {
 }
 
 /** What a data proposal needs besides what the replica fills in (timestamp, proposal id, sequence number). */
-export interface DataProposal {
-  readonly token: LeaseToken;
-  readonly txId: TxId;
-  readonly coordinatorId: NodeId;
-  readonly commitPartitionId: PartitionId;
-  readonly full: boolean;
-  readonly writes: readonly RowWrite[];
-}
+export type { DataProposal } from './commands.js';
 
 export class PartitionReplica {
   readonly partitionId: PartitionId;

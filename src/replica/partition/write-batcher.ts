@@ -26,20 +26,13 @@ import type { TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { TimerHandle, Timers } from '../../env/timers.js';
 import type { ApplyResult, DataResult } from './apply-result.js';
-import type { DataItem, PartitionCommand, RowWrite } from './commands.js';
+import type { DataItem, DataProposal, PartitionCommand } from './commands.js';
 import { dataCommand } from './commands.js';
 import { type LeaseToken, sameToken } from './lease.js';
 import type { TakenProposal } from './proposals.js';
 
 /** What a write needs besides its sequence number, timestamp and proposal id. */
-export interface BatchedWrite {
-  readonly token: LeaseToken;
-  readonly txId: TxId;
-  readonly coordinatorId: DataItem['coordinatorId'];
-  readonly commitPartitionId: DataItem['commitPartitionId'];
-  readonly full: boolean;
-  readonly writes: readonly RowWrite[];
-}
+export type BatchedWrite = DataProposal;
 
 export interface WriteBatcherOptions {
   readonly timers: Timers;

@@ -12,7 +12,7 @@
  * - `opSeq` increases by one per request (rule 7).
  */
 import { assert } from '../../core/assert.js';
-import type { BasaltError } from '../../core/errors.js';
+import { BasaltError } from '../../core/errors.js';
 import type { HybridTimestamp, NodeName, PartitionId, TxId } from '../../core/ids.js';
 import type { TimerHandle } from '../../env/timers.js';
 import type { CarriedWrite, EnlistedPartition, EnlistmentToken, LeaseInfo, TxOutcome } from '../core/messages.js';
@@ -219,6 +219,21 @@ export class CoordinatedTx {
   get untouched(): boolean {
     return this.commitPartitionId === undefined;
   }
+}
+
+/** The abort-only cause of a tx whose enlisted partition's primary changed under it. */
+export function primaryChangedError(
+  tx: CoordinatedTx,
+  partitionId: PartitionId,
+  why: string,
+  cause?: BasaltError,
+): BasaltError {
+  return new BasaltError(
+    'TX_ABORTED',
+    `the primary of ${partitionId} changed under tx ${tx.id} (${why})`,
+    { txId: tx.id, partitionId, reason: 'primary-changed' },
+    { cause },
+  );
 }
 
 /** Two enlistment tokens name the same lease. */

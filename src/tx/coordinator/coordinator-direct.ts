@@ -15,10 +15,10 @@ import type { NodeIdentity } from '../../core/ids.js';
 import { maxTimestamp } from '../../hlc/timestamp.js';
 import type { Value } from '../../storage/mv-partition-storage.js';
 import type { DirectAnswer, DirectHandoff, DirectTx } from '../core/direct.js';
-import { expectKind, type ReadWriteRequest, type RwOperation, type RwResult } from '../core/messages.js';
+import { expectKind, putOperation, type ReadWriteRequest, type RwOperation, type RwResult } from '../core/messages.js';
 import { checkKey, checkPutOptions, checkTable, checkValue, type PutOptions } from '../core/user-input.js';
 import type { CoordinatorContext } from './context.js';
-import { type CoordinatedTx, sameEnlistmentToken } from './coordinated-tx.js';
+import { type CoordinatedTx, primaryChangedError, sameEnlistmentToken } from './coordinated-tx.js';
 
 /** A single-key operation a client sent straight to this node. */
 export type DirectOperation =
@@ -85,13 +85,9 @@ function rwOperation(operation: DirectOperation): RwOperation {
       return operation.forUpdate === true
         ? { op: 'get', key: operation.key, forUpdate: true }
         : { op: 'get', key: operation.key };
-    case 'put': {
+    case 'put':
       checkValue(operation.value);
-      const expiry = checkPutOptions(operation.options);
-      return expiry === undefined
-        ? { op: 'put', key: operation.key, value: operation.value }
-        : { op: 'put', key: operation.key, value: operation.value, expiry };
-    }
+      return putOperation(operation.key, operation.value, checkPutOptions(operation.options));
     case 'remove':
       return { op: 'remove', key: operation.key };
   }
@@ -128,13 +124,8 @@ export function adoptDirect(ctx: CoordinatorContext, tx: CoordinatedTx, handoff:
       e.pipelinedKeys = undefined;
       e.xLocked = undefined;
     } else if (!sameEnlistmentToken(known.token, d.lease.token)) {
-      tx.makeAbortOnly(
-        new BasaltError(
-          'TX_ABORTED',
-          `the primary of ${d.partitionId} changed under tx ${tx.id} (a direct operation named another lease)`,
-          { txId: tx.id, partitionId: d.partitionId, reason: 'primary-changed' },
-        ),
-      );
+      const why = 'a direct operation named another lease';
+      tx.makeAbortOnly(primaryChangedError(tx, d.partitionId, why));
     } else {
       known.expiration = maxTimestamp(known.expiration, d.lease.expiration);
       known.wrote ||= d.wrote;

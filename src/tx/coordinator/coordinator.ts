@@ -41,7 +41,7 @@ import { addMs, maxTimestamp } from '../../hlc/timestamp.js';
 import { backoffMs } from '../../route/backoff.js';
 import { locateOr } from '../../route/primary-directory.js';
 import { isUnexecuted, mayResendAsNew, sendToPrimary } from '../../route/send-to-primary.js';
-import type { Expiry, KeyRange, Value } from '../../storage/mv-partition-storage.js';
+import type { KeyRange, Value } from '../../storage/mv-partition-storage.js';
 import type { DirectHandoff, DirectTx } from '../core/direct.js';
 import type {
   ReadWriteRequest,
@@ -52,7 +52,7 @@ import type {
   TxStateCoordinatorRequest,
   TxStateResponse,
 } from '../core/messages.js';
-import { expectKind } from '../core/messages.js';
+import { expectKind, putOperation } from '../core/messages.js';
 import { TxIdGenerator, txDeadline } from '../core/tx-id.js';
 import type { TxStateMap } from '../core/tx-state-map.js';
 import {
@@ -76,7 +76,13 @@ import {
   type TxWrite,
 } from '../core/user-input.js';
 import { type CoordinatorContext, groupByPartition, settleAll } from './context.js';
-import { type CarriedPlan, CoordinatedTx, type Enlistment, sameEnlistmentToken } from './coordinated-tx.js';
+import {
+  type CarriedPlan,
+  CoordinatedTx,
+  type Enlistment,
+  primaryChangedError,
+  sameEnlistmentToken,
+} from './coordinated-tx.js';
 import { adoptDirect, type DirectOperation, type DirectServed, serveDirect } from './coordinator-direct.js';
 import { CARRIED_COMMIT_MARGIN_MS, carriedBound, FinishDriver } from './coordinator-finish.js';
 import type { TxPlacement } from './coordinator-ports.js';
@@ -918,15 +924,6 @@ function protocolError(message: string): BasaltError {
   return new BasaltError('INTERNAL', message);
 }
 
-function primaryChangedError(tx: CoordinatedTx, partitionId: PartitionId, why: string, cause?: BasaltError) {
-  return new BasaltError(
-    'TX_ABORTED',
-    `the primary of ${partitionId} changed under tx ${tx.id} (${why})`,
-    { txId: tx.id, partitionId, reason: 'primary-changed' },
-    { cause },
-  );
-}
-
 function timeoutError(tx: CoordinatedTx): BasaltError {
   return new BasaltError('TX_TIMEOUT', `tx ${tx.id} timed out and was rolled back`, { txId: tx.id });
 }
@@ -960,9 +957,4 @@ export function checkTimeoutMs(timeoutMs: unknown, maxMs: number): number | unde
     });
   }
   return timeoutMs;
-}
-
-/** A put operation, with its expiry only when it has one (older peers' checks know no `expiry` field otherwise). */
-function putOperation(key: string, value: Value, expiry: Expiry | undefined): RwOperation {
-  return expiry === undefined ? { op: 'put', key, value } : { op: 'put', key, value, expiry };
 }

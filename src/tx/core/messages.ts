@@ -400,6 +400,11 @@ export const TX_REQUEST_KINDS: readonly TxRequestKind[] = [
 ];
 
 /** A response of the wrong kind is a protocol violation by the peer (never expected from a correct node). */
+/** A put operation, with its expiry only when it has one (older peers' checks know no `expiry` field otherwise). */
+export function putOperation(key: string, value: Value, expiry: Expiry | undefined): RwOperation {
+  return expiry === undefined ? { op: 'put', key, value } : { op: 'put', key, value, expiry };
+}
+
 export function expectKind<R extends { readonly kind: string }>(response: R, kind: R['kind']): R {
   if (response?.kind !== kind) {
     throw new BasaltError('INTERNAL', `expected a ${kind}, got ${String(response?.kind)}`);
