@@ -85,6 +85,8 @@ export interface CellResult {
   readonly peerMessagesPerOp?: number;
   /** Basalt: socket writes between the nodes per completed operation over the window (all nodes). */
   readonly peerWritesPerOp?: number;
+  /** Basalt: storage transactions that applied partition entries per completed operation (all nodes; `apply.steps`). */
+  readonly applyStepsPerOp?: number;
   /** The measured window on CLOCK_MONOTONIC, in microseconds (the clock of `.cpuprofile` sample times). */
   readonly monotonicWindowUs: { readonly fromUs: number; readonly toUs: number };
   /** Intent cells: every node's resolution counter deltas over the cell (warm-up included), and writer failures. */
@@ -178,6 +180,7 @@ export class ClientPool {
         cell.ops > 0 && {
           peerMessagesPerOp: (trafficAfter.messages - trafficBefore.messages) / cell.ops,
           peerWritesPerOp: (trafficAfter.writes - trafficBefore.writes) / cell.ops,
+          applyStepsPerOp: (trafficAfter.applySteps - trafficBefore.applySteps) / cell.ops,
         }),
       monotonicWindowUs: window,
     };
@@ -187,6 +190,8 @@ export class ClientPool {
 export interface PeerTrafficCount {
   readonly messages: number;
   readonly writes: number;
+  /** Storage transactions that applied partition entries (node counter `apply.steps`). */
+  readonly applySteps: number;
 }
 
 /** The cluster's peer traffic so far, or undefined when it has none or a scrape failed. */

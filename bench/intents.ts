@@ -126,11 +126,19 @@ export function appliedPartitionEntries(metrics: string): number {
   return sum;
 }
 
-/** Messages sent to peers and socket writes, from one node's metrics (0 when the node does not export them). */
-export function peerTrafficOf(metrics: string): { messages: number; writes: number } {
+/**
+ * Messages sent to peers, socket writes and the storage transactions that applied partition entries, from one node's
+ * metrics (0 when the node does not export them).
+ */
+export function peerTrafficOf(metrics: string): { messages: number; writes: number; applySteps: number } {
   const value = (name: string): number =>
     Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)$`, 'm').exec(metrics)?.[1] ?? 0);
-  return { messages: value('basalt_peer_messages_sent_total'), writes: value('basalt_peer_writes_total') };
+  const applySteps = Number(/^basalt_counter_total\{[^}]*\bname="apply\.steps"[^}]*\} (\d+)$/m.exec(metrics)?.[1] ?? 0);
+  return {
+    messages: value('basalt_peer_messages_sent_total'),
+    writes: value('basalt_peer_writes_total'),
+    applySteps,
+  };
 }
 
 export async function scrape(url: string): Promise<string> {

@@ -182,6 +182,7 @@ async function bench(flags: Flags, argv: readonly string[]): Promise<number> {
           return {
             messages: each.reduce((sum, t) => sum + t.messages, 0),
             writes: each.reduce((sum, t) => sum + t.writes, 0),
+            applySteps: each.reduce((sum, t) => sum + t.applySteps, 0),
           };
         };
         return {
@@ -386,6 +387,7 @@ async function runSystem(
               (cell.peerMessagesPerOp === undefined
                 ? ''
                 : `, ${cell.peerMessagesPerOp.toFixed(1)} peer msgs/op in ${cell.peerWritesPerOp?.toFixed(1)} writes`) +
+              (cell.applyStepsPerOp === undefined ? '' : `, ${cell.applyStepsPerOp.toFixed(2)} apply steps/op`) +
               (cell.failures > 0 ? `, ${cell.failures} failed: ${cell.firstFailure}` : ''),
           );
         } catch (error) {

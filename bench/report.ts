@@ -254,6 +254,14 @@ export function formatTable(doc: BenchDocument): string {
           .join(', '),
     );
   }
+  const steps = doc.cells.filter((c) => c.applyStepsPerOp !== undefined);
+  if (steps.length > 0) {
+    lines.push(
+      '',
+      'Storage transactions applying partition entries per operation (Basalt, all nodes over the window): ' +
+        steps.map((c) => `${c.workload} ×${c.clients} ${c.applyStepsPerOp!.toFixed(2)}`).join(', '),
+    );
+  }
   if (doc.watch !== undefined) lines.push(...formatWatchSection(doc.watch));
   if (doc.workloads.length > 0) lines.push('', 'Workloads (Basalt | etcd) and the critical path of the floor:');
   for (const w of doc.workloads) {

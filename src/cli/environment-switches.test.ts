@@ -25,5 +25,14 @@ describe('environment switches of basalt start', () => {
     assert.deepEqual(environmentSwitches({ BASALT_IDLE_REST: '0', BASALT_RAFT_BATCHING: '0' }), {
       tuning: { raftBatching: false },
     });
+    assert.deepEqual(environmentSwitches({ BASALT_IDLE_REST: '0', BASALT_BATCH_APPLY: '1' }), {
+      tuning: { batchApply: true },
+    });
+    assert.deepEqual(
+      environmentSwitches({ BASALT_IDLE_REST: '0', BASALT_BATCH_APPLY: '1', BASALT_RAFT_BATCHING: '0' }),
+      {
+        tuning: { raftBatching: false, batchApply: true },
+      },
+    );
   });
 });

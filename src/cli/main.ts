@@ -664,6 +664,7 @@ program
   .option('--rest', 'idle partitions rest and their Raft groups go quiet, as `basalt start` runs them')
   .option('--parallel-commit', 'coordinators commit in parallel with their last writes (a committing record)')
   .option('--batch-writes', 'data writes of many txs proposed in one turn on a partition share one Raft entry')
+  .option('--batch-apply', 'committed entries of the Raft groups handed over in one turn apply in one transaction')
   .option('--history <file>', 'write the history as JSON Lines (several runs: <file>.<workload>.<seed>.jsonl)')
   .option('--trace-lines <n>', 'scheduler events shown for a failing run', positiveInt, 40)
   .addHelpText(
@@ -699,6 +700,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
       rest?: boolean;
       parallelCommit?: boolean;
       batchWrites?: boolean;
+      batchApply?: boolean;
       history?: string;
       traceLines: number;
     }) => {
@@ -716,6 +718,7 @@ anomalies, the fault log, the last scheduler events and the last operations.`,
         rest: options.rest === true,
         parallelCommit: options.parallelCommit === true,
         batchWrites: options.batchWrites === true,
+        batchApply: options.batchApply === true,
         traceLines: options.traceLines,
         ...(options.history !== undefined && { history: options.history }),
       });

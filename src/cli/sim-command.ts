@@ -27,6 +27,8 @@ export interface SimCommandOptions {
   readonly parallelCommit?: boolean;
   /** Data writes share Raft entries (sim-workload `batchWrites`). */
   readonly batchWrites?: boolean;
+  /** Committed entries of many groups apply in one storage transaction (node `batchApply`). */
+  readonly batchApply?: boolean;
   readonly history?: string;
   readonly traceLines: number;
 }
@@ -70,7 +72,8 @@ function replayCommand(options: SimCommandOptions, seed: string | number, worklo
     `--duration ${options.durationS} --liveness ${options.livenessS} --workers ${options.workers} ` +
     `--partitions ${options.partitions}${options.rest === true ? ' --rest' : ''}` +
     `${options.parallelCommit === true ? ' --parallel-commit' : ''}` +
-    `${options.batchWrites === true ? ' --batch-writes' : ''}`
+    `${options.batchWrites === true ? ' --batch-writes' : ''}` +
+    `${options.batchApply === true ? ' --batch-apply' : ''}`
   );
 }
 
@@ -150,6 +153,7 @@ export async function runSim(options: SimCommandOptions): Promise<number> {
         rest: options.rest === true,
         parallelCommit: options.parallelCommit === true,
         batchWrites: options.batchWrites === true,
+        batchApply: options.batchApply === true,
       });
       done++;
       marks.add(result.marks);

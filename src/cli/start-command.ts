@@ -470,8 +470,9 @@ async function until(condition: () => boolean, timeoutMs: number): Promise<boole
  * confirmation round at commit); BASALT_CARRIED_COMMIT=0 sends a commit's writes to its commit partition as writes
  * of their own instead of carrying them in the finish; BASALT_PARALLEL_COMMIT=1 sends a commit's record in parallel
  * with its last writes (coordinator setting `parallelCommit`); BASALT_BATCH_WRITES=1 puts the data writes of many txs
- * proposed in one turn on a partition into one Raft entry (replica setting `batchWrites`); BASALT_RAFT_BATCHING=0 sends
- * every Raft message on its own (compose.ts).
+ * proposed in one turn on a partition into one Raft entry (replica setting `batchWrites`); BASALT_BATCH_APPLY=1 applies
+ * the committed entries of every Raft group handed over in one turn in one storage transaction (node setting
+ * `batchApply`); BASALT_RAFT_BATCHING=0 sends every Raft message on its own (compose.ts).
  */
 export function environmentSwitches(env: NodeJS.ProcessEnv): Pick<NodeOptions, 'replicas' | 'coordinator' | 'tuning'> {
   const coordinator = {
@@ -483,10 +484,14 @@ export function environmentSwitches(env: NodeJS.ProcessEnv): Pick<NodeOptions, '
     ...(env['BASALT_IDLE_REST'] !== '0' && { rest: true }),
     ...(env['BASALT_BATCH_WRITES'] === '1' && { batchWrites: true }),
   };
+  const tuning = {
+    ...(env['BASALT_RAFT_BATCHING'] === '0' && { raftBatching: false }),
+    ...(env['BASALT_BATCH_APPLY'] === '1' && { batchApply: true }),
+  };
   return {
     ...(Object.keys(replicas).length > 0 && { replicas }),
     ...(Object.keys(coordinator).length > 0 && { coordinator }),
-    ...(env['BASALT_RAFT_BATCHING'] === '0' && { tuning: { raftBatching: false } }),
+    ...(Object.keys(tuning).length > 0 && { tuning }),
   };
 }
 

@@ -62,6 +62,11 @@ export interface NodeTuning {
   readonly metaWatchWaitMs?: number;
   /** Raft messages of one turn to one peer travel as one batch (default true; compose.ts `raftTransport`). */
   readonly raftBatching?: boolean;
+  /**
+   * The committed entries of every Raft group handed over in one turn apply in one storage transaction, not one per
+   * group (default false; group-state-machines.ts "Applying together").
+   */
+  readonly batchApply?: boolean;
 }
 
 export interface NodeStopOptions {

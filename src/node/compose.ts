@@ -49,6 +49,7 @@ import { membershipPeers, ReplicaResolution } from '../replica/replica-resolutio
 import { registerTxRequests, txRequestTable } from '../replica/request-table.js';
 import { TxSweep } from '../replica/resolution/tx-sweep.js';
 import { hintsDirectory, PrimaryHints } from '../route/primary-directory.js';
+import type { StorageEngine } from '../storage/storage-engine.js';
 import type { TxCoordinatorOptions } from '../tx/coordinator/settings.js';
 import { LowWatermark } from '../tx/core/low-watermark.js';
 import type { TxRequest, TxRequestFn, TxResponse } from '../tx/core/messages.js';
@@ -120,6 +121,14 @@ export const REPLICA_LAYER_COUNTERS = {
   backgroundFailures: 'replica.backgroundFailures',
 } as const;
 
+/** The node's state machine multiplexer; with `batchApply` its groups share storage transactions. */
+function groupStateMachines(tuning: NodeTuning, engine: StorageEngine, counters: NodeCounters): GroupStateMachines {
+  return new GroupStateMachines({
+    counters,
+    ...(tuning.batchApply === true && { atomically: (fn) => engine.runConsistently(fn) }),
+  });
+}
+
 /** Builds and starts one incarnation. */
 export async function startNode(options: NodeOptions): Promise<BasaltNode> {
   const node = composeNode(options);
@@ -160,7 +169,7 @@ export function composeNode(options: NodeOptions): BasaltNode {
     else membership.peerDown(event.peer);
   });
   const txStates = new TxStateMap({ clock });
-  const stateMachines = new GroupStateMachines();
+  const stateMachines = groupStateMachines(tuning, storage.engine, counters);
   const leaders = new LeaderChanges();
   const nodeMessenger = messenger.as<NodeMessage>();
   const raft = new RaftDriver({

@@ -479,6 +479,7 @@ function countingRestores(machine: GroupStateMachine, counters: CounterSink): Gr
   return {
     appliedIndex: () => machine.appliedIndex(),
     apply: (entries) => machine.apply(entries),
+    ...(machine.stage !== undefined && { stage: machine.stage.bind(machine) }),
     snapshot: () => machine.snapshot(),
     restore: (snapshot) => {
       counters.add(REPLICA_HOST_COUNTERS.snapshotInstalls);

@@ -40,14 +40,16 @@ describe('Raft entries per operation from /metrics', () => {
 });
 
 describe('peer traffic per operation from /metrics', () => {
-  it('reads the messages sent to peers and the socket writes of one node; 0 where a node does not export them', () => {
+  it('reads the messages sent to peers, the socket writes and the apply steps of one node; 0 where a node does not export them', () => {
     const text = [
       '# TYPE basalt_peer_messages_sent_total counter',
       'basalt_peer_messages_sent_total{node="n1"} 1234',
       'basalt_peer_writes_total{node="n1"} 321',
+      'basalt_counter_total{node="n1",name="apply.sharedSteps"} 7',
+      'basalt_counter_total{node="n1",name="apply.steps"} 55',
     ].join('\n');
-    assert.deepEqual(peerTrafficOf(text), { messages: 1234, writes: 321 });
-    assert.deepEqual(peerTrafficOf(''), { messages: 0, writes: 0 });
+    assert.deepEqual(peerTrafficOf(text), { messages: 1234, writes: 321, applySteps: 55 });
+    assert.deepEqual(peerTrafficOf(''), { messages: 0, writes: 0, applySteps: 0 });
   });
 });
 

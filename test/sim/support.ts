@@ -108,7 +108,7 @@ interface VariantSweep {
   /** How a test name says what the variant does ("with resting partitions"). */
   readonly doing: string;
   readonly seeds: readonly number[];
-  readonly option: Pick<SeedRequest, 'rest' | 'parallelCommit' | 'batchWrites'> &
+  readonly option: Pick<SeedRequest, 'rest' | 'parallelCommit' | 'batchWrites' | 'batchApply'> &
     Partial<Pick<SeedRequest, 'workers' | 'partitions'>>;
   /** The `basalt sim` flag that replays it. */
   readonly flag: string;
@@ -290,4 +290,24 @@ class SeedRunner {
   async close(): Promise<void> {
     await this.worker.terminate();
   }
+}
+
+/** Seeds of the shared apply sweep: each workload runs them with many groups' entries applied in one transaction. */
+export const BATCH_APPLY_SWEEP_SEEDS = [800, 801, 802, 803] as const;
+
+/**
+ * The shared apply sweep (simRun `batchApply`): the entries of the groups a turn hands over apply in one storage
+ * transaction, under every fault set (crashes lose what was not flushed, snapshots install between); each seed must
+ * pass and share some transaction between groups.
+ */
+export function batchApplySweep(workloads: readonly WorkloadName[]): void {
+  variantSweep(workloads, {
+    title: 'entries of many groups applied in one transaction (simulated), under faults',
+    doing: 'with shared applies',
+    seeds: BATCH_APPLY_SWEEP_SEEDS,
+    option: { batchApply: true },
+    flag: '--batch-apply',
+    mark: 'shared-apply',
+    markWhy: 'some storage transaction applied the entries of several groups',
+  });
 }

@@ -23,6 +23,8 @@ export interface SeedRequest {
   readonly parallelCommit?: boolean;
   /** Data writes share Raft entries (SimRunOptions.batchWrites). */
   readonly batchWrites?: boolean;
+  /** Committed entries of many groups apply in one storage transaction (SimRunOptions.batchApply). */
+  readonly batchApply?: boolean;
 }
 
 export interface SeedOutcome {

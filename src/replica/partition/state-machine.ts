@@ -11,7 +11,9 @@
  * command's data changes, the lease record (current lease + last data sequence number under it, rules 3 and 4) and
  * the applied position `(index, term, lastAppliedTs)` on both storages. Only after that step returned, so that the
  * applied state is visible to reads, the clock absorbs the last `e`, the tx state map is updated, safe time advances,
- * and results are handed to this replica's own proposals (the primary answers from them, rule 4).
+ * and results are handed to this replica's own proposals (the primary answers from them, rule 4). `stage` is that
+ * step alone, joining a storage transaction its caller holds open (the node applies many groups' entries in one,
+ * group-state-machines.ts), and returns the volatile half to run once that transaction committed.
  *
  * Lease observers (`onLeaseChange`) hear of every change of the applied lease, from an applied Lease command or from
  * an installed snapshot, once the change is visible here; they are told the lease before and after (for metrics:
@@ -213,9 +215,20 @@ export class PartitionStateMachine {
 
   /** Applies committed entries in log order (entries at or below the applied index are skipped). */
   apply(entries: readonly Entry[]): void {
+    this.stage(entries)?.();
+  }
+
+  /**
+   * The storage half of `apply`: writes the entries' changes in one `runConsistently` step, which joins the caller's
+   * if it runs inside one (the node then applies several groups' entries in one storage transaction), and returns
+   * the volatile half, to run once that transaction committed and before anything else is staged here. Undefined
+   * when every entry was applied already. A throw leaves nothing changed here: the volatile state is untouched until
+   * the returned function runs, and an aborted transaction undoes the writes.
+   */
+  stage(entries: readonly Entry[]): (() => void) | undefined {
     const fresh = entries.filter((e) => e.index > this.index);
     const last = fresh.at(-1);
-    if (last === undefined) return;
+    if (last === undefined) return undefined;
     fresh.forEach((e, i) => {
       assert(e.index === this.index + 1 + i, `partition ${this.partitionId}: applied entries must be contiguous`);
     });
@@ -236,7 +249,17 @@ export class PartitionStateMachine {
       if (work.leaseChanged) this.mv.setMeta(LEASE_META_NAME, encodeLeaseRecord(work.leaseRecord));
       return out;
     });
-    // The step returned: the applied state is visible to reads. Now the volatile effects, in this order.
+    return () => this.applied(fresh, commands, results, work);
+  }
+
+  /** The volatile half of an apply, once its step committed and the applied state is visible to reads. */
+  private applied(
+    fresh: readonly Entry[],
+    commands: readonly (PartitionCommand | null)[],
+    results: readonly (ApplyResult | null)[],
+    work: Working,
+  ): void {
+    const last = fresh.at(-1)!;
     const advanced = work.ts > this.ts;
     this.index = last.index;
     this.term = last.term;

@@ -61,6 +61,11 @@ export const COVERAGE_MARKS: readonly CoverageMark[] = [
     description: 'data writes of several txs shared one Raft entry (an UpdateBatch)',
     counters: ['replica.writeBatches'],
   },
+  {
+    name: 'shared-apply',
+    description: 'the committed entries of several Raft groups applied in one storage transaction',
+    counters: ['apply.sharedTransactions'],
+  },
   { name: 'wait-die-death', description: 'a lock request died under wait-die', counters: ['locks.waitDieDeaths'] },
   {
     name: 'committed-read-through',

@@ -17,7 +17,7 @@ import { createHash } from 'node:crypto';
 import { type Client, embeddedClient } from '../../client/client.js';
 import { BasaltError } from '../../core/errors.js';
 import { Cluster, defaultNodeNames } from '../../harness/cluster.js';
-import type { BasaltNode } from '../../node/basalt-node.js';
+import type { BasaltNode, NodeTuning } from '../../node/basalt-node.js';
 import type { NodeRoles } from '../../node/compose.js';
 import { formatHistory, HistoryRecorder, type Operation } from '../check/history.js';
 import { SimClusterEnvironment } from '../cluster.js';
@@ -61,6 +61,8 @@ export interface SimRunOptions {
   readonly parallelCommit?: boolean;
   /** Data writes proposed in one turn on a partition share a Raft entry (replica setting `batchWrites`). Off by default. */
   readonly batchWrites?: boolean;
+  /** Committed entries of the groups handed over in one turn apply in one storage transaction (node `batchApply`). */
+  readonly batchApply?: boolean;
 }
 
 export interface SimRunResult {
@@ -140,6 +142,13 @@ function simRoles(options: SimRunOptions): NodeRoles {
   };
 }
 
+function simTuning(options: SimRunOptions): NodeTuning {
+  return {
+    raftCompactEntriesMin: options.compactEntriesMin ?? COMPACT_ENTRIES_MIN_DEFAULT,
+    ...(options.batchApply === true && { batchApply: true }),
+  };
+}
+
 export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
   const names = defaultNodeNames(options.nodes ?? 3);
   const env = new SimClusterEnvironment({
@@ -148,7 +157,7 @@ export async function simRun(options: SimRunOptions): Promise<SimRunResult> {
     traceMax: TRACE_MAX,
     // Nothing here counts messages, so the network keeps no log of every payload sent (memory and GC a run pays for).
     network: { sentLogMax: 0 },
-    tuning: { raftCompactEntriesMin: options.compactEntriesMin ?? COMPACT_ENTRIES_MIN_DEFAULT },
+    tuning: simTuning(options),
     ...simRoles(options),
   });
   const world = env.world;
