@@ -200,9 +200,10 @@ export async function prepareIntentCell(workload: IntentWorkload, control: Inten
         false,
       );
     case 'ro-intent-commit-partition':
+      // Primaries off the node that stops: the readers and the commit partitions stay reachable.
       return heldCell(
         control,
-        keysWhere(() => true, STOPPED_CELL_KEYS),
+        keysWhere((p) => p !== undefined && p !== control.nodeNames[WRITER_NODE], STOPPED_CELL_KEYS),
         true,
       );
   }
@@ -246,7 +247,11 @@ async function localCell(control: IntentControl, keys: string[]): Promise<Intent
 
 async function heldCell(control: IntentControl, keys: string[], stopWriterNode: boolean): Promise<IntentCell> {
   if (keys.length === 0) throw new Error('no intent key has a primary the cell can use');
-  const client: RemoteClient = await connect(control.addresses[WRITER_NODE]!, benchConnectOptions());
+  // Writes sent at once: kept until the commit (the client's default), they would leave no intent to meet.
+  const client: RemoteClient = await connect(control.addresses[WRITER_NODE]!, {
+    ...benchConnectOptions(),
+    bufferWrites: false,
+  });
   const txs: RemoteTransaction[] = [];
   let failures = 0;
   let paused = false;
