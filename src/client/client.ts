@@ -33,7 +33,7 @@ import type { Cluster } from '../harness/cluster.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import type { Value } from '../storage/mv-partition-storage.js';
-import type { TxCoordinator } from '../tx/coordinator/coordinator.js';
+import type { OnePhaseAge, TxCoordinator } from '../tx/coordinator/coordinator.js';
 import { beginReadOnly, type ReadOnlyCoordinator, runReadOnlyTransaction } from '../tx/coordinator/read-only.js';
 import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
 import {
@@ -280,10 +280,11 @@ class EmbeddedClient implements Client {
   async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
     const lease = leaseOption(options);
     if (lease !== undefined) return this.transaction((tx) => tx.put(table, key, value, { lease }));
+    const age: OnePhaseAge = {};
     return this.run(() =>
       this.retrying(async () => {
         const { node, coordinator } = this.current();
-        const written = coordinator.putImplicit(table, key, value, options);
+        const written = coordinator.putImplicit(table, key, value, options, age);
         await whileAlive(node, written, () => outcomeUnknown(node.name));
       }, {}),
     );
@@ -306,10 +307,11 @@ class EmbeddedClient implements Client {
   }
 
   remove(table: string, key: string): Promise<void> {
+    const age: OnePhaseAge = {};
     return this.run(() =>
       this.retrying(async () => {
         const { node, coordinator } = this.current();
-        await whileAlive(node, coordinator.removeImplicit(table, key), () => outcomeUnknown(node.name));
+        await whileAlive(node, coordinator.removeImplicit(table, key, age), () => outcomeUnknown(node.name));
       }, {}),
     );
   }

@@ -15,6 +15,7 @@ import { sleep } from '../env/timers.js';
 import type { BasaltNode } from '../node/basalt-node.js';
 import { COORDINATOR_SERVICE, type CoordinatorService } from '../node/coordinator-service.js';
 import { locateOr } from '../route/primary-directory.js';
+import type { OnePhaseAge } from '../tx/coordinator/coordinator.js';
 import type { DirectServed } from '../tx/coordinator/coordinator-direct.js';
 import { beginReadOnly } from '../tx/coordinator/read-only.js';
 import { retryPolicy, withRetries } from '../tx/coordinator/retry.js';
@@ -94,15 +95,20 @@ class NodeClient implements ClientBackend {
     return this.retrying(() => this.service().readOnly.getImplicit(table, key));
   }
 
-  /** An implicit one-phase write; a failure that proves it did not apply (retryable) is retried as a new one. */
+  /**
+   * An implicit one-phase write; a failure that proves it did not apply (retryable) is retried as a new one, which
+   * keeps the age of the attempt before it (OnePhaseAge).
+   */
   async put(table: string, key: string, value: Value, options?: PutOptions): Promise<void> {
     this.basalt.counters.add(NODE_CLIENT_COUNTERS.implicitWrites);
-    await this.retrying(() => this.service().coordinator.putImplicit(table, key, value, options));
+    const age: OnePhaseAge = {};
+    await this.retrying(() => this.service().coordinator.putImplicit(table, key, value, options, age));
   }
 
   async remove(table: string, key: string): Promise<void> {
     this.basalt.counters.add(NODE_CLIENT_COUNTERS.implicitWrites);
-    await this.retrying(() => this.service().coordinator.removeImplicit(table, key));
+    const age: OnePhaseAge = {};
+    await this.retrying(() => this.service().coordinator.removeImplicit(table, key, age));
   }
 
   private retrying<T>(attempt: () => Promise<T>): Promise<T> {

@@ -22,8 +22,9 @@ import {
   TABLE,
 } from '../../testing/coordinator-fakes.js';
 import type { TxFinishRequest, TxResponse } from '../core/messages.js';
-import { beginTimestampOf, makeTxId } from '../core/tx-id.js';
+import { beginTimestampOf, compareTxAge, makeTxId } from '../core/tx-id.js';
 import { TxStateMap, type TxStateMapEvent } from '../core/tx-state-map.js';
+import type { OnePhaseAge } from './coordinator.js';
 import type { TxCoordinatorOptions } from './settings.js';
 
 interface SetupOptions {
@@ -692,6 +693,30 @@ describe('coordinator: one-phase writes', () => {
     const err = await rejectsWith(run(coordinator.putImplicit(TABLE, 'a', 1)), 'TX_OUTCOME_UNKNOWN');
     assert.equal(err.retryable, false);
     assert.equal(txStates.get(cluster.sentOf('ReadWriteRequest')[1]!.txId), undefined);
+  });
+
+  it('a one-phase write retried with its age keeps the age of its first attempt (older than a tx begun since)', async () => {
+    const { coordinator, cluster, run, advance } = setup();
+    cluster.script('ReadWriteRequest', () => {
+      throw new BasaltError('TX_LOCK_CONFLICT', 'held');
+    });
+    const age: OnePhaseAge = {};
+    await rejectsWith(run(coordinator.putImplicit(TABLE, 'a', 1, undefined, age)), 'TX_LOCK_CONFLICT');
+    const first = cluster.sentOf('ReadWriteRequest')[0]!.txId;
+    assert.equal(age.last, first);
+    await advance(40);
+    // A writer that began meanwhile, without an age: younger than the first attempt.
+    await rejectsWith(run(coordinator.removeImplicit(TABLE, 'a')), 'TX_LOCK_CONFLICT');
+    const meanwhile = cluster.sentOf('ReadWriteRequest')[1]!.txId;
+    await advance(40);
+    cluster.unscript('ReadWriteRequest');
+    await run(coordinator.putImplicit(TABLE, 'a', 2, undefined, age));
+    const retry = cluster.sentOf('ReadWriteRequest')[2]!.txId;
+    assert.equal(age.last, retry);
+    assert.notEqual(retry, first);
+    assert.equal(beginTimestampOf(retry), beginTimestampOf(first), 'the retry began as the first attempt did');
+    assert.ok(compareTxAge(retry, meanwhile) < 0, 'and is older than the writer that began between the attempts');
+    assert.ok(compareTxAge(meanwhile, first) > 0);
   });
 
   it('a one-phase write whose proposal was abandoned by a stopping replica is not resent: TX_OUTCOME_UNKNOWN', async () => {

@@ -119,6 +119,16 @@ export interface OnePhaseResult {
   readonly commitTs: HybridTimestamp;
 }
 
+/**
+ * Carried by the caller across the attempts of one implicit write: each attempt begins as a retry of the one before
+ * (TxIdGenerator.nextRetry), so it keeps its age under wait-die instead of starting as the youngest writer of a hot
+ * key each time, as a read-write transaction's retries do (BeginTxOptions.retryOf).
+ */
+export interface OnePhaseAge {
+  /** The id of the last attempt; set by each attempt. */
+  last?: TxId;
+}
+
 /** Error codes of a one-phase write that prove it did not apply. */
 const ONE_PHASE_NOT_APPLIED = new Set(['PRIMARY_MISS', 'TX_LOCK_CONFLICT', 'TX_TIMEOUT', 'TX_ABORTED']);
 
@@ -742,18 +752,24 @@ export class TxCoordinator {
   // ------------------------------------------------------------------------------------------ one-phase writes
 
   /** An implicit `put` outside a transaction: one replicated command, no intent (one-phase commit). */
-  putImplicit(table: string, key: string, value: Value, options?: PutOptions): Promise<OnePhaseResult> {
+  putImplicit(
+    table: string,
+    key: string,
+    value: Value,
+    options?: PutOptions,
+    age?: OnePhaseAge,
+  ): Promise<OnePhaseResult> {
     checkTable(table);
     checkKey(key);
     checkValue(value);
     const operation = putOperation(key, value, checkPutOptions(options));
-    return this.onePhase(this.ctx.placement.partitionOf(table, key), operation);
+    return this.onePhase(this.ctx.placement.partitionOf(table, key), operation, age);
   }
 
-  removeImplicit(table: string, key: string): Promise<OnePhaseResult> {
+  removeImplicit(table: string, key: string, age?: OnePhaseAge): Promise<OnePhaseResult> {
     checkTable(table);
     checkKey(key);
-    return this.onePhase(this.ctx.placement.partitionOf(table, key), { op: 'remove', key });
+    return this.onePhase(this.ctx.placement.partitionOf(table, key), { op: 'remove', key }, age);
   }
 
   /**
@@ -784,9 +800,10 @@ export class TxCoordinator {
    * Resending a write that may have applied could apply it twice (not linearizable): only a proven non-execution or a
    * miss is sent again; anything else reports TX_OUTCOME_UNKNOWN (onePhaseFailed).
    */
-  private async onePhase(partitionId: PartitionId, operation: RwOperation): Promise<OnePhaseResult> {
+  private async onePhase(partitionId: PartitionId, operation: RwOperation, age?: OnePhaseAge): Promise<OnePhaseResult> {
     this.checkRunning();
-    const tx = this.newTx();
+    const tx = this.newTx(undefined, age?.last);
+    if (age !== undefined) age.last = tx.id;
     tx.commitPartitionId = partitionId;
     const routed = await sendToPrimary({
       ...this.firstRequestRoute(partitionId),
