@@ -171,7 +171,7 @@ async function runOperation(
   if (failed !== undefined) throw failed;
   if (!request.full) touch(p, request);
   try {
-    await acquireLocks(p, txId, operationLockPlan(p.partitionId, operation), inline);
+    await acquireLocks(p, txId, operationLockPlan(p.partitionId, operation), inline, request.full);
     // A one-phase tx now holds every lock it will take: younger requests wait for them rather than die (its command
     // replicates and the locks go right after its apply), as for a committing tx (lock-manager.ts, "finishing").
     if (request.full) p.locks.markFinishing(txId);
@@ -261,12 +261,13 @@ async function acquireLocks(
   txId: TxId,
   plan: readonly LockStep[],
   inline: InlineCleanup | undefined,
+  onePhase: boolean,
 ): Promise<void> {
-  if (inline === undefined) return p.acquire(txId, plan);
+  if (inline === undefined) return p.acquire(txId, plan, onePhase);
   for (const step of plan) {
     for (let settled = 0; ; settled++) {
       const since = inline.mark();
-      const acquired = p.acquire(txId, [step]);
+      const acquired = p.acquire(txId, [step], onePhase);
       const rechecks = recheckWhileWaiting(p, txId, step, inline);
       try {
         await acquired;

@@ -57,6 +57,7 @@ function patientTable(): { locks: LeaseLockTable; scheduler: Scheduler; counts: 
     timers: scheduler.timers('n1'),
     lockWaitTimeoutMs: 1_000,
     lockPatienceMs: 50,
+    onePhaseLockPatienceMs: 400,
     counters,
     lease: token(1),
   });
@@ -101,6 +102,47 @@ describe('LeaseLockTable: patient waits', () => {
     assert.equal(error.retryable, true);
     assert.equal(locks.locks.waitsOf(aged(2)).length, 0);
     assert.equal(counts.get(LEASE_LOCK_COUNTERS.waitDieDeaths), 1);
+  });
+
+  it("a one-phase write's request waits out its own, longer patience behind an older waiter, then gets the lock", async () => {
+    const { locks, scheduler, counts } = patientTable();
+    await locks.acquire(aged(1), [{ key: K, mode: 'X' }]);
+    // An older one-phase write queued ahead of both younger ones.
+    const older = locks.acquire(aged(2), [{ key: K, mode: 'X' }], true);
+    const plain = locks.acquire(aged(3), [{ key: K, mode: 'X' }]).then(
+      () => 'granted',
+      (error: unknown) => error,
+    );
+    let granted = false;
+    const onePhase = locks.acquire(aged(4), [{ key: K, mode: 'X' }], true).then(() => {
+      granted = true;
+    });
+    await scheduler.run({ forMs: 60 });
+    assert.ok(isBasaltError(await plain, 'TX_LOCK_CONFLICT'), 'a plain request died at 50 ms');
+    assert.equal(locks.locks.waitsOf(aged(4)).length, 1, 'the one-phase request still waits');
+    await scheduler.run({ forMs: 200 });
+    locks.locks.releaseAll(aged(1));
+    await older;
+    assert.equal(granted, false);
+    locks.locks.releaseAll(aged(2));
+    await onePhase;
+    assert.equal(locks.locks.heldMode(aged(4), K), 'X');
+    assert.equal(counts.get(LEASE_LOCK_COUNTERS.waitDieDeaths), 1);
+  });
+
+  it("past its own patience a one-phase write's request dies as wait-die says", async () => {
+    const { locks, scheduler } = patientTable();
+    await locks.acquire(aged(1), [{ key: K, mode: 'X' }]);
+    const outcome = locks.acquire(aged(2), [{ key: K, mode: 'X' }], true).then(
+      () => 'granted',
+      (error: unknown) => error,
+    );
+    await scheduler.run({ forMs: 399 });
+    assert.equal(locks.locks.waitsOf(aged(2)).length, 1);
+    await scheduler.run({ forMs: 2 });
+    const error = await outcome;
+    assert.ok(isBasaltError(error, 'TX_LOCK_CONFLICT'));
+    assert.equal(error.details?.['reason'], 'wait-die');
   });
 
   it('a wait the older holder no longer blocks is not cut at the patience: it waits for the younger one', async () => {

@@ -8,6 +8,8 @@
  * Acquisition runs under wait-die (lock-manager.ts) with patient requests: each wait is bounded by `lockWaitTimeoutMs`
  * on the injected timers, then fails TX_LOCK_CONFLICT; a wait for an older tx only by `lockPatienceMs`, then it fails
  * as a wait-die death (TX_LOCK_CONFLICT, reason wait-die, naming that tx), which ends any wait-for cycle it closed.
+ * A one-phase write's requests have a patience of their own (`onePhaseLockPatienceMs`, longer): such a write holds
+ * its locks for one Raft round and takes no other, so behind older writers of a hot key it waits its turn.
  * The txs that asked for a lock since the last lease change are remembered so that a change drops exactly theirs;
  * those that hold and await nothing any more are forgotten each time the set doubles, so it stays within about twice
  * the txs that hold or await a lock here.
@@ -41,6 +43,8 @@ export interface LeaseLockTableOptions {
   readonly lockWaitTimeoutMs: number;
   /** How long a request blocked by an older tx waits for it (default LIMITS.replicaLockPatienceMsDefault). */
   readonly lockPatienceMs?: number;
+  /** The same for a one-phase write's request (default LIMITS.replicaOnePhaseLockPatienceMsDefault). */
+  readonly onePhaseLockPatienceMs?: number;
   readonly counters: CounterSink;
   /** The token of the lease applied when the table is created (undefined: none yet). */
   readonly lease: LeaseToken | undefined;
@@ -51,6 +55,7 @@ export class LeaseLockTable {
   private readonly timers: Timers;
   private readonly lockWaitTimeoutMs: number;
   private readonly lockPatienceMs: number;
+  private readonly onePhaseLockPatienceMs: number;
   private readonly counters: CounterSink;
   /** Txs that asked this lock table for a lock since the lease last changed (to drop their locks at the change). */
   private readonly lockingTxs = new Set<TxId>();
@@ -67,6 +72,10 @@ export class LeaseLockTable {
       options.lockPatienceMs ?? LIMITS.replicaLockPatienceMsDefault,
       options.lockWaitTimeoutMs,
     );
+    this.onePhaseLockPatienceMs = Math.min(
+      options.onePhaseLockPatienceMs ?? LIMITS.replicaOnePhaseLockPatienceMsDefault,
+      options.lockWaitTimeoutMs,
+    );
     this.counters = options.counters;
     this.lease = options.lease;
   }
@@ -75,8 +84,10 @@ export class LeaseLockTable {
    * Acquires `steps` in order for `txId` under wait-die; each wait is bounded by lockWaitTimeoutMs (then
    * TX_LOCK_CONFLICT). Locks already granted stay held (released at cleanup, or by the caller for one-phase).
    */
-  async acquire(txId: TxId, steps: readonly LockStep[]): Promise<void> {
-    for (const step of steps) await this.acquireOne(txId, step);
+  /** `onePhase`: the requests of a one-phase write, patient for `onePhaseLockPatienceMs`. */
+  async acquire(txId: TxId, steps: readonly LockStep[], onePhase = false): Promise<void> {
+    const patienceMs = onePhase ? this.onePhaseLockPatienceMs : this.lockPatienceMs;
+    for (const step of steps) await this.acquireOne(txId, step, patienceMs);
   }
 
   /**
@@ -99,7 +110,7 @@ export class LeaseLockTable {
     return true;
   }
 
-  private acquireOne(txId: TxId, step: LockStep): Promise<void> {
+  private acquireOne(txId: TxId, step: LockStep, patienceMs: number): Promise<void> {
     this.noteLocking(txId);
     return new Promise((resolve, reject) => {
       let timer: TimerHandle | undefined;
@@ -143,7 +154,7 @@ export class LeaseLockTable {
       timer = this.timers.setTimer(() => {
         const blocker = handle.olderBlocker();
         if (blocker === undefined) {
-          timer = this.timers.setTimer(timedOut, this.lockWaitTimeoutMs - this.lockPatienceMs);
+          timer = this.timers.setTimer(timedOut, this.lockWaitTimeoutMs - patienceMs);
           return;
         }
         if (!handle.cancel()) return;
@@ -156,7 +167,7 @@ export class LeaseLockTable {
           blocker,
         };
         reject(this.denied(denial));
-      }, this.lockPatienceMs);
+      }, patienceMs);
     });
   }
 

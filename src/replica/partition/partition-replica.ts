@@ -572,10 +572,10 @@ export class PartitionReplica {
   /**
    * Acquires `steps` in order for `txId` under wait-die, in the lock table of the applied lease (lease-locks.ts);
    * each wait is bounded by lockWaitTimeoutMs (then TX_LOCK_CONFLICT). Locks already granted stay held (released at
-   * cleanup, or by the caller for one-phase).
+   * cleanup, or by the caller for one-phase; `onePhase` makes them patient longer, lease-locks.ts).
    */
-  acquire(txId: TxId, steps: readonly LockStep[]): Promise<void> {
-    return this.lockTable.acquire(txId, steps);
+  acquire(txId: TxId, steps: readonly LockStep[], onePhase = false): Promise<void> {
+    return this.lockTable.acquire(txId, steps, onePhase);
   }
 
   /**
