@@ -42,23 +42,27 @@ describe('concurrent RW transactions (simulated)', () => {
   it('implicit puts on one hot key from every node all succeed: a wait-die death proves nothing ran, so it is retried', () =>
     withSimCluster('implicit-hot-key', { partitions: 2 }, async (cluster) => {
       const clients = cluster.nodes.map((n) => cluster.client(n));
-      const deathsBefore = cluster.nodes.reduce(
-        (sum, n) => sum + (cluster.node(n).metrics().counters['locks.waitDieDeaths'] ?? 0),
-        0,
-      );
+      const deathsOf = (): number =>
+        cluster.nodes.reduce((sum, n) => sum + (cluster.node(n).metrics().counters['locks.waitDieDeaths'] ?? 0), 0);
+      const deathsBefore = deathsOf();
+      // An older transaction holds the key longer than a one-phase write waits for it (1 s), so the puts die.
+      const holder = await clients[0]!.begin();
+      await holder.put(T, 'hot', -1);
       const puts = 30;
-      const results = await Promise.allSettled(
+      const results = Promise.allSettled(
         Array.from({ length: puts }, (_, i) => clients[i % clients.length]!.put(T, 'hot', i)),
       );
+      await cluster.runFor(1_500);
+      await holder.commit();
       assert.deepEqual(
-        results.filter((r) => r.status === 'rejected'),
+        (await results).filter((r) => r.status === 'rejected'),
         [],
         'every implicit put succeeds',
       );
-      const deaths =
-        cluster.nodes.reduce((sum, n) => sum + (cluster.node(n).metrics().counters['locks.waitDieDeaths'] ?? 0), 0) -
-        deathsBefore;
-      assert.ok(deaths > 0, 'the puts really conflicted (some died under wait-die and were retried)');
+      assert.ok(
+        deathsOf() - deathsBefore > 0,
+        'the puts really conflicted (some died under wait-die and were retried)',
+      );
       const last = await clients[0]!.get(T, 'hot');
       assert.ok(typeof last === 'number' && last >= 0 && last < puts, `one of the puts won: ${String(last)}`);
     }));
