@@ -145,6 +145,19 @@ const ms = (us: number): string => (us >= 100_000 ? (us / 1000).toFixed(0) : (us
 const rate = (n: number): string => (n >= 100 ? n.toFixed(0) : n.toFixed(1));
 const pct = (x: number): string => `${(x * 100).toFixed(1)}%`;
 
+/** One budget over every cell that has it, as `title: workload ×clients figure, ...`; nothing when no cell has it. */
+function budgetLine(
+  cells: readonly CellResult[],
+  title: string,
+  figure: (c: CellResult) => string | undefined,
+): string[] {
+  const parts = cells.flatMap((c) => {
+    const f = figure(c);
+    return f === undefined ? [] : [`${c.workload} ×${c.clients} ${f}`];
+  });
+  return parts.length === 0 ? [] : ['', `${title}: ${parts.join(', ')}`];
+}
+
 function cpuCell(c: CellResult): string {
   if (c.cpuSPerKOps.some((v) => v === undefined)) return 'n/a';
   return c.cpuSPerKOps.map((v) => v!.toFixed(2)).join(' / ');
@@ -236,32 +249,26 @@ export function formatTable(doc: BenchDocument): string {
     lines.push(`| ${cells.join(' | ')} |`);
   }
   lines.push(...formatResolution(doc, floors));
-  const entries = doc.cells.filter((c) => c.logEntriesPerOp !== undefined);
-  if (entries.length > 0) {
-    lines.push(
-      '',
-      'Raft log entries per operation (Basalt, every partition group, counted on n1 over the window): ' +
-        entries.map((c) => `${c.workload} ×${c.clients} ${c.logEntriesPerOp!.toFixed(2)}`).join(', '),
-    );
-  }
-  const traffic = doc.cells.filter((c) => c.peerMessagesPerOp !== undefined);
-  if (traffic.length > 0) {
-    lines.push(
-      '',
-      'Peer messages / socket writes per operation (Basalt, between the nodes, all nodes over the window): ' +
-        traffic
-          .map((c) => `${c.workload} ×${c.clients} ${c.peerMessagesPerOp!.toFixed(1)}/${c.peerWritesPerOp!.toFixed(1)}`)
-          .join(', '),
-    );
-  }
-  const steps = doc.cells.filter((c) => c.applyStepsPerOp !== undefined);
-  if (steps.length > 0) {
-    lines.push(
-      '',
-      'Storage transactions applying partition entries per operation (Basalt, all nodes over the window): ' +
-        steps.map((c) => `${c.workload} ×${c.clients} ${c.applyStepsPerOp!.toFixed(2)}`).join(', '),
-    );
-  }
+  lines.push(
+    ...budgetLine(
+      doc.cells,
+      'Raft log entries per operation (Basalt, every partition group, counted on n1 over the window)',
+      (c) => c.logEntriesPerOp?.toFixed(2),
+    ),
+    ...budgetLine(
+      doc.cells,
+      'Peer messages / socket writes per operation (Basalt, between the nodes, all nodes over the window)',
+      (c) =>
+        c.peerMessagesPerOp === undefined
+          ? undefined
+          : `${c.peerMessagesPerOp.toFixed(1)}/${c.peerWritesPerOp?.toFixed(1)}`,
+    ),
+    ...budgetLine(
+      doc.cells,
+      'Storage transactions applying partition entries per operation (Basalt, all nodes over the window)',
+      (c) => c.applyStepsPerOp?.toFixed(2),
+    ),
+  );
   if (doc.watch !== undefined) lines.push(...formatWatchSection(doc.watch));
   if (doc.workloads.length > 0) lines.push('', 'Workloads (Basalt | etcd) and the critical path of the floor:');
   for (const w of doc.workloads) {

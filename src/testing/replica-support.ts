@@ -2,15 +2,29 @@
  * Builders shared by the replica tests: a manual physical clock, a replica wired to memory storage, and a log builder
  * that turns commands into committed Raft entries with consecutive indexes. Not exported from the package.
  */
-import type { HybridTimestamp, LogIndex, NodeId, NodeName, PartitionId, Term, TxId } from '../core/ids.js';
+import assert from 'node:assert/strict';
+import { isBasaltError } from '../core/errors.js';
+import {
+  type HybridTimestamp,
+  type LogIndex,
+  type NodeId,
+  type NodeName,
+  nodeName,
+  type PartitionId,
+  type Term,
+  type TxId,
+} from '../core/ids.js';
 import type { Clock } from '../env/clock.js';
 import { HybridClock } from '../hlc/hybrid-clock.js';
 import { hybridTimestamp } from '../hlc/timestamp.js';
+import { encode } from '../net/codec.js';
 import type { Entry } from '../raft/types.js';
 import type { ApplyResult } from '../replica/partition/apply-result.js';
 import {
+  commandProblem,
   type DataCommand,
   type DataItem,
+  decodeCommand,
   encodeCommand,
   type FinishTxCommand,
   type LeaseCommand,
@@ -24,8 +38,10 @@ import {
   writesOf,
 } from '../replica/partition/commands.js';
 import { type Lease, type LeaseToken, type ReplicaIncarnation, tokenOf } from '../replica/partition/lease.js';
-import { ProposalTracker } from '../replica/partition/proposals.js';
+import { PartitionReplica, type PartitionReplicaOptions } from '../replica/partition/partition-replica.js';
+import { ProposalTracker, type SubmitProposal } from '../replica/partition/proposals.js';
 import { PartitionStateMachine, type PartitionStateMachineOptions } from '../replica/partition/state-machine.js';
+import { SeededRandom } from '../sim/random.js';
 import type { Value } from '../storage/mv-partition-storage.js';
 import { MemoryStorageEngine, type StorageEngine } from '../storage/storage-engine.js';
 import { makeTxId } from '../tx/core/tx-id.js';
@@ -252,4 +268,38 @@ function firstDifference(a: Uint8Array, b: Uint8Array): number {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
   return n;
+}
+
+/** Checks that a malformed command is refused on encode and, written raw into the log, on decode. */
+export function assertCommandRefused(command: unknown, why: RegExp): void {
+  assert.match(commandProblem(command) ?? 'accepted', why);
+  assert.throws(
+    () => encodeCommand(command as PartitionCommand),
+    (e: unknown) => isBasaltError(e, 'INVALID_ARGUMENT'),
+  );
+  assert.throws(
+    () => decodeCommand(encode(command)),
+    (e: unknown) => isBasaltError(e, 'INTERNAL'),
+  );
+}
+
+/** A partition replica alone on node `solo`, over memory storage, whose Raft is `submit` (the test applies entries). */
+export function soloReplica(
+  physical: ManualClock,
+  clock: HybridClock,
+  submit: SubmitProposal,
+  options: Pick<PartitionReplicaOptions, 'timing' | 'timers'> & Partial<PartitionReplicaOptions>,
+): PartitionReplica {
+  return new PartitionReplica({
+    partitionId: PARTITION,
+    nodeId: 'solo' as NodeId,
+    nodeName: nodeName('solo'),
+    random: new SeededRandom(1),
+    physicalClock: physical,
+    clock,
+    engine: new MemoryStorageEngine(),
+    txStateMap: new TxStateMap({ clock: physical }),
+    submit,
+    ...options,
+  });
 }

@@ -9,6 +9,7 @@ import { isBasaltError } from '../../core/errors.js';
 import { LIMITS } from '../../core/limits.js';
 import { encode } from '../../net/codec.js';
 import {
+  assertCommandRefused,
   at,
   finish,
   foreignProposal,
@@ -24,14 +25,7 @@ import {
   update,
   updateAll,
 } from '../../testing/replica-support.js';
-import {
-  commandProblem,
-  decodeCommand,
-  encodeCommand,
-  isDataCommand,
-  type PartitionCommand,
-  writesOf,
-} from './commands.js';
+import { decodeCommand, encodeCommand, isDataCommand, type PartitionCommand, writesOf } from './commands.js';
 
 const L = lease(incarnation('p1'), 10, 100);
 const t = txIdAt(5);
@@ -63,13 +57,6 @@ const SAMPLES: readonly PartitionCommand[] = [
 
 const isInvalid = (e: unknown) => isBasaltError(e, 'INVALID_ARGUMENT');
 const isInternal = (e: unknown) => isBasaltError(e, 'INTERNAL');
-
-/** Checks that a mutated command is refused on encode and, written raw into the log, on decode. */
-function assertRefused(command: unknown, why: RegExp): void {
-  assert.match(commandProblem(command) ?? 'accepted', why);
-  assert.throws(() => encodeCommand(command as PartitionCommand), isInvalid);
-  assert.throws(() => decodeCommand(encode(command)), isInternal);
-}
 
 describe('partition command codec', () => {
   it('every command kind round-trips exactly', () => {
@@ -108,75 +95,78 @@ describe('partition command codec', () => {
 
   it('refuses missing and unknown fields, and unknown kinds', () => {
     const { seq: _seq, ...noSeq } = update(L, 1, put('k', 1), 20);
-    assertRefused(noSeq, /missing field seq/);
-    assertRefused({ ...safeTimeSync(5), extra: 1 }, /unknown field extra/);
-    assertRefused({ ...safeTimeSync(5), kind: 'Explode' }, /unknown kind/);
-    assertRefused({ ...safeTimeSync(5), ts: 5 }, /ts is not a timestamp/);
-    assertRefused({ ...safeTimeSync(5), ts: 0n }, /ts is not a timestamp/);
-    assertRefused({ ...safeTimeSync(5), proposalId: { nodeId: 'n', incarnation: 'i', counter: 0 } }, /counter/);
+    assertCommandRefused(noSeq, /missing field seq/);
+    assertCommandRefused({ ...safeTimeSync(5), extra: 1 }, /unknown field extra/);
+    assertCommandRefused({ ...safeTimeSync(5), kind: 'Explode' }, /unknown kind/);
+    assertCommandRefused({ ...safeTimeSync(5), ts: 5 }, /ts is not a timestamp/);
+    assertCommandRefused({ ...safeTimeSync(5), ts: 0n }, /ts is not a timestamp/);
+    assertCommandRefused({ ...safeTimeSync(5), proposalId: { nodeId: 'n', incarnation: 'i', counter: 0 } }, /counter/);
   });
 
   it('refuses malformed leases and tokens', () => {
-    assertRefused(leaseCommand({ ...L, expiration: L.start }, null, 5), /below its expiration/);
-    assertRefused(leaseCommand({ ...L, holder: { nodeId: '', incarnation: 'i' } as never }, null, 5), /holder/);
-    assertRefused(leaseCommand(L, { holder: L.holder, start: 3 } as never, 5), /start/);
-    assertRefused({ ...update(L, 1, put('k', 1), 20), token: { holder: L.holder } }, /missing field start/);
+    assertCommandRefused(leaseCommand({ ...L, expiration: L.start }, null, 5), /below its expiration/);
+    assertCommandRefused(leaseCommand({ ...L, holder: { nodeId: '', incarnation: 'i' } as never }, null, 5), /holder/);
+    assertCommandRefused(leaseCommand(L, { holder: L.holder, start: 3 } as never, 5), /start/);
+    assertCommandRefused({ ...update(L, 1, put('k', 1), 20), token: { holder: L.holder } }, /missing field start/);
   });
 
   it('refuses malformed data commands: ids, writes, duplicate keys, oversized batches and keys, non-JSON values', () => {
-    assertRefused({ ...update(L, 1, put('k', 1), 20), txId: 'not-a-tx' }, /txId/);
-    assertRefused({ ...update(L, 1, put('k', 1), 20), full: 'yes' }, /full/);
-    assertRefused({ ...update(L, 1, put('k', 1), 20), seq: 1.5 }, /seq/);
-    assertRefused(update(L, 1, { kind: 'put', key: 'k' } as never, 20), /missing field value/);
-    assertRefused(update(L, 1, { kind: 'upsert', key: 'k', value: 1 } as never, 20), /write kind/);
-    assertRefused(update(L, 1, put('k', Number.NaN), 20), /non-finite/);
-    assertRefused(update(L, 1, put('k', 5n as never), 20), /JSON-compatible/);
-    assertRefused(update(L, 1, put('k', { nested: new Uint8Array(1) } as never), 20), /JSON-compatible/);
+    assertCommandRefused({ ...update(L, 1, put('k', 1), 20), txId: 'not-a-tx' }, /txId/);
+    assertCommandRefused({ ...update(L, 1, put('k', 1), 20), full: 'yes' }, /full/);
+    assertCommandRefused({ ...update(L, 1, put('k', 1), 20), seq: 1.5 }, /seq/);
+    assertCommandRefused(update(L, 1, { kind: 'put', key: 'k' } as never, 20), /missing field value/);
+    assertCommandRefused(update(L, 1, { kind: 'upsert', key: 'k', value: 1 } as never, 20), /write kind/);
+    assertCommandRefused(update(L, 1, put('k', Number.NaN), 20), /non-finite/);
+    assertCommandRefused(update(L, 1, put('k', 5n as never), 20), /JSON-compatible/);
+    assertCommandRefused(update(L, 1, put('k', { nested: new Uint8Array(1) } as never), 20), /JSON-compatible/);
     // (The decoder drops a `__proto__` key, so again only the encoding side can see it.)
     assert.throws(() => encodeCommand(update(L, 1, put('k', JSON.parse('{"__proto__": 1}')), 20)), isInvalid);
-    assertRefused(update(L, 1, put('x'.repeat(LIMITS.keyBytesMax + 1), 1), 20), /keyBytesMax/);
+    assertCommandRefused(update(L, 1, put('x'.repeat(LIMITS.keyBytesMax + 1), 1), 20), /keyBytesMax/);
     // (A lone surrogate has no UTF-8 form: msgpack would write U+FFFD, so only the encoding side can see it.)
     assert.throws(() => encodeCommand(update(L, 1, put('\uD800', 1), 20)), isInvalid);
-    assertRefused(updateAll(L, 1, [put('a', 1), remove('a')], 20), /twice/);
+    assertCommandRefused(updateAll(L, 1, [put('a', 1), remove('a')], 20), /twice/);
     const expiring = (expiry: unknown) => update(L, 1, { ...put('k', 1), expiry } as never, 20);
-    assertRefused(expiring({ ttlMs: 0 }), /ttlMs out of range/);
-    assertRefused(expiring({ ttlMs: LIMITS.ttlMsMax + 1 }), /ttlMs out of range/);
-    assertRefused(expiring({ ttlMs: 5, at: 9n }), /unknown field/);
-    assertRefused(expiring({ at: -1n }), /at is not a timestamp/);
-    assertRefused(update(L, 1, { kind: 'remove', key: 'k', expiry: { ttlMs: 5 } } as never, 20), /unknown field/);
+    assertCommandRefused(expiring({ ttlMs: 0 }), /ttlMs out of range/);
+    assertCommandRefused(expiring({ ttlMs: LIMITS.ttlMsMax + 1 }), /ttlMs out of range/);
+    assertCommandRefused(expiring({ ttlMs: 5, at: 9n }), /unknown field/);
+    assertCommandRefused(expiring({ at: -1n }), /at is not a timestamp/);
+    assertCommandRefused(
+      update(L, 1, { kind: 'remove', key: 'k', expiry: { ttlMs: 5 } } as never, 20),
+      /unknown field/,
+    );
     for (const expiry of [{ ttlMs: 5 }, { at: 9n }]) {
       const decoded = decodeCommand(encodeCommand(expiring(expiry)));
       assert.ok(decoded.kind === 'Update' && decoded.write.kind === 'put');
       assert.deepEqual(decoded.write.expiry, expiry);
     }
-    assertRefused({ ...updateAll(L, 1, [put('a', 1)], 20), writes: [] }, /non-empty/);
+    assertCommandRefused({ ...updateAll(L, 1, [put('a', 1)], 20), writes: [] }, /non-empty/);
     const many = Array.from({ length: LIMITS.updateAllWritesMax + 1 }, (_, i) => put(`k${i}`, i));
-    assertRefused(updateAll(L, 1, many, 20), /writes/);
+    assertCommandRefused(updateAll(L, 1, many, 20), /writes/);
   });
 
   it('refuses finish and switch outcomes whose commit timestamp does not match commit', () => {
-    assertRefused({ ...finish(t, 'abort', 5), commitTs: at(3) }, /abort has no commitTs/);
-    assertRefused({ ...finish(t, { commitTs: at(3) }, 5), commitTs: null }, /commit needs its commitTs/);
-    assertRefused({ ...switchIntents(t, 'abort', 5), commit: 1 }, /commit is not a boolean/);
-    assertRefused({ ...finish(t, 'abort', 5), enlistedPartitions: [''] }, /enlistedPartitions/);
+    assertCommandRefused({ ...finish(t, 'abort', 5), commitTs: at(3) }, /abort has no commitTs/);
+    assertCommandRefused({ ...finish(t, { commitTs: at(3) }, 5), commitTs: null }, /commit needs its commitTs/);
+    assertCommandRefused({ ...switchIntents(t, 'abort', 5), commit: 1 }, /commit is not a boolean/);
+    assertCommandRefused({ ...finish(t, 'abort', 5), enlistedPartitions: [''] }, /enlistedPartitions/);
     const all = (switches: unknown) => ({
       kind: 'WriteIntentSwitchAll',
       ts: at(1),
       proposalId: foreignProposal(),
       switches,
     });
-    assertRefused(all([]), /non-empty/);
-    assertRefused(all([{ txId: t, commit: false, commitTs: at(3) }]), /switch: an abort has no commitTs/);
-    assertRefused(all([{ txId: t, commit: false }]), /switch: missing field commitTs/);
-    assertRefused(all([{ txId: 'bad', commit: false, commitTs: null }]), /switch: txId/);
+    assertCommandRefused(all([]), /non-empty/);
+    assertCommandRefused(all([{ txId: t, commit: false, commitTs: at(3) }]), /switch: an abort has no commitTs/);
+    assertCommandRefused(all([{ txId: t, commit: false }]), /switch: missing field commitTs/);
+    assertCommandRefused(all([{ txId: 'bad', commit: false, commitTs: null }]), /switch: txId/);
     const abort = { txId: t, commit: false, commitTs: null };
-    assertRefused(all([abort, abort]), /the same tx is switched twice/);
-    assertRefused(
+    assertCommandRefused(all([abort, abort]), /the same tx is switched twice/);
+    assertCommandRefused(
       all(Array.from({ length: LIMITS.intentSwitchBatchMax + 1 }, (_, i) => ({ ...abort, txId: txIdAt(i + 1) }))),
       /more than/,
     );
-    assertRefused({ kind: 'VacuumTxStates', ts: at(1), proposalId: foreignProposal(), txIds: [] }, /non-empty/);
-    assertRefused({ kind: 'VacuumTxStates', ts: at(1), proposalId: foreignProposal(), txIds: ['bad'] }, /tx id/);
+    assertCommandRefused({ kind: 'VacuumTxStates', ts: at(1), proposalId: foreignProposal(), txIds: [] }, /non-empty/);
+    assertCommandRefused({ kind: 'VacuumTxStates', ts: at(1), proposalId: foreignProposal(), txIds: ['bad'] }, /tx id/);
   });
 });
 

@@ -25,6 +25,7 @@ import {
   ManualClock,
   PARTITION,
   put,
+  soloReplica,
   txIdAt,
 } from '../../testing/replica-support.js';
 import { TxStateMap } from '../../tx/core/tx-state-map.js';
@@ -279,16 +280,7 @@ describe('PartitionReplica on its own (submit applies at once)', () => {
       const index = (replica!.stateMachine.appliedIndex() + 1) as LogIndex;
       replica!.stateMachine.apply([{ term: 1 as Term, index, kind: 'data', data: bytes }]);
     };
-    replica = new PartitionReplica({
-      partitionId: PARTITION,
-      nodeId: 'solo' as NodeId,
-      nodeName: nodeName('solo'),
-      random: new SeededRandom(1),
-      physicalClock: physical,
-      clock,
-      engine: new MemoryStorageEngine(),
-      txStateMap: new TxStateMap({ clock: physical }),
-      submit,
+    replica = soloReplica(physical, clock, submit, {
       timing: TIMING,
       timers: new Scheduler({ seed: 1 }).timers('solo'),
     });

@@ -7,19 +7,16 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isBasaltError } from '../../core/errors.js';
-import { type LogIndex, type NodeId, nodeName, type Term, type TxId } from '../../core/ids.js';
+import type { LogIndex, NodeId, Term, TxId } from '../../core/ids.js';
 import { LIMITS } from '../../core/limits.js';
 import type { TimerHandle, Timers } from '../../env/timers.js';
 import { HybridClock } from '../../hlc/hybrid-clock.js';
 import { EntryLeftLogError } from '../../raft/driver.js';
-import { SeededRandom } from '../../sim/random.js';
-import { MemoryStorageEngine } from '../../storage/storage-engine.js';
-import { COORDINATOR, ManualClock, PARTITION, put, txIdAt } from '../../testing/replica-support.js';
-import { TxStateMap } from '../../tx/core/tx-state-map.js';
+import { COORDINATOR, ManualClock, PARTITION, put, soloReplica, txIdAt } from '../../testing/replica-support.js';
 import type { ApplyResult } from './apply-result.js';
 import { decodeCommand, type PartitionCommand, type RowWrite } from './commands.js';
 import { tokenOf } from './lease.js';
-import { type DataProposal, PartitionReplica, WRITE_BATCH_COUNTERS } from './partition-replica.js';
+import { type DataProposal, type PartitionReplica, WRITE_BATCH_COUNTERS } from './partition-replica.js';
 import { leaseTiming } from './primary.js';
 import type { TakenProposal } from './proposals.js';
 import { WriteBatcher } from './write-batcher.js';
@@ -65,16 +62,7 @@ function batchingReplica() {
     if (mode === 'left-log') throw new EntryLeftLogError(index, 1 as Term, {});
     replica!.stateMachine.apply([{ term: 1 as Term, index, kind: 'data', data: bytes }]);
   };
-  replica = new PartitionReplica({
-    partitionId: PARTITION,
-    nodeId: 'solo' as NodeId,
-    nodeName: nodeName('solo'),
-    random: new SeededRandom(1),
-    physicalClock: physical,
-    clock,
-    engine: new MemoryStorageEngine(),
-    txStateMap: new TxStateMap({ clock: physical }),
-    submit,
+  replica = soloReplica(physical, clock, submit, {
     timing: leaseTiming(20, 600, 150),
     timers,
     batchWrites: true,
